@@ -1,0 +1,48 @@
+# Every target builds on `install`, which is quick when nothing changed (a stamp tracks pyproject.toml).
+SHELL := /bin/bash
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PORT ?= 8000
+# Django 6 needs Python 3.12+; pyenv's shims may name a version that is not selected, so probe each.
+PYTHON ?= $(shell for p in python3.12 python3.13 python3 /root/.pyenv/versions/3.12*/bin/python3.12 /root/.pyenv/versions/3.13*/bin/python3.13 /usr/bin/python3.12 /usr/bin/python3.13; do \
+	$$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 && { echo $$p; break; }; done)
+
+.PHONY: install run test lint format bench chromium clean
+
+$(STAMP): pyproject.toml
+	@test -n "$(PYTHON)" || { echo "Python 3.12 or newer is required (none found)."; exit 1; }
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py ensure_admin
+	$(BIN)/python manage.py collectstatic --noinput -v 0
+	$(BIN)/daphne -b 127.0.0.1 -p $(PORT) chatapp.asgi:application
+
+# Browser tests drive Debian's Chromium; install it once (needs root, as on CI).
+chromium:
+	@test -x /usr/bin/chromium || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
+
+test: install chromium
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench: install
+	$(BIN)/python -m benchmarks
+
+clean:
+	rm -rf $(VENV) staticfiles .pytest_cache

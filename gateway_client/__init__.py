@@ -1,0 +1,1 @@
+"""Async client for OpenAI-compatible gateway streams."""
