@@ -52,7 +52,12 @@ class ErrorInfo:
     request_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "code": self.code, "type": self.type, "message": self.message}
+        return {
+            "status": self.status,
+            "code": self.code,
+            "type": self.type,
+            "message": self.message,
+        }
 
 
 class GatewayError(Exception):

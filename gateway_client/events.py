@@ -33,7 +33,7 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Meta:
-    """The chunk `id` (the generation ID on most gateways) or `model`, when first seen or changed."""
+    """The chunk `id` (the generation ID on most gateways) and `model`, when seen or changed."""
 
     id: str | None
     model: str | None

@@ -1,0 +1,246 @@
+"""A pure fold of typed events into a `Completion`: the answer as it stands at any moment.
+
+Adding an event is O(1) (text fragments go to lists, joined only when a `Completion` is asked
+for), so the live client can fold every event and still hand out a snapshot whenever the app
+flushes. The outcome follows the gateways' shared rule: `complete` needs `[DONE]` and no error;
+an error event (or a transport failure reported with `fail`) makes it `error`; anything else that
+ends is `incomplete`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ErrorInfo
+from .events import (
+    Annotation,
+    Artifact,
+    AudioOutput,
+    Cost,
+    Done,
+    ErrorEvent,
+    Event,
+    Finish,
+    ImageOutput,
+    Meta,
+    ReasoningDelta,
+    ReasoningDetail,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
+
+__all__ = ["Accumulator", "Completion", "ToolCall"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    index: int
+    id: str | None
+    name: str | None
+    arguments: str  # the raw concatenated fragments; parse only after the finish chunk
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "id": self.id, "name": self.name, "arguments": self.arguments}
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    outcome: str  # complete | error | incomplete
+    status: int | None = None
+    generation_id: str | None = None
+    request_id: str | None = None
+    model: str | None = None
+    finish_reason: str | None = None
+    content: str = ""
+    reasoning: str = ""
+    reasoning_details: list[dict[str, Any]] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    annotations: list[dict[str, Any]] = field(default_factory=list)
+    images: list[ImageOutput] = field(default_factory=list)
+    artifacts: list[Artifact] = field(default_factory=list)
+    audio: AudioOutput | None = None
+    usage: dict[str, Any] | None = None
+    cost: Cost | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cached_tokens: int | None = None
+    error: ErrorInfo | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `replay` output contract (../shared/conformance/README.md), plus media."""
+        return {
+            "status": self.status,
+            "outcome": self.outcome,
+            "generation_id": self.generation_id,
+            "request_id": self.request_id,
+            "model": self.model,
+            "finish_reason": self.finish_reason,
+            "content": self.content,
+            "reasoning": self.reasoning,
+            "reasoning_details": self.reasoning_details,
+            "tool_calls": [call.to_dict() for call in self.tool_calls],
+            "annotations": self.annotations,
+            "usage": self.usage,
+            "cost": self.cost.to_dict() if self.cost else None,
+            "error": self.error.to_dict() if self.error else None,
+            "images": [_image_dict(image) for image in self.images],
+            "artifacts": [
+                {"type": a.type, "filename": a.filename, "media_type": a.media_type, "data": a.data}
+                for a in self.artifacts
+            ],
+            "audio": (
+                {
+                    "format": self.audio.format,
+                    "transcript": self.audio.transcript,
+                    "data": self.audio.data,
+                }
+                if self.audio
+                else None
+            ),
+        }
+
+
+def _image_dict(image: ImageOutput) -> dict[str, Any]:
+    return {
+        "index": image.index,
+        "url": image.url,
+        "b64": image.b64,
+        "media_type": image.media_type,
+        "partial": image.partial,
+    }
+
+
+class Accumulator:
+    """Folds events in arrival order. Not thread-safe; one per stream."""
+
+    def __init__(
+        self,
+        *,
+        status: int | None = 200,
+        generation_id: str | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        self.status = status
+        self.generation_id = generation_id
+        self.request_id = request_id
+        self.model: str | None = None
+        self.finish_reason: str | None = None
+        self.done = False
+        self.error: ErrorInfo | None = None
+        self.usage: Usage | None = None
+        self._content: list[str] = []
+        self._reasoning: list[str] = []
+        self._details: list[dict[str, Any]] = []
+        self._calls: dict[int, list[Any]] = {}  # index -> [id, name, [argument fragments]]
+        self._annotations: list[dict[str, Any]] = []
+        self._images: dict[int, ImageOutput] = {}
+        self._artifacts: list[Artifact] = []
+        self._audio: list[bytes] = []
+        self._transcript: list[str] = []
+        self._audio_format: str | None = None
+        self._has_audio = False
+
+    def add(self, event: Event) -> None:
+        match event:
+            case TextDelta(text=text):
+                self._content.append(text)
+            case ReasoningDelta(text=text):
+                self._reasoning.append(text)
+            case ReasoningDetail(detail=detail):
+                self._details.append(detail)
+            case ToolCallDelta(index=index, id=call_id, name=name, arguments=arguments):
+                slot = self._calls.get(index)
+                if slot is None:
+                    slot = self._calls[index] = [call_id, name, []]
+                else:
+                    slot[0] = slot[0] or call_id
+                    slot[1] = slot[1] or name
+                if arguments:
+                    slot[2].append(arguments)
+            case Meta(id=chunk_id, model=model):
+                if self.generation_id is None and chunk_id:
+                    self.generation_id = chunk_id
+                self.model = model or self.model
+            case Finish(reason=reason):
+                self.finish_reason = reason
+            case Usage():
+                self.usage = event
+            case Annotation(raw=raw):
+                self._annotations.append(raw)
+            case ImageOutput(index=index):
+                self._images[index] = event  # a completed image replaces its previews
+            case Artifact():
+                self._artifacts.append(event)
+            case AudioOutput():
+                self._add_audio(event)
+            case ErrorEvent(info=info):
+                self.error = self.error or info
+            case Done():
+                self.done = True
+
+    def fail(self, info: ErrorInfo) -> None:
+        """Record a failure the events could not carry (timeout, dropped connection, cap)."""
+        if self.error is None:
+            self.error = info
+
+    @property
+    def content(self) -> str:
+        return "".join(self._content)
+
+    @property
+    def outcome(self) -> str:
+        if self.error is not None:
+            return "error"
+        return "complete" if self.done else "incomplete"
+
+    @property
+    def completion(self) -> Completion:
+        usage = self.usage
+        return Completion(
+            outcome=self.outcome,
+            status=self.status,
+            generation_id=self.generation_id,
+            request_id=self.request_id,
+            model=self.model,
+            finish_reason=self.finish_reason,
+            content="".join(self._content),
+            reasoning="".join(self._reasoning),
+            reasoning_details=list(self._details),
+            tool_calls=[
+                ToolCall(index, slot[0], slot[1], "".join(slot[2]))
+                for index, slot in sorted(self._calls.items())
+            ],
+            annotations=list(self._annotations),
+            images=[self._images[index] for index in sorted(self._images)],
+            artifacts=list(self._artifacts),
+            audio=self._audio_output(),
+            usage=usage.raw if usage else None,
+            cost=usage.cost if usage else None,
+            prompt_tokens=usage.prompt_tokens if usage else None,
+            completion_tokens=usage.completion_tokens if usage else None,
+            reasoning_tokens=usage.reasoning_tokens if usage else None,
+            cached_tokens=usage.cached_tokens if usage else None,
+            error=self.error,
+        )
+
+    def _add_audio(self, event: AudioOutput) -> None:
+        self._has_audio = True
+        if event.data:
+            # A corrupt piece is dropped; the transcript still stands.
+            with contextlib.suppress(binascii.Error, ValueError):
+                self._audio.append(base64.b64decode(event.data, validate=True))
+        if event.transcript:
+            self._transcript.append(event.transcript)
+        self._audio_format = event.format or self._audio_format
+
+    def _audio_output(self) -> AudioOutput | None:
+        if not self._has_audio:
+            return None
+        data = base64.b64encode(b"".join(self._audio)).decode("ascii")
+        return AudioOutput(data, "".join(self._transcript), self._audio_format)

@@ -1,0 +1,185 @@
+"""Response bytes → typed events: SSE framing, `[DONE]`, JSON, and the stream's terminal state.
+
+`EventStreamParser` is what both the live client and `replay` feed, so a capture replays exactly as
+the stream would have been read. It never raises on bad input: a malformed payload or a passed cap
+becomes an `ErrorEvent` (type `protocol_error` / `limit_exceeded`) after the events that came
+before it, so nothing already received is lost. After `[DONE]` or an error, input is ignored.
+
+`status_error` reads a response that is not an event stream (an error status, or a 200 of another
+type) into a `StatusError`, from either documented JSON envelope or, for a proxy's HTML page, the
+status and a short excerpt.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import orjson
+
+from .chunks import error_info, parse_chunk
+from .errors import ErrorInfo, StatusError
+from .events import Done, ErrorEvent, Event, Meta
+from .sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_LINE_BYTES, EventLimitExceeded, SSEDecoder
+
+__all__ = ["EventStreamParser", "is_event_stream", "parse_retry_after", "status_error"]
+
+_EXCERPT_CHARS = 200
+
+
+class EventStreamParser:
+    """Feed body bytes; get typed events. `done` after `[DONE]`, `failed` after an error."""
+
+    def __init__(
+        self,
+        *,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    ) -> None:
+        self._decoder = SSEDecoder(max_line_bytes=max_line_bytes, max_event_bytes=max_event_bytes)
+        self.done = False
+        self.failed = False
+        self._id: Any = None
+        self._model: Any = None
+
+    @property
+    def finished(self) -> bool:
+        return self.done or self.failed
+
+    def feed(self, data: bytes) -> list[Event]:
+        if self.finished:
+            return []  # text after [DONE] (or an error) is ignored
+        try:
+            sse = self._decoder.feed(data)
+        except EventLimitExceeded as exc:
+            events = self._events([e.data for e in exc.events])
+            if not self.finished:
+                self.failed = True
+                events.append(ErrorEvent(ErrorInfo(None, "limit_exceeded", exc.type, exc.message)))
+            return events
+        return self._events([e.data for e in sse]) if sse else []
+
+    def close(self) -> list[Event]:
+        """End of body. An event cut off mid-way (no blank line, not valid JSON) is dropped: the
+        stream then simply has no `[DONE]`, which is what makes it incomplete."""
+        if self.finished:
+            return []
+        pending = self._decoder.close()
+        if not pending:
+            return []
+        data = pending[0].data
+        if data.strip() != "[DONE]":
+            try:
+                orjson.loads(data)
+            except orjson.JSONDecodeError:
+                return []
+        return self._events([data])
+
+    def _events(self, payloads: list[str]) -> list[Event]:
+        events: list[Event] = []
+        for data in payloads:
+            if not data:
+                continue  # a bare `data:` carries no chunk
+            if data[0] == "[" and data.strip() == "[DONE]":
+                self.done = True
+                events.append(Done())
+                break
+            try:
+                chunk = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                chunk = None
+            if not isinstance(chunk, dict):
+                self.failed = True
+                events.append(ErrorEvent(_malformed(data)))
+                break
+            chunk_id = chunk.get("id")
+            model = chunk.get("model")
+            if (chunk_id and chunk_id != self._id) or (model and model != self._model):
+                self._id = chunk_id or self._id
+                self._model = model or self._model
+                events.append(Meta(self._id, self._model))
+            parsed = parse_chunk(chunk)
+            events.extend(parsed)
+            if any(type(event) is ErrorEvent for event in parsed):
+                self.failed = True
+                break
+        return events
+
+
+def _malformed(data: str) -> ErrorInfo:
+    excerpt = data if len(data) <= _EXCERPT_CHARS else data[:_EXCERPT_CHARS] + "…"
+    return ErrorInfo(None, "invalid_json", "protocol_error", f"malformed event: {excerpt!r}")
+
+
+def is_event_stream(content_type: str | None) -> bool:
+    return bool(content_type) and content_type.split(";")[0].strip().lower() == "text/event-stream"
+
+
+def status_error(
+    status: int,
+    content_type: str | None,
+    body: bytes,
+    *,
+    request_id: str | None = None,
+    retry_after: float | None = None,
+) -> StatusError:
+    """The error a non-stream response stands for, whatever its body."""
+    try:
+        parsed = orjson.loads(body) if body.strip() else None
+    except orjson.JSONDecodeError:
+        parsed = None
+    excerpt = _excerpt(body)
+    if isinstance(parsed, dict) and parsed.get("error"):
+        info = error_info(parsed["error"], status=status)
+        if status == 200:
+            info = ErrorInfo(status, info.code, info.type, info.message, info.request_id)
+        return StatusError(
+            info.message,
+            status=status,
+            code=info.code,
+            type=info.type,
+            request_id=info.request_id or request_id,
+            retry_after=retry_after,
+            body_excerpt=excerpt,
+        )
+    what = content_type or "no content type"
+    if status == 200:
+        message = f"expected an event stream, got {what}"
+    elif parsed is None and body.strip():
+        message = f"HTTP {status} with a body that is not JSON ({what}): {excerpt}"
+    else:
+        message = f"HTTP {status} without an error message"
+    return StatusError(
+        message,
+        status=status,
+        code=status,
+        type="not_event_stream" if status == 200 else "http_error",
+        request_id=request_id,
+        retry_after=retry_after,
+        body_excerpt=excerpt,
+    )
+
+
+def _excerpt(body: bytes) -> str:
+    text = body[: _EXCERPT_CHARS * 8].decode("utf-8", "replace")
+    text = re.sub(r"<[^>]*>", " ", text)
+    text = " ".join(text.split())
+    return text if len(text) <= _EXCERPT_CHARS else text[:_EXCERPT_CHARS] + "…"
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """`Retry-After` in seconds (it may be a number or an HTTP date), or None."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
