@@ -1,1 +1,56 @@
-"""Async client for OpenAI-compatible gateway streams."""
+"""Async client for OpenAI-compatible gateway streams: framework-free, typed, fast.
+
+Layers, each usable alone: `sse` (bytes → events), `chunks` (a chunk → typed `events`),
+`accumulator` (events → `Completion`), `protocol` (all three, plus `[DONE]` and terminal state),
+`client` (`GatewayClient` over httpx, with deadlines, caps and cancel by closing).
+"""
+
+from __future__ import annotations
+
+from .accumulator import Accumulator, Completion, ToolCall
+from .client import GatewayClient, GenerationRecord, ModelInfo
+from .dialects import Limits, Timeouts
+from .errors import (
+    ConnectError,
+    ErrorInfo,
+    GatewayError,
+    GatewayTimeout,
+    InBandError,
+    IncompleteStream,
+    LimitExceeded,
+    ProtocolError,
+    StatusError,
+    StreamFailed,
+    TransportError,
+)
+from .protocol import EventStreamParser
+from .speech import SpeechStream
+from .sse import ServerSentEvent, SSEDecoder
+from .stream import EventStream
+
+__all__ = [
+    "Accumulator",
+    "Completion",
+    "ConnectError",
+    "ErrorInfo",
+    "EventStream",
+    "EventStreamParser",
+    "GatewayClient",
+    "GatewayError",
+    "GatewayTimeout",
+    "GenerationRecord",
+    "InBandError",
+    "IncompleteStream",
+    "LimitExceeded",
+    "Limits",
+    "ModelInfo",
+    "ProtocolError",
+    "SSEDecoder",
+    "ServerSentEvent",
+    "SpeechStream",
+    "StatusError",
+    "StreamFailed",
+    "Timeouts",
+    "ToolCall",
+    "TransportError",
+]

@@ -1,0 +1,324 @@
+"""`GatewayClient`: the async httpx client for gateway streams.
+
+    async with GatewayClient(base_url, api_key) as gw:
+        async with gw.stream_chat(model=..., messages=[...]) as stream:
+            async for event in stream:
+                ...
+
+Entering a stream sends the request and checks status and content type before parsing; an error
+response raises `StatusError`. One retry is allowed, only before any output and only where the
+gateways advise it (429 with a short `Retry-After`, 503). Once output has started nothing is ever
+retried: a failure raises a `StreamFailed` or `TransportError` carrying the partial `completion`.
+Leaving the block closes the connection, which is the only cancel the gateways know.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self
+
+import httpx
+import orjson
+
+from .dialects import Limits, Timeouts, default_timeouts, guess_dialect
+from .errors import ConnectError, GatewayTimeout, StatusError
+from .events import Cost
+from .protocol import parse_retry_after, status_error
+from .speech import SpeechStream
+from .stream import EventStream
+
+__all__ = ["GatewayClient", "GenerationRecord", "ModelInfo"]
+
+_USER_AGENT = "gateway-chat/0.1 (+gateway_client)"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    id: str
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationRecord:
+    """The gateway's own record of a generation: what was delivered and charged."""
+
+    id: str
+    outcome: str  # completed | cancelled | error | in_progress
+    finish_reason: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    reasoning_tokens: int | None
+    cached_tokens: int | None
+    cost: Cost | None
+    raw: dict[str, Any]
+
+
+class GatewayClient:
+    """One gateway, by base URL (e.g. `https://api.numes.ai/api/v1`) and API key."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        dialect: str | None = None,
+        timeouts: Timeouts | None = None,
+        limits: Limits | None = None,
+        max_retry_wait: float = 5.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        if not api_key:
+            raise ValueError("an API key is required")
+        self.base_url = base_url.rstrip("/")
+        self.dialect = dialect or guess_dialect(self.base_url)
+        self.dialect_is_explicit = dialect is not None
+        self.timeouts_are_explicit = timeouts is not None
+        self.timeouts = timeouts or default_timeouts(self.dialect)
+        self.limits = limits or Limits()
+        self.max_retry_wait = max_retry_wait
+        self._http = httpx.AsyncClient(
+            transport=transport,
+            headers={
+                "Authorization": f"Bearer {api_key}",
+                "User-Agent": _USER_AGENT,
+                **(headers or {}),
+            },
+            # Read deadlines are ours (first token, idle, total); httpx only bounds the connect.
+            timeout=httpx.Timeout(None, connect=self.timeouts.connect),
+            follow_redirects=False,
+        )
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    # Streams -----------------------------------------------------------------------------
+
+    def stream_chat(
+        self,
+        *,
+        model: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        max_tokens: int | None = None,
+        reasoning: dict[str, Any] | None = None,
+        **extra: Any,
+    ) -> EventStream:
+        body: dict[str, Any] = {"model": model, "messages": messages, "stream": True}
+        if tools:
+            body["tools"] = tools
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        if reasoning is not None:
+            body["reasoning"] = reasoning
+        body.setdefault("stream_options", {"include_usage": True})
+        body.update(extra)
+        return self._stream("chat/completions", body)
+
+    def stream_completion(
+        self, *, model: str, prompt: str, max_tokens: int | None = None, **extra: Any
+    ) -> EventStream:
+        """A text completion (`/completions`): `text_completion` chunks with a `text` field."""
+        body: dict[str, Any] = {"model": model, "prompt": prompt, "stream": True}
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        body.update(extra)
+        return self._stream("completions", body)
+
+    def stream_images(self, *, model: str, prompt: str, n: int = 1, **extra: Any) -> EventStream:
+        """An image stream (`/images`): `ImageOutput` previews and finals, `Usage`, errors."""
+        body: dict[str, Any] = {"model": model, "prompt": prompt, "n": n, "stream": True}
+        body.update(extra)
+        return self._stream("images", body)
+
+    def stream_speech(
+        self, *, model: str, input: str, voice: str | None = None, **extra: Any
+    ) -> SpeechStream:
+        """Speech (`/audio/speech`): raw audio bytes, no SSE."""
+        body: dict[str, Any] = {"model": model, "input": input}
+        if voice:
+            body["voice"] = voice
+        body.update(extra)
+        return SpeechStream(self, self._url("audio/speech"), body)
+
+    def _stream(self, path: str, body: dict[str, Any]) -> EventStream:
+        return EventStream(self, self._url(path), body)
+
+    # Requests and lookups -----------------------------------------------------------------
+
+    async def open(
+        self, url: str, body: dict[str, Any], *, accept: str, deadline: float | None
+    ) -> httpx.Response:
+        """POST and wait for the response head, retrying once before any output if advised.
+
+        Returns a 2xx streaming response; raises `StatusError` for anything else.
+        """
+        content = orjson.dumps(body)
+        for attempt in (1, 2):
+            response = await self._send(url, content, accept=accept, deadline=deadline)
+            if response.status_code == 200:
+                return response
+            error = await self.read_status_error(response)
+            wait = self._retry_wait(error)
+            if attempt == 2 or wait is None:
+                raise error
+            loop = asyncio.get_running_loop()
+            if deadline is not None and loop.time() + wait >= deadline:
+                raise error
+            await asyncio.sleep(wait)
+        raise AssertionError("unreachable")
+
+    async def _send(
+        self, url: str, content: bytes, *, accept: str, deadline: float | None
+    ) -> httpx.Response:
+        request = self._http.build_request(
+            "POST",
+            url,
+            content=content,
+            headers={"Content-Type": "application/json", "Accept": accept},
+        )
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await self._http.send(request, stream=True)
+        except TimeoutError:
+            raise GatewayTimeout(
+                "no response from the gateway before the first-token deadline",
+                phase="first_token",
+            ) from None
+        except httpx.ConnectTimeout as exc:
+            raise GatewayTimeout(
+                f"could not connect to {request.url.host} within {self.timeouts.connect:g} s",
+                phase="connect",
+            ) from exc
+        except httpx.TransportError as exc:
+            raise ConnectError(
+                f"could not reach {request.url.host}: {exc or type(exc).__name__}"
+            ) from exc
+
+    async def read_status_error(self, response: httpx.Response) -> StatusError:
+        """Read a bounded part of an error response and close it."""
+        body = bytearray()
+        try:
+            async for piece in response.aiter_bytes():
+                body += piece
+                if len(body) >= self.limits.max_error_body_bytes:
+                    break
+        except httpx.HTTPError:
+            pass  # what arrived is enough to describe the error
+        finally:
+            await response.aclose()
+        return status_error(
+            response.status_code,
+            response.headers.get("content-type"),
+            bytes(body),
+            request_id=response.headers.get("x-request-id"),
+            retry_after=parse_retry_after(response.headers.get("retry-after")),
+        )
+
+    def _retry_wait(self, error: StatusError) -> float | None:
+        if error.status == 503 and error.retry_after is None:
+            return 1.0
+        if error.status in (429, 503) and error.retry_after is not None:
+            return error.retry_after if error.retry_after <= self.max_retry_wait else None
+        return None
+
+    async def get_generation(
+        self, generation_id: str, *, attempts: int = 6, first_wait: float = 0.25
+    ) -> GenerationRecord:
+        """The gateway's generation record (`GET /generation?id=`), the authority on cost.
+
+        Retries while the record says `in_progress` or is not found yet (it appears shortly
+        after a stream ends), with doubling waits; returns the last `in_progress` record if it
+        never settles, and raises `StatusError` if the gateway has none.
+        """
+        wait = first_wait
+        record: GenerationRecord | None = None
+        for attempt in range(attempts):
+            try:
+                response = await self._http.get(
+                    self._url("generation"), params={"id": generation_id}
+                )
+            except httpx.TransportError as exc:
+                raise ConnectError(f"could not reach the gateway: {exc}") from exc
+            last = attempt == attempts - 1
+            if response.status_code == 200:
+                record = _generation_record(generation_id, response.json())
+                if record.outcome != "in_progress" or last:
+                    return record
+            else:
+                error = status_error(
+                    response.status_code,
+                    response.headers.get("content-type"),
+                    response.content[: self.limits.max_error_body_bytes],
+                    request_id=response.headers.get("x-request-id"),
+                )
+                if response.status_code not in (404, 429, 502, 503) or last:
+                    if record is not None:
+                        return record
+                    raise error
+            await asyncio.sleep(wait)
+            wait *= 2
+        raise AssertionError("unreachable")
+
+    async def list_models(self) -> list[ModelInfo]:
+        try:
+            response = await self._http.get(self._url("models"), timeout=30.0)
+        except httpx.TransportError as exc:
+            raise ConnectError(f"could not reach the gateway: {exc}") from exc
+        if response.status_code != 200:
+            raise status_error(
+                response.status_code, response.headers.get("content-type"), response.content
+            )
+        try:
+            items = response.json().get("data") or []
+        except ValueError as exc:
+            raise status_error(200, response.headers.get("content-type"), response.content) from exc
+        return [
+            ModelInfo(str(item["id"]), item.get("name"))
+            for item in items
+            if isinstance(item, dict) and item.get("id")
+        ]
+
+    def _url(self, path: str) -> str:
+        return f"{self.base_url}/{path}"
+
+
+def _generation_record(generation_id: str, payload: Any) -> GenerationRecord:
+    data = payload.get("data", payload) if isinstance(payload, dict) else {}
+    if not isinstance(data, dict):
+        data = {}
+    amount = data.get("total_cost")
+    outcome = data.get("outcome") or ("cancelled" if data.get("cancelled") else "completed")
+
+    def count(key: str) -> int | None:
+        value = data.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    return GenerationRecord(
+        id=str(data.get("id") or generation_id),
+        outcome=str(outcome),
+        finish_reason=data.get("finish_reason"),
+        prompt_tokens=count("tokens_prompt"),
+        completion_tokens=count("tokens_completion"),
+        reasoning_tokens=count("native_tokens_reasoning"),
+        cached_tokens=count("native_tokens_cached"),
+        cost=(
+            Cost(amount, "credits", False)
+            if isinstance(amount, int | float) and not isinstance(amount, bool)
+            else None
+        ),
+        raw=data,
+    )
