@@ -1,0 +1,153 @@
+"""Conversations, their messages, and the generation record behind each assistant answer.
+
+A `Generation` is the bookkeeping of one upstream request: its status moves from `streaming` to
+exactly one terminal state, and it keeps what the gateway reported (IDs, tokens, cost with its
+unit and where the number came from) so every answer's cost is on record. The answer's text lives
+on the `Message`, flushed there while streaming so a crash loses at most a couple of seconds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+
+
+class Conversation(models.Model):
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations"
+    )
+    title = models.CharField(max_length=200, blank=True)
+    model = models.CharField(max_length=200, blank=True, help_text="Last model used.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at", "-id"]
+        indexes = [models.Index(fields=["user", "-updated_at"])]
+
+    def __str__(self) -> str:
+        return self.title or f"Conversation {self.pk}"
+
+    @property
+    def group_name(self) -> str:
+        """The channel-layer group every socket on this conversation joins."""
+        return f"conversation.{self.pk}"
+
+
+class Message(models.Model):
+    class Role(models.TextChoices):
+        USER = "user"
+        ASSISTANT = "assistant"
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="messages"
+    )
+    role = models.CharField(max_length=16, choices=Role.choices)
+    content = models.TextField(blank=True)
+    reasoning = models.TextField(blank=True)
+    # Exactly as received, to send back unchanged where the dialect requires it.
+    reasoning_details = models.JSONField(default=list, blank=True)
+    tool_calls = models.JSONField(default=list, blank=True)
+    annotations = models.JSONField(default=list, blank=True)
+    # Images, audio and files the gateway sent: list of {"kind", "media_type", "url"|"data", ...}.
+    attachments = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.content[:60]}"
+
+
+class Generation(models.Model):
+    class Status(models.TextChoices):
+        STREAMING = "streaming"
+        COMPLETED = "completed"
+        CANCELLED = "cancelled"
+        FAILED = "failed"
+        INCOMPLETE = "incomplete"
+        INTERRUPTED = "interrupted"
+
+    class CostSource(models.TextChoices):
+        STREAM = "stream", "usage chunk"
+        RECORD = "record", "generation record"
+        ESTIMATE = "estimate", "estimate"
+        PENDING = "pending", "pending"
+        NONE = "none", "not reported"
+
+    TERMINAL = frozenset(
+        {Status.COMPLETED, Status.CANCELLED, Status.FAILED, Status.INCOMPLETE, Status.INTERRUPTED}
+    )
+
+    message = models.OneToOneField(Message, on_delete=models.CASCADE, related_name="generation")
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="generations"
+    )
+    model = models.CharField(max_length=200)
+    status = models.CharField(
+        max_length=16, choices=Status.choices, default=Status.STREAMING, db_index=True
+    )
+    upstream_id = models.CharField("generation ID", max_length=200, blank=True, db_index=True)
+    request_id = models.CharField(max_length=200, blank=True)
+    served_model = models.CharField(max_length=200, blank=True)
+    finish_reason = models.CharField(max_length=64, blank=True)
+
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    reasoning_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cached_tokens = models.PositiveIntegerField(null=True, blank=True)
+    usage = models.JSONField(null=True, blank=True)
+
+    cost = models.DecimalField(max_digits=24, decimal_places=12, null=True, blank=True)
+    cost_unit = models.CharField(max_length=32, blank=True)
+    cost_source = models.CharField(
+        max_length=16, choices=CostSource.choices, default=CostSource.PENDING
+    )
+    reconcile_attempts = models.PositiveSmallIntegerField(default=0)
+
+    started_at = models.DateTimeField(auto_now_add=True)
+    first_token_at = models.DateTimeField(null=True, blank=True)
+    ttft_ms = models.PositiveIntegerField("time to first token (ms)", null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+
+    # The worker's own channel: cancel and snapshot requests go there, from any process.
+    owner_channel = models.CharField(max_length=200, blank=True)
+    last_seq = models.PositiveIntegerField(default=0)
+
+    error_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    error_code = models.CharField(max_length=100, blank=True)
+    error_type = models.CharField(max_length=100, blank=True)
+    error_message = models.TextField(blank=True)
+    retry_after = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        indexes = [models.Index(fields=["status", "heartbeat_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.model} ({self.status})"
+
+    @property
+    def is_running(self) -> bool:
+        return self.status == self.Status.STREAMING
+
+    @property
+    def total_tokens(self) -> int | None:
+        if self.prompt_tokens is None and self.completion_tokens is None:
+            return None
+        return (self.prompt_tokens or 0) + (self.completion_tokens or 0)
+
+    def error_dict(self) -> dict[str, Any] | None:
+        if not (self.error_message or self.error_code):
+            return None
+        return {
+            "status": self.error_status,
+            "code": self.error_code,
+            "type": self.error_type,
+            "message": self.error_message,
+            "retry_after": self.retry_after,
+        }

@@ -1,0 +1,189 @@
+"""Settings for the chat app, read from the environment.
+
+Embedded defaults make `make run` work on a fresh machine with nothing else running: SQLite, the
+in-memory channel layer and the built-in gateway emulator. Setting `DATABASE_URL`, `REDIS_URL` or
+`LLM_BASE_URL` swaps in PostgreSQL, the Redis channel layer or a real gateway.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def database_from_url(url: str) -> dict[str, Any]:
+    """`sqlite:///relative.db`, `sqlite:////abs/path.db` or `postgres://user:pw@host:port/name`."""
+    parts = urlsplit(url)
+    if parts.scheme == "sqlite":
+        path = parts.path[1:] if parts.path.startswith("/") else parts.path
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": path or ":memory:"}
+    if parts.scheme in {"postgres", "postgresql", "pgsql"}:
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": unquote(parts.path.lstrip("/")),
+            "USER": unquote(parts.username or ""),
+            "PASSWORD": unquote(parts.password or ""),
+            "HOST": parts.hostname or "",
+            "PORT": str(parts.port or ""),
+            "CONN_MAX_AGE": 60,
+            "CONN_HEALTH_CHECKS": True,
+        }
+    raise ValueError(f"DATABASE_URL scheme {parts.scheme!r} is not supported (sqlite, postgres)")
+
+
+def dev_secret_key() -> str:
+    """A per-checkout key persisted to a git-ignored file, so sessions survive restarts."""
+    path = BASE_DIR / "chatapp" / ".secret_key"
+    if path.exists():
+        return path.read_text().strip()
+    key = secrets.token_urlsafe(50)
+    path.write_text(key)
+    path.chmod(0o600)
+    return key
+
+
+# --- Core -----------------------------------------------------------------------------------------
+
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or dev_secret_key()
+DEBUG = env_bool("DJANGO_DEBUG", default=False)
+
+
+def env_list(name: str, default: str = "") -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "django_htmx",
+    "chatapp",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "chatapp.urls"
+ASGI_APPLICATION = "chatapp.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------------------------------
+
+DATABASES = {
+    "default": database_from_url(
+        os.environ.get("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}"
+    )
+}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # Workers flush partial answers while pages read them: wait for the lock instead of failing.
+    DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Channels -------------------------------------------------------------------------------------
+
+if os.environ.get("REDIS_URL"):
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [os.environ["REDIS_URL"]]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# --- Auth -----------------------------------------------------------------------------------------
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "chat:home"
+LOGOUT_REDIRECT_URL = "login"
+
+# --- Static files ---------------------------------------------------------------------------------
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+# --- I18N -----------------------------------------------------------------------------------------
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+# --- Gateway --------------------------------------------------------------------------------------
+
+# Unset: the built-in emulator, started in-process on first use (see chatapp.gateway).
+LLM_BASE_URL = os.environ.get("LLM_BASE_URL", "").rstrip("/") or None
+LLM_API_KEY = os.environ.get("LLM_API_KEY", "")
+LLM_DEFAULT_MODEL = os.environ.get("LLM_DEFAULT_MODEL", "")
+# Seconds; each unset one keeps the dialect's default (gateway_client.dialects).
+LLM_TIMEOUTS = {
+    phase: float(os.environ[f"LLM_{phase.upper()}_TIMEOUT"])
+    for phase in ("connect", "first_token", "idle", "total")
+    if os.environ.get(f"LLM_{phase.upper()}_TIMEOUT")
+}
+
+# --- Streaming ------------------------------------------------------------------------------------
+
+CHAT_DELTA_INTERVAL = 0.05  # seconds between coalesced deltas on the channel layer
+CHAT_FLUSH_INTERVAL = 1.0  # seconds between partial-text writes (and heartbeats)
+CHAT_STALE_AFTER = 15.0  # a streaming generation with an older heartbeat is interrupted
+CHAT_SWEEP_INTERVAL = 10.0
+
+# --- Logging --------------------------------------------------------------------------------------
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {
+        "chatapp": {"handlers": ["console"], "level": os.environ.get("CHAT_LOG_LEVEL", "INFO")},
+    },
+}

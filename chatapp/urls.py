@@ -1,0 +1,29 @@
+"""URL routes: sign-in, the chat pages and their htmx endpoints, and the admin."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+
+from . import views
+
+chat_patterns = [
+    path("", views.home, name="home"),
+    path("c/new/send/", views.send_message, name="send_new"),
+    path("c/<int:pk>/", views.conversation_page, name="conversation"),
+    path("c/<int:pk>/send/", views.send_message, name="send"),
+    path("c/<int:pk>/rename/", views.rename, name="rename"),
+    path("c/<int:pk>/delete/", views.delete, name="delete"),
+    path("m/<int:pk>/", views.message_fragment, name="message"),
+    path("m/<int:pk>/retry/", views.retry, name="retry"),
+    path("m/<int:pk>/attachments/<int:index>/", views.attachment, name="attachment"),
+    path("g/<int:pk>/stop/", views.stop, name="stop"),
+]
+
+urlpatterns = [
+    path("", include((chat_patterns, "chat"))),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/", admin.site.urls),
+]
