@@ -1,0 +1,34 @@
+"""A faithful offline emulator of the four LLM gateways the app talks to.
+
+Numes, Osmexo, tiny-3b and Nodul, each with its documented wire format: headers, first chunk,
+keep-alive comments, reasoning fields, usage chunk (or none), error shapes before and after the
+stream starts, and `[DONE]` (or not). It is the app's default upstream when offline and every
+test's adversary. The model name picks a scripted scenario (`emulator/chat`, `emulator/stall`,
+...; see `SCENARIOS`).
+
+    app = create_app(tokens_per_second=40, ttft_ms=400, prefix="/emulator")  # pure ASGI 3
+    with serve_in_thread(tokens_per_second=2000, ttft_ms=5) as url:           # "http://127.0.0.1:N"
+        ...  # f"{url}/numes/api/v1", f"{url}/osmexo/v1", f"{url}/tiny/v1", f"{url}/nodul/api/v1"
+        url.app.records.get(generation_id)                                    # GenerationRecord
+
+It never imports Django.
+"""
+
+from __future__ import annotations
+
+from .app import EmulatorApp
+from .options import Options
+from .parsing import SCENARIOS
+from .records import GenerationRecord, Registry
+from .server import EmulatorURL, create_app, serve_in_thread
+
+__all__ = [
+    "SCENARIOS",
+    "EmulatorApp",
+    "EmulatorURL",
+    "GenerationRecord",
+    "Options",
+    "Registry",
+    "create_app",
+    "serve_in_thread",
+]

@@ -1,0 +1,33 @@
+"""`python -m gateway_client.emulator`: serve the emulator in the foreground with uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+
+from .dialects import DIALECTS
+from .server import create_app, serve
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m gateway_client.emulator",
+        description="Emulate the Numes, Osmexo, tiny-3b and Nodul gateways on one port.",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8100)
+    parser.add_argument("--tokens-per-second", type=float, default=40.0)
+    parser.add_argument("--ttft-ms", type=int, default=400)
+    parser.add_argument("--prefix", default="", help="serve under this path, e.g. /emulator")
+    args = parser.parse_args(argv)
+    app = create_app(
+        tokens_per_second=args.tokens_per_second, ttft_ms=args.ttft_ms, prefix=args.prefix
+    )
+    base = f"http://{args.host}:{args.port}{app.prefix}"
+    for dialect in DIALECTS.values():
+        print(f"{dialect.title:>8}: {base}{dialect.base}")
+    print("models: emulator/<scenario>; see GET .../models (any non-empty Bearer key)", flush=True)
+    serve(app, host=args.host, port=args.port)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,227 @@
+"""The emulator as a pure ASGI 3 application: routing, authentication and request dispatch.
+
+    /numes/api/v1/   chat/completions, generation?id=, images, audio/speech, models
+    /osmexo/v1/      chat/completions, completions, models
+    /tiny/v1/        chat/completions, completions, models
+    /nodul/api/v1/   chat/completions, models
+
+All under an optional `prefix` (and/or the server's `root_path`), so the app can be mounted
+inside another ASGI app, e.g. at `/emulator`. Every route needs `Authorization: Bearer <key>`
+(any non-empty key) and answers errors in the gateway's own envelope. Generation records of
+every request are kept in `app.records` (also `app.generations`, `app.state.records`).
+"""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+from urllib.parse import parse_qs
+
+from .buffered import run_buffered
+from .channel import BodyTooLarge, Channel, Receive, Scope, Send, quiet_deliberate_aborts
+from .dialects import DIALECTS, Dialect, ErrorReply
+from .generation import Generation
+from .numes_media import run_images, run_speech
+from .options import Options
+from .parsing import SCENARIOS, BadRequest, UnknownModel, parse_chat, parse_completion, parse_media
+from .records import GenerationRecord, Registry
+from .scenarios import build_script
+from .streaming import run_stream
+
+__all__ = ["EmulatorApp"]
+
+_CREATED = 1_767_225_600  # 2026-01-01, a fixed "created" for the model list
+
+
+class EmulatorApp:
+    """ASGI callable; see the module docstring for routes."""
+
+    def __init__(self, options: Options | None = None, *, prefix: str = "") -> None:
+        self.options = options or Options()
+        self.prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
+        self.records = Registry(finalize_delay_s=self.options.finalize_delay_ms / 1000)
+        self.state = SimpleNamespace(records=self.records, options=self.options)
+        quiet_deliberate_aborts()
+
+    @property
+    def generations(self) -> Registry:
+        return self.records
+
+    @property
+    def active_streams(self) -> list[GenerationRecord]:
+        """Records of requests still generating (streams and buffered)."""
+        return self.records.active
+
+    # ---- ASGI entry --------------------------------------------------------------------------
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        channel = Channel(receive, send)
+        try:
+            await self._dispatch(scope, channel)
+        finally:
+            await channel.close()
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    def route_path(self, scope: Scope) -> str:
+        """The request path relative to the emulator's root (mount point and prefix removed)."""
+        path: str = scope.get("path", "/") or "/"
+        for mount in (scope.get("root_path", "") or "", self.prefix):
+            mount = mount.rstrip("/")
+            if mount and (path == mount or path.startswith(mount + "/")):
+                path = path[len(mount) :] or "/"
+        return path
+
+    # ---- dispatch ----------------------------------------------------------------------------
+    async def _dispatch(self, scope: Scope, channel: Channel) -> None:
+        path = self.route_path(scope)
+        method: str = scope.get("method", "GET")
+        dialect = next(
+            (d for d in DIALECTS.values() if path == d.base or path.startswith(d.base + "/")),
+            None,
+        )
+        if dialect is None:
+            if path in ("/", ""):
+                await channel.json(200, self._index())
+            else:
+                await channel.json(404, {"error": {"code": 404, "message": f"No route {path}"}})
+            return
+        route = path[len(dialect.base) :].strip("/")
+        wanted = self._routes(dialect).get(route)
+        if wanted is None:
+            await self._reply(
+                channel, dialect.error_reply("not_found", dialect.new_ids(text_completion=False))
+            )
+            return
+        if method != wanted:
+            reply = dialect.error_reply(
+                "not_found", dialect.new_ids(text_completion=False), "Method Not Allowed"
+            )
+            await self._reply(
+                channel, ErrorReply(405, reply.body, [*reply.headers, ("allow", wanted)])
+            )
+            return
+        if not _authorized(scope):
+            await self._reply(
+                channel, dialect.error_reply("unauthorized", dialect.new_ids(text_completion=False))
+            )
+            return
+        query = scope.get("query_string", b"").decode("latin-1")
+        try:
+            body = await channel.read_body() if method == "POST" else b""
+            await self._handle(dialect, route, channel, body, query)
+        except (BadRequest, BodyTooLarge) as exc:
+            message = str(exc) or "Request body too large."
+            reply = dialect.error_reply(
+                "bad_request", dialect.new_ids(text_completion=False), message
+            )
+            await self._reply(channel, reply)
+        except UnknownModel as exc:
+            reply = dialect.error_reply(
+                "model_not_found", dialect.new_ids(text_completion=False), str(exc)
+            )
+            await self._reply(channel, reply)
+
+    @staticmethod
+    def _routes(dialect: Dialect) -> dict[str, str]:
+        routes = {"chat/completions": "POST", "models": "GET"}
+        if dialect.completion_endpoint:
+            routes["completions"] = "POST"
+        if dialect.name == "numes":
+            routes.update({"generation": "GET", "images": "POST", "audio/speech": "POST"})
+        return routes
+
+    async def _reply(self, channel: Channel, reply: ErrorReply) -> None:
+        await channel.json(reply.status, reply.body, reply.headers)
+
+    async def _handle(
+        self, dialect: Dialect, route: str, channel: Channel, body: bytes, query: str
+    ) -> None:
+        match route:
+            case "models":
+                await channel.json(200, self._models(dialect))
+            case "generation":
+                await self._generation(channel, query)
+            case "images" | "audio/speech":
+                media = parse_media(body, text_field="prompt" if route == "images" else "input")
+                options = self.options.with_overrides(query).with_overrides(media.model_query)
+                channel.watch()
+                run = run_images if route == "images" else run_speech
+                await run(channel, self.records, options, media)
+            case _:
+                text_completion = route == "completions"
+                request = parse_completion(body) if text_completion else parse_chat(body)
+                options = self.options.with_overrides(query).with_overrides(request.model_query)
+                script = build_script(
+                    request,
+                    options,
+                    reasoning=dialect.reasoning_field is not None and not text_completion,
+                    hosted_tools=dialect.hosted_tools,
+                )
+                gen = Generation(channel, dialect, self.records, options, request, script, route)
+                channel.watch()
+                await (run_stream if request.stream else run_buffered)(gen)
+
+    async def _generation(self, channel: Channel, query: str) -> None:
+        numes = DIALECTS["numes"]
+        ids = numes.new_ids(text_completion=False)
+        key = (parse_qs(query).get("id") or [""])[0]
+        if not key:
+            raise BadRequest("Query parameter `id` is required.")
+        record = self.records.get(key)
+        if record is None or record.dialect != "numes":
+            reply = numes.error_reply("not_found", ids, f"Generation {key} not found")
+            await self._reply(channel, reply)
+            return
+        await channel.json(200, record.to_api())
+
+    def _models(self, dialect: Dialect) -> dict[str, object]:
+        prompt_price, completion_price = dialect.prices
+        data = []
+        for name, description in SCENARIOS.items():
+            entry: dict[str, object] = {
+                "id": f"emulator/{name}",
+                "object": "model",
+                "name": f"Emulator: {name}",
+                "created": _CREATED,
+                "owned_by": "emulator",
+                "description": description,
+                "context_length": 32768,
+            }
+            reasoning = dialect.reasoning_field is not None and name in ("reasoning", "length")
+            if dialect.name in ("numes", "nodul"):
+                entry["pricing"] = {
+                    "prompt": f"{prompt_price:.10f}",
+                    "completion": f"{completion_price:.10f}",
+                }
+            else:
+                entry["capabilities"] = {"reasoning": reasoning, "tools": True, "streaming": True}
+            data.append(entry)
+        return {"object": "list", "data": data}
+
+    def _index(self) -> dict[str, object]:
+        return {
+            "object": "emulator",
+            "gateways": {d.name: self.prefix + d.base for d in DIALECTS.values()},
+            "scenarios": list(SCENARIOS),
+            "time": time.time(),
+        }
+
+
+def _authorized(scope: Scope) -> bool:
+    for key, value in scope.get("headers", []):
+        if key.lower() == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            return scheme.lower() == "bearer" and bool(token.strip())
+    return False

@@ -1,0 +1,197 @@
+"""Parse and validate request bodies into the few facts the emulated model acts on.
+
+A body that is not a JSON object, or lacks what its endpoint needs (`messages`, `prompt`,
+`input`), raises `BadRequest`, which the app turns into the dialect's 400 envelope. The model
+name picks the scenario: `emulator/<scenario>` (optionally `?knob=value` overrides); any other
+name behaves like `chat` and is echoed back unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from .options import split_model_options
+
+__all__ = [
+    "SCENARIOS",
+    "BadRequest",
+    "ChatRequest",
+    "MediaRequest",
+    "UnknownModel",
+    "parse_chat",
+    "parse_completion",
+    "parse_media",
+]
+
+SCENARIOS: dict[str, str] = {
+    "chat": "A markdown answer (heading, list, code, table) about the last user message.",
+    "reasoning": "Visible reasoning in the gateway's field, then the answer.",
+    "tools": "Calls the first tool with arguments from its schema; answers from a tool result.",
+    "citations": "An answer with url_citation annotations.",
+    "image": "An answer with a small PNG in delta.images.",
+    "error-before": "The gateway's error response before the stream starts.",
+    "error-midstream": "A few tokens, then the gateway's in-band error.",
+    "stall": "A few tokens, then silence with the connection open (tiny-3b: upstream_stall).",
+    "drop": "A few tokens, then the connection closes without [DONE].",
+    "slow-start": "A long wait for the first token, with the gateway's keep-alive comments.",
+    "length": "Reasoning until max_tokens runs out: finish_reason length, no content.",
+    "long": "A few thousand tokens of markdown.",
+    "echo": "Answers with the last user message verbatim.",
+}
+"""Scenario name (the model is `emulator/<name>`) -> what it does."""
+
+_PREFIX = "emulator/"
+
+
+class BadRequest(Exception):
+    """The body is unusable; the message goes into the dialect's 400 envelope."""
+
+
+class UnknownModel(Exception):
+    """`emulator/<name>` with a name that is not a scenario."""
+
+
+@dataclass(slots=True)
+class ChatRequest:
+    """A chat or text completion request, reduced to what scenarios need."""
+
+    model: str
+    """As sent, including any `?` suffix: echoed back in chunks."""
+    scenario: str
+    model_query: str
+    stream: bool
+    text_completion: bool
+    last_user: str
+    last_role: str
+    tool_result: str | None
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    max_tokens: int | None = None
+    prompt_chars: int = 0
+
+
+@dataclass(slots=True)
+class MediaRequest:
+    """An image or speech request: the text to render and whether to stream."""
+
+    model: str
+    scenario: str
+    model_query: str
+    text: str
+    stream: bool
+    count: int = 1
+
+
+def _load(body: bytes) -> dict[str, Any]:
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise BadRequest(f"Request body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise BadRequest("Request body must be a JSON object.")
+    return data
+
+
+def _scenario(model: Any) -> tuple[str, str, str]:
+    if not isinstance(model, str) or not model.strip():
+        raise BadRequest("`model` is required and must be a non-empty string.")
+    name, query = split_model_options(model)
+    if name.startswith(_PREFIX):
+        scenario = name[len(_PREFIX) :]
+        if scenario not in SCENARIOS:
+            raise UnknownModel(f"Model {name!r} does not exist.")
+        return model, scenario, query
+    return model, "chat", query
+
+
+def content_text(content: Any) -> str:
+    """The text of a message `content`: a string, or the `text` of its text parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = [
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, dict) and part.get("type") in ("text", "input_text")
+        ]
+        return "\n".join(texts)
+    return ""
+
+
+def _max_tokens(data: dict[str, Any]) -> int | None:
+    for key in ("max_completion_tokens", "max_tokens"):
+        value = data.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def parse_chat(body: bytes) -> ChatRequest:
+    data = _load(body)
+    messages = data.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("`messages` is required and must be a non-empty array.")
+    for message in messages:
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise BadRequest("Each message must be an object with a `role`.")
+    model, scenario, query = _scenario(data.get("model"))
+    users = [m for m in messages if m["role"] == "user"]
+    last = messages[-1]
+    tools = data.get("tools")
+    return ChatRequest(
+        model=model,
+        scenario=scenario,
+        model_query=query,
+        stream=data.get("stream") is True,
+        text_completion=False,
+        last_user=content_text(users[-1].get("content")) if users else "",
+        last_role=last["role"],
+        tool_result=content_text(last.get("content")) if last["role"] == "tool" else None,
+        tools=[t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else [],
+        max_tokens=_max_tokens(data),
+        prompt_chars=len(orjson.dumps(messages)) + (len(orjson.dumps(tools)) if tools else 0),
+    )
+
+
+def parse_completion(body: bytes) -> ChatRequest:
+    data = _load(body)
+    prompt = data.get("prompt")
+    if isinstance(prompt, list) and all(isinstance(p, str) for p in prompt) and prompt:
+        prompt = "\n".join(prompt)
+    if not isinstance(prompt, str):
+        raise BadRequest("`prompt` is required and must be a string.")
+    model, scenario, query = _scenario(data.get("model"))
+    return ChatRequest(
+        model=model,
+        scenario=scenario,
+        model_query=query,
+        stream=data.get("stream") is True,
+        text_completion=True,
+        last_user=prompt,
+        last_role="user",
+        tool_result=None,
+        max_tokens=_max_tokens(data),
+        prompt_chars=len(prompt),
+    )
+
+
+def parse_media(body: bytes, *, text_field: str) -> MediaRequest:
+    """Parse an images (`text_field="prompt"`) or speech (`text_field="input"`) request."""
+    data = _load(body)
+    text = data.get(text_field)
+    if not isinstance(text, str) or not text.strip():
+        raise BadRequest(f"`{text_field}` is required and must be a non-empty string.")
+    model, scenario, query = _scenario(data.get("model"))
+    count = data.get("n", 1)
+    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 4:
+        raise BadRequest("`n` must be an integer from 1 to 4.")
+    return MediaRequest(
+        model=model,
+        scenario=scenario,
+        model_query=query,
+        text=text,
+        stream=data.get("stream") is True,
+        count=count,
+    )

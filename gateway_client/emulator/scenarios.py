@@ -1,0 +1,243 @@
+"""Scripted model behaviour: what each scenario outputs, independent of any gateway's framing.
+
+`build_script` turns a parsed request into a `Script`: an ordered list of `Piece`s (one chunk each:
+a reasoning or content token, a tool-call opening or argument fragment, citations, images), the
+finish reason, and how the stream ends (normally, or by one of the failure modes). The
+`max_tokens` budget is applied here, so truncation yields `finish_reason: "length"` everywhere.
+Dialects decide how a piece looks on the wire; the streaming engine decides when it is sent.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import orjson
+
+from .media import png_data_url
+from .options import Options
+from .parsing import ChatRequest
+from .text import (
+    budget_reasoning,
+    estimate_tokens,
+    keywords,
+    long_answer,
+    markdown_answer,
+    reasoning_text,
+    split_tokens,
+)
+
+__all__ = ["Failure", "Piece", "Script", "build_script"]
+
+PieceKind = Literal[
+    "reasoning", "reasoning_end", "content", "tool_open", "tool_args", "annotations", "images"
+]
+Failure = Literal["error-before", "error-midstream", "stall", "drop"]
+
+_FAILURES: frozenset[str] = frozenset({"error-before", "error-midstream", "stall", "drop"})
+_LENGTH_DEFAULT_BUDGET = 48
+_FAIL_AFTER_TOKENS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """One chunk's worth of output. `tokens` is what it adds to the completion count."""
+
+    kind: PieceKind
+    text: str = ""
+    tokens: int = 0
+    index: int = 0
+    data: Any = None
+
+
+@dataclass(slots=True)
+class Script:
+    """What the emulated model will do for one request."""
+
+    scenario: str
+    pieces: list[Piece]
+    finish_reason: str
+    failure: Failure | None = None
+    fail_after: int = 0
+    """For mid-stream failures: the number of pieces delivered before failing."""
+    ttft_s: float = 0.4
+    slow_start: bool = False
+    usage_estimated: bool = False
+    prompt_tokens: int = 0
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def _tokens(kind: PieceKind, text: str) -> list[Piece]:
+    return [Piece(kind, piece, 1) for piece in split_tokens(text)]
+
+
+def _value_for(schema: Any, word: str, depth: int = 0) -> Any:
+    """A plausible value for a JSON-schema fragment, built from a prompt word."""
+    if not isinstance(schema, dict):
+        return word
+    if "default" in schema:
+        return schema["default"]
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    kind = schema.get("type", "string")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    match kind:
+        case "integer":
+            return 3
+        case "number":
+            return 2.5
+        case "boolean":
+            return True
+        case "null":
+            return None
+        case "array":
+            return [] if depth > 2 else [_value_for(schema.get("items"), word, depth + 1)]
+        case "object":
+            props = schema.get("properties")
+            if depth > 2 or not isinstance(props, dict):
+                return {}
+            return {k: _value_for(v, word, depth + 1) for k, v in props.items()}
+    return word
+
+
+def tool_arguments(tool: dict[str, Any], prompt: str) -> str:
+    """JSON arguments for `tool`, one value per property of its parameter schema."""
+    function = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+    params = function.get("parameters") if isinstance(function, dict) else None
+    props = params.get("properties") if isinstance(params, dict) else None
+    words = keywords(prompt)
+    args: dict[str, Any] = {}
+    if isinstance(props, dict):
+        for i, (name, schema) in enumerate(props.items()):
+            args[name] = _value_for(schema, words[i % len(words)])
+    return orjson.dumps(args).decode()
+
+
+def _fragments(text: str, size: int = 8) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def _tool_pieces(request: ChatRequest) -> list[Piece]:
+    tool = request.tools[0]
+    function = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+    name = str(function.get("name", "tool")) if isinstance(function, dict) else "tool"
+    call_id = "call_" + secrets.token_hex(12)
+    pieces = [Piece("tool_open", tokens=1, index=0, data={"id": call_id, "name": name})]
+    for fragment in _fragments(tool_arguments(tool, request.last_user)):
+        pieces.append(Piece("tool_args", fragment, estimate_tokens(fragment), index=0))
+    return pieces
+
+
+def _citation_pieces(request: ChatRequest) -> list[Piece]:
+    first, second, _, _ = keywords(request.last_user)
+    claims = [
+        (f"{first.capitalize()} is well documented", f"https://en.wikipedia.org/wiki/{first}"),
+        (
+            f"practical notes on {second} exist too",
+            f"https://example.org/notes?topic={second}&lang=en",
+        ),
+    ]
+    text = ""
+    annotations: list[dict[str, Any]] = []
+    for number, (claim, url) in enumerate(claims, start=1):
+        text += ("; " if text else "") + claim
+        start = len(text) - len(claim)
+        annotations.append(
+            {
+                "type": "url_citation",
+                "url_citation": {
+                    "url": url,
+                    "title": f"Source {number}: {claim}",
+                    "content": f"An excerpt about {claim}.",
+                    "start_index": start,
+                    "end_index": len(text),
+                },
+            }
+        )
+        text += f" [{number}]"
+    text += ".\n\nBoth sources are linked above."
+    return [*_tokens("content", text), Piece("annotations", data=annotations)]
+
+
+def _answer_pieces(
+    request: ChatRequest, options: Options, *, reasoning: bool, hosted_tools: bool
+) -> list[Piece]:
+    prompt = request.last_user
+    scenario = request.scenario
+    if request.text_completion and scenario == "tools":
+        scenario = "chat"
+    if (request.text_completion or not hosted_tools) and scenario in ("citations", "image"):
+        scenario = "chat"
+    match scenario:
+        case "reasoning" if reasoning:
+            steps = _tokens("reasoning", reasoning_text(prompt))
+            return [*steps, Piece("reasoning_end"), *_tokens("content", markdown_answer(prompt))]
+        case "length":
+            kind: PieceKind = "reasoning" if reasoning else "content"
+            return _tokens(kind, budget_reasoning(prompt))
+        case "long":
+            return _tokens("content", long_answer(prompt, options.long_tokens))
+        case "echo":
+            return _tokens("content", prompt)
+        case "tools" if request.tool_result is not None:
+            result = request.tool_result
+            text = f"The tool returned:\n\n> {result}\n\nSo, in short: {result}"
+            return _tokens("content", text)
+        case "tools" if request.tools:
+            return _tool_pieces(request)
+        case "tools":
+            text = "No tools were provided, so I answer directly.\n\n" + markdown_answer(prompt)
+            return _tokens("content", text)
+        case "citations":
+            return _citation_pieces(request)
+        case "image":
+            first = keywords(prompt)[0]
+            url = png_data_url(prompt)
+            intro = _tokens("content", f"Here is a picture of **{first}**:")
+            image = Piece("images", data=[{"url": url}])
+            return [*intro, image, *_tokens("content", "\n\nMade with a few pixels.")]
+    return _tokens("content", markdown_answer(prompt))
+
+
+def _apply_budget(pieces: list[Piece], budget: int | None) -> tuple[list[Piece], bool]:
+    if budget is None:
+        return pieces, False
+    used = 0
+    for i, piece in enumerate(pieces):
+        if piece.tokens and used + piece.tokens > budget:
+            return pieces[:i], True
+        used += piece.tokens
+    return pieces, False
+
+
+def build_script(
+    request: ChatRequest, options: Options, *, reasoning: bool, hosted_tools: bool = True
+) -> Script:
+    """The script for `request`. `reasoning`: the dialect streams reasoning; `hosted_tools`: it
+    can return citations and images (otherwise those scenarios answer with plain text)."""
+    scenario = request.scenario
+    pieces = _answer_pieces(request, options, reasoning=reasoning, hosted_tools=hosted_tools)
+    budget = request.max_tokens
+    if scenario == "length" and budget is None:
+        budget = _LENGTH_DEFAULT_BUDGET
+    pieces, truncated = _apply_budget(pieces, budget)
+    if truncated:
+        finish = "length"
+    elif any(p.kind == "tool_open" for p in pieces):
+        finish = "tool_calls"
+    else:
+        finish = "stop"
+    failure: Failure | None = scenario if scenario in _FAILURES else None  # type: ignore[assignment]
+    return Script(
+        scenario=scenario,
+        pieces=pieces,
+        finish_reason=finish,
+        failure=failure,
+        fail_after=min(_FAIL_AFTER_TOKENS, max(1, len(pieces) - 1)),
+        ttft_s=options.slow_start_s if scenario == "slow-start" else options.ttft_ms / 1000,
+        slow_start=scenario == "slow-start",
+        usage_estimated=scenario == "long",
+        prompt_tokens=max(1, (request.prompt_chars + 3) // 4),
+    )
