@@ -1,0 +1,81 @@
+"""Where the gateway is, and the few calls the views make to it outside a generation.
+
+With no `LLM_BASE_URL` the built-in emulator is started in this process on first use, on its own
+thread and loopback port, so `make run` needs no other process. Streams go over real loopback
+HTTP: an in-process ASGI transport would buffer whole bodies and defeat streaming.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from gateway_client import GatewayClient, Timeouts
+from gateway_client.dialects import default_timeouts, guess_dialect
+from gateway_client.errors import GatewayError
+
+logger = logging.getLogger(__name__)
+
+EMULATOR_API_KEY = "emulator-key"
+MODELS_TTL = 60.0
+
+_emulator_lock = threading.Lock()
+_emulator: tuple[AbstractContextManager[str], str] | None = None
+_models_cache: dict[str, tuple[float, list[str]]] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    base_url: str
+    api_key: str
+    emulated: bool
+
+
+def emulator_base_url() -> str:
+    """Start the emulator once per process (thread-safe) and return its Numes base URL."""
+    global _emulator
+    with _emulator_lock:
+        if _emulator is None:
+            from gateway_client.emulator import serve_in_thread
+
+            manager = serve_in_thread()
+            url = manager.__enter__()
+            _emulator = (manager, url)
+            logger.info("Started the built-in gateway emulator at %s", url)
+        return f"{_emulator[1]}/numes/api/v1"
+
+
+def gateway_config() -> GatewayConfig:
+    if settings.LLM_BASE_URL:
+        return GatewayConfig(settings.LLM_BASE_URL, settings.LLM_API_KEY or "", emulated=False)
+    return GatewayConfig(emulator_base_url(), EMULATOR_API_KEY, emulated=True)
+
+
+def timeouts(base_url: str) -> Timeouts:
+    return default_timeouts(guess_dialect(base_url)).with_(**settings.LLM_TIMEOUTS)
+
+
+def client(config: GatewayConfig | None = None) -> GatewayClient:
+    config = config or gateway_config()
+    return GatewayClient(config.base_url, config.api_key, timeouts=timeouts(config.base_url))
+
+
+async def list_models() -> tuple[list[str], str | None]:
+    """The gateway's model IDs (cached briefly) and an error message when it could not say."""
+    config = gateway_config()
+    cached = _models_cache.get(config.base_url)
+    if cached and time.monotonic() - cached[0] < MODELS_TTL:
+        return cached[1], None
+    try:
+        async with client(config) as gw:
+            models = sorted(m.id for m in await gw.list_models())
+    except GatewayError as exc:
+        logger.warning("Could not list models from %s: %s", config.base_url, exc)
+        return (cached[1] if cached else []), f"Could not load the model list: {exc}"
+    _models_cache[config.base_url] = (time.monotonic(), models)
+    return models, None

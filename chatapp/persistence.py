@@ -1,0 +1,193 @@
+"""Database writes of a running generation: periodic partial flushes, the final state, the cost.
+
+Partial flushes are single `UPDATE`s guarded by `status = streaming`, so a late flush can never
+overwrite a terminal state. The final state (message and generation together) is one transaction.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections, transaction
+from django.utils import timezone
+
+from .models import Conversation, Generation, Message
+
+if TYPE_CHECKING:
+    from gateway_client.events import Cost
+
+    from .live_state import LiveState
+    from .streaming import Outcome
+
+STREAMING = Generation.Status.STREAMING
+
+
+def _decimal(amount: float | int | None) -> Decimal | None:
+    return None if amount is None else Decimal(str(amount))
+
+
+def _cost_fields(cost: Cost | None) -> dict[str, Any]:
+    if cost is None:
+        return {}
+    source = Generation.CostSource.ESTIMATE if cost.estimated else Generation.CostSource.STREAM
+    return {"cost": _decimal(cost.amount), "cost_unit": cost.unit, "cost_source": source}
+
+
+@sync_to_async
+def flush_partial(generation_id: int, state: LiveState, ttft_ms: int | None) -> None:
+    close_old_connections()
+    now = timezone.now()
+    gen_fields: dict[str, Any] = {"last_seq": state.seq, "heartbeat_at": now}
+    if state.generation_id:
+        gen_fields["upstream_id"] = state.generation_id[:200]
+    if ttft_ms is not None:
+        gen_fields["ttft_ms"] = ttft_ms
+    with transaction.atomic():
+        updated = Generation.objects.filter(pk=generation_id, status=STREAMING).update(**gen_fields)
+        if updated:
+            Message.objects.filter(generation__pk=generation_id).update(
+                content=state.content, reasoning=state.reasoning, tool_calls=state.tool_calls()
+            )
+
+
+@sync_to_async
+def save_final(
+    generation_id: int,
+    state: LiveState,
+    outcome: Outcome,
+    ttft_ms: int | None,
+    request_id: str | None,
+) -> dict[str, Any]:
+    """Write the terminal state in one transaction; returns what reconciliation needs."""
+    close_old_connections()
+    completion = outcome.completion
+    now = timezone.now()
+    with transaction.atomic():
+        generation = (
+            Generation.objects.select_for_update()
+            .select_related("message")
+            .filter(pk=generation_id)
+            .first()
+        )
+        if generation is None:  # the conversation was deleted while streaming
+            return {"upstream_id": None, "cost_source": None}
+        message = generation.message
+        message.content = state.content
+        message.reasoning = state.reasoning
+        message.tool_calls = state.tool_calls()
+        message.annotations = [a["raw"] for a in state.sent.annotations]
+        message.attachments = state.attachments()
+        message.reasoning_details = list(
+            state.reasoning_details or (completion.reasoning_details if completion else [])
+        )
+        message.save()
+
+        generation.status = outcome.status
+        generation.finished_at = now
+        generation.heartbeat_at = now
+        generation.last_seq = state.seq
+        generation.ttft_ms = ttft_ms
+        if ttft_ms is not None:
+            generation.first_token_at = generation.started_at + timedelta(milliseconds=ttft_ms)
+        upstream_id = state.generation_id or (completion.generation_id if completion else None)
+        generation.upstream_id = (upstream_id or "")[:200]
+        generation.request_id = (
+            request_id or (completion.request_id if completion else None) or ""
+        )[:200]
+        generation.served_model = (
+            state.served_model or (completion.model if completion else None) or ""
+        )[:200]
+        generation.finish_reason = (
+            state.finish_reason or (completion.finish_reason if completion else None) or ""
+        )[:64]
+        _apply_usage(generation, state, completion)
+        if generation.cost is None:
+            generation.cost_source = (
+                Generation.CostSource.PENDING if upstream_id else Generation.CostSource.NONE
+            )
+        if outcome.error:
+            error = outcome.error
+            generation.error_status = error.get("status")
+            generation.error_code = str(error.get("code") or "")[:100]
+            generation.error_type = str(error.get("type") or "")[:100]
+            generation.error_message = str(error.get("message") or "")
+            generation.retry_after = outcome.retry_after
+        generation.save()
+        Conversation.objects.filter(pk=generation.conversation_id).update(updated_at=now)
+    return {"upstream_id": generation.upstream_id, "cost_source": generation.cost_source}
+
+
+def _apply_usage(generation: Generation, state: LiveState, completion: Any) -> None:
+    usage = state.usage
+    sources = [completion, usage]
+    for name in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens"):
+        for source in sources:
+            value = getattr(source, name, None) if source is not None else None
+            if value is not None:
+                setattr(generation, name, value)
+                break
+    if completion is not None and completion.usage is not None:
+        generation.usage = completion.usage
+    elif usage is not None:
+        generation.usage = usage.raw
+    cost = (completion.cost if completion is not None else None) or (usage.cost if usage else None)
+    for field, value in _cost_fields(cost).items():
+        setattr(generation, field, value)
+
+
+@sync_to_async
+def save_reconciled(generation_id: int, record: Any) -> bool:
+    """Fill cost and counts from the gateway's generation record, or give up (`none`)."""
+    close_old_connections()
+    with transaction.atomic():
+        generation = Generation.objects.select_for_update().filter(pk=generation_id).first()
+        if generation is None or generation.cost_source != Generation.CostSource.PENDING:
+            return False  # idempotent: someone reconciled it already
+        generation.reconcile_attempts += 1
+        if record is not None:
+            for name in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens"):
+                value = getattr(record, name, None)
+                if value is not None:
+                    setattr(generation, name, value)
+            if record.cost is not None:
+                generation.cost = _decimal(record.cost.amount)
+                generation.cost_unit = record.cost.unit
+                generation.cost_source = (
+                    Generation.CostSource.ESTIMATE
+                    if record.cost.estimated
+                    else Generation.CostSource.RECORD
+                )
+        if generation.cost_source == Generation.CostSource.PENDING:
+            generation.cost_source = Generation.CostSource.NONE
+        generation.save()
+    return True
+
+
+@sync_to_async
+def mark_interrupted(generation_ids: list[int]) -> list[tuple[int, int, int]]:
+    """Interrupt the given generations if still streaming; (id, conversation, seq) of each."""
+    close_old_connections()
+    now = timezone.now()
+    done: list[tuple[int, int, int]] = []
+    with transaction.atomic():
+        for generation in Generation.objects.select_for_update().filter(
+            pk__in=generation_ids, status=STREAMING
+        ):
+            generation.status = Generation.Status.INTERRUPTED
+            generation.finished_at = now
+            generation.error_type = "interrupted"
+            generation.error_message = (
+                "The server stopped while this answer was being written; the text so far is kept."
+            )
+            if generation.cost is None:
+                generation.cost_source = (
+                    Generation.CostSource.PENDING
+                    if generation.upstream_id
+                    else Generation.CostSource.NONE
+                )
+            generation.save()
+            done.append((generation.pk, generation.conversation_id, generation.last_seq))
+    return done

@@ -1,0 +1,280 @@
+"""Runs one generation as an asyncio task on the server's loop, independent of any websocket.
+
+Three tasks cooperate: the stream (gateway events fold into a `LiveState`), a ticker (every
+~50 ms the pending part goes out as one numbered delta to the conversation's group; every second
+the sent part, its `seq` and a heartbeat go to the database) and a listener on the worker's own
+channel (cancel and snapshot requests, so Stop and re-attach work from any process). Cancel closes
+the upstream connection by cancelling the stream task, which leaves `stream_chat`'s block: that
+is the only cancel the gateways know. The final state is written in one transaction; a cost the
+stream did not report is then reconciled from the gateway's generation record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from channels.layers import BaseChannelLayer, get_channel_layer
+from django.conf import settings
+
+from gateway_client import GatewayClient
+from gateway_client.errors import (
+    ConnectError,
+    GatewayError,
+    GatewayTimeout,
+    IncompleteStream,
+    StatusError,
+)
+
+from . import persistence, protocol
+from .gateway import GatewayConfig, client, gateway_config
+from .live_state import LiveState
+
+logger = logging.getLogger(__name__)
+
+RECONCILE_TIMEOUT = 30.0
+
+_running: dict[int, GenerationWorker] = {}
+_tasks: set[asyncio.Task[None]] = set()  # strong references: the loop keeps only weak ones
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    generation_id: int
+    conversation_id: int
+    model: str
+    messages: list[dict[str, Any]]
+    owner_channel: str
+
+
+@dataclass(slots=True)
+class Outcome:
+    """How the stream ended; `error` is an `ErrorInfo`-like dict for the failure states."""
+
+    status: str
+    error: dict[str, Any] | None = None
+    retry_after: float | None = None
+    completion: Any = None
+    started: bool = False
+
+
+@dataclass(slots=True)
+class _Timing:
+    started: float = field(default_factory=time.monotonic)
+    first_token: float | None = None
+
+
+def _error(exc: GatewayError) -> dict[str, Any]:
+    info = exc.info
+    return {
+        "status": info.status,
+        "code": "" if info.code is None else str(info.code),
+        "type": info.type or "",
+        "message": info.message or str(exc),
+    }
+
+
+class GenerationWorker:
+    def __init__(
+        self,
+        job: Job,
+        *,
+        config: GatewayConfig | None = None,
+        layer: BaseChannelLayer | None = None,
+    ) -> None:
+        self.job = job
+        self.config = config or gateway_config()
+        self.layer = layer or get_channel_layer()
+        self.group = protocol.group_name(job.conversation_id)
+        self.state = LiveState()
+        self.timing = _Timing()
+        self.request_id: str | None = None
+        self._stream: Any = None
+        self._cancel = asyncio.Event()
+        self._ticks = 0
+
+    # --- Lifecycle --------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Stream to a terminal state, persist it, tell the browsers, then reconcile the cost."""
+        async with client(self.config) as gw:
+            listener = asyncio.create_task(self._listen())
+            try:
+                outcome = await self._stream_until_done_or_cancelled(gw)
+                final = await self._finish(outcome)
+            finally:
+                listener.cancel()
+                await asyncio.gather(listener, return_exceptions=True)
+            if final.get("cost_source") == "pending":
+                await self._reconcile(gw, final)
+
+    async def _stream_until_done_or_cancelled(self, gw: GatewayClient) -> Outcome:
+        ticker = asyncio.create_task(self._tick())
+        streamer = asyncio.create_task(self._stream_answer(gw))
+        cancelled = asyncio.create_task(self._cancel.wait())
+        try:
+            await asyncio.wait({streamer, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+            if streamer.done():
+                return streamer.result()
+            streamer.cancel()  # leaves `stream_chat`'s block: closes the upstream connection
+            await asyncio.gather(streamer, return_exceptions=True)
+            logger.info("Generation %s cancelled", self.job.generation_id)
+            return Outcome("cancelled", started=self.state.has_output)
+        finally:
+            for task in (streamer, ticker, cancelled):
+                task.cancel()
+            await asyncio.gather(streamer, ticker, cancelled, return_exceptions=True)
+
+    async def _stream_answer(self, gw: GatewayClient) -> Outcome:
+        """Never raises: every failure becomes an `Outcome` the user can read."""
+        job = self.job
+        try:
+            async with gw.stream_chat(model=job.model, messages=job.messages) as stream:
+                self._stream = stream
+                self.request_id = stream.request_id
+                self.state.generation_id = stream.generation_id or self.state.generation_id
+                async for event in stream:
+                    if self.state.apply(event):
+                        self.timing.first_token = time.monotonic()
+                return Outcome("completed", completion=stream.completion, started=True)
+        except StatusError as exc:
+            logger.warning("Generation %s refused: %s", job.generation_id, exc)
+            return Outcome("failed", error=_error(exc), retry_after=exc.retry_after)
+        except (IncompleteStream, ConnectError) as exc:
+            started = self._stream is not None
+            logger.warning("Generation %s ended early: %s", job.generation_id, exc)
+            status = "incomplete" if started else "failed"
+            return Outcome(status, _error(exc), completion=exc.completion, started=started)
+        except GatewayTimeout as exc:
+            logger.warning("Generation %s timed out (%s): %s", job.generation_id, exc.phase, exc)
+            error = _error(exc)
+            error["message"] = protocol.timeout_message(exc.phase, exc.message)
+            return Outcome("failed", error, completion=exc.completion, started=True)
+        except GatewayError as exc:
+            logger.warning("Generation %s failed: %s", job.generation_id, exc)
+            return Outcome("failed", _error(exc), completion=exc.completion, started=True)
+        except Exception:
+            logger.exception("Generation %s crashed", job.generation_id)
+            error = {
+                "status": None,
+                "code": "internal_error",
+                "type": "internal_error",
+                "message": "The server failed while reading the answer; what arrived is kept.",
+            }
+            return Outcome("failed", error, started=self._stream is not None)
+
+    # --- Ticker and listener ----------------------------------------------------------------------
+
+    async def _tick(self) -> None:
+        interval = settings.CHAT_DELTA_INTERVAL
+        flush_every = max(1, round(settings.CHAT_FLUSH_INTERVAL / interval))
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self._send_delta()
+                self._ticks += 1
+                if self._ticks % flush_every == 0:
+                    await persistence.flush_partial(
+                        self.job.generation_id, self.state, self._ttft()
+                    )
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a hiccup in the layer or database must not stop the stream
+                logger.exception("Generation %s: flush failed", self.job.generation_id)
+
+    async def _send_delta(self) -> None:
+        if self._stream is not None and self.state.generation_id is None:
+            self.state.generation_id = self._stream.generation_id
+        delta = self.state.take_delta()
+        if delta is not None:
+            await self.layer.group_send(
+                self.group, protocol.group_message(protocol.delta(self.job.generation_id, delta))
+            )
+
+    async def _listen(self) -> None:
+        while True:
+            message = await self.layer.receive(self.job.owner_channel)
+            match message.get("type"):
+                case protocol.CANCEL:
+                    self._cancel.set()
+                case protocol.SNAPSHOT_REQUEST:
+                    reply_to = message.get("reply_to")
+                    if reply_to:
+                        snapshot = protocol.snapshot(self.job.generation_id, self.state.snapshot())
+                        await self.layer.send(reply_to, protocol.group_message(snapshot))
+
+    # --- Finishing --------------------------------------------------------------------------------
+
+    def _ttft(self) -> int | None:
+        if self.timing.first_token is None:
+            return None
+        return round((self.timing.first_token - self.timing.started) * 1000)
+
+    async def _finish(self, outcome: Outcome) -> dict[str, Any]:
+        await self._send_delta()  # everything received reaches the browsers before `done`
+        if self._stream is not None:
+            self.request_id = self.request_id or self._stream.request_id
+            outcome.completion = outcome.completion or self._stream.completion
+        final = await persistence.save_final(
+            self.job.generation_id, self.state, outcome, self._ttft(), self.request_id
+        )
+        await self.layer.group_send(
+            self.group,
+            protocol.group_message(
+                protocol.done(self.job.generation_id, self.state.seq, outcome.status)
+            ),
+        )
+        return final
+
+    async def _reconcile(self, gw: GatewayClient, final: dict[str, Any]) -> None:
+        upstream_id = final.get("upstream_id")
+        record = None
+        if upstream_id:
+            try:
+                async with asyncio.timeout(RECONCILE_TIMEOUT):
+                    record = await gw.get_generation(upstream_id)
+            except (GatewayError, TimeoutError) as exc:
+                logger.info("No generation record for %s: %s", upstream_id, exc)
+            except Exception:
+                logger.exception("Reconciling %s failed", upstream_id)
+        changed = await persistence.save_reconciled(self.job.generation_id, record)
+        if changed:
+            await self.layer.group_send(
+                self.group, protocol.group_message(protocol.updated(self.job.generation_id))
+            )
+
+
+# --- Process-local registry -----------------------------------------------------------------------
+
+
+def running_ids() -> set[int]:
+    return set(_running)
+
+
+def start(job: Job, *, config: GatewayConfig | None = None) -> asyncio.Task[None]:
+    """Run `job` on the current loop, detached from the request that started it.
+
+    An empty context keeps the task out of the request's thread-sensitive executor (which Django
+    shuts down when the response is sent); its database calls use asgiref's shared thread.
+    """
+    worker = GenerationWorker(job, config=config)
+    _running[job.generation_id] = worker
+    task = asyncio.get_running_loop().create_task(worker.run(), context=contextvars.Context())
+
+    def _done(task: asyncio.Task[None]) -> None:
+        _running.pop(job.generation_id, None)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("Generation %s worker died", job.generation_id, exc_info=task.exception())
+
+    _tasks.add(task)
+    task.add_done_callback(_tasks.discard)
+    task.add_done_callback(_done)
+    return task
+
+
+async def new_owner_channel() -> str:
+    return await get_channel_layer().new_channel(prefix="generation.")

@@ -1,0 +1,133 @@
+"""Creating a turn: the user's message, the assistant's placeholder, its generation record, and
+the context sent upstream.
+
+Context is every user message plus, per earlier turn, the latest assistant answer that has text
+(a retried failure is replaced by its retry). Reasoning details go back unchanged, as Numes requires
+for signed or encrypted reasoning; tool calls are not sent back since the app runs no tools.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.http import Http404
+
+from .models import Conversation, Generation, Message
+from .streaming import Job
+
+TITLE_LENGTH = 60
+MAX_MESSAGE_CHARS = 100_000
+
+
+class TurnError(ValueError):
+    """The user's input cannot start a turn; the message is for the user."""
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    conversation: Conversation
+    assistant: Message
+    generation: Generation
+    job: Job
+    user_message: Message | None = None
+
+
+def title_from(text: str) -> str:
+    first_line = next((line.strip() for line in text.strip().split("\n") if line.strip()), "")
+    if len(first_line) <= TITLE_LENGTH:
+        return first_line
+    return first_line[: TITLE_LENGTH - 1].rstrip() + "…"
+
+
+def context_for(conversation: Conversation, before: Message) -> list[dict[str, Any]]:
+    """The messages to send for an answer placed at `before` (which itself is not sent)."""
+    turns: list[dict[str, Any]] = []
+    answer: dict[str, Any] | None = None
+    for message in conversation.messages.filter(pk__lt=before.pk).order_by("pk"):
+        if message.role == Message.Role.USER:
+            if answer is not None:
+                turns.append(answer)
+                answer = None
+            turns.append({"role": "user", "content": message.content})
+        elif message.content or message.reasoning_details:
+            answer = {"role": "assistant", "content": message.content}
+            if message.reasoning_details:
+                answer["reasoning_details"] = message.reasoning_details
+    # An answer after the last user message is an earlier attempt at the one being generated.
+    return turns
+
+
+def _owned_conversation(user: AbstractBaseUser, conversation_id: int) -> Conversation:
+    try:
+        return Conversation.objects.get(pk=conversation_id, user=user)
+    except Conversation.DoesNotExist:
+        raise Http404("No such conversation.") from None
+
+
+def _start(
+    conversation: Conversation,
+    model: str,
+    owner_channel: str,
+    user_message: Message | None = None,
+) -> Turn:
+    assistant = Message.objects.create(conversation=conversation, role=Message.Role.ASSISTANT)
+    generation = Generation.objects.create(
+        message=assistant, conversation=conversation, model=model, owner_channel=owner_channel
+    )
+    conversation.model = model
+    conversation.save(update_fields=["model", "updated_at"])
+    job = Job(
+        generation_id=generation.pk,
+        conversation_id=conversation.pk,
+        model=model,
+        messages=context_for(conversation, assistant),
+        owner_channel=owner_channel,
+    )
+    return Turn(conversation, assistant, generation, job, user_message)
+
+
+def create_turn(
+    user: AbstractBaseUser,
+    conversation_id: int | None,
+    text: str,
+    model: str,
+    owner_channel: str,
+) -> Turn:
+    text = text.strip()
+    if not text:
+        raise TurnError("Write a message first.")
+    if len(text) > MAX_MESSAGE_CHARS:
+        raise TurnError(f"The message is too long (at most {MAX_MESSAGE_CHARS:,} characters).")
+    if not model:
+        raise TurnError("Choose a model first.")
+    with transaction.atomic():
+        if conversation_id is None:
+            conversation = Conversation.objects.create(user=user, title=title_from(text))
+        else:
+            conversation = _owned_conversation(user, conversation_id)
+            if not conversation.title:
+                conversation.title = title_from(text)
+                conversation.save(update_fields=["title"])
+        question = Message.objects.create(
+            conversation=conversation, role=Message.Role.USER, content=text
+        )
+        return _start(conversation, model, owner_channel, question)
+
+
+def create_retry(
+    user: AbstractBaseUser, message_id: int, model: str | None, owner_channel: str
+) -> Turn:
+    """A new generation for the turn that `message_id` (an assistant message) answered."""
+    with transaction.atomic():
+        try:
+            failed = Message.objects.select_related("conversation", "generation").get(
+                pk=message_id, role=Message.Role.ASSISTANT, conversation__user=user
+            )
+        except Message.DoesNotExist:
+            raise Http404("No such message.") from None
+        if failed.generation.is_running:
+            raise TurnError("This answer is still being written.")
+        return _start(failed.conversation, model or failed.generation.model, owner_channel)

@@ -1,0 +1,95 @@
+"""Fixtures for the chat app: a user, the emulator as the gateway, a fresh channel layer.
+
+Worker and consumer tests use `transaction=True` databases: the worker writes from asgiref's
+database thread, which cannot see a test transaction that is never committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import channel_layers, get_channel_layer
+from django.contrib.auth import get_user_model
+
+from chatapp import protocol, streaming
+from chatapp.turns import Turn, create_turn
+
+
+@pytest.fixture(autouse=True)
+def fresh_channel_layer() -> Iterator[None]:
+    """A new in-memory layer per test: its queues belong to one event loop."""
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
+
+
+@pytest.fixture(autouse=True)
+def chat_settings(settings: Any, emulator_url: str) -> Any:
+    settings.LLM_BASE_URL = f"{emulator_url}/numes/api/v1"
+    settings.LLM_API_KEY = "test-key"
+    settings.LLM_TIMEOUTS = {"idle": 1.0, "first_token": 5.0}
+    settings.CHAT_SWEEP_INTERVAL = 0
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    return settings
+
+
+@pytest.fixture
+def password() -> str:
+    return "correct horse battery staple"
+
+
+@pytest.fixture
+def alice(django_user_model: Any, password: str) -> Any:
+    return django_user_model.objects.create_user("alice", password=password)
+
+
+@pytest.fixture
+def bob(django_user_model: Any, password: str) -> Any:
+    return django_user_model.objects.create_user("bob", password=password)
+
+
+async def start_turn(user: Any, text: str, model: str, conversation_id: int | None = None) -> Turn:
+    owner = await streaming.new_owner_channel()
+    return await sync_to_async(create_turn)(user, conversation_id, text, model, owner)
+
+
+class GroupListener:
+    """Joins a conversation's group as a browser would and decodes what arrives."""
+
+    def __init__(self, conversation_id: int) -> None:
+        self.layer = get_channel_layer()
+        self.group = protocol.group_name(conversation_id)
+        self.channel = ""
+        self.received: list[dict[str, Any]] = []
+
+    async def join(self) -> GroupListener:
+        self.channel = await self.layer.new_channel()
+        await self.layer.group_add(self.group, self.channel)
+        return self
+
+    async def next(self) -> dict[str, Any]:
+        async with asyncio.timeout(10):
+            message = await self.layer.receive(self.channel)
+        payload = orjson.loads(message["text"])
+        self.received.append(payload)
+        return payload
+
+    async def until(self, kind: str, within: float = 15.0) -> dict[str, Any]:
+        async with asyncio.timeout(within):
+            while True:
+                payload = await self.next()
+                if payload["t"] == kind:
+                    return payload
+
+    def deltas(self) -> list[dict[str, Any]]:
+        return [m for m in self.received if m["t"] == "delta"]
+
+
+@pytest.fixture
+def user_model() -> Any:
+    return get_user_model()
