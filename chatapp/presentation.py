@@ -1,0 +1,74 @@
+"""Plain words for a generation's state: the error line and the meta line under an answer."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from .models import Generation
+
+Status = Generation.Status
+
+
+def _code(generation: Generation) -> str:
+    parts = []
+    if generation.error_status:
+        parts.append(f"HTTP {generation.error_status}")
+    if generation.error_code and generation.error_code != str(generation.error_status):
+        parts.append(generation.error_code)
+    if generation.error_type and generation.error_type not in parts:
+        parts.append(generation.error_type)
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def error_text(generation: Generation) -> str:
+    """What went wrong, for the user; empty for answers that did not fail."""
+    message = generation.error_message.strip()
+    has_text = bool(generation.message.content or generation.message.reasoning)
+    kept = " The partial answer is kept." if has_text else ""
+    match generation.status:
+        case Status.FAILED if not has_text and generation.error_status:
+            text = f"The gateway refused the request{_code(generation)}: {message}"
+        case Status.FAILED:
+            text = f"The answer failed{_code(generation)}: {message}{kept}"
+        case Status.INCOMPLETE:
+            text = (
+                "The answer was cut off: the stream ended before the gateway said it was done"
+                f"{_code(generation)}.{kept}"
+            )
+        case Status.INTERRUPTED:
+            text = message or "The server stopped while writing this answer."
+        case _:
+            return ""
+    if generation.retry_after:
+        text += f" Retry after {generation.retry_after:g} s."
+    return text
+
+
+def format_cost(generation: Generation) -> str:
+    if generation.cost is None:
+        return {
+            Generation.CostSource.PENDING: "cost pending",
+            Generation.CostSource.NONE: "cost not reported",
+        }.get(generation.cost_source, "cost unknown")
+    amount = generation.cost.normalize() if generation.cost != 0 else Decimal(0)
+    text = f"{amount:f} {generation.cost_unit}".strip()
+    if generation.cost_source == Generation.CostSource.ESTIMATE:
+        text = f"≈{text} (estimate)"
+    return text
+
+
+def meta_items(generation: Generation) -> list[str]:
+    items = [generation.served_model or generation.model]
+    if generation.total_tokens is not None:
+        tokens = f"{generation.prompt_tokens or 0} in · {generation.completion_tokens or 0} out"
+        if generation.reasoning_tokens:
+            tokens += f" ({generation.reasoning_tokens} reasoning)"
+        if generation.cached_tokens:
+            tokens += f" · {generation.cached_tokens} cached"
+        items.append(tokens + " tokens")
+    items.append(format_cost(generation))
+    if generation.ttft_ms is not None:
+        items.append(f"first token {generation.ttft_ms} ms")
+    if generation.finish_reason and generation.finish_reason not in ("stop", "error"):
+        items.append(f"finish: {generation.finish_reason}")
+    return items

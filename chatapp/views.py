@@ -1,0 +1,202 @@
+"""Pages and htmx endpoints. Views that start a generation are async: the worker must run on the
+server's event loop, outside any request or consumer.
+
+Every query is scoped to `request.user`, so another user's conversation is a 404. Database work
+and template rendering run in one `sync_to_async` call each, so templates never hit the ORM from
+the event loop.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
+
+from . import protocol, streaming, sweep
+from .gateway import list_models
+from .models import Conversation, Generation, Message
+from .turns import TurnError, create_retry, create_turn
+
+PREFERRED_MODEL = "emulator/chat"
+
+
+def _sidebar(user: Any) -> list[Conversation]:
+    return list(Conversation.objects.filter(user=user).only("pk", "title", "updated_at")[:200])
+
+
+def _messages(conversation: Conversation) -> list[Message]:
+    return list(conversation.messages.select_related("generation"))
+
+
+def _default_model(models: list[str], conversation: Conversation | None) -> str:
+    from django.conf import settings
+
+    for candidate in (
+        conversation.model if conversation else "",
+        settings.LLM_DEFAULT_MODEL,
+        PREFERRED_MODEL,
+    ):
+        if candidate and candidate in models:
+            return candidate
+    return models[0] if models else ""
+
+
+def _page(request: HttpRequest, conversation_id: int | None, models: list[str], error: str | None):
+    conversation = None
+    messages: list[Message] = []
+    if conversation_id is not None:
+        conversation = get_object_or_404(Conversation, pk=conversation_id, user=request.user)
+        messages = _messages(conversation)
+    context = {
+        "conversation": conversation,
+        "conversations": _sidebar(request.user),
+        "chat_messages": messages,
+        "models": models,
+        "selected_model": _default_model(models, conversation),
+        "models_error": error,
+    }
+    return render(request, "chatapp/chat.html", context)
+
+
+@login_required
+@require_GET
+async def home(request: HttpRequest) -> HttpResponse:
+    sweep.ensure_sweeper()
+    models, error = await list_models()
+    return await sync_to_async(_page)(request, None, models, error)
+
+
+@login_required
+@require_GET
+async def conversation_page(request: HttpRequest, pk: int) -> HttpResponse:
+    sweep.ensure_sweeper()
+    models, error = await list_models()
+    return await sync_to_async(_page)(request, pk, models, error)
+
+
+def _composer_error(request: HttpRequest, text: str) -> HttpResponse:
+    response = render(request, "chatapp/_composer_error.html", {"error": text})
+    return reswap(retarget(response, "#composer-error"), "innerHTML")
+
+
+def _render_turn(request: HttpRequest, message_ids: list[int]) -> HttpResponse:
+    # Read back, not reused: the worker may already have flushed text and a `seq`.
+    messages = Message.objects.select_related("generation").filter(pk__in=message_ids)
+    return render(request, "chatapp/_messages.html", {"chat_messages": list(messages)})
+
+
+@login_required
+@require_POST
+async def send_message(request: HttpRequest, pk: int | None = None) -> HttpResponse:
+    user = await request.auser()
+    owner_channel = await streaming.new_owner_channel()
+    try:
+        turn = await sync_to_async(create_turn)(
+            user, pk, request.POST.get("content", ""), request.POST.get("model", ""), owner_channel
+        )
+    except TurnError as exc:
+        return await sync_to_async(_composer_error)(request, str(exc))
+    streaming.start(turn.job)
+    if pk is None:
+        url = reverse("chat:conversation", args=[turn.conversation.pk])
+        return HttpResponseClientRedirect(url) if request.htmx else HttpResponseRedirect(url)
+    ids = [turn.user_message.pk, turn.assistant.pk] if turn.user_message else [turn.assistant.pk]
+    return await sync_to_async(_render_turn)(request, ids)
+
+
+@login_required
+@require_POST
+async def retry(request: HttpRequest, pk: int) -> HttpResponse:
+    user = await request.auser()
+    owner_channel = await streaming.new_owner_channel()
+    try:
+        turn = await sync_to_async(create_retry)(
+            user, pk, request.POST.get("model") or None, owner_channel
+        )
+    except TurnError as exc:
+        return await sync_to_async(_composer_error)(request, str(exc))
+    streaming.start(turn.job)
+    return await sync_to_async(_render_turn)(request, [turn.assistant.pk])
+
+
+@login_required
+@require_POST
+async def stop(request: HttpRequest, pk: int) -> HttpResponse:
+    """Ask the generation's worker, in whatever process it runs, to close the upstream stream."""
+    user = await request.auser()
+    generation = await Generation.objects.filter(pk=pk, conversation__user=user).afirst()
+    if generation is None:
+        raise Http404("No such generation.")
+    if generation.is_running and generation.owner_channel:
+        from channels.layers import get_channel_layer
+
+        await get_channel_layer().send(generation.owner_channel, protocol.cancel())
+    return HttpResponse(status=204)
+
+
+@login_required
+@require_GET
+def message_fragment(request: HttpRequest, pk: int) -> HttpResponse:
+    message = get_object_or_404(
+        Message.objects.select_related("generation"), pk=pk, conversation__user=request.user
+    )
+    return render(request, "chatapp/_message.html", {"message": message})
+
+
+@login_required
+@require_POST
+def rename(request: HttpRequest, pk: int) -> HttpResponse:
+    conversation = get_object_or_404(Conversation, pk=pk, user=request.user)
+    title = " ".join(request.POST.get("title", "").split())[:200]
+    if title:
+        conversation.title = title
+        conversation.save(update_fields=["title", "updated_at"])
+    if not request.htmx:
+        return HttpResponseRedirect(reverse("chat:conversation", args=[pk]))
+    context = {"conversation": conversation, "conversations": _sidebar(request.user)}
+    return render(request, "chatapp/_renamed.html", context)
+
+
+@login_required
+@require_POST
+async def delete(request: HttpRequest, pk: int) -> HttpResponse:
+    user = await request.auser()
+    conversation = await Conversation.objects.filter(pk=pk, user=user).afirst()
+    if conversation is None:
+        raise Http404("No such conversation.")
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    async for owner in Generation.objects.filter(
+        conversation=conversation, status=Generation.Status.STREAMING
+    ).values_list("owner_channel", flat=True):
+        if owner:
+            await layer.send(owner, protocol.cancel())
+    await conversation.adelete()
+    url = reverse("chat:home")
+    return HttpResponseClientRedirect(url) if request.htmx else HttpResponseRedirect(url)
+
+
+@login_required
+@require_GET
+def attachment(request: HttpRequest, pk: int, index: int) -> HttpResponse:
+    """A file the gateway sent, as a download: never rendered inline on our origin."""
+    message = get_object_or_404(Message, pk=pk, conversation__user=request.user)
+    try:
+        item = message.attachments[index]
+        data = base64.b64decode(item["data"], validate=False)
+    except (IndexError, KeyError, TypeError, binascii.Error, ValueError):
+        raise Http404("No such attachment.") from None
+    filename = str(item.get("filename") or f"attachment-{index}").replace('"', "")
+    response = HttpResponse(data, content_type="application/octet-stream")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    response["X-Content-Type-Options"] = "nosniff"
+    return response

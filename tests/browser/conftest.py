@@ -1,0 +1,157 @@
+"""A real Daphne server on a file SQLite database, a paced emulator, and headless Chromium.
+
+The server runs in a subprocess exactly as `make run` starts it (migrate, then Daphne on the ASGI
+app), so these tests cover the whole pipeline: htmx forms, the websocket, the worker, the
+emulator over loopback. The emulator is slower than the unit tests' so that streaming, Stop and
+reload can be observed.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+PASSWORD = "browser-test-password"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_for_port(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"daphne exited early:\n{log.read_text()}")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"daphne did not start:\n{log.read_text()}")
+
+
+@pytest.fixture(scope="session")
+def paced_emulator() -> Iterator[str]:
+    from gateway_client.emulator import serve_in_thread
+
+    with serve_in_thread(tokens_per_second=40, ttft_ms=300, slow_start_s=4.0) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def server_env(tmp_path_factory: pytest.TempPathFactory, paced_emulator: str) -> dict[str, str]:
+    directory = tmp_path_factory.mktemp("server")
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "chatapp.settings",
+        "DATABASE_URL": f"sqlite:///{directory / 'db.sqlite3'}",
+        "DJANGO_SECRET_KEY": "browser-tests-only",
+        "DJANGO_DEBUG": "0",
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "LLM_BASE_URL": f"{paced_emulator}/numes/api/v1",
+        "LLM_API_KEY": "sk-browser-secret",
+        "LLM_IDLE_TIMEOUT": "2",
+        "PYTHONUNBUFFERED": "1",
+        "SERVER_DIR": str(directory),
+    }
+    manage = [sys.executable, str(ROOT / "manage.py")]
+    subprocess.run([*manage, "migrate", "-v0"], env=env, check=True, cwd=ROOT)
+    for username in ("alice", "bob"):
+        subprocess.run(
+            [*manage, "createsuperuser", "--noinput", "--username", username, "--email", ""],
+            env={**env, "DJANGO_SUPERUSER_PASSWORD": PASSWORD},
+            check=True,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+        )
+    return env
+
+
+@pytest.fixture(scope="session")
+def server_url(server_env: dict[str, str]) -> Iterator[str]:
+    port = _free_port()
+    log = Path(server_env["SERVER_DIR"]) / "daphne.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "daphne"),
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "chatapp.asgi:application",
+            ],
+            env=server_env,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            _wait_for_port(port, process, log)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is not installed (make chromium)")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+def sign_in(browser: Any, server_url: str, username: str) -> Any:
+    context = browser.new_context()
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    page.goto(f"{server_url}/accounts/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{server_url}/")
+    return page
+
+
+@pytest.fixture
+def alice(browser: Any, server_url: str) -> Iterator[Any]:
+    page = sign_in(browser, server_url, "alice")
+    yield page
+    page.context.close()
+
+
+@pytest.fixture
+def bob(browser: Any, server_url: str) -> Iterator[Any]:
+    page = sign_in(browser, server_url, "bob")
+    yield page
+    page.context.close()

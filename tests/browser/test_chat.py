@@ -1,0 +1,244 @@
+"""Chat in real headless Chromium against a real Daphne server and the emulator."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from .conftest import sign_in
+
+pytestmark = [pytest.mark.browser]
+
+WORDS = " ".join(f"w{n:03d}" for n in range(1, 161))  # echoed back in ~4 s at 40 tokens/s
+
+
+def send(page: Any, text: str, model: str) -> Any:
+    """Send `text` with `model`; the new answer's element."""
+    before = page.locator("article.assistant").count()
+    page.get_by_label("Model").select_option(model)
+    page.get_by_label("Message").fill(text)
+    page.get_by_label("Message").press("Enter")
+    answer = page.locator("article.assistant").nth(before)
+    expect(answer).to_be_attached()
+    return answer
+
+
+def content(answer: Any) -> str:
+    return answer.locator(".content").inner_text()
+
+
+def wait_for_text(answer: Any, minimum: int = 1) -> str:
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        text = content(answer)
+        if len(text.strip()) >= minimum:
+            return text
+        time.sleep(0.05)
+    raise AssertionError("no text arrived")
+
+
+def assert_prefix_growing(answer: Any, full: str, seconds: float) -> list[str]:
+    """Every view of the streaming text is a prefix of `full`: no gap and no duplicate."""
+    seen: list[str] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and answer.get_attribute("data-status") == "streaming":
+        text = content(answer).strip()
+        assert full.startswith(text), f"not a prefix of the answer: {text[-80:]!r}"
+        if seen:
+            assert len(text) >= len(seen[-1])
+        seen.append(text)
+        time.sleep(0.1)
+    return seen
+
+
+def test_send_streams_token_by_token_and_shows_the_record(alice: Any, server_url: str) -> None:
+    answer = send(alice, "Explain server-sent events", "emulator/chat")
+    expect(alice).to_have_url(re.compile(r"/c/\d+/$"))
+    answer = alice.locator("article.assistant").last
+    expect(answer).to_have_attribute("data-status", "streaming")
+    expect(alice.get_by_role("button", name="Stop")).to_be_visible()
+    first = wait_for_text(answer)
+    time.sleep(0.3)
+    assert len(content(answer)) > len(first), "text grows while streaming"
+    expect(answer).to_have_attribute("data-status", "completed", timeout=30_000)
+    expect(alice.get_by_role("button", name="Stop")).to_have_count(0)
+    meta = answer.locator(".meta").inner_text()
+    assert "emulator/chat" in meta
+    assert "tokens" in meta
+    assert "credits" in meta
+    assert "first token" in meta
+    expect(answer.locator(".content.rendered h2, .content.rendered h1, .content.rendered p").first)
+    expect(alice.locator("#conversation-list")).to_contain_text("Explain server-sent events")
+
+
+def test_enter_sends_and_shift_enter_is_a_newline(alice: Any) -> None:
+    box = alice.get_by_label("Message")
+    alice.get_by_label("Model").select_option("emulator/echo")
+    box.click()
+    box.type("line one")
+    box.press("Shift+Enter")
+    box.type("line two")
+    expect(alice.locator("article.message")).to_have_count(0)
+    box.press("Enter")
+    expect(alice.locator("article.user")).to_have_text("line one\nline two")
+    answer = alice.locator("article.assistant").last
+    expect(answer).to_have_attribute("data-status", "completed", timeout=15_000)
+
+
+def test_stop_before_the_first_token(alice: Any, paced_emulator: Any) -> None:
+    answer = send(alice, "hello", "emulator/slow-start")
+    expect(alice).to_have_url(re.compile(r"/c/\d+/$"))
+    answer = alice.locator("article.assistant").last
+    stop = alice.get_by_role("button", name="Stop")
+    expect(stop).to_be_visible()
+    record = None
+    for _ in range(100):
+        record = paced_emulator.app.records.latest(scenario="slow-start", finished_at=None)
+        if record is not None:
+            break
+        time.sleep(0.02)
+    assert record is not None
+    clicked = time.time()
+    stop.click()
+    expect(answer).to_have_attribute("data-status", "cancelled", timeout=5_000)
+    assert record.cancelled_at is not None
+    assert record.cancelled_at - clicked < 0.2, "upstream closed within 200 ms of the click"
+    assert content(answer).strip() == ""
+    expect(answer).to_contain_text("Stopped.")
+
+
+def test_stop_after_the_first_token_keeps_the_partial_answer(alice: Any) -> None:
+    answer = send(alice, "otters", "emulator/long")
+    expect(alice).to_have_url(re.compile(r"/c/\d+/$"))
+    answer = alice.locator("article.assistant").last
+    partial = wait_for_text(answer, minimum=20)
+    alice.get_by_role("button", name="Stop").click()
+    expect(answer).to_have_attribute("data-status", "cancelled", timeout=5_000)
+    final = content(answer)
+    assert final.strip()
+    assert len(final) < 20_000
+    first_word = re.findall(r"[A-Za-z]{3,}", partial)[0]
+    assert first_word in final
+    expect(answer.get_by_role("button", name="Retry")).to_be_visible()
+
+
+def test_reload_mid_stream_reattaches_without_gap_or_duplicate(alice: Any) -> None:
+    send(alice, WORDS, "emulator/echo")
+    expect(alice).to_have_url(re.compile(r"/c/\d+/$"))
+    answer = alice.locator("article.assistant").last
+    wait_for_text(answer, minimum=40)
+    alice.reload()
+    answer = alice.locator("article.assistant").last
+    expect(answer).to_have_attribute("data-status", "streaming")
+    at_load = content(answer).strip()
+    assert at_load, "the text so far appears at once"
+    seen = assert_prefix_growing(answer, WORDS, seconds=1.5)
+    # A dropped websocket reconnects and continues the same way.
+    alice.evaluate("window.chatDropSocket()")
+    seen += assert_prefix_growing(answer, WORDS, seconds=10)
+    assert len(seen) > 3
+    expect(answer).to_have_attribute("data-status", "completed", timeout=15_000)
+    assert content(answer).strip() == WORDS
+
+
+def test_two_tabs_on_one_conversation_both_stream(alice: Any) -> None:
+    send(alice, WORDS, "emulator/echo")
+    expect(alice).to_have_url(re.compile(r"/c/\d+/$"))
+    other = alice.context.new_page()
+    other.goto(alice.url)
+    answers = [page.locator("article.assistant").last for page in (alice, other)]
+    expect(answers[1]).to_have_attribute("data-status", "streaming")
+    growth = [wait_for_text(answer, minimum=1) for answer in answers]
+    time.sleep(0.5)
+    for answer, before in zip(answers, growth, strict=True):
+        assert len(content(answer)) > len(before)
+    for answer in answers:
+        expect(answer).to_have_attribute("data-status", "completed", timeout=15_000)
+        assert content(answer).strip() == WORDS
+    other.close()
+
+
+def test_closing_every_tab_does_not_stop_the_generation(
+    browser: Any, server_url: str, alice: Any
+) -> None:
+    send(alice, WORDS, "emulator/echo")
+    expect(alice).to_have_url(re.compile(r"/c/\d+/$"))
+    url = alice.url
+    wait_for_text(alice.locator("article.assistant").last)
+    alice.close()
+    time.sleep(0.5)
+    again = sign_in(browser, server_url, "alice")
+    again.goto(url)
+    answer = again.locator("article.assistant").last
+    expect(answer).to_have_attribute("data-status", "completed", timeout=15_000)
+    assert content(answer).strip() == WORDS
+    again.context.close()
+
+
+@pytest.mark.parametrize(
+    ("model", "status", "words"),
+    [
+        ("emulator/error-before", "failed", "The gateway refused the request (HTTP 402"),
+        ("emulator/error-midstream", "failed", "The answer failed"),
+        ("emulator/drop", "incomplete", "The answer was cut off"),
+        ("emulator/stall", "failed", "The answer stalled"),
+    ],
+)
+def test_errors_are_shown_where_the_answer_would_be(
+    alice: Any, model: str, status: str, words: str
+) -> None:
+    send(alice, "hello there friend", model)
+    expect(alice).to_have_url(re.compile(r"/c/\d+/$"))
+    answer = alice.locator("article.assistant").last
+    expect(answer).to_have_attribute("data-status", status, timeout=15_000)
+    error = answer.get_by_role("alert")
+    expect(error).to_contain_text(words)
+    if status != "failed" or "midstream" in model or "stall" in model:
+        assert content(answer).strip(), "the partial answer is kept"
+        expect(error).to_contain_text("The partial answer is kept.")
+    answer.get_by_role("button", name="Retry").click()
+    expect(alice.locator("article.assistant")).to_have_count(2)
+    expect(alice.locator("article.assistant").last).to_have_attribute("data-status", status)
+
+
+def test_another_users_conversation_is_refused(alice: Any, bob: Any, server_url: str) -> None:
+    send(alice, "alice's secret", "emulator/echo")
+    expect(alice).to_have_url(re.compile(r"/c/\d+/$"))
+    url = alice.url
+    response = bob.goto(url)
+    assert response is not None
+    assert response.status == 404
+    bob.goto(f"{server_url}/")
+    expect(bob.locator("#conversation-list")).not_to_contain_text("alice's secret")
+    path = re.search(r"/c/(\d+)/", url)
+    assert path is not None
+    outcome = bob.evaluate(
+        """(id) => new Promise((resolve) => {
+            const ws = new WebSocket(`ws://${location.host}/ws/conversations/${id}/`);
+            ws.onopen = () => resolve("open");
+            ws.onclose = () => resolve("closed");
+        })""",
+        path.group(1),
+    )
+    assert outcome == "closed"
+
+
+def test_rename_and_delete_a_conversation(alice: Any) -> None:
+    send(alice, "name me", "emulator/echo")
+    expect(alice).to_have_url(re.compile(r"/c/\d+/$"))
+    expect(alice.locator("article.assistant").last).to_have_attribute(
+        "data-status", "completed", timeout=15_000
+    )
+    alice.get_by_text("Rename or delete").click()
+    alice.get_by_label("Title").fill("Renamed chat")
+    alice.get_by_role("button", name="Rename").click()
+    expect(alice.locator("#conversation-title")).to_have_text("Renamed chat")
+    expect(alice.locator("#conversation-list")).to_contain_text("Renamed chat")
+    alice.once("dialog", lambda dialog: dialog.accept())
+    alice.get_by_role("button", name="Delete conversation").click()
+    expect(alice.locator("#conversation-title")).to_have_text("New chat")
+    expect(alice.locator("#conversation-list")).not_to_contain_text("Renamed chat")

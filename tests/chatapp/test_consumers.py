@@ -1,0 +1,181 @@
+"""The conversation websocket, driven through the real ASGI stack (origin check, session auth)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import orjson
+import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
+from django.test import Client
+
+from chatapp import protocol, streaming
+from chatapp.asgi import application
+from chatapp.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
+from chatapp.models import Generation, Message
+
+from .conftest import start_turn
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+def session_cookie(user: Any) -> str:
+    client = Client()
+    client.force_login(user)
+    return client.cookies["sessionid"].value
+
+
+async def socket(conversation_id: int, user: Any | None) -> WebsocketCommunicator:
+    headers = [(b"origin", b"http://127.0.0.1:8000")]
+    if user is not None:
+        cookie = await sync_to_async(session_cookie)(user)
+        headers.append((b"cookie", f"sessionid={cookie}".encode()))
+    return WebsocketCommunicator(application, f"/ws/conversations/{conversation_id}/", headers)
+
+
+async def receive(ws: WebsocketCommunicator) -> dict[str, Any]:
+    return orjson.loads(await ws.receive_from(timeout=10))
+
+
+async def collect_until_done(ws: WebsocketCommunicator) -> list[dict[str, Any]]:
+    received = []
+    while True:
+        message = await receive(ws)
+        received.append(message)
+        if message["t"] == "done":
+            return received
+
+
+def rebuild(messages: list[dict[str, Any]]) -> str:
+    """What a browser shows: snapshots replace, later deltas append, old ones are dropped."""
+    text, seq = "", 0
+    for message in messages:
+        if message["t"] == "snapshot" and message["seq"] >= seq:
+            text, seq = message["content"], message["seq"]
+        elif message["t"] == "delta" and message["seq"] == seq + 1:
+            text, seq = text + message.get("content", ""), message["seq"]
+        elif message["t"] == "delta" and message["seq"] > seq + 1:
+            raise AssertionError(f"gap at {seq} -> {message['seq']}")
+    return text
+
+
+async def test_anonymous_socket_is_refused(alice: Any) -> None:
+    turn = await start_turn(alice, "hi", "emulator/echo")
+    ws = await socket(turn.conversation.pk, None)
+    connected, code = await ws.connect()
+    assert not connected
+    assert code == CLOSE_UNAUTHENTICATED
+
+
+async def test_another_users_conversation_is_refused(alice: Any, bob: Any) -> None:
+    turn = await start_turn(alice, "hi", "emulator/echo")
+    ws = await socket(turn.conversation.pk, bob)
+    connected, code = await ws.connect()
+    assert not connected
+    assert code == CLOSE_NOT_FOUND
+
+
+async def test_foreign_origin_is_refused(alice: Any) -> None:
+    turn = await start_turn(alice, "hi", "emulator/echo")
+    cookie = await sync_to_async(session_cookie)(alice)
+    ws = WebsocketCommunicator(
+        application,
+        f"/ws/conversations/{turn.conversation.pk}/",
+        [(b"origin", b"http://evil.example"), (b"cookie", f"sessionid={cookie}".encode())],
+    )
+    connected, _ = await ws.connect()
+    assert not connected
+
+
+async def test_joining_mid_stream_gets_a_snapshot_then_deltas_without_gap(alice: Any) -> None:
+    turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=400&long_tokens=500")
+    task = streaming.start(turn.job)
+    await asyncio.sleep(0.3)  # some text has been sent before this socket exists
+    ws = await socket(turn.conversation.pk, alice)
+    connected, _ = await ws.connect()
+    assert connected
+    received = await collect_until_done(ws)
+    await asyncio.wait_for(task, 30)
+    snapshot = received[0]
+    assert snapshot["t"] == "snapshot"
+    assert snapshot["seq"] > 0
+    assert snapshot["content"]
+    message = await Message.objects.aget(pk=turn.assistant.pk)
+    assert rebuild(received) == message.content
+    assert received[-1]["status"] == "completed"
+    await ws.disconnect()
+
+
+async def test_two_sockets_both_stream(alice: Any) -> None:
+    turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=400&long_tokens=300")
+    first = await socket(turn.conversation.pk, alice)
+    second = await socket(turn.conversation.pk, alice)
+    assert (await first.connect())[0]
+    assert (await second.connect())[0]
+    task = streaming.start(turn.job)
+    one, two = await asyncio.gather(collect_until_done(first), collect_until_done(second))
+    await asyncio.wait_for(task, 30)
+    message = await Message.objects.aget(pk=turn.assistant.pk)
+    assert rebuild(one) == rebuild(two) == message.content
+    await first.disconnect()
+    await second.disconnect()
+
+
+async def test_closing_every_socket_does_not_stop_the_generation(alice: Any) -> None:
+    turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=400&long_tokens=300")
+    ws = await socket(turn.conversation.pk, alice)
+    assert (await ws.connect())[0]
+    task = streaming.start(turn.job)
+    await receive(ws)
+    await ws.disconnect()
+    await asyncio.wait_for(task, 30)
+    generation = await Generation.objects.aget(pk=turn.generation.pk)
+    assert generation.status == "completed"
+
+
+async def test_stop_from_the_socket_cancels(alice: Any) -> None:
+    turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=200")
+    ws = await socket(turn.conversation.pk, alice)
+    assert (await ws.connect())[0]
+    task = streaming.start(turn.job)
+    first = await receive(ws)
+    await ws.send_to(text_data=orjson.dumps({"t": "stop", "g": first["g"]}).decode())
+    received = await collect_until_done(ws)
+    assert received[-1]["status"] == "cancelled"
+    await asyncio.wait_for(task, 30)
+    await ws.disconnect()
+
+
+async def test_snapshot_request_after_the_end_answers_done(alice: Any) -> None:
+    turn = await start_turn(alice, "hello", "emulator/echo")
+    await asyncio.wait_for(streaming.start(turn.job), 30)
+    ws = await socket(turn.conversation.pk, alice)
+    assert (await ws.connect())[0]
+    assert await ws.receive_nothing(timeout=0.2)  # nothing running: no snapshot
+    await ws.send_to(text_data=orjson.dumps({"t": "snapshot", "g": turn.generation.pk}).decode())
+    done = await receive(ws)
+    assert done["t"] == "done"
+    assert done["status"] == "completed"
+    await ws.disconnect()
+
+
+async def test_malformed_and_foreign_requests_are_ignored(alice: Any, bob: Any) -> None:
+    mine = await start_turn(alice, "hello", "emulator/echo")
+    theirs = await start_turn(bob, "secret", "emulator/long?tokens_per_second=100")
+    task = streaming.start(theirs.job)
+    ws = await socket(mine.conversation.pk, alice)
+    assert (await ws.connect())[0]
+    await ws.send_to(text_data="not json")
+    await ws.send_to(text_data='{"t": "stop"}')
+    # Another user's generation cannot be stopped or read through this socket.
+    await ws.send_to(text_data=orjson.dumps({"t": "stop", "g": theirs.generation.pk}).decode())
+    await ws.send_to(text_data=orjson.dumps({"t": "snapshot", "g": theirs.generation.pk}).decode())
+    assert await ws.receive_nothing(timeout=0.3)
+    generation = await Generation.objects.aget(pk=theirs.generation.pk)
+    assert generation.status == "streaming"
+    await ws.disconnect()
+    await get_channel_layer().send(theirs.job.owner_channel, protocol.cancel())
+    await asyncio.wait_for(task, 10)

@@ -1,0 +1,240 @@
+"""Pages and htmx endpoints, through Django's async test client and the real emulator."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.test import AsyncClient
+from django.urls import reverse
+
+from chatapp import streaming
+from chatapp.models import Conversation, Generation, Message
+
+from .conftest import start_turn
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+HTMX = {"HX-Request": "true"}
+
+
+async def logged_in(user: Any) -> AsyncClient:
+    client = AsyncClient()
+    await client.aforce_login(user)
+    return client
+
+
+async def workers_finished() -> None:
+    await asyncio.wait_for(asyncio.gather(*list(streaming._tasks)), 30)
+
+
+async def test_pages_need_sign_in() -> None:
+    response = await AsyncClient().get(reverse("chat:home"))
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login"))
+
+
+async def test_home_has_model_picker_message_box_and_send(alice: Any) -> None:
+    client = await logged_in(alice)
+    response = await client.get(reverse("chat:home"))
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert '<label for="model">Model</label>' in html
+    assert '<option value="emulator/chat" selected>' in html
+    assert '<option value="emulator/stall"' in html
+    assert '<label for="message" class="visually-hidden">Message</label>' in html
+    assert ">Send</button>" in html
+    assert "vendor/htmx.min.js" in html
+    assert "test-key" not in html  # the API key never reaches the browser
+
+
+async def test_first_message_creates_a_titled_conversation_and_redirects(alice: Any) -> None:
+    client = await logged_in(alice)
+    response = await client.post(
+        reverse("chat:send_new"),
+        {"content": "Plan a trip to Lisbon\nwith kids", "model": "emulator/echo"},
+        headers=HTMX,
+    )
+    conversation = await Conversation.objects.aget(user=alice)
+    assert response.status_code == 200
+    assert response["HX-Redirect"] == reverse("chat:conversation", args=[conversation.pk])
+    assert conversation.title == "Plan a trip to Lisbon"
+    await workers_finished()
+    answer = await Message.objects.select_related("generation").aget(role="assistant")
+    assert answer.content == "Plan a trip to Lisbon\nwith kids"
+    assert answer.generation.status == "completed"
+    page = await client.get(reverse("chat:conversation", args=[conversation.pk]))
+    html = page.content.decode()
+    assert 'data-status="completed"' in html
+    assert "Plan a trip to Lisbon" in html
+
+
+async def test_send_appends_the_turn_with_a_streaming_answer(alice: Any) -> None:
+    turn = await start_turn(alice, "first", "emulator/echo")
+    await asyncio.wait_for(streaming.start(turn.job), 30)
+    client = await logged_in(alice)
+    url = reverse("chat:send", args=[turn.conversation.pk])
+    response = await client.post(
+        url, {"content": "second question", "model": "emulator/echo"}, headers=HTMX
+    )
+    html = response.content.decode()
+    assert 'class="message user"' in html
+    assert "second question" in html
+    assert 'data-status="streaming"' in html
+    assert ">Stop</button>" in html
+    await workers_finished()
+    generation = await Generation.objects.filter(conversation=turn.conversation).afirst()
+    assert generation is not None
+    assert generation.status == "completed"
+
+
+async def test_multi_turn_context_is_sent(alice: Any) -> None:
+    turn = await start_turn(alice, "first question", "emulator/echo")
+    await asyncio.wait_for(streaming.start(turn.job), 30)
+    second = await start_turn(alice, "second question", "emulator/echo", turn.conversation.pk)
+    assert second.job.messages == [
+        {"role": "user", "content": "first question"},
+        {"role": "assistant", "content": "first question"},
+        {"role": "user", "content": "second question"},
+    ]
+
+
+async def test_empty_message_shows_an_error_in_the_composer(alice: Any) -> None:
+    client = await logged_in(alice)
+    response = await client.post(
+        reverse("chat:send_new"), {"content": "   ", "model": "emulator/chat"}, headers=HTMX
+    )
+    assert response["HX-Retarget"] == "#composer-error"
+    assert "Write a message first." in response.content.decode()
+    assert not await Conversation.objects.aexists()
+
+
+async def test_other_users_conversation_is_404_everywhere(alice: Any, bob: Any) -> None:
+    turn = await start_turn(alice, "private", "emulator/echo")
+    await asyncio.wait_for(streaming.start(turn.job), 30)
+    client = await logged_in(bob)
+    pk, message_pk = turn.conversation.pk, turn.assistant.pk
+    for method, url in [
+        ("get", reverse("chat:conversation", args=[pk])),
+        ("post", reverse("chat:send", args=[pk])),
+        ("post", reverse("chat:rename", args=[pk])),
+        ("post", reverse("chat:delete", args=[pk])),
+        ("get", reverse("chat:message", args=[message_pk])),
+        ("post", reverse("chat:retry", args=[message_pk])),
+        ("post", reverse("chat:stop", args=[turn.generation.pk])),
+        ("get", reverse("chat:attachment", args=[message_pk, 0])),
+    ]:
+        if method == "post":
+            data = {"content": "x", "model": "emulator/echo", "title": "x"}
+            response = await client.post(url, data)
+        else:
+            response = await client.get(url)
+        assert response.status_code == 404, url
+    home = (await client.get(reverse("chat:home"))).content.decode()
+    assert "private" not in home
+    assert await Conversation.objects.filter(pk=pk, title="private").aexists()
+
+
+async def test_stop_cancels_the_generation(alice: Any) -> None:
+    client = await logged_in(alice)
+    turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=100")
+    task = streaming.start(turn.job)
+    await asyncio.sleep(0.3)
+    response = await client.post(reverse("chat:stop", args=[turn.generation.pk]))
+    assert response.status_code == 204
+    await asyncio.wait_for(task, 5)
+    generation = await Generation.objects.select_related("message").aget(pk=turn.generation.pk)
+    assert generation.status == "cancelled"
+    assert generation.message.content
+    fragment = await client.get(reverse("chat:message", args=[turn.assistant.pk]))
+    html = fragment.content.decode()
+    assert 'data-status="cancelled"' in html
+    assert "Stopped." in html
+    assert ">Retry</button>" in html
+
+
+async def test_error_is_shown_in_plain_words_and_retry_starts_a_new_generation(alice: Any) -> None:
+    client = await logged_in(alice)
+    turn = await start_turn(alice, "hello", "emulator/error-before")
+    await asyncio.wait_for(streaming.start(turn.job), 30)
+    generation = await Generation.objects.aget(pk=turn.generation.pk)
+    html = (await client.get(reverse("chat:message", args=[turn.assistant.pk]))).content.decode()
+    assert 'data-status="failed"' in html
+    assert "The gateway refused the request" in html
+    assert f"HTTP {generation.error_status}" in html
+    assert generation.error_message in html
+    response = await client.post(
+        reverse("chat:retry", args=[turn.assistant.pk]), {"model": "emulator/echo"}, headers=HTMX
+    )
+    assert 'data-status="streaming"' in response.content.decode()
+    await workers_finished()
+    retried = await Generation.objects.exclude(pk=generation.pk).select_related("message").aget()
+    assert retried.status == "completed"
+    assert retried.message.content == "hello"
+    # The failed attempt is not sent as context for its retry.
+    assert await Message.objects.filter(conversation=turn.conversation).acount() == 3
+
+
+async def test_model_output_is_rendered_safely(alice: Any) -> None:
+    text = "**bold** <script>alert(1)</script> [x](javascript:alert(1)) [ok](https://example.org)"
+    turn = await start_turn(alice, text, "emulator/echo")
+    await asyncio.wait_for(streaming.start(turn.job), 30)
+    client = await logged_in(alice)
+    html = (await client.get(reverse("chat:message", args=[turn.assistant.pk]))).content.decode()
+    assert "<strong>bold</strong>" in html
+    assert "<script>" not in html
+    assert "&lt;script&gt;" in html
+    assert 'href="javascript' not in html
+    assert 'href="https://example.org" target="_blank" rel="noopener nofollow"' in html
+
+
+async def test_rename_and_delete(alice: Any) -> None:
+    turn = await start_turn(alice, "hello", "emulator/echo")
+    await asyncio.wait_for(streaming.start(turn.job), 30)
+    client = await logged_in(alice)
+    pk = turn.conversation.pk
+    response = await client.post(
+        reverse("chat:rename", args=[pk]), {"title": "  Renamed   trip "}, headers=HTMX
+    )
+    html = response.content.decode()
+    assert '<h1 id="conversation-title">Renamed trip</h1>' in html
+    assert 'hx-swap-oob="true"' in html
+    assert (await Conversation.objects.aget(pk=pk)).title == "Renamed trip"
+    response = await client.post(reverse("chat:delete", args=[pk]), headers=HTMX)
+    assert response["HX-Redirect"] == reverse("chat:home")
+    assert not await Conversation.objects.filter(pk=pk).aexists()
+
+
+async def test_deleting_a_conversation_stops_its_generation(alice: Any) -> None:
+    turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=100")
+    task = streaming.start(turn.job)
+    await asyncio.sleep(0.2)
+    client = await logged_in(alice)
+    await client.post(reverse("chat:delete", args=[turn.conversation.pk]), headers=HTMX)
+    await asyncio.wait_for(task, 5)
+    assert not await Generation.objects.aexists()
+
+
+async def test_sidebar_lists_own_conversations_newest_first(alice: Any, bob: Any) -> None:
+    for text in ("older", "newer"):
+        turn = await start_turn(alice, text, "emulator/echo")
+        await asyncio.wait_for(streaming.start(turn.job), 30)
+    await start_turn(bob, "not alice's", "emulator/echo")
+    client = await logged_in(alice)
+    html = (await client.get(reverse("chat:home"))).content.decode()
+    assert html.index(">newer</a>") < html.index(">older</a>")
+    assert "not alice" not in html
+
+
+@pytest.mark.parametrize("status", ["streaming", "completed"])
+async def test_page_carries_status_and_seq_for_reattach(alice: Any, status: str) -> None:
+    turn = await start_turn(alice, "hi", "emulator/echo")
+    await sync_to_async(Generation.objects.filter(pk=turn.generation.pk).update)(
+        status=status, last_seq=7
+    )
+    client = await logged_in(alice)
+    html = (await client.get(reverse("chat:conversation", args=[turn.conversation.pk]))).content
+    assert f'data-status="{status}" data-seq="7"'.encode() in html
+    assert (b">Stop</button>" in html) == (status == "streaming")
