@@ -10,7 +10,7 @@ Image-stream frames (`image_generation.*`) and text completions (`text`) come th
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 from .errors import ErrorInfo
 from .events import (
@@ -34,104 +34,137 @@ __all__ = ["MAX_CITATION_URL_BYTES", "error_info", "parse_chunk", "parse_usage",
 MAX_CITATION_URL_BYTES = 8192
 
 
-def parse_chunk(chunk: dict[str, Any]) -> list[Event]:
-    """The events one chunk carries, in the order a reader should apply them."""
-    events: list[Event] = []
+def parse_chunk(chunk: dict[str, Any], events: list[Event] | None = None) -> list[Event]:
+    """The events one chunk carries, in the order a reader should apply them, appended to
+    `events` if given.
+
+    On every token's path: it looks keys up only where they are present and iterates the delta
+    once, rather than probing every field a delta might have.
+    """
+    if events is None:
+        events = []
     error = chunk.get("error")
     if error:
         events.append(ErrorEvent(error_info(error)))
-    kind = chunk.get("type")
-    if isinstance(kind, str) and kind.startswith("image_generation."):
-        if not error:
-            _image_frame(kind, chunk, events)
-        return events
+    if "type" in chunk:
+        kind = chunk["type"]
+        if isinstance(kind, str) and kind.startswith("image_generation."):
+            if not error:
+                _image_frame(kind, chunk, events)
+            return events
     choices = chunk.get("choices")
-    if choices:
-        for choice in choices:
-            if isinstance(choice, dict) and choice.get("index", 0) == 0:
-                _choice(choice, events)
-                break
-    usage = chunk.get("usage")
-    if isinstance(usage, dict):
-        events.append(parse_usage(usage))
+    if choices and type(choices) is list:
+        choice = choices[0]
+        if type(choice) is not dict or choice.get("index", 0) != 0:
+            choice = next((c for c in choices if type(c) is dict and c.get("index") == 0), None)
+        if choice is not None:
+            delta = choice.get("delta")
+            if delta is not None:
+                if delta and type(delta) is dict:
+                    _delta(delta, events)
+            else:
+                text = choice.get("text")  # text completions
+                if text and type(text) is str:
+                    events.append(TextDelta(text))
+            reason = choice.get("finish_reason")
+            if reason and type(reason) is str:
+                events.append(Finish(reason))
+    if "usage" in chunk:
+        usage = chunk["usage"]
+        if type(usage) is dict:
+            events.append(parse_usage(usage))
     return events
 
 
-def _choice(choice: dict[str, Any], events: list[Event]) -> None:
-    delta = choice.get("delta")
-    if isinstance(delta, dict):
-        if delta:
-            _delta(delta, events)
-    else:
-        text = choice.get("text")  # text completions
-        if isinstance(text, str) and text:
-            events.append(TextDelta(text))
-    reason = choice.get("finish_reason")
-    if isinstance(reason, str) and reason:
-        events.append(Finish(reason))
-
-
 def _delta(delta: dict[str, Any], events: list[Event]) -> None:
-    visible = delta.get("reasoning") or delta.get("reasoning_content")
-    details = delta.get("reasoning_details")
-    if isinstance(visible, str) and visible:
-        events.append(ReasoningDelta(visible))
-    else:
-        visible = None
-    if isinstance(details, list):
-        for detail in details:
-            if not isinstance(detail, dict):
-                continue
-            if visible is None:
-                text = _detail_text(detail)
-                if text:
-                    events.append(ReasoningDelta(text))
-            events.append(ReasoningDetail(detail))
-    content = delta.get("content")
-    if isinstance(content, str) and content:
-        events.append(TextDelta(content))
-    calls = delta.get("tool_calls")
-    if isinstance(calls, list):
-        for call in calls:
-            if isinstance(call, dict):
-                function = call.get("function") or {}
-                index = call.get("index", 0)
-                events.append(
-                    ToolCallDelta(
-                        index=index if isinstance(index, int) else 0,
-                        id=call.get("id"),
-                        name=function.get("name"),
-                        arguments=function.get("arguments") or "",
-                    )
+    reasoning_seen = False
+    for key, value in delta.items():
+        if key == "content":
+            if value and type(value) is str:
+                events.append(TextDelta(value))
+        elif key == "role":
+            continue
+        elif key == "reasoning" or key == "reasoning_content":
+            # Read one representation: the first visible field, not the other nor the details.
+            if value and type(value) is str and not reasoning_seen:
+                reasoning_seen = True
+                events.append(ReasoningDelta(value))
+        elif key == "reasoning_details":
+            visible = delta.get("reasoning") or delta.get("reasoning_content")
+            _details(value, isinstance(visible, str) and bool(visible), events)
+        elif key == "tool_calls":
+            _tool_calls(value, events)
+        elif key == "annotations":
+            _annotations(value, events)
+        elif key == "artifacts":
+            _artifacts(value, events)
+        elif key == "images":
+            _images(value, events)
+        elif key == "audio" and type(value) is dict:
+            events.append(
+                AudioOutput(
+                    data=value.get("data") or "",
+                    transcript=value.get("transcript") or "",
+                    format=value.get("format"),
                 )
-    if "annotations" in delta:
-        _annotations(delta["annotations"], events)
-    if "artifacts" in delta:
-        for item in delta["artifacts"] or ():
-            if isinstance(item, dict) and isinstance(item.get("data"), str):
-                events.append(
-                    Artifact(
-                        type=str(item.get("type") or "file"),
-                        filename=str(item.get("filename") or "file"),
-                        media_type=str(item.get("media_type") or "application/octet-stream"),
-                        data=item["data"],
-                    )
-                )
-    if "images" in delta:
-        for position, item in enumerate(delta["images"] or ()):
-            if isinstance(item, dict):
-                url = (item.get("image_url") or {}).get("url")
-                if isinstance(url, str):
-                    events.append(ImageOutput(index=item.get("index", position), url=url))
-    audio = delta.get("audio")
-    if isinstance(audio, dict):
+            )
+
+
+def _details(details: Any, has_visible: bool, events: list[Event]) -> None:
+    if not isinstance(details, list):
+        return
+    for detail in details:
+        if not isinstance(detail, dict):
+            continue
+        if not has_visible:
+            text = _detail_text(detail)
+            if text:
+                events.append(ReasoningDelta(text))
+        events.append(ReasoningDetail(detail))
+
+
+def _tool_calls(calls: Any, events: list[Event]) -> None:
+    if not isinstance(calls, list):
+        return
+    for call in calls:
+        if not isinstance(call, dict):
+            continue
+        function = call.get("function")
+        if not isinstance(function, dict):
+            function = {}
+        index = call.get("index", 0)
+        arguments = function.get("arguments")
         events.append(
-            AudioOutput(
-                data=audio.get("data") or "",
-                transcript=audio.get("transcript") or "",
-                format=audio.get("format"),
+            ToolCallDelta(
+                index=index if type(index) is int else 0,
+                id=call.get("id"),
+                name=function.get("name"),
+                arguments=arguments if isinstance(arguments, str) else "",
             )
         )
+
+
+def _artifacts(items: Any, events: list[Event]) -> None:
+    for item in items if isinstance(items, list) else ():
+        if isinstance(item, dict) and isinstance(item.get("data"), str):
+            events.append(
+                Artifact(
+                    type=str(item.get("type") or "file"),
+                    filename=str(item.get("filename") or "file"),
+                    media_type=str(item.get("media_type") or "application/octet-stream"),
+                    data=item["data"],
+                )
+            )
+
+
+def _images(items: Any, events: list[Event]) -> None:
+    for position, item in enumerate(items if isinstance(items, list) else ()):
+        if isinstance(item, dict):
+            image_url = item.get("image_url")
+            url = image_url.get("url") if isinstance(image_url, dict) else None
+            if isinstance(url, str):
+                index = item.get("index", position)
+                events.append(ImageOutput(index=index if type(index) is int else position, url=url))
 
 
 def _detail_text(detail: dict[str, Any]) -> str | None:
@@ -153,7 +186,8 @@ def _annotations(items: Any, events: list[Event]) -> None:
         if not isinstance(item, dict):
             continue
         kind = str(item.get("type") or "")
-        body = item.get(kind) if isinstance(item.get(kind), dict) else item
+        nested = item.get(kind)
+        body: dict[str, Any] = nested if isinstance(nested, dict) else item
         url = body.get("url")
         title = body.get("title") or body.get("filename")
         if url is not None:
@@ -207,8 +241,12 @@ def parse_usage(usage: dict[str, Any]) -> Usage:
         micro = usage.get("x_llm_cost_micro")
         if _is_number(micro):
             cost = Cost(micro, "micro_usd", estimated)
-    completion_details = usage.get("completion_tokens_details") or {}
-    prompt_details = usage.get("prompt_tokens_details") or {}
+    completion_details = usage.get("completion_tokens_details")
+    prompt_details = usage.get("prompt_tokens_details")
+    if not isinstance(completion_details, dict):
+        completion_details = {}
+    if not isinstance(prompt_details, dict):
+        prompt_details = {}
     return Usage(
         raw=usage,
         cost=cost,
@@ -252,7 +290,7 @@ def error_info(error: Any, *, status: int | None = None) -> ErrorInfo:
     )
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 

@@ -10,6 +10,7 @@ headers, and can always be set explicitly.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import httpx
 
@@ -30,7 +31,7 @@ class Timeouts:
     idle: float | None = 600.0
     total: float | None = None
 
-    def with_(self, **changes: float | None) -> Timeouts:
+    def with_(self, **changes: Any) -> Timeouts:
         return replace(self, **changes)
 
 

@@ -22,7 +22,7 @@ import orjson
 from .chunks import error_info, parse_chunk
 from .errors import ErrorInfo, StatusError
 from .events import Done, ErrorEvent, Event, Meta
-from .sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_LINE_BYTES, EventLimitExceeded, SSEDecoder
+from .sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_LINE_BYTES, SSEDecoder, _RawLimit
 
 __all__ = ["EventStreamParser", "is_event_stream", "parse_retry_after", "status_error"]
 
@@ -52,45 +52,46 @@ class EventStreamParser:
         if self.finished:
             return []  # text after [DONE] (or an error) is ignored
         try:
-            sse = self._decoder.feed(data)
-        except EventLimitExceeded as exc:
-            events = self._events([e.data for e in exc.events])
+            raw = self._decoder.feed_raw(data)
+        except _RawLimit as exc:
+            events = self._events([r[0] for r in exc.raw])
             if not self.finished:
                 self.failed = True
-                events.append(ErrorEvent(ErrorInfo(None, "limit_exceeded", exc.type, exc.message)))
+                info = ErrorInfo(None, "limit_exceeded", "limit_exceeded", exc.message)
+                events.append(ErrorEvent(info))
             return events
-        return self._events([e.data for e in sse]) if sse else []
+        return self._events([r[0] for r in raw]) if raw else []
 
     def close(self) -> list[Event]:
         """End of body. An event cut off mid-way (no blank line, not valid JSON) is dropped: the
         stream then simply has no `[DONE]`, which is what makes it incomplete."""
         if self.finished:
             return []
-        pending = self._decoder.close()
+        try:
+            pending = self._decoder.close_raw()
+        except _RawLimit:
+            return []
         if not pending:
             return []
-        data = pending[0].data
-        if data.strip() != "[DONE]":
-            try:
-                orjson.loads(data)
-            except orjson.JSONDecodeError:
-                return []
+        data = pending[0][0]
+        if data.strip() != b"[DONE]" and _loads(data) is _INVALID:
+            return []
         return self._events([data])
 
-    def _events(self, payloads: list[str]) -> list[Event]:
+    def _events(self, payloads: list[bytes]) -> list[Event]:
         events: list[Event] = []
         for data in payloads:
             if not data:
                 continue  # a bare `data:` carries no chunk
-            if data[0] == "[" and data.strip() == "[DONE]":
+            if data[0] == 0x5B and data.strip() == b"[DONE]":  # "["
                 self.done = True
                 events.append(Done())
                 break
             try:
                 chunk = orjson.loads(data)
             except orjson.JSONDecodeError:
-                chunk = None
-            if not isinstance(chunk, dict):
+                chunk = _loads(data)
+            if type(chunk) is not dict:
                 self.failed = True
                 events.append(ErrorEvent(_malformed(data)))
                 break
@@ -100,21 +101,44 @@ class EventStreamParser:
                 self._id = chunk_id or self._id
                 self._model = model or self._model
                 events.append(Meta(self._id, self._model))
-            parsed = parse_chunk(chunk)
-            events.extend(parsed)
-            if any(type(event) is ErrorEvent for event in parsed):
+            first = len(events)
+            parse_chunk(chunk, events)
+            if len(events) > first and type(events[first]) is ErrorEvent:  # errors come first
                 self.failed = True
                 break
         return events
 
 
-def _malformed(data: str) -> ErrorInfo:
+_INVALID = object()
+
+
+def _loads(data: bytes) -> Any:
+    """The payload as JSON, or `_INVALID`. orjson reads the bytes directly; invalid UTF-8 (which
+    it rejects) is replaced first, as the event-stream rules decode it."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        try:
+            return orjson.loads(data.decode("utf-8", "replace"))
+        except orjson.JSONDecodeError:
+            pass
+    return _INVALID
+
+
+def _malformed(raw: bytes) -> ErrorInfo:
+    data = raw[: _EXCERPT_CHARS * 4].decode("utf-8", "replace")
     excerpt = data if len(data) <= _EXCERPT_CHARS else data[:_EXCERPT_CHARS] + "…"
     return ErrorInfo(None, "invalid_json", "protocol_error", f"malformed event: {excerpt!r}")
 
 
 def is_event_stream(content_type: str | None) -> bool:
-    return bool(content_type) and content_type.split(";")[0].strip().lower() == "text/event-stream"
+    if not content_type:
+        return False
+    return content_type.split(";")[0].strip().lower() == "text/event-stream"
 
 
 def status_error(

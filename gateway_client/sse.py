@@ -62,6 +62,25 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
         """Decode one read. On a cap, raises `EventLimitExceeded` with the events before it."""
+        try:
+            raw = self.feed_raw(chunk)
+        except _RawLimit as exc:
+            raise EventLimitExceeded(exc.message, [_event(r) for r in exc.raw]) from None
+        return [_event(r) for r in raw] if raw else []
+
+    def close(self) -> list[ServerSentEvent]:
+        """End of input: the unterminated last line counts, and a pending event is handed over."""
+        try:
+            raw = self.close_raw()
+        except _RawLimit as exc:
+            raise EventLimitExceeded(exc.message, [_event(r) for r in exc.raw]) from None
+        return [_event(r) for r in raw]
+
+    def feed_raw(self, chunk: bytes) -> list[RawEvent]:
+        """`feed` without building event objects: (data bytes, event type, id, retry) tuples.
+
+        The stream parser uses this: it reads only `data`, and orjson parses the bytes directly.
+        """
         if self._at_start:
             chunk = self._strip_bom(chunk)
             if self._at_start:
@@ -86,23 +105,43 @@ class SSEDecoder:
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         lines = chunk.split(b"\n")
         rest = lines.pop()
-        events: list[ServerSentEvent] = []
+        events: list[RawEvent] = []
+        data = self._data
+        max_line = self.max_line_bytes
         for line in lines:
-            self._line(line, events)
+            if line[:6] == b"data: ":  # the common case, inline
+                if len(line) > max_line:
+                    raise _RawLimit(f"a line is longer than {max_line} bytes", events)
+                data.append(line[6:])
+                self._data_len += len(line) - 5
+                if self._data_len > self.max_event_bytes:
+                    data.clear()
+                    self._data_len = 0
+                    raise _RawLimit(f"an event is larger than {self.max_event_bytes} bytes", events)
+            elif not line:
+                if len(data) == 1 and not self._event and self._retry is None:
+                    events.append((data[0], b"", self._last_id, None))  # the common case, inline
+                    data.clear()
+                    self._data_len = 0
+                elif data:
+                    events.append(self._take())
+                else:
+                    self._event = b""
+            else:
+                self._line(line, events)
         if rest:
             self._append_partial(rest, events)
         return events
 
-    def close(self) -> list[ServerSentEvent]:
-        """End of input: the unterminated last line counts, and a pending event is handed over."""
-        events: list[ServerSentEvent] = []
+    def close_raw(self) -> list[RawEvent]:
+        events: list[RawEvent] = []
         if self._partial:
             line = b"".join(self._partial)
             self._partial.clear()
             self._partial_len = 0
             self._line(line, events)
         if self._data:
-            self._dispatch(events)
+            events.append(self._take())
         self._at_start = False
         return events
 
@@ -120,66 +159,74 @@ class SSEDecoder:
         self._at_start = False
         return held[len(_BOM) :] if held.startswith(_BOM) else held
 
-    def _append_partial(self, piece: bytes, events: list[ServerSentEvent]) -> None:
+    def _append_partial(self, piece: bytes, events: list[RawEvent]) -> None:
         self._partial.append(piece)
         self._partial_len += len(piece)
         if self._partial_len > self.max_line_bytes:
             self._partial.clear()
             self._partial_len = 0
-            raise self._limit(f"a line is longer than {self.max_line_bytes} bytes", events)
+            raise _RawLimit(f"a line is longer than {self.max_line_bytes} bytes", events)
 
-    def _line(self, line: bytes, events: list[ServerSentEvent]) -> None:
+    def _line(self, line: bytes, events: list[RawEvent]) -> None:
+        """Any line but `data: ...` (which `feed_raw` handles inline)."""
         if not line:
             if self._data:
-                self._dispatch(events)
+                events.append(self._take())
             else:
                 self._event = b""
             return
         if len(line) > self.max_line_bytes:
-            raise self._limit(f"a line is longer than {self.max_line_bytes} bytes", events)
-        if line.startswith(b"data:"):
-            value = line[6:] if line[5:6] == b" " else line[5:]
-            self._data.append(value)
-            self._data_len += len(value) + 1
-            if self._data_len > self.max_event_bytes:
-                self._data.clear()
-                self._data_len = 0
-                raise self._limit(f"an event is larger than {self.max_event_bytes} bytes", events)
-            return
+            raise _RawLimit(f"a line is longer than {self.max_line_bytes} bytes", events)
         if line[0] == 0x3A:  # ":" comment, e.g. keep-alives
             return
         field, colon, value = line.partition(b":")
         if colon and value[:1] == b" ":
             value = value[1:]
-        if field == b"event":
+        if field == b"data":  # also "data" with no colon: an empty data line
+            self._data.append(value)
+            self._data_len += len(value) + 1
+            if self._data_len > self.max_event_bytes:
+                self._data.clear()
+                self._data_len = 0
+                raise _RawLimit(f"an event is larger than {self.max_event_bytes} bytes", events)
+        elif field == b"event":
             self._event = value
-        elif field == b"data":  # "data" with no colon: an empty data line
-            self._data.append(b"")
-            self._data_len += 1
         elif field == b"id":
             if b"\0" not in value:
                 self._last_id = value.decode("utf-8", "replace")
         elif field == b"retry" and value.isdigit():
             self._retry = int(value)
 
-    def _dispatch(self, events: list[ServerSentEvent]) -> None:
-        data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
-        events.append(
-            ServerSentEvent(
-                data=data.decode("utf-8", "replace"),
-                event=self._event.decode("utf-8", "replace") if self._event else "message",
-                id=self._last_id,
-                retry=self._retry,
-            )
-        )
-        self._data = []
+    def _take(self) -> RawEvent:
+        data = self._data
+        payload = data[0] if len(data) == 1 else b"\n".join(data)
+        data.clear()
         self._data_len = 0
+        raw = (payload, self._event, self._last_id, self._retry)
         self._event = b""
         self._retry = None
+        return raw
 
-    @staticmethod
-    def _limit(message: str, events: list[ServerSentEvent]) -> EventLimitExceeded:
-        return EventLimitExceeded(message, events)
+
+# (data, event type, last event id, retry): what `feed_raw` hands out.
+type RawEvent = tuple[bytes, bytes, str | None, int | None]
+
+
+def _event(raw: RawEvent) -> ServerSentEvent:
+    data, event, event_id, retry = raw
+    return ServerSentEvent(
+        data=data.decode("utf-8", "replace"),
+        event=event.decode("utf-8", "replace") if event else "message",
+        id=event_id,
+        retry=retry,
+    )
+
+
+class _RawLimit(Exception):
+    def __init__(self, message: str, raw: list[RawEvent]) -> None:
+        super().__init__(message)
+        self.message = message
+        self.raw = raw
 
 
 class EventLimitExceeded(LimitExceeded):
