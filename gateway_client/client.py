@@ -204,9 +204,7 @@ class GatewayClient:
                 phase="connect",
             ) from exc
         except httpx.TransportError as exc:
-            raise ConnectError(
-                f"could not reach {request.url.host}: {exc or type(exc).__name__}"
-            ) from exc
+            raise ConnectError(f"could not reach {request.url.host}: {_reason(exc)}") from exc
 
     async def read_status_error(self, response: httpx.Response) -> StatusError:
         """Read a bounded part of an error response and close it."""
@@ -252,7 +250,7 @@ class GatewayClient:
                     self._url("generation"), params={"id": generation_id}
                 )
             except httpx.TransportError as exc:
-                raise ConnectError(f"could not reach the gateway: {exc}") from exc
+                raise ConnectError(f"could not reach the gateway: {_reason(exc)}") from exc
             last = attempt == attempts - 1
             if response.status_code == 200:
                 record = _generation_record(generation_id, response.json())
@@ -277,7 +275,7 @@ class GatewayClient:
         try:
             response = await self._http.get(self._url("models"), timeout=30.0)
         except httpx.TransportError as exc:
-            raise ConnectError(f"could not reach the gateway: {exc}") from exc
+            raise ConnectError(f"could not reach the gateway: {_reason(exc)}") from exc
         if response.status_code != 200:
             raise status_error(
                 response.status_code, response.headers.get("content-type"), response.content
@@ -294,6 +292,10 @@ class GatewayClient:
 
     def _url(self, path: str) -> str:
         return f"{self.base_url}/{path}"
+
+
+def _reason(exc: Exception) -> str:
+    return str(exc) or type(exc).__name__
 
 
 def _generation_record(generation_id: str, payload: Any) -> GenerationRecord:
