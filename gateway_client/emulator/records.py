@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -152,13 +153,23 @@ class Registry:
                 return record
         return None
 
+    def wait_finished(self, key: str, timeout: float = 5.0) -> GenerationRecord:
+        """Block (polling) until the record `key` has ended (`final_outcome` is known), without
+        waiting out the finalisation window during which `outcome` still reads in_progress."""
+        return self._wait(key, timeout, lambda record: record.settles_at is not None)
+
     def wait_settled(self, key: str, timeout: float = 5.0) -> GenerationRecord:
         """Block (polling) until the record `key` exists and shows its final outcome."""
+        return self._wait(key, timeout, lambda record: record.settled)
+
+    def _wait(
+        self, key: str, timeout: float, ready: Callable[[GenerationRecord], bool]
+    ) -> GenerationRecord:
         deadline = time.monotonic() + timeout
         while True:
             record = self.get(key)
-            if record is not None and record.settled:
+            if record is not None and ready(record):
                 return record
             if time.monotonic() > deadline:
-                raise TimeoutError(f"generation {key!r} did not settle within {timeout} s")
-            time.sleep(0.01)
+                raise TimeoutError(f"generation {key!r} did not finish within {timeout} s")
+            time.sleep(0.005)

@@ -1,0 +1,265 @@
+"""Generation records, disconnect detection, pacing, mounting and the command line.
+
+The emulator must notice a client that goes away within 100 ms even while it is silent (it watches
+`http.disconnect` rather than waiting for a write to fail), stop generating, and record the
+generation as `cancelled` with what was delivered; records read `in_progress` briefly first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from gateway_client.emulator import Registry, create_app, serve_in_thread
+from tests.gateway_client.test_emulator import (
+    AUTH,
+    BASES,
+    DIALECTS,
+    Event,
+    chat_body,
+    http,
+    iter_events,
+    stream,
+)
+
+
+def registry(url: str) -> Registry:
+    records: Registry = url.app.records  # type: ignore[attr-defined]
+    return records
+
+
+async def read_then_close(
+    url: str, body: dict[str, Any], data_events: int, **params: Any
+) -> tuple[list[Event], float]:
+    """Stream, read `data_events` data events, close the connection; return them and the
+    wall-clock time of the close."""
+    events: list[Event] = []
+    async with http() as client:
+        request = client.build_request("POST", url, json=body, headers=AUTH, params=params)
+        response = await client.send(request, stream=True)
+        async with contextlib.aclosing(iter_events(response)) as stream_events:
+            async for event in stream_events:
+                events.append(event)
+                if sum(e.data is not None for e in events) >= data_events:
+                    break
+        closed_at = time.time()
+        await response.aclose()
+    return events, closed_at
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+async def test_disconnect_while_streaming(emulator_url: str, dialect: str) -> None:
+    url = f"{emulator_url}{BASES[dialect]}/chat/completions"
+    events, closed_at = await read_then_close(url, chat_body("long"), 10, tokens_per_second=100)
+    chunk_id = events[-1].json["id"]
+    record = registry(emulator_url).wait_finished(chunk_id)
+    assert record.final_outcome == "cancelled"
+    assert record.outcome == "in_progress", "still finalising"
+    assert record.cancelled_at is not None
+    assert record.cancelled_at - closed_at < 0.1
+    seen = sum(1 for e in events if e.data and e.json["choices"][0]["delta"].get("content"))
+    assert seen <= record.tokens_completion <= seen + 15  # 100 tok/s: a few in flight at most
+    assert record not in registry(emulator_url).active
+    assert registry(emulator_url).wait_settled(chunk_id).outcome == "cancelled"
+
+
+@pytest.mark.parametrize("dialect", ["numes", "nodul"])
+async def test_disconnect_during_silence(emulator_url: str, dialect: str) -> None:
+    """A stalled stream sends nothing, so only watching `receive()` can notice the close."""
+    url = f"{emulator_url}{BASES[dialect]}/chat/completions"
+    events, closed_at = await read_then_close(url, chat_body("stall"), 8)
+    await asyncio.sleep(0.05)  # let the stream fall silent
+    record = registry(emulator_url).wait_finished(events[-1].json["id"])
+    assert record.final_outcome == "cancelled"
+    assert record.cancelled_at is not None
+    assert record.cancelled_at - closed_at < 0.1
+
+
+async def test_disconnect_before_first_byte(emulator_url: str) -> None:
+    """Numes sends nothing at all during a slow start; the client gives up waiting for headers."""
+    url = f"{emulator_url}/numes/api/v1/chat/completions"
+    async with http() as client:
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.4):
+                await client.post(url, json=chat_body("slow-start"), headers=AUTH)
+        closed_at = time.time()
+    await asyncio.sleep(0.15)
+    record = registry(emulator_url).latest(dialect="numes", scenario="slow-start")
+    assert record is not None
+    assert record.final_outcome == "cancelled"
+    assert record.cancelled_at is not None
+    assert record.cancelled_at - closed_at < 0.1
+    assert record.tokens_completion == 0
+
+
+async def test_disconnect_during_buffered_generation(emulator_url: str) -> None:
+    url = f"{emulator_url}/osmexo/v1/chat/completions"
+    body = chat_body("long", stream=False)
+    params = {"tokens_per_second": 200}
+    async with http() as client:
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.3):
+                await client.post(url, json=body, headers=AUTH, params=params)
+    await asyncio.sleep(0.15)
+    record = registry(emulator_url).latest(dialect="osmexo", scenario="long", streamed=False)
+    assert record is not None
+    assert record.final_outcome == "cancelled"
+    assert 10 < record.tokens_completion < 100
+
+
+async def test_numes_generation_record(emulator_url: str) -> None:
+    result = await stream(emulator_url, "numes", chat_body("reasoning"))
+    usage = result.chunks[-1]["usage"]
+    generation_id = result.response.headers["x-generation-id"]
+    async with http(headers=AUTH) as client:
+        url = f"{emulator_url}/numes/api/v1/generation"
+        first = (await client.get(url, params={"id": generation_id})).json()["data"]
+        assert first["outcome"] == "in_progress"
+        await asyncio.sleep(0.35)
+        data = (await client.get(url, params={"id": generation_id})).json()["data"]
+        assert data["id"] == generation_id
+        assert data["outcome"] == "completed"
+        assert data["finish_reason"] == "stop"
+        assert data["streamed"] is True
+        assert data["model"] == "emulator/reasoning"
+        assert data["tokens_prompt"] == usage["prompt_tokens"]
+        assert data["tokens_completion"] == usage["completion_tokens"]
+        assert (
+            data["native_tokens_reasoning"]
+            == usage["completion_tokens_details"]["reasoning_tokens"]
+        )
+        assert data["native_tokens_cached"] == 0
+        assert data["total_cost"] == usage["cost"]
+        assert data["created_at"].endswith("Z")
+
+        missing = await client.get(url, params={"id": "no-such-generation"})
+        assert missing.status_code == 404
+        assert missing.json()["error"]["code"] == 404
+        assert (await client.get(url)).status_code == 400
+        osmexo = await stream(emulator_url, "osmexo", chat_body("echo"))
+        other = await client.get(url, params={"id": osmexo.chunks[0]["id"]})
+        assert other.status_code == 404, "only Numes generations are exposed"
+
+
+async def test_numes_generation_record_of_cancelled_stream(emulator_url: str) -> None:
+    url = f"{emulator_url}/numes/api/v1/chat/completions"
+    events, _ = await read_then_close(url, chat_body("long"), 6, tokens_per_second=100)
+    generation_id = events[0].json["id"]
+    async with http(headers=AUTH) as client:
+        lookup = f"{emulator_url}/numes/api/v1/generation"
+        outcomes = []
+        for _ in range(60):
+            data = (await client.get(lookup, params={"id": generation_id})).json()["data"]
+            outcomes.append(data["outcome"])
+            if data["outcome"] != "in_progress":
+                break
+            await asyncio.sleep(0.02)
+    assert outcomes[0] == "in_progress"
+    assert outcomes[-1] == "cancelled"
+    assert data["tokens_completion"] >= 6
+    assert data["total_cost"] > 0
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+async def test_every_dialect_records_completed_generations(emulator_url: str, dialect: str) -> None:
+    result = await stream(emulator_url, dialect, chat_body("echo"))
+    record = registry(emulator_url).wait_finished(result.chunks[0]["id"])
+    assert record.final_outcome == "completed"
+    assert record.finish_reason == "stop"
+    assert record.dialect == dialect
+    assert record.tokens_completion == sum(
+        1 for c in result.chunks if c["choices"] and c["choices"][0]["delta"].get("content")
+    )
+    assert record.total_cost > 0
+    assert record.first_token_at is not None
+    assert record.finished_at is not None
+
+
+async def test_pacing_and_flushing(emulator_url: str) -> None:
+    url = f"{emulator_url}/osmexo/v1/chat/completions"
+    params = {"tokens_per_second": 50, "ttft_ms": 200}
+    started = time.monotonic()
+    arrivals: list[float] = []
+    reads = 0
+    async with http() as client:
+        request = client.build_request(
+            "POST", url, json=chat_body("chat"), headers=AUTH, params=params
+        )
+        response = await client.send(request, stream=True)
+        async for raw in response.aiter_raw():
+            reads += 1
+            arrivals.extend(time.monotonic() for _ in range(raw.count(b"\n\n")))
+            if len(arrivals) >= 12:
+                break
+        await response.aclose()
+    assert arrivals[1] - started >= 0.2, "time to first token"
+    span = arrivals[11] - arrivals[1]
+    assert 0.8 * 10 / 50 <= span < 1.0
+    assert reads >= 10, "each frame is flushed on its own"
+
+
+async def test_prefix_mount(emulator_url: str) -> None:
+    with serve_in_thread(tokens_per_second=2000, ttft_ms=5, prefix="/emulator") as url:
+        async with http(headers=AUTH) as client:
+            models = await client.get(f"{url}/emulator/numes/api/v1/models")
+            assert models.status_code == 200
+            index = (await client.get(f"{url}/emulator/")).json()
+            assert index["gateways"]["nodul"] == "/emulator/nodul/api/v1"
+        result = await stream(f"{url}/emulator", "nodul", chat_body("echo"))
+        assert result.content == chat_body("echo")["messages"][0]["content"]
+
+
+async def test_root_path_mount() -> None:
+    app = create_app(tokens_per_second=5000, ttft_ms=0)
+    transport = httpx.ASGITransport(app=app, root_path="/emulator")
+    async with http(transport=transport, base_url="http://test", headers=AUTH) as client:
+        response = await client.get("/emulator/tiny/v1/models")
+        assert response.status_code == 200
+        body = chat_body("echo", stream=False)
+        reply = await client.post("/emulator/tiny/v1/chat/completions", json=body)
+        assert reply.json()["choices"][0]["message"]["content"] == body["messages"][0]["content"]
+    assert app.records.all()[-1].final_outcome == "completed"
+
+
+def test_command_line_serves_four_gateways() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [
+        sys.executable,
+        "-m",
+        "gateway_client.emulator",
+        "--port",
+        str(port),
+        "--ttft-ms",
+        "1",
+    ]
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    try:
+        assert process.stdout is not None
+        lines = [process.stdout.readline() for _ in range(4)]
+        assert [line.split(": ", 1)[1].strip() for line in lines] == [
+            f"http://127.0.0.1:{port}{base}" for base in BASES.values()
+        ]
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                response = httpx.get(f"http://127.0.0.1:{port}/tiny/v1/models", headers=AUTH)
+                break
+            except httpx.ConnectError:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        assert response.status_code == 200
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
