@@ -13,6 +13,8 @@ every request are kept in `app.records` (also `app.generations`, `app.state.reco
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from types import SimpleNamespace
 from urllib.parse import parse_qs
@@ -41,6 +43,7 @@ class EmulatorApp:
         self.prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
         self.records = Registry(finalize_delay_s=self.options.finalize_delay_ms / 1000)
         self.state = SimpleNamespace(records=self.records, options=self.options)
+        self._open: set[tuple[asyncio.AbstractEventLoop, Channel]] = set()
         quiet_deliberate_aborts()
 
     @property
@@ -60,10 +63,22 @@ class EmulatorApp:
         if scope["type"] != "http":
             return
         channel = Channel(receive, send)
+        entry = (asyncio.get_running_loop(), channel)
+        self._open.add(entry)
         try:
             await self._dispatch(scope, channel)
         finally:
+            self._open.discard(entry)
             await channel.close()
+            if channel.closing and not channel.complete:
+                channel.abort()
+
+    def close_streams(self) -> None:
+        """Stop every exchange still running (thread-safe): streams end as if the client had
+        left, so a server can shut down without waiting out a stall. Used by `serve_in_thread`."""
+        for loop, channel in list(self._open):
+            with contextlib.suppress(RuntimeError):  # that loop is already closed
+                loop.call_soon_threadsafe(channel.shut)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:

@@ -29,7 +29,12 @@ Send = Callable[[Message], Awaitable[None]]
 _SHORT_SLEEP_S = 0.02
 _MAX_BODY = 8 * 1024 * 1024
 _ABORTING: ContextVar[bool] = ContextVar("gateway_emulator_aborting", default=False)
-_ABORT_MESSAGES = frozenset({"ASGI callable returned without completing response."})
+_ABORT_MESSAGES = frozenset(
+    {
+        "ASGI callable returned without completing response.",
+        "ASGI callable returned without starting response.",
+    }
+)
 
 
 class _QuietDeliberateAborts(logging.Filter):
@@ -63,7 +68,9 @@ class Channel:
         self.started = False
         self.complete = False
         self.disconnected = asyncio.Event()
+        """Set when the client leaves, or when the emulator shuts down (`closing`)."""
         self.disconnected_at: float | None = None
+        self.closing = False
         self.on_disconnect: Callable[[float], None] | None = None
         self._watcher: asyncio.Task[None] | None = None
 
@@ -103,6 +110,11 @@ class Channel:
             self.disconnected_at = time.time()
             if self.on_disconnect is not None:
                 self.on_disconnect(self.disconnected_at)
+        self.disconnected.set()
+
+    def shut(self) -> None:
+        """Server shutdown: wake every wait as if the client had left (call on the loop)."""
+        self.closing = True
         self.disconnected.set()
 
     async def close(self) -> None:

@@ -101,6 +101,7 @@ def serve_in_thread(
     try:
         yield EmulatorURL(f"http://{host}:{bound_port}", app)
     finally:
+        app.close_streams()
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -29,6 +30,11 @@ from tests.gateway_client.test_emulator import (
     iter_events,
     stream,
 )
+
+
+async def drain(body: AsyncIterator[bytes]) -> None:
+    async for _ in body:
+        pass
 
 
 def registry(url: str) -> Registry:
@@ -263,3 +269,28 @@ def test_command_line_serves_four_gateways() -> None:
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+async def test_shutdown_ends_open_streams_promptly() -> None:
+    """Leaving `serve_in_thread` does not wait out a stall (Numes would stay silent 10 min)."""
+    async with http() as client:
+        with serve_in_thread(tokens_per_second=2000, ttft_ms=5) as url:
+            request = client.build_request(
+                "POST",
+                f"{url}/numes/api/v1/chat/completions",
+                json=chat_body("stall"),
+                headers=AUTH,
+            )
+            response = await client.send(request, stream=True)
+            body = response.aiter_raw()
+            received = b""
+            while received.count(b"\n\n") < 8:
+                received += await anext(body)
+            started = time.monotonic()
+        assert time.monotonic() - started < 2
+        with pytest.raises(httpx.RemoteProtocolError):
+            await drain(body)
+        await response.aclose()
+    record = registry(url).all()[-1]
+    assert record.final_outcome == "cancelled"
+    assert not registry(url).active
