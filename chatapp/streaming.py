@@ -233,7 +233,8 @@ class GenerationWorker:
     async def _reconcile(self, gw: GatewayClient, final: dict[str, Any]) -> None:
         upstream_id = final.get("upstream_id")
         record = None
-        if upstream_id:
+        # Only Numes documents `GET /generation`; elsewhere the stream was the only report.
+        if upstream_id and gw.dialect in (None, "numes"):
             try:
                 async with asyncio.timeout(RECONCILE_TIMEOUT):
                     record = await gw.get_generation(upstream_id)

@@ -131,15 +131,27 @@ def browser() -> Iterator[Any]:
         chromium.close()
 
 
+_sessions: dict[str, Any] = {}
+
+
 def sign_in(browser: Any, server_url: str, username: str) -> Any:
-    context = browser.new_context()
+    """A new browser context signed in as `username`, on the home page.
+
+    The sign-in form is used once per user; later contexts reuse its cookies (password hashing
+    is deliberately slow).
+    """
+    context = browser.new_context(storage_state=_sessions.get(username))
     page = context.new_page()
     page.set_default_timeout(15_000)
-    page.goto(f"{server_url}/accounts/login/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(f"{server_url}/")
+    if username not in _sessions:
+        page.goto(f"{server_url}/accounts/login/")
+        page.get_by_label("Username").fill(username)
+        page.get_by_label("Password").fill(PASSWORD)
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url(f"{server_url}/")
+        _sessions[username] = context.storage_state()
+    else:
+        page.goto(f"{server_url}/")
     return page
 
 

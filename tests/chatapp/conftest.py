@@ -35,6 +35,8 @@ def chat_settings(settings: Any, emulator_url: str) -> Any:
     settings.LLM_TIMEOUTS = {"idle": 1.0, "first_token": 5.0}
     settings.CHAT_SWEEP_INTERVAL = 0
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # Deliberately slow in production; irrelevant to what these tests check.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     return settings
 
 

@@ -1,0 +1,109 @@
+"""The pure fold behind deltas and snapshots."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from chatapp.live_state import LiveState
+from gateway_client.events import (
+    Finish,
+    ImageOutput,
+    Meta,
+    ReasoningDelta,
+    ReasoningDetail,
+    TextDelta,
+    ToolCallDelta,
+)
+
+events = st.lists(
+    st.one_of(
+        st.builds(TextDelta, st.text(max_size=5)),
+        st.builds(ReasoningDelta, st.text(max_size=5)),
+        st.builds(
+            ToolCallDelta,
+            st.integers(0, 2),
+            st.none() | st.just("call"),
+            st.none() | st.just("fn"),
+            st.text(max_size=4),
+        ),
+        st.just(None),  # a tick: the worker takes a delta here
+    ),
+    max_size=60,
+)
+
+
+def rebuild(snapshot: dict, deltas: list[dict]) -> tuple[str, str, dict[int, str]]:
+    content, reasoning = snapshot["content"], snapshot["reasoning"]
+    args = {c["index"]: c["arguments"] for c in snapshot["tool_calls"]}
+    for delta in deltas:
+        content += delta.get("content", "")
+        reasoning += delta.get("reasoning", "")
+        for call in delta.get("tool_calls", []):
+            args[call["index"]] = args.get(call["index"], "") + call["arguments"]
+    return content, reasoning, args
+
+
+@given(events, st.integers(0, 60))
+def test_a_snapshot_plus_later_deltas_is_everything(items: list, cut: int) -> None:
+    state = LiveState()
+    deltas, snapshot = [], None
+    for i, item in enumerate(items):
+        if i == cut:
+            snapshot = state.snapshot()
+            deltas = []
+        if item is None:
+            delta = state.take_delta()
+            if delta is not None:
+                deltas.append(delta)
+        else:
+            state.apply(item)
+    last = state.take_delta()
+    if last is not None:
+        deltas.append(last)
+    snapshot = snapshot or {"seq": 0, "content": "", "reasoning": "", "tool_calls": []}
+    assert [d["seq"] for d in deltas] == list(range(snapshot["seq"] + 1, state.seq + 1))
+    texts = [e.text for e in items if isinstance(e, TextDelta)]
+    thoughts = [e.text for e in items if isinstance(e, ReasoningDelta)]
+    content, reasoning, args = rebuild(snapshot, deltas)
+    assert content == "".join(texts) == state.content
+    assert reasoning == "".join(thoughts) == state.reasoning
+    assert args == {c["index"]: c["arguments"] for c in state.tool_calls()}
+
+
+def test_nothing_pending_means_no_delta() -> None:
+    state = LiveState()
+    assert state.take_delta() is None
+    state.apply(Meta(id="gen-1", model="m"))
+    state.apply(ReasoningDetail({"type": "reasoning.encrypted", "data": "x"}))
+    state.apply(Finish("stop"))
+    assert state.take_delta() is None
+    assert state.seq == 0
+    assert state.generation_id == "gen-1"
+    assert state.reasoning_details == [{"type": "reasoning.encrypted", "data": "x"}]
+
+
+def test_first_visible_output_is_reported_once() -> None:
+    state = LiveState()
+    assert state.apply(Meta(id="g", model=None)) is False
+    assert state.apply(TextDelta("")) is False
+    assert state.apply(ReasoningDelta("think")) is True
+    assert state.apply(TextDelta("answer")) is False
+
+
+def test_many_tokens_coalesce_into_one_delta() -> None:
+    state = LiveState()
+    for word in ["a", "b", "c"] * 100:
+        state.apply(TextDelta(word))
+    delta = state.take_delta()
+    assert delta == {"seq": 1, "content": "abc" * 100}
+
+
+def test_only_raster_images_are_kept() -> None:
+    state = LiveState()
+    state.apply(ImageOutput(0, url="data:image/svg+xml;base64,PHN2Zz4="))
+    state.apply(ImageOutput(1, url="javascript:alert(1)"))
+    state.apply(ImageOutput(2, b64="iVBO", media_type="image/png", partial=True))
+    state.apply(ImageOutput(3, b64="iVBO", media_type="image/png"))
+    state.take_delta()
+    assert state.attachments() == [{"kind": "image", "url": "data:image/png;base64,iVBO"}]

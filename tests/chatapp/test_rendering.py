@@ -1,0 +1,62 @@
+"""Model output becomes markup only through markdown-it (HTML off) and nh3."""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+
+import pytest
+
+from chatapp.rendering import ALLOWED_TAGS, render_markdown
+
+
+class Elements(HTMLParser):
+    def __init__(self, html: str) -> None:
+        super().__init__()
+        self.found: list[tuple[str, dict[str, str | None]]] = []
+        self.feed(html)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.found.append((tag, dict(attrs)))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<script>alert(1)</script>",
+        "<img src=x onerror=alert(1)>",
+        "[click](javascript:alert(1))",
+        "[click](JaVaScRiPt:alert(1))",
+        "[click](vbscript:msgbox(1))",
+        "[data](data:text/html;base64,PHNjcmlwdD4=)",
+        "![svg](data:image/svg+xml;base64,PHN2Zz4=)",
+        '<a href="https://ok.example" onclick="x()">a</a>',
+        "<iframe src=https://evil.example></iframe>",
+        "<style>body{display:none}</style>",
+    ],
+)
+def test_nothing_executable_survives(text: str) -> None:
+    for tag, attrs in Elements(render_markdown(text)).found:
+        assert tag in ALLOWED_TAGS
+        assert not any(name.startswith("on") or name == "style" for name in attrs)
+        for name in ("href", "src"):
+            url = (attrs.get(name) or "").lower()
+            assert not url or url.startswith(("https://", "http://", "data:image/png"))
+
+
+def test_markdown_renders_with_safe_links_and_raster_images() -> None:
+    html = render_markdown(
+        "# Title\n\n**b** `code` [x](https://e.example/a?b=1&c=2) ![i](data:image/png;base64,AAAA)"
+        "\n\n| a | b |\n|---|---|\n| 1 | 2 |"
+    )
+    assert "<h1>Title</h1>" in html
+    assert "<strong>b</strong>" in html
+    assert "<code>code</code>" in html
+    assert 'href="https://e.example/a?b=1&amp;c=2" target="_blank" rel="noopener nofollow"' in html
+    assert '<img src="data:image/png;base64,AAAA" alt="i">' in html
+    assert "<table>" in html
+
+
+def test_relative_and_mailto_links_lose_their_target() -> None:
+    html = render_markdown("[a](/admin/) [b](mailto:x@example.org)")
+    assert "href" not in html
+    assert ">a</a>" in html

@@ -1,0 +1,66 @@
+"""The heartbeat sweep: generations whose worker died become `interrupted`, text kept."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from channels.layers import get_channel_layer
+from django.utils import timezone
+
+from chatapp import protocol, streaming
+from chatapp.models import Generation, Message
+from chatapp.sweep import sweep_stale_generations
+
+from .conftest import GroupListener, start_turn
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+async def orphan(user: Any, beat_seconds_ago: float) -> Generation:
+    """A streaming generation whose worker is gone (as after a server restart)."""
+    turn = await start_turn(user, "hello", "emulator/chat")
+    await Message.objects.filter(pk=turn.assistant.pk).aupdate(content="partial text")
+    beat = timezone.now() - timedelta(seconds=beat_seconds_ago)
+    await Generation.objects.filter(pk=turn.generation.pk).aupdate(heartbeat_at=beat, last_seq=4)
+    return turn.generation
+
+
+async def test_stale_generation_is_interrupted_and_pages_are_told(alice: Any) -> None:
+    generation = await orphan(alice, beat_seconds_ago=60)
+    fresh = await orphan(alice, beat_seconds_ago=1)
+    listener = await GroupListener(generation.conversation_id).join()
+    assert await sweep_stale_generations() == 1
+    swept = await Generation.objects.select_related("message").aget(pk=generation.pk)
+    assert swept.status == "interrupted"
+    assert swept.message.content == "partial text"
+    assert swept.finished_at is not None
+    assert (await Generation.objects.aget(pk=fresh.pk)).status == "streaming"
+    done = await listener.until("done", within=2)
+    assert done == {"t": "done", "g": generation.pk, "seq": 4, "status": "interrupted"}
+
+
+async def test_a_generation_running_in_this_process_is_left_alone(alice: Any) -> None:
+    turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=100")
+    task = streaming.start(turn.job)
+    assert await sweep_stale_generations(stale_after=0) == 0
+    assert (await Generation.objects.aget(pk=turn.generation.pk)).status == "streaming"
+    await get_channel_layer().send(turn.job.owner_channel, protocol.cancel())
+    await asyncio.wait_for(task, 10)
+
+
+async def test_the_page_shows_an_interrupted_answer(alice: Any) -> None:
+    from django.test import AsyncClient
+    from django.urls import reverse
+
+    generation = await orphan(alice, beat_seconds_ago=60)
+    await sweep_stale_generations()
+    client = AsyncClient()
+    await client.aforce_login(alice)
+    response = await client.get(reverse("chat:message", args=[generation.message_id]))
+    html = response.content.decode()
+    assert 'data-status="interrupted"' in html
+    assert "The server stopped while this answer was being written" in html
+    assert "partial text" in html
