@@ -80,7 +80,7 @@ async def run_buffered(gen: Generation) -> None:
         if await channel.pause(script.ttft_s):
             return gen.cancelled()
         return await fail("before")
-    if dialect.name == "tiny" and script.ttft_s > options.tiny_stall_s:
+    if dialect.silence_ends_stream and script.ttft_s > options.tiny_stall_s:
         if await channel.pause(2 * options.tiny_stall_s):
             return gen.cancelled()
         return await fail("stall")

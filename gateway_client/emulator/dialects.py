@@ -165,6 +165,9 @@ class Osmexo(Dialect):
     def cost(self, prompt: int, completion: int) -> int:
         return round(prompt * self.prices[0] + completion * self.prices[1])
 
+    def error_code(self, kind: str) -> int | str:
+        return self.errors[kind][2]
+
     def usage(
         self, prompt: int, completion: int, reasoning: int, *, estimated: bool
     ) -> dict[str, Any]:
@@ -196,6 +199,9 @@ class Tiny(Dialect):
     reasoning_field = None
     hosted_tools = False
     role_chunk = True
+    role_chunk_at_open = True
+    silence_ends_stream = True
+    free_when_empty = True
     sends_usage = False
     done_after_error = False
     stall_limit_s = 2.0
@@ -216,6 +222,9 @@ class Tiny(Dialect):
         "midstream": "The serving node started and did not finish.",
         "stall": "Upstream token stream stalled.",
     }
+
+    def error_code(self, kind: str) -> int | str:
+        return self.errors[kind][2]
 
     def new_ids(self, *, text_completion: bool) -> Ids:
         request_id = rand_id(ALNUM, 12)

@@ -54,6 +54,13 @@ class Dialect:
     """Citations and image output; a small model answers with text instead."""
     role_chunk: ClassVar[bool] = False
     """A separate `{"role":"assistant","content":""}` chunk opens the stream."""
+    role_chunk_at_open: ClassVar[bool] = False
+    """...sent as soon as the stream opens, rather than just before the first token."""
+    silence_ends_stream: ClassVar[bool] = False
+    """A gap of `Options.tiny_stall_s` between tokens ends the stream (tiny-3b); before the first
+    token the gateway retries once, then gives up with an empty stream."""
+    free_when_empty: ClassVar[bool] = False
+    """A failure that delivered no token is not billed (tiny-3b)."""
     early_commit: ClassVar[bool] = True
     """Headers go out when the stream opens; False defers them to the first chunk."""
     keepalive: ClassVar[bytes | None] = None
@@ -151,6 +158,10 @@ class Dialect:
         return usage
 
     # ---- errors ----------------------------------------------------------------------------
+    def error_code(self, kind: str) -> int | str:
+        """The `code` this gateway's error body carries for `kind`."""
+        return self.errors[kind][0]
+
     def error_body(self, kind: str, ids: Ids, message: str | None = None) -> dict[str, Any]:
         raise NotImplementedError
 

@@ -72,7 +72,7 @@ class Generation:
     @property
     def stall_limit_s(self) -> float:
         """How long a stalled stream stays silent before the gateway gives up."""
-        if self.dialect.name == "tiny":
+        if self.dialect.silence_ends_stream:
             return self.options.tiny_stall_s
         limit = self.options.stall_limit_s
         return min(_MAX_STALL_S, self.dialect.stall_limit_s if limit is None else limit)
@@ -106,7 +106,7 @@ class Generation:
         if billed:
             record.total_cost = self.dialect.cost(record.tokens_prompt, record.tokens_completion)
         else:
-            record.total_cost = 0 if self.dialect.name == "osmexo" else 0.0
+            record.total_cost = self.dialect.cost(0, 0)
         self.registry.finish(record, outcome, finish_reason=finish_reason, error_code=error_code)
 
     def cancelled(self) -> None:
@@ -115,9 +115,9 @@ class Generation:
 
     def failed(self, kind: str) -> None:
         """An error ended the generation; tiny-3b bills nothing if nothing was delivered."""
-        code = self.dialect.errors[kind][2 if self.dialect.name in ("osmexo", "tiny") else 0]
+        code = self.dialect.error_code(kind)
         billed = kind != "before" and (
-            self.record.tokens_completion > 0 or self.dialect.name != "tiny"
+            self.record.tokens_completion > 0 or not self.dialect.free_when_empty
         )
         self.settle("error", "error", error_code=code, billed=billed)
 

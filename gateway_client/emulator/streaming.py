@@ -134,11 +134,11 @@ async def run_stream(gen: Generation) -> None:
         await stream.open()
         if dialect.keepalive is not None and dialect.keepalive_at_open:
             await channel.write(dialect.keepalive)
-        if dialect.name == "tiny":
+        if dialect.role_chunk_at_open:
             await stream.role()
 
     ttft = script.ttft_s
-    if dialect.name == "tiny" and ttft > options.tiny_stall_s:
+    if dialect.silence_ends_stream and ttft > options.tiny_stall_s:
         # tiny-3b retries a silent node once, then gives up with an empty stream.
         if await channel.pause(2 * options.tiny_stall_s):
             return gen.cancelled()
