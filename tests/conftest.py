@@ -6,9 +6,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from gateway_client.emulator import EmulatorURL
+
 
 @pytest.fixture(scope="session")
-def emulator_url() -> Iterator[str]:
+def emulator_url() -> Iterator[EmulatorURL]:
     """Base URL (no trailing slash) of the gateway emulator, served by a real server on loopback.
 
     Fast pacing so tests stay quick; scenarios that are slow by design (stall, slow-start) stay so.

@@ -25,6 +25,7 @@ from gateway_client import (
     StatusError,
     Timeouts,
 )
+from gateway_client.emulator import EmulatorURL
 from gateway_client.events import TextDelta
 
 DIALECTS = {
@@ -218,7 +219,7 @@ async def test_unauthorized_key(emulator_url: str) -> None:
 
 
 async def test_cancel_is_seen_upstream_at_once_and_the_record_bills_what_was_delivered(
-    emulator_url: str,
+    emulator_url: EmulatorURL,
 ) -> None:
     model = "emulator/long?tokens_per_second=200"
     async with GatewayClient(base(emulator_url, "numes"), "k", timeouts=QUICK) as client:
@@ -234,7 +235,7 @@ async def test_cancel_is_seen_upstream_at_once_and_the_record_bills_what_was_del
             generation_id = s.generation_id
         closed_at = time.time()
         assert generation_id
-        record = emulator_url.app.records.wait_finished(generation_id)  # type: ignore[attr-defined]
+        record = emulator_url.app.records.wait_finished(generation_id)
         assert record.cancelled_at is not None
         assert record.cancelled_at - closed_at < 0.1
         looked_up = await client.get_generation(generation_id)
