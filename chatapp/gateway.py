@@ -43,7 +43,8 @@ def emulator_base_url() -> str:
         if _emulator is None:
             from gateway_client.emulator import serve_in_thread
 
-            manager = serve_in_thread()
+            # A stalled demo stream gives up after 10 s, not the documented 10 minutes.
+            manager = serve_in_thread(stall_limit_s=10.0)
             url = manager.__enter__()
             _emulator = (manager, url)
             logger.info("Started the built-in gateway emulator at %s", url)

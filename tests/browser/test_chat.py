@@ -242,3 +242,66 @@ def test_rename_and_delete_a_conversation(alice: Any) -> None:
     alice.get_by_role("button", name="Delete conversation").click()
     expect(alice.locator("#conversation-title")).to_have_text("New chat")
     expect(alice.locator("#conversation-list")).not_to_contain_text("Renamed chat")
+
+
+def test_sidebar_navigation_switches_the_live_conversation(alice: Any, server_url: str) -> None:
+    send(alice, "first topic", "emulator/echo")
+    expect(alice).to_have_url(re.compile(r"/c/\d+/$"))
+    first_url = alice.url
+    expect(alice.locator("article.assistant").last).to_have_attribute(
+        "data-status", "completed", timeout=15_000
+    )
+    alice.get_by_role("link", name="New chat").click()
+    send(alice, "second topic", "emulator/echo")
+    expect(alice).not_to_have_url(first_url)
+    expect(alice).to_have_url(re.compile(r"/c/\d+/$"))
+    # htmx-boosted navigation back to the first conversation: its socket takes over.
+    alice.locator("#conversation-list").get_by_role("link", name="first topic").click()
+    expect(alice).to_have_url(first_url)
+    expect(alice.locator("#conversation-title")).to_have_text("first topic")
+    answer = send(alice, WORDS, "emulator/echo")
+    expect(answer).to_have_attribute("data-status", "streaming")
+    assert_prefix_growing(answer, WORDS, seconds=1.0)
+    expect(answer).to_have_attribute("data-status", "completed", timeout=15_000)
+    assert content(answer).strip() == WORDS
+    expect(alice.locator("article.user")).to_have_count(2)
+
+
+def test_a_lost_delta_is_recovered_with_a_snapshot(alice: Any) -> None:
+    """The channel layer is at-most-once: drop deltas on the wire and watch the page recover."""
+    requests: list[str] = []
+    snapshots: list[str] = []
+
+    def relay(ws: Any) -> None:
+        server = ws.connect_to_server()
+        count = {"delta": 0}
+
+        def from_server(message: str | bytes) -> None:
+            text = message if isinstance(message, str) else message.decode()
+            if '"t":"delta"' in text:
+                count["delta"] += 1
+                if count["delta"] % 4 == 2:
+                    return  # lost
+            if '"t":"snapshot"' in text:
+                snapshots.append(text)
+            ws.send(text)
+
+        def from_page(message: str | bytes) -> None:
+            text = message if isinstance(message, str) else message.decode()
+            requests.append(text)
+            server.send(text)
+
+        server.on_message(from_server)
+        ws.on_message(from_page)
+
+    send(alice, "warm up", "emulator/echo")
+    expect(alice).to_have_url(re.compile(r"/c/\d+/$"))
+    alice.route_web_socket(re.compile(r"/ws/conversations/"), relay)
+    alice.reload()
+    answer = send(alice, WORDS, "emulator/echo")
+    seen = assert_prefix_growing(answer, WORDS, seconds=10)
+    assert any('"t":"snapshot"' in r for r in requests), "the page asked for a snapshot"
+    assert snapshots
+    assert len(seen[-1]) > len(WORDS) // 2, "text kept flowing after the gaps"
+    expect(answer).to_have_attribute("data-status", "completed", timeout=15_000)
+    assert content(answer).strip() == WORDS

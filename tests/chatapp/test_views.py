@@ -238,3 +238,31 @@ async def test_page_carries_status_and_seq_for_reattach(alice: Any, status: str)
     html = (await client.get(reverse("chat:conversation", args=[turn.conversation.pk]))).content
     assert f'data-status="{status}" data-seq="7"'.encode() in html
     assert (b">Stop</button>" in html) == (status == "streaming")
+
+
+async def test_reasoning_details_are_sent_back_unchanged(alice: Any) -> None:
+    turn = await start_turn(alice, "why is the sky blue", "emulator/reasoning")
+    await asyncio.wait_for(streaming.start(turn.job), 30)
+    answer = await Message.objects.aget(pk=turn.assistant.pk)
+    assert answer.reasoning_details
+    second = await start_turn(alice, "and at sunset?", "emulator/echo", turn.conversation.pk)
+    assert second.job.messages[1] == {
+        "role": "assistant",
+        "content": answer.content,
+        "reasoning_details": answer.reasoning_details,
+    }
+
+
+async def test_admin_lists_generations_with_their_cost(alice: Any) -> None:
+    turn = await start_turn(alice, "hello", "emulator/echo")
+    await asyncio.wait_for(streaming.start(turn.job), 30)
+    await sync_to_async(type(alice).objects.filter(pk=alice.pk).update)(
+        is_staff=True, is_superuser=True
+    )
+    client = await logged_in(alice)
+    for name in ("generation", "conversation", "message"):
+        response = await client.get(reverse(f"admin:chatapp_{name}_changelist"))
+        assert response.status_code == 200, name
+    html = (await client.get(reverse("admin:chatapp_generation_changelist"))).content.decode()
+    assert "emulator/echo" in html
+    assert "usage chunk" in html
