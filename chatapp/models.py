@@ -30,11 +30,6 @@ class Conversation(models.Model):
     def __str__(self) -> str:
         return self.title or f"Conversation {self.pk}"
 
-    @property
-    def group_name(self) -> str:
-        """The channel-layer group every socket on this conversation joins."""
-        return f"conversation.{self.pk}"
-
 
 class Message(models.Model):
     class Role(models.TextChoices):

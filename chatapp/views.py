@@ -13,6 +13,8 @@ import binascii
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
@@ -37,8 +39,6 @@ def _messages(conversation: Conversation) -> list[Message]:
 
 
 def _default_model(models: list[str], conversation: Conversation | None) -> str:
-    from django.conf import settings
-
     for candidate in (
         conversation.model if conversation else "",
         settings.LLM_DEFAULT_MODEL,
@@ -49,7 +49,9 @@ def _default_model(models: list[str], conversation: Conversation | None) -> str:
     return models[0] if models else ""
 
 
-def _page(request: HttpRequest, conversation_id: int | None, models: list[str], error: str | None):
+def _page(
+    request: HttpRequest, conversation_id: int | None, models: list[str], error: str | None
+) -> HttpResponse:
     conversation = None
     messages: list[Message] = []
     if conversation_id is not None:
@@ -136,8 +138,6 @@ async def stop(request: HttpRequest, pk: int) -> HttpResponse:
     if generation is None:
         raise Http404("No such generation.")
     if generation.is_running and generation.owner_channel:
-        from channels.layers import get_channel_layer
-
         await get_channel_layer().send(generation.owner_channel, protocol.cancel())
     return HttpResponse(status=204)
 
@@ -172,8 +172,6 @@ async def delete(request: HttpRequest, pk: int) -> HttpResponse:
     conversation = await Conversation.objects.filter(pk=pk, user=user).afirst()
     if conversation is None:
         raise Http404("No such conversation.")
-    from channels.layers import get_channel_layer
-
     layer = get_channel_layer()
     async for owner in Generation.objects.filter(
         conversation=conversation, status=Generation.Status.STREAMING

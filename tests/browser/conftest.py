@@ -119,8 +119,10 @@ def server_url(server_env: dict[str, str]) -> Iterator[str]:
                 process.wait()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """Per module: Playwright's sync API holds an event loop on the main thread while it runs,
+    which would break the async tests collected after the browser tests."""
     from playwright.sync_api import sync_playwright
 
     if not Path(CHROMIUM).exists():

@@ -73,6 +73,7 @@ def test_send_streams_token_by_token_and_shows_the_record(alice: Any, server_url
     assert "first token" in meta
     expect(answer.locator(".content.rendered h2, .content.rendered h1, .content.rendered p").first)
     expect(alice.locator("#conversation-list")).to_contain_text("Explain server-sent events")
+    assert "sk-browser-secret" not in alice.content(), "the API key never reaches the browser"
 
 
 def test_enter_sends_and_shift_enter_is_a_newline(alice: Any) -> None:
