@@ -57,13 +57,23 @@ def gateway_config() -> GatewayConfig:
     return GatewayConfig(emulator_base_url(), EMULATOR_API_KEY, emulated=True)
 
 
-def timeouts(base_url: str) -> Timeouts:
-    return default_timeouts(guess_dialect(base_url)).with_(**settings.LLM_TIMEOUTS)
+def timeouts(base_url: str) -> Timeouts | None:
+    """The deadlines set in the environment over the dialect's defaults; None when none is set,
+    so the client keeps refining its defaults from what the gateway's headers reveal."""
+    if not settings.LLM_TIMEOUTS:
+        return None
+    dialect = settings.LLM_DIALECT or guess_dialect(base_url)
+    return default_timeouts(dialect).with_(**settings.LLM_TIMEOUTS)
 
 
 def client(config: GatewayConfig | None = None) -> GatewayClient:
     config = config or gateway_config()
-    return GatewayClient(config.base_url, config.api_key, timeouts=timeouts(config.base_url))
+    return GatewayClient(
+        config.base_url,
+        config.api_key,
+        dialect=settings.LLM_DIALECT,
+        timeouts=timeouts(config.base_url),
+    )
 
 
 async def list_models() -> tuple[list[str], str | None]:

@@ -162,6 +162,8 @@ USE_TZ = True
 LLM_BASE_URL = os.environ.get("LLM_BASE_URL", "").rstrip("/") or None
 LLM_API_KEY = os.environ.get("LLM_API_KEY", "")
 LLM_DEFAULT_MODEL = os.environ.get("LLM_DEFAULT_MODEL", "")
+# numes | osmexo | tiny | nodul; unset: guessed from the URL, then from the response headers.
+LLM_DIALECT = os.environ.get("LLM_DIALECT") or None
 # Seconds; each unset one keeps the dialect's default (gateway_client.dialects).
 LLM_TIMEOUTS = {
     phase: float(os.environ[f"LLM_{phase.upper()}_TIMEOUT"])

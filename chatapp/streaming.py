@@ -234,7 +234,8 @@ class GenerationWorker:
         upstream_id = final.get("upstream_id")
         record = None
         # Only Numes documents `GET /generation`; elsewhere the stream was the only report.
-        if upstream_id and gw.dialect in (None, "numes"):
+        dialect = self._stream.dialect if self._stream is not None else gw.dialect
+        if upstream_id and dialect in (None, "numes"):
             try:
                 async with asyncio.timeout(RECONCILE_TIMEOUT):
                     record = await gw.get_generation(upstream_id)
