@@ -99,12 +99,15 @@ async def test_joining_mid_stream_gets_a_snapshot_then_deltas_without_gap(alice:
     assert connected
     received = await collect_until_done(ws)
     await asyncio.wait_for(task, 30)
-    snapshot = received[0]
-    assert snapshot["t"] == "snapshot"
+    # A tick may reach the group while the worker is still answering the snapshot request; the
+    # snapshot covers such deltas (a browser holds them back, then drops them as duplicates).
+    first = next(i for i, m in enumerate(received) if m["t"] == "snapshot")
+    snapshot = received[first]
+    assert all(m["t"] == "delta" and m["seq"] <= snapshot["seq"] for m in received[:first])
     assert snapshot["seq"] > 0
     assert snapshot["content"]
     message = await Message.objects.aget(pk=turn.assistant.pk)
-    assert rebuild(received) == message.content
+    assert rebuild(received[first:]) == message.content
     assert received[-1]["status"] == "completed"
     await ws.disconnect()
 
