@@ -1,7 +1,9 @@
 """Database writes of a running generation: periodic partial flushes, the final state, the cost.
 
 Partial flushes are single `UPDATE`s guarded by `status = streaming`, so a late flush can never
-overwrite a terminal state. The final state (message and generation together) is one transaction.
+overwrite a terminal state; they write the text browsers were sent with its `seq`. The final state
+(message and generation together) is one transaction: the text sent, and everything else (IDs,
+usage, cost, finish reason, reasoning details, media) from the stream's `Completion`.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ from asgiref.sync import sync_to_async
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
+from . import attachments
 from .models import Conversation, Generation, Message
 
 if TYPE_CHECKING:
+    from gateway_client.accumulator import Completion
     from gateway_client.events import Cost
 
     from .live_state import LiveState
@@ -37,19 +41,24 @@ def _cost_fields(cost: Cost | None) -> dict[str, Any]:
 
 
 @sync_to_async
-def flush_partial(generation_id: int, state: LiveState, ttft_ms: int | None) -> None:
+def flush_partial(
+    generation_id: int, state: LiveState, upstream_id: str | None, ttft_ms: int | None
+) -> None:
     close_old_connections()
     now = timezone.now()
     gen_fields: dict[str, Any] = {"last_seq": state.seq, "heartbeat_at": now}
-    if state.generation_id:
-        gen_fields["upstream_id"] = state.generation_id[:200]
+    if upstream_id:
+        gen_fields["upstream_id"] = upstream_id[:200]
     if ttft_ms is not None:
         gen_fields["ttft_ms"] = ttft_ms
+    sent = state.sent_part()
     with transaction.atomic():
         updated = Generation.objects.filter(pk=generation_id, status=STREAMING).update(**gen_fields)
         if updated:
             Message.objects.filter(generation__pk=generation_id).update(
-                content=state.content, reasoning=state.reasoning, tool_calls=state.tool_calls()
+                content=sent.content,
+                reasoning=sent.reasoning,
+                tool_calls=[call.to_dict() for call in sent.tool_calls],
             )
 
 
@@ -74,15 +83,14 @@ def save_final(
         )
         if generation is None:  # the conversation was deleted while streaming
             return {"upstream_id": None, "cost_source": None}
+        sent = state.sent_part()
         message = generation.message
-        message.content = state.content
-        message.reasoning = state.reasoning
-        message.tool_calls = state.tool_calls()
-        message.annotations = [a["raw"] for a in state.sent.annotations]
-        message.attachments = state.attachments()
-        message.reasoning_details = list(
-            state.reasoning_details or (completion.reasoning_details if completion else [])
-        )
+        message.content = sent.content
+        message.reasoning = sent.reasoning
+        message.tool_calls = [call.to_dict() for call in sent.tool_calls]
+        message.annotations = list(completion.annotations) if completion else []
+        message.attachments = attachments.from_completion(completion)
+        message.reasoning_details = list(completion.reasoning_details) if completion else []
         message.save()
 
         generation.status = outcome.status
@@ -92,18 +100,15 @@ def save_final(
         generation.ttft_ms = ttft_ms
         if ttft_ms is not None:
             generation.first_token_at = generation.started_at + timedelta(milliseconds=ttft_ms)
-        upstream_id = state.generation_id or (completion.generation_id if completion else None)
+        upstream_id = completion.generation_id if completion else None
         generation.upstream_id = (upstream_id or "")[:200]
         generation.request_id = (
             request_id or (completion.request_id if completion else None) or ""
         )[:200]
-        generation.served_model = (
-            state.served_model or (completion.model if completion else None) or ""
-        )[:200]
-        generation.finish_reason = (
-            state.finish_reason or (completion.finish_reason if completion else None) or ""
-        )[:64]
-        _apply_usage(generation, state, completion)
+        if completion is not None:
+            generation.served_model = (completion.model or "")[:200]
+            generation.finish_reason = (completion.finish_reason or "")[:64]
+            _apply_usage(generation, completion)
         if generation.cost is None:
             generation.cost_source = (
                 Generation.CostSource.PENDING if upstream_id else Generation.CostSource.NONE
@@ -120,21 +125,14 @@ def save_final(
     return {"upstream_id": generation.upstream_id, "cost_source": generation.cost_source}
 
 
-def _apply_usage(generation: Generation, state: LiveState, completion: Any) -> None:
-    usage = state.usage
-    sources = [completion, usage]
+def _apply_usage(generation: Generation, completion: Completion) -> None:
     for name in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens"):
-        for source in sources:
-            value = getattr(source, name, None) if source is not None else None
-            if value is not None:
-                setattr(generation, name, value)
-                break
-    if completion is not None and completion.usage is not None:
+        value = getattr(completion, name)
+        if value is not None:
+            setattr(generation, name, value)
+    if completion.usage is not None:
         generation.usage = completion.usage
-    elif usage is not None:
-        generation.usage = usage.raw
-    cost = (completion.cost if completion is not None else None) or (usage.cost if usage else None)
-    for field, value in _cost_fields(cost).items():
+    for field, value in _cost_fields(completion.cost).items():
         setattr(generation, field, value)
 
 

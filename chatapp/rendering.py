@@ -1,13 +1,15 @@
 """Model output → safe HTML. Model text is untrusted: this is the only place it becomes markup.
 
 markdown-it-py renders with raw HTML disabled (so `<script>` arrives as text), then nh3 keeps a
-small allow-list of tags and only absolute http(s) URLs, plus `data:image/*` raster images for
-`<img>`. Links get `rel="noopener nofollow"` and open in a new tab.
+small allow-list of tags; links keep only absolute http(s) URLs, images only https and raster
+`data:image/*` URLs (never SVG, which can carry script). Links get `rel="noopener nofollow"` and
+open in a new tab. Citations are read here too, so the page and the live stream agree on them.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import nh3
 from markdown_it import MarkdownIt
@@ -36,12 +38,30 @@ _CODE_CLASS = re.compile(r"^language-[\w+#.-]{1,40}$")
 
 
 def safe_url(value: str, *, image: bool = False) -> str | None:
-    lowered = value.strip().lower()
+    """`value` if a page may link to it (http, https) or show it as an image (https, raster
+    `data:`), else None."""
+    value = value.strip()
+    lowered = value[:8].lower()
+    if image:
+        if lowered.startswith("https://") or _SAFE_DATA_IMAGE.match(value):
+            return value
+        return None
     if lowered.startswith(("http://", "https://")):
-        return value.strip()
-    if image and _SAFE_DATA_IMAGE.match(value.strip()):
-        return value.strip()
+        return value
     return None
+
+
+def citation(annotation: dict[str, Any]) -> tuple[str | None, str]:
+    """(http(s) URL or None, title) of a citation in any of the shapes gateways send."""
+    kind = annotation.get("type")
+    nested = annotation.get(kind) if isinstance(kind, str) else None
+    if not isinstance(nested, dict):
+        nested = annotation.get("url_citation")
+    body = nested if isinstance(nested, dict) else annotation
+    url = body.get("url")
+    url = safe_url(url) if isinstance(url, str) else None
+    title = body.get("title") or body.get("filename") or url or "source"
+    return url, str(title)
 
 
 def _filter(tag: str, attribute: str, value: str) -> str | None:

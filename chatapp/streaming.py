@@ -1,6 +1,7 @@
 """Runs one generation as an asyncio task on the server's loop, independent of any websocket.
 
-Three tasks cooperate: the stream (gateway events fold into a `LiveState`), a ticker (every
+Three tasks cooperate: the stream (its `Accumulator` folds every event into the `Completion` the
+final write reads; the visible ones also queue in a `LiveState`), a ticker (every
 ~50 ms the pending part goes out as one numbered delta to the conversation's group; every second
 the sent part, its `seq` and a heartbeat go to the database) and a listener on the worker's own
 channel (cancel and snapshot requests, so Stop and re-attach work from any process). Cancel closes
@@ -21,7 +22,8 @@ from typing import Any
 from channels.layers import BaseChannelLayer, get_channel_layer
 from django.conf import settings
 
-from gateway_client import GatewayClient
+from gateway_client import EventStream, GatewayClient
+from gateway_client.accumulator import Completion
 from gateway_client.errors import (
     ConnectError,
     GatewayError,
@@ -58,7 +60,7 @@ class Outcome:
     status: str
     error: dict[str, Any] | None = None
     retry_after: float | None = None
-    completion: Any = None
+    completion: Completion | None = None
     started: bool = False
 
 
@@ -93,7 +95,7 @@ class GenerationWorker:
         self.state = LiveState()
         self.timing = _Timing()
         self.request_id: str | None = None
-        self._stream: Any = None
+        self._stream: EventStream | None = None
         self._cancel = asyncio.Event()
         self._ticks = 0
 
@@ -136,7 +138,6 @@ class GenerationWorker:
             async with gw.stream_chat(model=job.model, messages=job.messages) as stream:
                 self._stream = stream
                 self.request_id = stream.request_id
-                self.state.generation_id = stream.generation_id or self.state.generation_id
                 async for event in stream:
                     if self.state.apply(event):
                         self.timing.first_token = time.monotonic()
@@ -179,7 +180,7 @@ class GenerationWorker:
                 self._ticks += 1
                 if self._ticks % flush_every == 0:
                     await persistence.flush_partial(
-                        self.job.generation_id, self.state, self._ttft()
+                        self.job.generation_id, self.state, self._upstream_id(), self._ttft()
                     )
             except asyncio.CancelledError:
                 raise
@@ -187,8 +188,6 @@ class GenerationWorker:
                 logger.exception("Generation %s: flush failed", self.job.generation_id)
 
     async def _send_delta(self) -> None:
-        if self._stream is not None and self.state.generation_id is None:
-            self.state.generation_id = self._stream.generation_id
         delta = self.state.take_delta()
         if delta is not None:
             await self.layer.group_send(
@@ -209,6 +208,9 @@ class GenerationWorker:
 
     # --- Finishing --------------------------------------------------------------------------------
 
+    def _upstream_id(self) -> str | None:
+        return self._stream.generation_id if self._stream is not None else None
+
     def _ttft(self) -> int | None:
         if self.timing.first_token is None:
             return None
@@ -216,7 +218,7 @@ class GenerationWorker:
 
     async def _finish(self, outcome: Outcome) -> dict[str, Any]:
         await self._send_delta()  # everything received reaches the browsers before `done`
-        if self._stream is not None:
+        if self._stream is not None:  # on cancel and crashes too: whatever arrived counts
             self.request_id = self.request_id or self._stream.request_id
             outcome.completion = outcome.completion or self._stream.completion
         final = await persistence.save_final(

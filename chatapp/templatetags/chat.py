@@ -7,9 +7,9 @@ from typing import Any
 from django import template
 from django.utils.safestring import SafeString, mark_safe
 
-from .. import presentation
+from .. import attachments, presentation
 from ..models import Generation
-from ..rendering import render_markdown, safe_url
+from ..rendering import citation, render_markdown, safe_url
 
 register = template.Library()
 
@@ -32,20 +32,30 @@ def meta_items(generation: Generation) -> list[str]:
 @register.filter
 def citation_url(annotation: dict[str, Any]) -> str | None:
     """The http(s) URL of a citation in any of the shapes gateways send, else None."""
-    nested = annotation.get("url_citation")
-    url = nested.get("url") if isinstance(nested, dict) else annotation.get("url")
-    return safe_url(url) if isinstance(url, str) else None
+    return citation(annotation)[0]
 
 
 @register.filter
 def citation_title(annotation: dict[str, Any]) -> str:
-    nested = annotation.get("url_citation")
-    source = nested if isinstance(nested, dict) else annotation
-    title = source.get("title") or source.get("url") or "source"
-    return str(title)
+    return citation(annotation)[1]
 
 
 @register.filter
 def image_src(attachment: dict[str, Any]) -> str | None:
     url = attachment.get("url")
     return safe_url(url, image=True) if isinstance(url, str) else None
+
+
+@register.filter
+def preview_src(attachment: dict[str, Any]) -> str | None:
+    return attachments.preview_url(attachment)
+
+
+@register.filter
+def playable(attachment: dict[str, Any]) -> bool:
+    return attachments.playable_type(attachment) is not None
+
+
+@register.filter
+def download_name(attachment: dict[str, Any]) -> str:
+    return attachments.safe_filename(attachment.get("filename"), "file")

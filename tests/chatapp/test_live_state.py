@@ -1,4 +1,4 @@
-"""The pure fold behind deltas and snapshots."""
+"""The pure fold behind deltas and snapshots: only what was shown, split at the last delta."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ from hypothesis import strategies as st
 
 from chatapp.live_state import LiveState
 from gateway_client.events import (
+    Annotation,
+    Artifact,
+    AudioOutput,
     Finish,
     ImageOutput,
     Meta,
@@ -14,6 +17,7 @@ from gateway_client.events import (
     ReasoningDetail,
     TextDelta,
     ToolCallDelta,
+    Usage,
 )
 
 events = st.lists(
@@ -74,13 +78,14 @@ def test_a_snapshot_plus_later_deltas_is_everything(items: list, cut: int) -> No
 def test_nothing_pending_means_no_delta() -> None:
     state = LiveState()
     assert state.take_delta() is None
+    # Not shown: these are the stream's Completion's to keep.
     state.apply(Meta(id="gen-1", model="m"))
     state.apply(ReasoningDetail({"type": "reasoning.encrypted", "data": "x"}))
+    state.apply(Usage({"cost": 1}, None))
     state.apply(Finish("stop"))
     assert state.take_delta() is None
     assert state.seq == 0
-    assert state.generation_id == "gen-1"
-    assert state.reasoning_details == [{"type": "reasoning.encrypted", "data": "x"}]
+    assert state.pending == []
 
 
 def test_first_visible_output_is_reported_once() -> None:
@@ -99,11 +104,32 @@ def test_many_tokens_coalesce_into_one_delta() -> None:
     assert delta == {"seq": 1, "content": "abc" * 100}
 
 
-def test_only_raster_images_are_kept() -> None:
+def test_only_raster_images_are_announced() -> None:
     state = LiveState()
-    state.apply(ImageOutput(0, url="data:image/svg+xml;base64,PHN2Zz4="))
-    state.apply(ImageOutput(1, url="javascript:alert(1)"))
-    state.apply(ImageOutput(2, b64="iVBO", media_type="image/png", partial=True))
-    state.apply(ImageOutput(3, b64="iVBO", media_type="image/png"))
-    state.take_delta()
-    assert state.attachments() == [{"kind": "image", "url": "data:image/png;base64,iVBO"}]
+    assert not state.apply(ImageOutput(0, url="data:image/svg+xml;base64,PHN2Zz4="))
+    assert not state.apply(ImageOutput(1, url="javascript:alert(1)"))
+    assert not state.apply(ImageOutput(2, b64="iVBO", media_type="image/png", partial=True))
+    assert state.take_delta() is None
+    assert state.apply(ImageOutput(3, b64="iVBO", media_type="image/png"))
+    assert state.take_delta() == {"seq": 1, "attachments": ["image"]}
+
+
+def test_citations_and_media_reach_browsers_without_their_payloads() -> None:
+    state = LiveState()
+    raw = {"type": "url_citation", "url_citation": {"url": "https://e.example/", "title": "E"}}
+    state.apply(Annotation("url_citation", "https://e.example/", "E", raw))
+    state.apply(Artifact("file", "a.csv", "text/csv", "YSxi"))
+    for _ in range(3):
+        state.apply(AudioOutput("UklGRg==", "hello ", "wav"))
+    delta = state.take_delta()
+    assert delta == {
+        "seq": 1,
+        "annotations": [{"url": "https://e.example/", "title": "E"}],
+        "attachments": ["file", "audio"],
+    }
+    state.apply(AudioOutput("UklGRg==", "again", "wav"))
+    assert state.take_delta() is None, "audio is announced once"
+    snapshot = state.snapshot()
+    assert snapshot["attachments"] == ["file", "audio"]
+    assert snapshot["annotations"] == delta["annotations"]
+    assert "UklGRg" not in str(snapshot)

@@ -1,0 +1,138 @@
+"""An answer's media as kept on its `Message`, and the rules that make them safe to show.
+
+Built once, from the stream's `Completion`, when the answer ends. Images are kept only when a page
+can show them without risk: raster `data:` URLs or https (an SVG can carry script). Audio is joined
+into one clip and served from our own origin by the attachment view, in a format a player takes
+(raw `pcm16` is wrapped as WAV); files are kept as they came and only ever served as downloads.
+Nothing here knows Django.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import unicodedata
+import wave
+from typing import Any
+
+from gateway_client.accumulator import Completion
+from gateway_client.events import Artifact, AudioOutput, ImageOutput
+
+from .rendering import safe_url
+
+SAFE_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+# format -> (media type, file extension); what <audio> plays in every current browser.
+AUDIO_FORMATS = {
+    "wav": ("audio/wav", "wav"),
+    "mp3": ("audio/mpeg", "mp3"),
+    "flac": ("audio/flac", "flac"),
+    "opus": ("audio/ogg", "ogg"),
+    "ogg": ("audio/ogg", "ogg"),
+    "aac": ("audio/aac", "aac"),
+}
+PLAYABLE_AUDIO_TYPES = frozenset(media_type for media_type, _ in AUDIO_FORMATS.values())
+PCM16_RATE = 24_000  # OpenAI-style `pcm16`: 16-bit little-endian mono at 24 kHz
+MAX_FILENAME = 120
+
+
+def image_attachment(event: ImageOutput) -> dict[str, Any] | None:
+    """A displayable image, or None for previews and anything that is not a raster image."""
+    if event.partial:
+        return None
+    if event.url:
+        url = event.url.strip()
+        if url.startswith("data:"):
+            media_type = url[5:].split(";", 1)[0].split(",", 1)[0].lower()
+            if media_type not in SAFE_IMAGE_TYPES or safe_url(url, image=True) is None:
+                return None
+        elif not url.startswith("https://"):
+            return None
+        return {"kind": "image", "url": url}
+    if event.b64 and (event.media_type or "").lower() in SAFE_IMAGE_TYPES:
+        url = f"data:{event.media_type};base64,{event.b64}"
+        return {"kind": "image", "url": url} if safe_url(url, image=True) else None
+    return None
+
+
+def audio_attachment(audio: AudioOutput) -> dict[str, Any]:
+    fmt = (audio.format or "").lower()
+    data = audio.data
+    if fmt == "pcm16" and data:
+        data = base64.b64encode(_wav(base64.b64decode(data))).decode("ascii")
+        fmt = "wav"
+    media_type, extension = AUDIO_FORMATS.get(fmt, ("application/octet-stream", "bin"))
+    return {
+        "kind": "audio",
+        "media_type": media_type,
+        "filename": f"answer.{extension}",
+        "data": data,
+        "transcript": audio.transcript,
+    }
+
+
+def file_attachment(artifact: Artifact) -> dict[str, Any]:
+    return {
+        "kind": "file",
+        "artifact_type": artifact.type,
+        "filename": artifact.filename,
+        "media_type": artifact.media_type,
+        "data": artifact.data,
+    }
+
+
+def from_completion(completion: Completion | None) -> list[dict[str, Any]]:
+    """What to persist of an answer's images, files and audio, in that order."""
+    if completion is None:
+        return []
+    items = [a for a in map(image_attachment, completion.images) if a is not None]
+    items += [file_attachment(artifact) for artifact in completion.artifacts]
+    if completion.audio is not None:
+        items.append(audio_attachment(completion.audio))
+    return items
+
+
+def decoded(item: dict[str, Any]) -> bytes | None:
+    """The bytes of a stored attachment, or None if it has none (images keep a URL instead)."""
+    data = item.get("data")
+    if not isinstance(data, str):
+        return None
+    try:
+        return base64.b64decode(data, validate=False)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def playable_type(item: dict[str, Any]) -> str | None:
+    """The media type to serve an audio attachment with, if a player can take it."""
+    media_type = item.get("media_type")
+    if item.get("kind") == "audio" and item.get("data") and media_type in PLAYABLE_AUDIO_TYPES:
+        return str(media_type)
+    return None
+
+
+def preview_url(item: dict[str, Any]) -> str | None:
+    """A `data:` URL to show an image file inline next to its download link, if it is raster."""
+    media_type = str(item.get("media_type") or "").lower()
+    data = item.get("data")
+    if item.get("kind") != "file" or media_type not in SAFE_IMAGE_TYPES or not data:
+        return None
+    return safe_url(f"data:{media_type};base64,{data}", image=True)
+
+
+def safe_filename(name: object, fallback: str) -> str:
+    """A download name with no path, no control or bidi characters, no leading dot."""
+    text = str(name or "").replace("\\", "/").rsplit("/", 1)[-1]
+    text = "".join(ch for ch in text if unicodedata.category(ch)[0] != "C")
+    text = text.strip().lstrip(".").strip()[:MAX_FILENAME]
+    return text or fallback
+
+
+def _wav(pcm: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(PCM16_RATE)
+        out.writeframes(pcm[: len(pcm) // 2 * 2])
+    return buffer.getvalue()
