@@ -29,7 +29,10 @@ __all__ = [
 SCENARIOS: dict[str, str] = {
     "chat": "A markdown answer (heading, list, code, table) about the last user message.",
     "reasoning": "Visible reasoning in the gateway's field, then the answer.",
-    "tools": "Calls the first tool with arguments from its schema; answers from a tool result.",
+    "tools": (
+        "Calls the first tool with arguments from its schema (with no tools in the request, a demo"
+        " get_weather(city, unit)); answers from a tool result."
+    ),
     "citations": "An answer with url_citation annotations.",
     "image": "An answer with a small PNG in delta.images.",
     "error-before": "The gateway's error response before the stream starts.",

@@ -5,10 +5,14 @@ a reasoning or content token, a tool-call opening or argument fragment, citation
 finish reason, and how the stream ends (normally, or by one of the failure modes). The
 `max_tokens` budget is applied here, so truncation yields `finish_reason: "length"` everywhere.
 Dialects decide how a piece looks on the wire; the streaming engine decides when it is sent.
+
+`tools` calls the request's first tool; a request without tools (a plain chat client) gets a call
+to `DEMO_TOOL`, `get_weather`, so a tool call can be seen without writing a tool loop.
 """
 
 from __future__ import annotations
 
+import re
 import secrets
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -36,8 +40,26 @@ PieceKind = Literal[
 Failure = Literal["error-before", "error-midstream", "stall", "drop"]
 
 _FAILURES: frozenset[str] = frozenset({"error-before", "error-midstream", "stall", "drop"})
+_WORD = re.compile(r"[^\W\d_]{3,}")
 _LENGTH_DEFAULT_BUDGET = 48
 _FAIL_AFTER_TOKENS = 8
+
+DEMO_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather for a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+            },
+            "required": ["city"],
+        },
+    },
+}
+"""What `tools` calls when the request offers no tools."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,13 +141,25 @@ def _fragments(text: str, size: int = 8) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
 
+def _place(prompt: str) -> str:
+    """The last capitalised word of `prompt` but the first (a city, usually), else Lisbon."""
+    words = _WORD.findall(prompt)[1:]
+    return next((w for w in reversed(words) if w[0].isupper()), "Lisbon")
+
+
 def _tool_pieces(request: ChatRequest) -> list[Piece]:
-    tool = request.tools[0]
+    if request.tools:
+        tool = request.tools[0]
+        arguments = tool_arguments(tool, request.last_user)
+    else:
+        tool = DEMO_TOOL
+        place = _place(request.last_user)
+        arguments = orjson.dumps({"city": place, "unit": "celsius"}).decode()
     function = tool.get("function") if isinstance(tool.get("function"), dict) else tool
     name = str(function.get("name", "tool")) if isinstance(function, dict) else "tool"
     call_id = "call_" + secrets.token_hex(12)
     pieces = [Piece("tool_open", tokens=1, index=0, data={"id": call_id, "name": name})]
-    for fragment in _fragments(tool_arguments(tool, request.last_user)):
+    for fragment in _fragments(arguments):
         pieces.append(Piece("tool_args", fragment, estimate_tokens(fragment), index=0))
     return pieces
 
@@ -185,11 +219,8 @@ def _answer_pieces(
             result = request.tool_result
             text = f"The tool returned:\n\n> {result}\n\nSo, in short: {result}"
             return _tokens("content", text)
-        case "tools" if request.tools:
-            return _tool_pieces(request)
         case "tools":
-            text = "No tools were provided, so I answer directly.\n\n" + markdown_answer(prompt)
-            return _tokens("content", text)
+            return _tool_pieces(request)
         case "citations":
             return _citation_pieces(request)
         case "image":

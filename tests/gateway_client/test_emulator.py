@@ -348,6 +348,27 @@ async def test_tool_call_then_tool_result(emulator_url: str, dialect: str) -> No
     assert answer.done
 
 
+@pytest.mark.parametrize("dialect", DIALECTS)
+async def test_tools_without_request_tools_calls_the_demo_weather_tool(
+    emulator_url: str, dialect: str
+) -> None:
+    body = chat_body("tools", messages=[{"role": "user", "content": "Weather in Oslo today?"}])
+    result = await stream(emulator_url, dialect, body)
+    calls = [
+        call
+        for c in result.chunks
+        if c["choices"]
+        for call in c["choices"][0]["delta"].get("tool_calls", [])
+    ]
+    assert calls[0]["function"]["name"] == "get_weather"
+    assert len(calls) > 2, "the arguments stream in fragments"
+    arguments = json.loads("".join(c["function"].get("arguments", "") for c in calls))
+    assert arguments == {"city": "Oslo", "unit": "celsius"}
+    assert result.finish_reasons == ["tool_calls"]
+    assert result.content == ""
+    assert result.done
+
+
 @pytest.mark.parametrize("dialect", ["numes", "osmexo", "nodul"])
 async def test_citations(emulator_url: str, dialect: str) -> None:
     result = await stream(emulator_url, dialect, chat_body("citations"))
