@@ -104,8 +104,12 @@ function applyFields(st, msg) {
 function applyParts(st, msg) {
   if (msg.content) appendText(part(st, ".content"), msg.content);
   if (msg.reasoning) {
+    // The pane is open while streaming (unless the user closed it); keep its end in view.
     part(st, ".reasoning-pane").hidden = false;
-    appendText(part(st, ".reasoning"), msg.reasoning);
+    const box = part(st, ".reasoning");
+    const atEnd = box.scrollHeight - box.scrollTop - box.clientHeight < 24;
+    appendText(box, msg.reasoning);
+    if (atEnd) box.scrollTop = box.scrollHeight;
   }
   for (const call of msg.tool_calls || []) {
     const el = toolCallEl(st, call.index);

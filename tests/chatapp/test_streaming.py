@@ -110,11 +110,19 @@ async def test_a_stalled_stream_fails_with_the_partial_kept(alice: Any) -> None:
 
 
 async def test_tool_calls_stream_into_their_own_field(alice: Any) -> None:
+    # The app offers no tools, so the emulator calls its demo `get_weather`.
     generation, listener = await run_turn(alice, "weather in Lisbon", "emulator/tools")
-    # No tools are offered by the app, so the emulator answers directly.
     assert generation.status == "completed"
-    assert generation.message.content
-    assert listener.deltas()
+    assert generation.finish_reason == "tool_calls"
+    assert generation.message.content == ""
+    (call,) = generation.message.tool_calls
+    assert call["name"] == "get_weather"
+    assert call["id"].startswith("call_")
+    assert orjson.loads(call["arguments"]) == {"city": "Lisbon", "unit": "celsius"}
+    fragments = [c for d in listener.deltas() for c in d.get("tool_calls", [])]
+    assert fragments[0]["name"] == "get_weather"
+    assert "".join(f["arguments"] for f in fragments) == call["arguments"]
+    assert not any("content" in d for d in listener.deltas())
 
 
 async def test_citations_are_kept(alice: Any) -> None:

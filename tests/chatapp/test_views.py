@@ -266,3 +266,28 @@ async def test_admin_lists_generations_with_their_cost(alice: Any) -> None:
     html = (await client.get(reverse("admin:chatapp_generation_changelist"))).content.decode()
     assert "emulator/echo" in html
     assert "usage chunk" in html
+
+
+async def test_thinking_is_open_while_streaming_then_collapsed(alice: Any) -> None:
+    client = await logged_in(alice)
+    turn = await start_turn(alice, "Why is the sky blue?", "emulator/reasoning")
+    url = reverse("chat:message", args=[turn.assistant.pk])
+    running = (await client.get(url)).content.decode()
+    assert '<details class="pane reasoning-pane" open hidden>' in running
+    await asyncio.wait_for(streaming.start(turn.job), 30)
+    done = (await client.get(url)).content.decode()
+    assert '<details class="pane reasoning-pane">' in done
+    assert "The user asks about" in done
+
+
+async def test_tool_calls_have_their_own_pane(alice: Any) -> None:
+    client = await logged_in(alice)
+    turn = await start_turn(alice, "Weather in Oslo?", "emulator/tools")
+    await asyncio.wait_for(streaming.start(turn.job), 30)
+    html = (await client.get(reverse("chat:message", args=[turn.assistant.pk]))).content.decode()
+    pane = html[html.index('<section class="pane tool-calls-pane"') :]
+    pane = pane[: pane.index("</section>")]
+    assert "hidden" not in pane.split(">", 1)[0]
+    assert '<code class="tool-name">get_weather</code>' in pane
+    assert "{&quot;city&quot;:&quot;Oslo&quot;,&quot;unit&quot;:&quot;celsius&quot;}" in pane
+    assert "this app runs no tools" in pane
