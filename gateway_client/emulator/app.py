@@ -183,6 +183,7 @@ class EmulatorApp:
                     options,
                     reasoning=dialect.reasoning_field is not None and not text_completion,
                     hosted_tools=dialect.hosted_tools,
+                    media_output=dialect.media_output,
                 )
                 gen = Generation(channel, dialect, self.records, options, request, script, route)
                 channel.watch()

@@ -8,6 +8,7 @@ a response that breaks off mid-body.
 
 from __future__ import annotations
 
+import base64
 import time
 from typing import Any
 
@@ -60,6 +61,16 @@ def completion_body(gen: Generation) -> dict[str, Any]:
             message.setdefault("images", []).extend(
                 {"type": "image_url", "image_url": {"url": image["url"]}} for image in piece.data
             )
+        elif piece.kind == "artifacts" and dialect.media_output:
+            message.setdefault("artifacts", []).extend(piece.data)
+    audio = [p for p in pieces if p.kind == "audio"]
+    if audio and dialect.media_output:
+        message["audio"] = {
+            "data": base64.b64encode(b"".join(p.data for p in audio)).decode("ascii"),
+            "transcript": "".join(p.text for p in audio),
+            "format": "wav",
+        }
+        message["content"] = content or None
     if calls:
         message["tool_calls"] = [calls[i] for i in sorted(calls)]
         message["content"] = content or None

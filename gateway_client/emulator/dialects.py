@@ -23,6 +23,7 @@ class Numes(Dialect):
     name = "numes"
     base = "/numes/api/v1"
     title = "Numes"
+    media_output = True
     early_commit = False
     prices = (2e-7, 8e-7)
     tool_open_arguments = False

@@ -8,6 +8,7 @@ holds the four concrete gateways.
 
 from __future__ import annotations
 
+import base64
 import secrets
 import string
 from dataclasses import dataclass
@@ -52,6 +53,9 @@ class Dialect:
     reasoning_field: ClassVar[str | None] = "reasoning"
     hosted_tools: ClassVar[bool] = True
     """Citations and image output; a small model answers with text instead."""
+    media_output: ClassVar[bool] = False
+    """Chat audio output (`delta.audio`) and hosted-tool files (`delta.artifacts`); only Numes
+    documents them, the others answer those scenarios with text."""
     role_chunk: ClassVar[bool] = False
     """A separate `{"role":"assistant","content":""}` chunk opens the stream."""
     role_chunk_at_open: ClassVar[bool] = False
@@ -134,6 +138,11 @@ class Dialect:
                     for i, image in enumerate(piece.data)
                 ]
                 return {"images": images}
+            case "audio":
+                data = base64.b64encode(piece.data).decode("ascii")
+                return {"audio": {"data": data, "transcript": piece.text, "format": "wav"}}
+            case "artifacts":
+                return {"artifacts": piece.data}
         return None
 
     def message_reasoning(self, text: str, seed: str) -> dict[str, Any]:

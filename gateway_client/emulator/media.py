@@ -8,6 +8,7 @@ per word of the input, so their length depends on the text and a player can actu
 from __future__ import annotations
 
 import base64
+import csv
 import hashlib
 import io
 import math
@@ -15,7 +16,7 @@ import struct
 import wave
 import zlib
 
-__all__ = ["png_b64", "png_bytes", "png_data_url", "wav_bytes"]
+__all__ = ["csv_bytes", "png_b64", "png_bytes", "png_data_url", "wav_bytes"]
 
 SAMPLE_RATE = 8000
 _TONE_S = 0.12
@@ -84,3 +85,10 @@ def wav_bytes(text: str) -> bytes:
         out.setframerate(SAMPLE_RATE)
         out.writeframes(bytes(frames))
     return buffer.getvalue()
+
+
+def csv_bytes(rows: list[list[str]]) -> bytes:
+    """UTF-8 CSV with CRLF line ends (RFC 4180)."""
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\r\n").writerows(rows)
+    return buffer.getvalue().encode()

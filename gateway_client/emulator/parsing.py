@@ -35,6 +35,14 @@ SCENARIOS: dict[str, str] = {
     ),
     "citations": "An answer with url_citation annotations.",
     "image": "An answer with a small PNG in delta.images.",
+    "audio": (
+        "Numes: a spoken answer in delta.audio pieces (base64 of a real WAV, transcript"
+        " fragments, format wav); the other gateways answer with text."
+    ),
+    "files": (
+        "Numes: a short answer with a CSV and a PNG in delta.artifacts (filename, media_type,"
+        " base64 data); the other gateways answer with text."
+    ),
     "error-before": "The gateway's error response before the stream starts.",
     "error-midstream": "A few tokens, then the gateway's in-band error.",
     "stall": "A few tokens, then silence with the connection open (tiny-3b: upstream_stall).",

@@ -12,6 +12,7 @@ to `DEMO_TOOL`, `get_weather`, so a tool call can be seen without writing a tool
 
 from __future__ import annotations
 
+import base64
 import re
 import secrets
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from typing import Any, Literal
 
 import orjson
 
-from .media import png_data_url
+from .media import csv_bytes, png_b64, png_data_url, wav_bytes
 from .options import Options
 from .parsing import ChatRequest
 from .text import (
@@ -35,7 +36,15 @@ from .text import (
 __all__ = ["Failure", "Piece", "Script", "build_script"]
 
 PieceKind = Literal[
-    "reasoning", "reasoning_end", "content", "tool_open", "tool_args", "annotations", "images"
+    "reasoning",
+    "reasoning_end",
+    "content",
+    "tool_open",
+    "tool_args",
+    "annotations",
+    "images",
+    "audio",
+    "artifacts",
 ]
 Failure = Literal["error-before", "error-midstream", "stall", "drop"]
 
@@ -195,14 +204,56 @@ def _citation_pieces(request: ChatRequest) -> list[Piece]:
     return [*_tokens("content", text), Piece("annotations", data=annotations)]
 
 
+def _audio_pieces(request: ChatRequest) -> list[Piece]:
+    """A spoken answer: each piece a transcript fragment and the next slice of one real WAV."""
+    first = keywords(request.last_user)[0]
+    words = split_tokens(f"Here is a short spoken answer about {first}, one beep per word.")
+    clip = wav_bytes("".join(words))
+    size = -(-len(clip) // len(words))
+    return [
+        Piece("audio", word, 1, data=clip[i * size : (i + 1) * size])
+        for i, word in enumerate(words)
+    ]
+
+
+def _file_pieces(request: ChatRequest) -> list[Piece]:
+    first, second, third, fourth = keywords(request.last_user)
+    rows = [["word", "letters", "reversed"]]
+    rows += [[w, str(len(w)), w[::-1]] for w in (first, second, third, fourth)]
+    name = first.lower()
+    files = [
+        {
+            "type": "file",
+            "filename": f"{name}.csv",
+            "media_type": "text/csv",
+            "data": base64.b64encode(csv_bytes(rows)).decode("ascii"),
+        },
+        {
+            "type": "image",
+            "filename": f"{name}.png",
+            "media_type": "image/png",
+            "data": png_b64(request.last_user),
+        },
+    ]
+    intro = _tokens("content", f"I made two files about **{first}**: a table and a picture.")
+    return [*intro, Piece("artifacts", data=files), *_tokens("content", "\n\nBoth are attached.")]
+
+
 def _answer_pieces(
-    request: ChatRequest, options: Options, *, reasoning: bool, hosted_tools: bool
+    request: ChatRequest,
+    options: Options,
+    *,
+    reasoning: bool,
+    hosted_tools: bool,
+    media_output: bool,
 ) -> list[Piece]:
     prompt = request.last_user
     scenario = request.scenario
     if request.text_completion and scenario == "tools":
         scenario = "chat"
     if (request.text_completion or not hosted_tools) and scenario in ("citations", "image"):
+        scenario = "chat"
+    if (request.text_completion or not media_output) and scenario in ("audio", "files"):
         scenario = "chat"
     match scenario:
         case "reasoning" if reasoning:
@@ -229,6 +280,10 @@ def _answer_pieces(
             intro = _tokens("content", f"Here is a picture of **{first}**:")
             image = Piece("images", data=[{"url": url}])
             return [*intro, image, *_tokens("content", "\n\nMade with a few pixels.")]
+        case "audio":
+            return _audio_pieces(request)
+        case "files":
+            return _file_pieces(request)
     return _tokens("content", markdown_answer(prompt))
 
 
@@ -244,12 +299,24 @@ def _apply_budget(pieces: list[Piece], budget: int | None) -> tuple[list[Piece],
 
 
 def build_script(
-    request: ChatRequest, options: Options, *, reasoning: bool, hosted_tools: bool = True
+    request: ChatRequest,
+    options: Options,
+    *,
+    reasoning: bool,
+    hosted_tools: bool = True,
+    media_output: bool = False,
 ) -> Script:
     """The script for `request`. `reasoning`: the dialect streams reasoning; `hosted_tools`: it
-    can return citations and images (otherwise those scenarios answer with plain text)."""
+    can return citations and images; `media_output`: audio and files (otherwise those scenarios
+    answer with plain text)."""
     scenario = request.scenario
-    pieces = _answer_pieces(request, options, reasoning=reasoning, hosted_tools=hosted_tools)
+    pieces = _answer_pieces(
+        request,
+        options,
+        reasoning=reasoning,
+        hosted_tools=hosted_tools,
+        media_output=media_output,
+    )
     budget = request.max_tokens
     if scenario == "length" and budget is None:
         budget = _LENGTH_DEFAULT_BUDGET

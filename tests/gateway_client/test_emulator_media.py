@@ -1,18 +1,29 @@
-"""Numes' image stream (`image_generation.*` events, or JSON) and speech (a real WAV, streamed in
-several body chunks, ending early on failure with the outcome in the generation record)."""
+"""Numes' image stream (`image_generation.*` events, or JSON), speech (a real WAV, streamed in
+several body chunks, ending early on failure with the outcome in the generation record), and chat
+media: audio output in `delta.audio` pieces and hosted-tool files in `delta.artifacts`."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import csv
 import io
 import wave
+from typing import Any
 
 import httpx
 import pytest
 
 from gateway_client.emulator import Registry
-from tests.gateway_client.test_emulator import AUTH, http, png_size, stream
+from tests.gateway_client.test_emulator import (
+    AUTH,
+    BASES,
+    DIALECTS,
+    chat_body,
+    http,
+    png_size,
+    stream,
+)
 
 
 def registry(url: str) -> Registry:
@@ -133,3 +144,72 @@ async def test_speech_failure_ends_the_body_early(emulator_url: str) -> None:
                 break
             await asyncio.sleep(0.02)
     assert outcomes[-1] == "error"
+
+
+def deltas(chunks: list[dict[str, Any]], key: str) -> list[Any]:
+    return [c["choices"][0]["delta"][key] for c in chunks if key in c["choices"][0]["delta"]]
+
+
+async def test_chat_audio_arrives_in_pieces_of_one_real_wav(emulator_url: str) -> None:
+    result = await stream(emulator_url, "numes", chat_body("audio"))
+    assert result.done
+    pieces = deltas([c for c in result.chunks if c["choices"]], "audio")
+    assert len(pieces) > 5
+    assert {p["format"] for p in pieces} == {"wav"}
+    # Each piece is base64 on its own; joined, they are one playable clip.
+    clip = b"".join(base64.b64decode(p["data"], validate=True) for p in pieces)
+    with wave.open(io.BytesIO(clip)) as wav:
+        frames = wav.getnframes()
+        assert frames / wav.getframerate() > 0.5
+        assert len(wav.readframes(frames)) == frames * 2
+    transcript = "".join(p["transcript"] for p in pieces)
+    assert transcript.startswith("Here is a short spoken answer about Lisbon")
+    assert result.content == ""
+    assert result.finish_reasons == ["stop"]
+    assert result.chunks[-1]["usage"]["completion_tokens"] == len(pieces)
+
+
+async def test_chat_files_are_artifacts_with_base64_data(emulator_url: str) -> None:
+    result = await stream(emulator_url, "numes", chat_body("files"))
+    (artifacts,) = deltas([c for c in result.chunks if c["choices"]], "artifacts")
+    table, picture = artifacts
+    assert {k: table[k] for k in ("type", "filename", "media_type")} == {
+        "type": "file",
+        "filename": "lisbon.csv",
+        "media_type": "text/csv",
+    }
+    rows = list(csv.reader(io.StringIO(base64.b64decode(table["data"]).decode())))
+    assert rows[0] == ["word", "letters", "reversed"]
+    assert rows[1] == ["Lisbon", "6", "nobsiL"]
+    assert picture["type"] == "image"
+    assert picture["filename"] == "lisbon.png"
+    assert picture["media_type"] == "image/png"
+    assert png_size(base64.b64decode(picture["data"])) == (32, 32)
+    assert "Lisbon" in result.content
+    assert result.done
+
+
+@pytest.mark.parametrize("dialect", [d for d in DIALECTS if d != "numes"])
+@pytest.mark.parametrize("scenario", ["audio", "files"])
+async def test_other_gateways_answer_media_scenarios_with_text(
+    emulator_url: str, dialect: str, scenario: str
+) -> None:
+    result = await stream(emulator_url, dialect, chat_body(scenario))
+    assert result.content.startswith("## About")
+    for chunk in result.chunks:
+        for choice in chunk["choices"]:
+            assert not {"audio", "artifacts"} & set(choice.get("delta", {}))
+
+
+async def test_non_stream_chat_media(emulator_url: str) -> None:
+    async with http(headers=AUTH) as client:
+        url = f"{emulator_url}{BASES['numes']}/chat/completions"
+        spoken = (await client.post(url, json=chat_body("audio", stream=False))).json()
+        filed = (await client.post(url, json=chat_body("files", stream=False))).json()
+    message = spoken["choices"][0]["message"]
+    assert message["content"] is None
+    assert message["audio"]["format"] == "wav"
+    assert message["audio"]["transcript"].startswith("Here is a short spoken answer")
+    assert base64.b64decode(message["audio"]["data"])[:4] == b"RIFF"
+    artifacts = filed["choices"][0]["message"]["artifacts"]
+    assert [a["filename"] for a in artifacts] == ["lisbon.csv", "lisbon.png"]
