@@ -8,8 +8,6 @@ the event loop.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -19,10 +17,11 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
+from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
-from . import protocol, streaming, sweep
+from . import attachments, protocol, streaming, sweep
 from .gateway import list_models
 from .models import Conversation, Generation, Message
 from .turns import TurnError, create_retry, create_turn
@@ -186,15 +185,20 @@ async def delete(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def attachment(request: HttpRequest, pk: int, index: int) -> HttpResponse:
-    """A file the gateway sent, as a download: never rendered inline on our origin."""
+    """A file or audio clip the gateway sent, from our origin and never rendered as a page here:
+    audio in a playable type for the page's player, anything else as bytes; always a download,
+    with nosniff and a sandboxing CSP in case a browser is talked into showing it anyway."""
     message = get_object_or_404(Message, pk=pk, conversation__user=request.user)
-    try:
-        item = message.attachments[index]
-        data = base64.b64decode(item["data"], validate=False)
-    except (IndexError, KeyError, TypeError, binascii.Error, ValueError):
-        raise Http404("No such attachment.") from None
-    filename = str(item.get("filename") or f"attachment-{index}").replace('"', "")
-    response = HttpResponse(data, content_type="application/octet-stream")
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    items = message.attachments if isinstance(message.attachments, list) else []
+    item = items[index] if index < len(items) and isinstance(items[index], dict) else {}
+    data = attachments.decoded(item)
+    if data is None:
+        raise Http404("No such attachment.")
+    media_type = attachments.playable_type(item) or "application/octet-stream"
+    filename = attachments.safe_filename(item.get("filename"), f"attachment-{index}")
+    response = HttpResponse(data, content_type=media_type)
+    response["Content-Disposition"] = content_disposition_header(True, filename)
     response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    response["Cache-Control"] = "private"
     return response

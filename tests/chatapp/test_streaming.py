@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 from typing import Any
 
@@ -225,3 +226,26 @@ async def test_partial_text_is_flushed_while_streaming(alice: Any, settings: Any
     final = await Message.objects.aget(pk=turn.assistant.pk)
     assert final.content.startswith(flushed)
     assert len(final.content) > len(flushed)
+
+
+async def test_audio_pieces_are_kept_as_one_clip(alice: Any) -> None:
+    generation, listener = await run_turn(alice, "otters", "emulator/audio")
+    assert generation.status == "completed"
+    (audio,) = generation.message.attachments
+    assert audio["kind"] == "audio"
+    assert audio["media_type"] == "audio/wav"
+    assert base64.b64decode(audio["data"])[:4] == b"RIFF"
+    assert audio["transcript"].startswith("Here is a short spoken answer about otters")
+    notes = [kind for d in listener.deltas() for kind in d.get("attachments", [])]
+    assert notes == ["audio"], "browsers hear of the clip once, without its bytes"
+
+
+async def test_files_are_kept_for_download(alice: Any) -> None:
+    generation, listener = await run_turn(alice, "otters", "emulator/files")
+    table, picture = generation.message.attachments
+    assert table["kind"] == picture["kind"] == "file"
+    assert table["filename"] == "otters.csv"
+    assert base64.b64decode(table["data"]).startswith(b"word,letters,reversed")
+    assert picture["media_type"] == "image/png"
+    notes = [kind for d in listener.deltas() for kind in d.get("attachments", [])]
+    assert notes == ["file", "file"]

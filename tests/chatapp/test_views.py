@@ -291,3 +291,87 @@ async def test_tool_calls_have_their_own_pane(alice: Any) -> None:
     assert '<code class="tool-name">get_weather</code>' in pane
     assert "{&quot;city&quot;:&quot;Oslo&quot;,&quot;unit&quot;:&quot;celsius&quot;}" in pane
     assert "this app runs no tools" in pane
+
+
+async def finished_with(user: Any, **fields: Any) -> Message:
+    """A completed answer carrying `fields` as a gateway might have sent them."""
+    turn = await start_turn(user, "media", "emulator/echo")
+    await Generation.objects.filter(pk=turn.generation.pk).aupdate(status="completed")
+    await Message.objects.filter(pk=turn.assistant.pk).aupdate(**fields)
+    return turn.assistant
+
+
+async def test_media_are_shown_safely(alice: Any) -> None:
+    message = await finished_with(
+        alice,
+        attachments=[
+            {"kind": "image", "url": "data:image/png;base64,iVBORw0KGgo="},
+            {"kind": "image", "url": "data:image/svg+xml;base64,PHN2Zz4="},
+            {"kind": "image", "url": "http://plain.example/a.png"},
+            {"kind": "image", "url": "javascript:alert(1)"},
+            {"kind": "audio", "media_type": "audio/wav", "data": "UklGRg==", "transcript": "<b>"},
+            {"kind": "file", "filename": '"><img src=x onerror=alert(1)>.csv', "data": "YQ=="},
+            {"kind": "file", "filename": "p.png", "media_type": "image/png", "data": "iVBO"},
+            {"kind": "<script>", "data": ""},
+        ],
+        annotations=[
+            {"type": "url_citation", "url_citation": {"url": "https://ok.example/", "title": "OK"}},
+            {"type": "url_citation", "url_citation": {"url": "javascript:alert(1)", "title": "JS"}},
+            {"url": "data:text/html,<script>", "title": "<i>data</i>"},
+        ],
+    )
+    client = await logged_in(alice)
+    html = (await client.get(reverse("chat:message", args=[message.pk]))).content.decode()
+    audio_url = reverse("chat:attachment", args=[message.pk, 4])
+    assert html.count('<img class="image"') == 1
+    assert '<img class="image" src="data:image/png;base64,iVBORw0KGgo="' in html
+    assert "svg" not in html
+    assert "plain.example" not in html
+    assert "javascript:" not in html
+    assert f'<audio controls preload="metadata" src="{audio_url}"></audio>' in html
+    assert "<figcaption>&lt;b&gt;</figcaption>" in html
+    assert "<img src=x" not in html
+    assert "&quot;&gt;&lt;img src=x onerror=alert(1)&gt;.csv" in html
+    assert '<img class="preview" src="data:image/png;base64,iVBO" alt="p.png"' in html
+    assert "&lt;script&gt; received" in html
+    assert '<a href="https://ok.example/" rel="noopener nofollow" target="_blank">OK</a>' in html
+    assert "<li>JS</li>" in html
+    assert "<li>&lt;i&gt;data&lt;/i&gt;</li>" in html
+    assert "data:text/html" not in html
+
+
+async def test_attachments_are_downloads_never_pages(alice: Any) -> None:
+    message = await finished_with(
+        alice,
+        attachments=[
+            {"kind": "image", "url": "data:image/png;base64,iVBORw0KGgo="},
+            {
+                "kind": "file",
+                "filename": "../x\r\n.html",
+                "media_type": "text/html",
+                "data": "PGI+",
+            },
+            {"kind": "audio", "media_type": "audio/wav", "filename": "a.wav", "data": "UklGRg=="},
+            {"kind": "file", "filename": "résumé.csv", "data": "YQ=="},
+        ],
+    )
+    client = await logged_in(alice)
+
+    async def fetch(index: int) -> Any:
+        return await client.get(reverse("chat:attachment", args=[message.pk, index]))
+
+    page = await fetch(1)
+    assert page.status_code == 200
+    assert page.content == b"<b>"
+    assert page["Content-Type"] == "application/octet-stream"
+    assert page["Content-Disposition"] == 'attachment; filename="x.html"'
+    assert page["X-Content-Type-Options"] == "nosniff"
+    assert page["Content-Security-Policy"] == "default-src 'none'; sandbox"
+    audio = await fetch(2)
+    assert audio["Content-Type"] == "audio/wav"
+    assert audio.content == b"RIFF"
+    assert audio["Content-Disposition"] == 'attachment; filename="a.wav"'
+    accented = await fetch(3)
+    assert accented["Content-Disposition"] == "attachment; filename*=utf-8''r%C3%A9sum%C3%A9.csv"
+    assert (await fetch(0)).status_code == 404, "images are shown from their URL, not served"
+    assert (await fetch(9)).status_code == 404
