@@ -16,6 +16,7 @@ import asyncio
 import contextvars
 import logging
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +79,22 @@ def _error(exc: GatewayError) -> dict[str, Any]:
         "type": info.type or "",
         "message": info.message or str(exc),
     }
+
+
+async def _finish_despite_cancel(send: Awaitable[None]) -> None:
+    """Await `send` to its end even when the caller is cancelled meanwhile, then re-raise.
+
+    A delta taken from the `LiveState` exists nowhere else: a network layer's send (Redis) cut
+    short when the stream ends and cancels the ticker would lose it while `done` counts its seq.
+    """
+    task = asyncio.ensure_future(send)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])
+        if not task.cancelled() and task.exception() is not None:
+            logger.warning("A delta was lost: %r", task.exception())
+        raise
 
 
 class GenerationWorker:
@@ -190,9 +207,8 @@ class GenerationWorker:
     async def _send_delta(self) -> None:
         delta = self.state.take_delta()
         if delta is not None:
-            await self.layer.group_send(
-                self.group, protocol.group_message(protocol.delta(self.job.generation_id, delta))
-            )
+            message = protocol.group_message(protocol.delta(self.job.generation_id, delta))
+            await _finish_despite_cancel(self.layer.group_send(self.group, message))
 
     async def _listen(self) -> None:
         while True:
@@ -281,4 +297,7 @@ def start(job: Job, *, config: GatewayConfig | None = None) -> asyncio.Task[None
 
 
 async def new_owner_channel() -> str:
-    return await get_channel_layer().new_channel(prefix="generation.")
+    """A process-local channel, named like the consumers' ones on purpose: channels_redis reads
+    all of a process's channels that share a prefix through one Redis list, one reader at a time,
+    so a second prefix would let the worker's listener and the consumers starve each other."""
+    return await get_channel_layer().new_channel()
