@@ -128,7 +128,9 @@ if os.environ.get("REDIS_URL"):
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [os.environ["REDIS_URL"]]},
+            # redis-py 8 gives up reading after 5 s by default, as long as the layer's blocking
+            # pops wait: an idle socket or worker would fail. Longer, a dead server still shows.
+            "CONFIG": {"hosts": [{"address": os.environ["REDIS_URL"], "socket_timeout": 15}]},
         }
     }
 else:
