@@ -8,13 +8,13 @@ PORT ?= 8000
 PYTHON ?= $(shell for p in python3.12 python3.13 python3 /root/.pyenv/versions/3.12*/bin/python3.12 /root/.pyenv/versions/3.13*/bin/python3.13 /usr/bin/python3.12 /usr/bin/python3.13; do \
 	$$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 && { echo $$p; break; }; done)
 
-.PHONY: install run test lint format bench chromium clean
+.PHONY: install run test lint format bench test-packages chromium clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	@test -n "$(PYTHON)" || { echo "Python 3.12 or newer is required (none found)."; exit 1; }
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev,redis,postgres]'
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -25,11 +25,21 @@ run: install
 	$(BIN)/python manage.py collectstatic --noinput -v 0
 	$(BIN)/daphne -b 127.0.0.1 -p $(PORT) chatapp.asgi:application
 
-# Browser tests drive Debian's Chromium; install it once (needs root, as on CI).
-chromium:
-	@test -x /usr/bin/chromium || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
+# Debian packages the tests drive: Chromium (browser tests), and the Redis and PostgreSQL servers
+# (tests/multiprocess starts private instances of each). Only what is missing is installed, in
+# one apt-get run (needs root, as on CI); with everything present this is a few file checks.
+MISSING_PACKAGES = $(strip \
+	$(if $(wildcard /usr/bin/chromium),,chromium) \
+	$(if $(wildcard /usr/bin/redis-server),,redis-server) \
+	$(if $(wildcard /usr/lib/postgresql/*/bin/initdb),,postgresql))
 
-test: install chromium
+test-packages:
+	@test -z "$(MISSING_PACKAGES)" || { apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(MISSING_PACKAGES); }
+
+chromium: test-packages
+
+test: install test-packages
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
