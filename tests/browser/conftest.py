@@ -3,7 +3,7 @@
 The server runs in a subprocess exactly as `make run` starts it (migrate, then Daphne on the ASGI
 app), so these tests cover the whole pipeline: htmx forms, the websocket, the worker, the
 emulator over loopback. The emulator is slower than the unit tests' so that streaming, Stop and
-reload can be observed.
+reload can be observed. `send`, `content` and `wait_for_text` are the steps the tests share.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -169,3 +170,28 @@ def bob(browser: Any, server_url: str) -> Iterator[Any]:
     page = sign_in(browser, server_url, "bob")
     yield page
     page.context.close()
+
+
+def send(page: Any, text: str, model: str) -> Any:
+    """Send `text` with `model`; the new answer's element."""
+    before = page.locator("article.assistant").count()
+    page.get_by_label("Model").select_option(model)
+    page.get_by_label("Message").fill(text)
+    page.get_by_label("Message").press("Enter")
+    answer = page.locator("article.assistant").nth(before)
+    expect(answer).to_be_attached()
+    return answer
+
+
+def content(answer: Any) -> str:
+    return answer.locator(".content").inner_text()
+
+
+def wait_for_text(answer: Any, minimum: int = 1) -> str:
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        text = content(answer)
+        if len(text.strip()) >= minimum:
+            return text
+        time.sleep(0.05)
+    raise AssertionError("no text arrived")

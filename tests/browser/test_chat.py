@@ -9,36 +9,11 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import sign_in
+from .conftest import content, send, sign_in, wait_for_text
 
 pytestmark = [pytest.mark.browser]
 
 WORDS = " ".join(f"w{n:03d}" for n in range(1, 161))  # echoed back in ~4 s at 40 tokens/s
-
-
-def send(page: Any, text: str, model: str) -> Any:
-    """Send `text` with `model`; the new answer's element."""
-    before = page.locator("article.assistant").count()
-    page.get_by_label("Model").select_option(model)
-    page.get_by_label("Message").fill(text)
-    page.get_by_label("Message").press("Enter")
-    answer = page.locator("article.assistant").nth(before)
-    expect(answer).to_be_attached()
-    return answer
-
-
-def content(answer: Any) -> str:
-    return answer.locator(".content").inner_text()
-
-
-def wait_for_text(answer: Any, minimum: int = 1) -> str:
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        text = content(answer)
-        if len(text.strip()) >= minimum:
-            return text
-        time.sleep(0.05)
-    raise AssertionError("no text arrived")
 
 
 def assert_prefix_growing(answer: Any, full: str, seconds: float) -> list[str]:
