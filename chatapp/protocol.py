@@ -5,7 +5,8 @@ message of type `chat.forward`, so a consumer forwards them without decoding or 
 (it is thin on purpose). Payload keys are short because deltas are frequent:
 
 - `{"t": "delta", "g": id, "seq": n, "content"?, "reasoning"?, "tool_calls"?, "annotations"?,
-  "attachments"?}`: what arrived since delta `n - 1`.
+  "attachments"?}`: what arrived since delta `n - 1`. `attachments` names kinds only (`image`,
+  `file`, `audio`); the media themselves come with the final render.
 - `{"t": "snapshot", "g": id, "seq": n, "content", "reasoning", "tool_calls", ...}`: everything
   up to and including delta `n`.
 - `{"t": "done", "g": id, "seq": n, "status"}`: terminal; the browser fetches the final render.
