@@ -1,0 +1,328 @@
+"""Daphne server processes, and a signed-in user's view of them: HTTP, websockets, the database.
+
+Each server is started exactly as `make run` starts one (`daphne chatapp.asgi:application`), in
+its own process, with the shared `DATABASE_URL` and `REDIS_URL`. The test talks to them only as a
+browser would (session cookie, CSRF token, a real websocket with an `Origin`), and reads the
+database directly to compare what the sockets saw with what was stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import psycopg
+from psycopg.rows import dict_row
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.typing import Origin
+
+from .services import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+DAPHNE = str(Path(sys.executable).parent / "daphne")
+START_TIMEOUT = 30.0
+
+
+@dataclass
+class Server:
+    name: str
+    port: int
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"daphne {self.name} exited early:\n{self.log_text()}")
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.05)
+        raise RuntimeError(f"daphne {self.name} did not start:\n{self.log_text()}")
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown handler runs, as when the machine or the OOM killer ends it."""
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start_server(name: str, env: dict[str, str], directory: Path) -> Server:
+    """Start Daphne in the background; call `wait_ready` (start several first, then wait)."""
+    port = free_port()
+    log = directory / f"daphne-{name}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [DAPHNE, "-b", "127.0.0.1", "-p", str(port), "chatapp.asgi:application"],
+            env=env,
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    return Server(name, port, process, log)
+
+
+def prepare_database(env: dict[str, str], username: str, password: str) -> None:
+    """Migrate and add a superuser, in one process (each Django start costs a second or two)."""
+    script = (
+        "from django.contrib.auth import get_user_model\n"
+        "from django.core.management import call_command\n"
+        "call_command('migrate', interactive=False, verbosity=0)\n"
+        f"get_user_model().objects.create_superuser({username!r}, '', {password!r})\n"
+    )
+    subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "shell", "--no-imports", "-c", script],
+        env=env,
+        cwd=ROOT,
+        check=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        timeout=120,
+    )
+
+
+def sign_in(server: Server, username: str, password: str) -> dict[str, str]:
+    """The session and CSRF cookies of a real sign-in through the login form."""
+    with httpx.Client(base_url=server.url, timeout=10) as http:
+        page = http.get("/accounts/login/")
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
+        assert token is not None, page.text[:500]
+        form = {"username": username, "password": password, "csrfmiddlewaretoken": token[1]}
+        response = http.post("/accounts/login/", data=form)
+        assert response.status_code == 302, response.text[:500]
+        return dict(http.cookies.items())
+
+
+@dataclass
+class Stream:
+    """What one websocket received for one generation, rebuilt as `static/chatapp/chat.js` does:
+    deltas at or below `seq` are duplicates, a snapshot replaces the text so far. A socket that
+    joined mid-stream (`seq=None`) holds deltas back until its first snapshot."""
+
+    generation_id: int
+    seq: int | None = 0
+    content: str = ""
+    snapshots: list[dict[str, Any]] = field(default_factory=list)
+    deltas: list[dict[str, Any]] = field(default_factory=list)
+    applied: list[int] = field(default_factory=list)
+    gaps: list[tuple[int, int]] = field(default_factory=list)
+    duplicates: list[int] = field(default_factory=list)
+    held: list[dict[str, Any]] = field(default_factory=list)
+    done: dict[str, Any] | None = None
+    arrived: dict[int, float] = field(default_factory=dict)
+    """When each delta reached the socket (`time.monotonic()`), by seq."""
+
+    def apply(self, message: dict[str, Any], at: float) -> None:
+        match message["t"]:
+            case "delta":
+                self.deltas.append(message)
+                self.arrived.setdefault(message["seq"], at)
+                self._delta(message)
+            case "snapshot":
+                self.snapshots.append(message)
+                if self.seq is None or message["seq"] >= self.seq:
+                    self.content, self.seq = message["content"], message["seq"]
+                held, self.held = self.held, []
+                for delta in sorted(held, key=lambda d: d["seq"]):
+                    if delta["seq"] > self.seq:
+                        self._delta(delta)
+            case "done":
+                self.done = message
+
+    def _delta(self, message: dict[str, Any]) -> None:
+        if self.seq is None:
+            self.held.append(message)
+            return
+        if message["seq"] <= self.seq:
+            self.duplicates.append(message["seq"])
+            return
+        if message["seq"] != self.seq + 1:
+            self.gaps.append((self.seq, message["seq"]))
+        self.content += message.get("content", "")
+        self.seq = message["seq"]
+        self.applied.append(message["seq"])
+
+
+class Socket:
+    def __init__(self, connection: ClientConnection) -> None:
+        self.connection = connection
+        self.received: list[tuple[float, dict[str, Any]]] = []
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self.connection.send(orjson.dumps(message).decode())
+
+    async def next(self, within: float) -> dict[str, Any]:
+        async with asyncio.timeout(within):
+            message: dict[str, Any] = orjson.loads(await self.connection.recv())
+        self.received.append((time.monotonic(), message))
+        return message
+
+    async def follow(
+        self,
+        generation_id: int,
+        *,
+        within: float,
+        until: str = "done",
+        joined_mid_stream: bool = False,
+    ) -> Stream:
+        """Apply this generation's messages (all received so far, then new ones) until one of
+        type `until` arrives."""
+        stream = Stream(generation_id, seq=None if joined_mid_stream else 0)
+        for at, message in self.received:
+            if message.get("g") == generation_id:
+                stream.apply(message, at)
+        async with asyncio.timeout(within):
+            while not (stream.done if until == "done" else _seen(stream, until)):
+                message = await self.next(within)
+                if message.get("g") == generation_id:
+                    stream.apply(message, self.received[-1][0])
+        return stream
+
+
+def _seen(stream: Stream, kind: str) -> bool:
+    return bool(stream.deltas if kind == "delta" else stream.snapshots)
+
+
+class User:
+    """A signed-in user: the same cookies work on every server (sessions live in PostgreSQL)."""
+
+    def __init__(self, cookies: dict[str, str], database_url: str) -> None:
+        self.cookies = cookies
+        self.database_url = database_url
+
+    def http(self, server: Server) -> httpx.AsyncClient:
+        """A client signed in as this user (use it as an `async with` block)."""
+        return httpx.AsyncClient(
+            base_url=server.url,
+            cookies=self.cookies,
+            headers={"X-CSRFToken": self.cookies["csrftoken"]},
+            timeout=10,
+        )
+
+    async def get(self, server: Server, path: str) -> httpx.Response:
+        async with self.http(server) as http:
+            return await http.get(path)
+
+    async def post(
+        self, server: Server, path: str, data: dict[str, str] | None = None
+    ) -> httpx.Response:
+        async with self.http(server) as http:
+            return await http.post(path, data=data or {})
+
+    async def new_conversation(self, server: Server, text: str, model: str) -> int:
+        response = await self.post(server, "/c/new/send/", {"content": text, "model": model})
+        assert response.status_code == 302, response.text[:500]
+        match = re.fullmatch(r"/c/(\d+)/", response.headers["location"])
+        assert match is not None, response.headers["location"]
+        return int(match[1])
+
+    async def send(self, server: Server, conversation_id: int, text: str, model: str) -> int:
+        """Send a message through `server`; the id of the generation it started."""
+        response = await self.post(
+            server, f"/c/{conversation_id}/send/", {"content": text, "model": model}
+        )
+        assert response.status_code == 200, response.text[:500]
+        found = re.findall(r'data-generation="(\d+)"', response.text)
+        assert found, response.text[:500]
+        return int(found[-1])
+
+    @asynccontextmanager
+    async def socket(self, server: Server, conversation_id: int) -> AsyncIterator[Socket]:
+        cookie = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+        async with connect(
+            f"ws://127.0.0.1:{server.port}/ws/conversations/{conversation_id}/",
+            origin=Origin(server.url),
+            additional_headers={"Cookie": cookie},
+            open_timeout=10,
+        ) as connection:
+            yield Socket(connection)
+
+    # --- The database, read directly -------------------------------------------------------------
+
+    async def generation(self, generation_id: int) -> dict[str, Any]:
+        async with await psycopg.AsyncConnection.connect(
+            self.database_url, autocommit=True, row_factory=dict_row
+        ) as db:
+            cursor = await db.execute(
+                "SELECT g.*, m.content FROM chatapp_generation g"
+                " JOIN chatapp_message m ON m.id = g.message_id WHERE g.id = %s",
+                [generation_id],
+            )
+            row = await cursor.fetchone()
+        assert row is not None, f"no generation {generation_id}"
+        return row
+
+    async def latest_generation(self, conversation_id: int) -> int:
+        async with await psycopg.AsyncConnection.connect(self.database_url, autocommit=True) as db:
+            cursor = await db.execute(
+                "SELECT max(id) FROM chatapp_generation WHERE conversation_id = %s",
+                [conversation_id],
+            )
+            row = await cursor.fetchone()
+        assert row is not None
+        assert row[0] is not None, f"conversation {conversation_id} is empty"
+        return int(row[0])
+
+    async def wait_idle(self, conversation_id: int, *, within: float = 10) -> None:
+        """Until no generation of the conversation is streaming."""
+        deadline = time.monotonic() + within
+        async with await psycopg.AsyncConnection.connect(self.database_url, autocommit=True) as db:
+            while True:
+                cursor = await db.execute(
+                    "SELECT count(*) FROM chatapp_generation"
+                    " WHERE conversation_id = %s AND status = 'streaming'",
+                    [conversation_id],
+                )
+                row = await cursor.fetchone()
+                if row is not None and row[0] == 0:
+                    return
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"conversation {conversation_id} is still streaming")
+                await asyncio.sleep(0.05)
+
+    async def wait_generation(
+        self,
+        generation_id: int,
+        *,
+        within: float,
+        until: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> dict[str, Any]:
+        """Poll the generation until `until(row)` (default: it reached a terminal state)."""
+        ready = until or (lambda row: row["status"] != "streaming")
+        deadline = time.monotonic() + within
+        while True:
+            row = await self.generation(generation_id)
+            if ready(row):
+                return row
+            if time.monotonic() > deadline:
+                raise AssertionError(f"generation {generation_id} stayed as {row}")
+            await asyncio.sleep(0.05)
