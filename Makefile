@@ -1,4 +1,5 @@
-# Every target builds on `install`, which is quick when nothing changed (a stamp tracks pyproject.toml).
+# Every target builds on `install`, which is quick when nothing changed (a stamp tracks pyproject.toml
+# and this file).
 SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
