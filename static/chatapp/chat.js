@@ -285,6 +285,18 @@ function init(root) {
   connect();
 }
 
+// Stop goes over the open socket at once (the fastest path to the worker); the button's htmx
+// POST still follows, so Stop works while the socket is down. A second cancel is harmless.
+document.addEventListener(
+  "click",
+  (event) => {
+    const button = event.target.closest && event.target.closest("button.stop");
+    const article = button && button.closest("article.assistant[data-generation]");
+    if (article) send({ t: "stop", g: Number(article.dataset.generation) });
+  },
+  { capture: true },
+);
+
 document.addEventListener("DOMContentLoaded", () => init(document));
 document.addEventListener("htmx:load", (event) => init(event.target));
 document.addEventListener("htmx:afterRequest", (event) => {

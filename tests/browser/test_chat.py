@@ -78,9 +78,14 @@ def test_stop_before_the_first_token(alice: Any, paced_emulator: Any) -> None:
             break
         time.sleep(0.02)
     assert record is not None
-    clicked = time.time()
+    # The click's own moment, in the page (same wall clock as the emulator's record).
+    alice.evaluate(
+        "document.addEventListener('click', () => { window.stopClickedAt = Date.now() / 1000 },"
+        " {capture: true, once: true})"
+    )
     stop.click()
     expect(answer).to_have_attribute("data-status", "cancelled", timeout=5_000)
+    clicked = alice.evaluate("window.stopClickedAt")
     assert record.cancelled_at is not None
     assert record.cancelled_at - clicked < 0.2, "upstream closed within 200 ms of the click"
     assert content(answer).strip() == ""
