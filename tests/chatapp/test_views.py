@@ -50,6 +50,16 @@ async def test_home_has_model_picker_message_box_and_send(alice: Any) -> None:
     assert "test-key" not in html  # the API key never reaches the browser
 
 
+async def test_pages_run_only_our_own_scripts(alice: Any) -> None:
+    client = await logged_in(alice)
+    policy = (await client.get(reverse("chat:home")))["Content-Security-Policy"]
+    directives = dict(part.strip().split(" ", 1) for part in policy.split(";"))
+    assert directives["script-src"] == "'self'"
+    assert directives["connect-src"] == "'self'"
+    assert directives["object-src"] == "'none'"
+    assert directives["frame-ancestors"] == "'none'"
+
+
 async def test_first_message_creates_a_titled_conversation_and_redirects(alice: Any) -> None:
     client = await logged_in(alice)
     response = await client.post(
