@@ -181,8 +181,11 @@ async def test_killing_the_worker_process_leaves_the_sweep_in_b_to_interrupt_it(
         )
         victim.kill()
         killed_at = time.monotonic()
-        stream = await socket.follow(generation_id, within=15)
-        swept_after = time.monotonic() - killed_at
+        # A reload before the sweep: the socket asks the dead worker for a snapshot in vain.
+        async with user.socket(server_b, conversation_id) as reloaded:
+            stream = await socket.follow(generation_id, within=15)
+            swept_after = time.monotonic() - killed_at
+            after_reload = await reloaded.follow(generation_id, joined_mid_stream=True, within=5)
     print(f"killed worker: interrupted by B's sweep after {swept_after:.1f} s")
     row = await user.generation(generation_id)
     assert row["status"] == "interrupted"
@@ -192,6 +195,7 @@ async def test_killing_the_worker_process_leaves_the_sweep_in_b_to_interrupt_it(
         "seq": row["last_seq"],
         "status": "interrupted",
     }
+    assert after_reload.done == stream.done
     assert row["content"].startswith(flushed["content"])
     assert stream.content.startswith(row["content"])
     assert f"Generation {generation_id} interrupted" in server_b.log_text()
