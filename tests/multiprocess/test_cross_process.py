@@ -75,6 +75,7 @@ async def test_sockets_on_both_processes_stream_the_same_answer_in_step(
         assert stream.applied == list(range(1, row["last_seq"] + 1))
         assert stream.content == row["content"]
     lag = max(abs(stream_a.arrived[seq] - stream_b.arrived[seq]) for seq in stream_a.arrived)
+    print(f"sockets on A and B: deltas at most {lag * 1000:.0f} ms apart")
     assert lag < MAX_LAG, f"the sockets on A and B drifted {lag:.2f} s apart"
 
 
