@@ -190,12 +190,17 @@ class GenerationWorker:
     async def _tick(self) -> None:
         interval = settings.CHAT_DELTA_INTERVAL
         flush_every = max(1, round(settings.CHAT_FLUSH_INTERVAL / interval))
+        flushed_output = False
         while True:
             await asyncio.sleep(interval)
             try:
                 await self._send_delta()
                 self._ticks += 1
-                if self._ticks % flush_every == 0:
+                # The first output is written at once, so a page loaded in the first second
+                # already shows it; then once a second.
+                first_output = self.state.seq > 0 and not flushed_output
+                if first_output or self._ticks % flush_every == 0:
+                    flushed_output = self.state.seq > 0
                     await persistence.flush_partial(
                         self.job.generation_id, self.state, self._upstream_id(), self._ttft()
                     )
