@@ -371,27 +371,20 @@ async def test_openai_sdk_reads_the_same_stream(
 
 # The chat command ------------------------------------------------------------------------------
 
+CHAT = [sys.executable, "-m", "gateway_client", "chat"]
+
+
+def chat_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CHAT, *args], capture_output=True, text=True, timeout=60, check=False, env=env
+    )
+
 
 def test_chat_command_streams_and_reports_cost(emulator_url: str) -> None:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gateway_client",
-            "chat",
-            "--base-url",
-            base(emulator_url, "osmexo"),
-            "--api-key",
-            "k",
-            "--model",
-            "emulator/reasoning",
-            "Why is the sea salty?",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = chat_cli(
+        "--base-url", base(emulator_url, "osmexo"), "--api-key", "k",
+        "--model", "emulator/reasoning", "Why is the sea salty?",
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "[reasoning]" in result.stdout
     assert "[answer]" in result.stdout
@@ -400,25 +393,11 @@ def test_chat_command_streams_and_reports_cost(emulator_url: str) -> None:
 
 
 def test_chat_command_json_has_the_replay_schema(emulator_url: str) -> None:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gateway_client",
-            "chat",
-            "--json",
-            "--base-url",
-            base(emulator_url, "numes"),
-            "--model",
-            "emulator/echo",
-            "hi \x1b[31mred",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    result = chat_cli(
+        "--json", "--base-url", base(emulator_url, "numes"),
+        "--model", "emulator/echo", "hi \x1b[31mred",
         env={"LLM_API_KEY": "k", "PATH": "/usr/bin:/bin"},
-    )
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr
     output = json.loads(result.stdout)
     assert output["outcome"] == "complete"
@@ -427,47 +406,17 @@ def test_chat_command_json_has_the_replay_schema(emulator_url: str) -> None:
 
 
 def test_chat_command_escapes_terminal_control_sequences(emulator_url: str) -> None:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gateway_client",
-            "chat",
-            "--base-url",
-            base(emulator_url, "numes"),
-            "--api-key",
-            "k",
-            "--model",
-            "emulator/echo",
-            "hi \x1b[31mred",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = chat_cli(
+        "--base-url", base(emulator_url, "numes"), "--api-key", "k",
+        "--model", "emulator/echo", "hi \x1b[31mred",
+    )  # fmt: skip
     assert "\x1b" not in result.stdout
     assert "\\x1b[31mred" in result.stdout
 
 
 def test_chat_command_explains_a_missing_key() -> None:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gateway_client",
-            "chat",
-            "--base-url",
-            "http://127.0.0.1:9",
-            "--model",
-            "m",
-            "hi",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={"PATH": "/usr/bin:/bin"},
+    result = chat_cli(
+        "--base-url", "http://127.0.0.1:9", "--model", "m", "hi", env={"PATH": "/usr/bin:/bin"}
     )
     assert result.returncode == 2
     assert "LLM_API_KEY" in result.stderr
@@ -475,10 +424,7 @@ def test_chat_command_explains_a_missing_key() -> None:
 
 async def test_ctrl_c_cancels_and_says_how_to_find_the_cost(emulator_url: str) -> None:
     process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "gateway_client",
-        "chat",
+        *CHAT,
         "--base-url",
         base(emulator_url, "numes"),
         "--api-key",
