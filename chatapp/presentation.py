@@ -46,6 +46,9 @@ def error_text(generation: Generation) -> str:
 
 def format_cost(generation: Generation) -> str:
     if generation.cost is None:
+        refused = (generation.error_status or 0) >= 400 and not generation.upstream_id
+        if refused and generation.cost_source == Generation.CostSource.NONE:
+            return "not billed (refused before the answer began)"
         return {
             Generation.CostSource.PENDING: "cost pending",
             Generation.CostSource.NONE: "cost not reported",

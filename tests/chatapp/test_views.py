@@ -175,6 +175,7 @@ async def test_error_is_shown_in_plain_words_and_retry_starts_a_new_generation(a
     assert "The gateway refused the request" in html
     assert f"HTTP {generation.error_status}" in html
     assert generation.error_message in html
+    assert "not billed (refused before the answer began)" in html
     response = await client.post(
         reverse("chat:retry", args=[turn.assistant.pk]), {"model": "emulator/echo"}, headers=HTMX
     )
