@@ -9,7 +9,6 @@ a response that breaks off mid-body.
 from __future__ import annotations
 
 import base64
-import time
 from typing import Any
 
 import orjson
@@ -98,14 +97,10 @@ async def run_buffered(gen: Generation) -> None:
     if await channel.pause(script.ttft_s):
         return gen.cancelled()
 
-    failing = script.failure in ("error-midstream", "stall", "drop")
-    pieces = script.pieces[: script.fail_after] if failing else script.pieces
-    start = time.monotonic()
-    interval = options.token_interval_s
-    for i, piece in enumerate(pieces):
-        if await channel.pause_until(start + i * interval):
-            return gen.cancelled()
+    async for piece in channel.paced(script.delivered, options.token_interval_s):
         gen.deliver(piece)
+    if channel.gone:
+        return gen.cancelled()
 
     match script.failure:
         case "error-midstream":

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -146,6 +146,15 @@ class Channel:
     async def pause_until(self, deadline: float) -> bool:
         """`pause` until the `time.monotonic()` `deadline`."""
         return await self.pause(deadline - time.monotonic())
+
+    async def paced[T](self, items: Sequence[T], interval: float) -> AsyncIterator[T]:
+        """Yield `items` one every `interval` seconds from now; stop early if the client leaves
+        (the caller checks `gone` after the loop)."""
+        start = time.monotonic()
+        for i, item in enumerate(items):
+            if await self.pause_until(start + i * interval):
+                return
+            yield item
 
     # ---- response --------------------------------------------------------------------------
     async def start(self, status: int, headers: list[tuple[str, str]]) -> None:

@@ -98,6 +98,12 @@ class Script:
     prompt_tokens: int = 0
     extras: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def delivered(self) -> list[Piece]:
+        """The pieces sent before the scripted failure, or all of them."""
+        failing = self.failure in ("error-midstream", "stall", "drop")
+        return self.pieces[: self.fail_after] if failing else self.pieces
+
 
 def _tokens(kind: PieceKind, text: str) -> list[Piece]:
     return [Piece(kind, piece, 1) for piece in split_tokens(text)]

@@ -146,15 +146,12 @@ async def run_stream(gen: Generation) -> None:
     if await stream.wait_first_token(ttft):
         return gen.cancelled()
 
-    failing = script.failure in ("error-midstream", "stall", "drop")
-    pieces = script.pieces[: script.fail_after] if failing else script.pieces
-    start = time.monotonic()
     interval = options.token_interval_s
-    for i, piece in enumerate(pieces):
-        if await channel.pause_until(start + i * interval):
-            return gen.cancelled()
+    async for piece in channel.paced(script.delivered, interval):
         await stream.piece(piece)
         gen.deliver(piece)
+    if channel.gone:
+        return gen.cancelled()
 
     match script.failure:
         case "error-midstream":
@@ -169,7 +166,7 @@ async def run_stream(gen: Generation) -> None:
             channel.abort()
             return gen.dropped()
 
-    if await channel.pause_until(start + len(pieces) * interval):
+    if await channel.pause(interval):
         return gen.cancelled()
     await stream.role()
     await stream.send(stream.chunk({}, script.finish_reason))
