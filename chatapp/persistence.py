@@ -33,11 +33,21 @@ def _decimal(amount: float | int | None) -> Decimal | None:
     return None if amount is None else Decimal(str(amount))
 
 
-def _cost_fields(cost: Cost | None) -> dict[str, Any]:
-    if cost is None:
-        return {}
-    source = Generation.CostSource.ESTIMATE if cost.estimated else Generation.CostSource.STREAM
-    return {"cost": _decimal(cost.amount), "cost_unit": cost.unit, "cost_source": source}
+_COUNTS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens")
+
+
+def _apply_counts_and_cost(generation: Generation, report: Any, source: str) -> None:
+    """Copy the token counts and cost a `Completion` or a generation record reported; `source`
+    names where a cost that is not an estimate came from."""
+    for name in _COUNTS:
+        value = getattr(report, name, None)
+        if value is not None:
+            setattr(generation, name, value)
+    cost: Cost | None = report.cost
+    if cost is not None:
+        generation.cost = _decimal(cost.amount)
+        generation.cost_unit = cost.unit
+        generation.cost_source = Generation.CostSource.ESTIMATE if cost.estimated else source
 
 
 @sync_to_async
@@ -126,14 +136,9 @@ def save_final(
 
 
 def _apply_usage(generation: Generation, completion: Completion) -> None:
-    for name in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens"):
-        value = getattr(completion, name)
-        if value is not None:
-            setattr(generation, name, value)
     if completion.usage is not None:
         generation.usage = completion.usage
-    for field, value in _cost_fields(completion.cost).items():
-        setattr(generation, field, value)
+    _apply_counts_and_cost(generation, completion, Generation.CostSource.STREAM)
 
 
 @sync_to_async
@@ -146,18 +151,7 @@ def save_reconciled(generation_id: int, record: Any) -> bool:
             return False  # idempotent: someone reconciled it already
         generation.reconcile_attempts += 1
         if record is not None:
-            for name in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens"):
-                value = getattr(record, name, None)
-                if value is not None:
-                    setattr(generation, name, value)
-            if record.cost is not None:
-                generation.cost = _decimal(record.cost.amount)
-                generation.cost_unit = record.cost.unit
-                generation.cost_source = (
-                    Generation.CostSource.ESTIMATE
-                    if record.cost.estimated
-                    else Generation.CostSource.RECORD
-                )
+            _apply_counts_and_cost(generation, record, Generation.CostSource.RECORD)
         if generation.cost_source == Generation.CostSource.PENDING:
             generation.cost_source = Generation.CostSource.NONE
         generation.save()
