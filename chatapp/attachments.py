@@ -19,7 +19,7 @@ from typing import Any
 from gateway_client.accumulator import Completion
 from gateway_client.events import Artifact, AudioOutput, ImageOutput
 
-from .rendering import safe_url
+from .rendering import showable_image_url
 
 SAFE_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 # format -> (media type, file extension); what <audio> plays in every current browser.
@@ -44,14 +44,14 @@ def image_attachment(event: ImageOutput) -> dict[str, Any] | None:
         url = event.url.strip()
         if url.startswith("data:"):
             media_type = url[5:].split(";", 1)[0].split(",", 1)[0].lower()
-            if media_type not in SAFE_IMAGE_TYPES or safe_url(url, image=True) is None:
+            if media_type not in SAFE_IMAGE_TYPES or showable_image_url(url) is None:
                 return None
         elif not url.startswith("https://"):
             return None
         return {"kind": "image", "url": url}
     if event.b64 and (event.media_type or "").lower() in SAFE_IMAGE_TYPES:
         url = f"data:{event.media_type};base64,{event.b64}"
-        return {"kind": "image", "url": url} if safe_url(url, image=True) else None
+        return {"kind": "image", "url": url} if showable_image_url(url) else None
     return None
 
 
@@ -117,7 +117,7 @@ def preview_url(item: dict[str, Any]) -> str | None:
     data = item.get("data")
     if item.get("kind") != "file" or media_type not in SAFE_IMAGE_TYPES or not data:
         return None
-    return safe_url(f"data:{media_type};base64,{data}", image=True)
+    return showable_image_url(f"data:{media_type};base64,{data}")
 
 
 def safe_filename(name: object, fallback: str) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from . import protocol, sweep
+from . import sweep, ws_protocol
 from .models import Conversation, Generation
 
 logger = logging.getLogger(__name__)
@@ -38,14 +38,16 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_NOT_FOUND)
             return
         sweep.ensure_sweeper()
-        self.group = protocol.group_name(self.conversation_id)
+        self.group = ws_protocol.group_name(self.conversation_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         async for owner in Generation.objects.filter(
             conversation_id=self.conversation_id, status=Generation.Status.STREAMING
         ).values_list("owner_channel", flat=True):
             if owner:
-                await self.channel_layer.send(owner, protocol.snapshot_request(self.channel_name))
+                await self.channel_layer.send(
+                    owner, ws_protocol.snapshot_request(self.channel_name)
+                )
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "group"):
@@ -54,13 +56,13 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         try:
             message = orjson.loads(text_data or "")
-            kind, generation_id = message["t"], int(message["g"])
+            kind, generation_pk = message["t"], int(message["g"])
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
             logger.info("Ignoring a malformed websocket message: %.200r", text_data)
             return
         # Only generations of *this* conversation, which the user was checked to own.
         row = (
-            await Generation.objects.filter(pk=generation_id, conversation_id=self.conversation_id)
+            await Generation.objects.filter(pk=generation_pk, conversation_id=self.conversation_id)
             .values_list("status", "owner_channel", "last_seq")
             .afirst()
         )
@@ -69,12 +71,12 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         status, owner, seq = row
         if status != Generation.Status.STREAMING:
             # Finished before this socket heard of it: tell the page to fetch the final render.
-            done = protocol.done(generation_id, seq, status)
+            done = ws_protocol.done(generation_pk, seq, status)
             await self.send(text_data=orjson.dumps(done).decode())
         elif kind == "snapshot" and owner:
-            await self.channel_layer.send(owner, protocol.snapshot_request(self.channel_name))
+            await self.channel_layer.send(owner, ws_protocol.snapshot_request(self.channel_name))
         elif kind == "stop" and owner:
-            await self.channel_layer.send(owner, protocol.cancel())
+            await self.channel_layer.send(owner, ws_protocol.cancel())
 
     async def chat_forward(self, event: dict[str, Any]) -> None:
         await self.send(text_data=event["text"])

@@ -37,11 +37,10 @@ class LiveState:
     seq: int = 0
     pending: list[Event] = field(default_factory=list)
     sent: Accumulator = field(default_factory=Accumulator)
-    has_output: bool = False
     _audio_seen: bool = False
 
     def apply(self, event: Event) -> bool:
-        """Queue a visible event; True when it is the first visible output (time to first token)."""
+        """Queue `event` for browsers if they are shown it; True when it was queued."""
         match event:
             case TextDelta(text=text) | ReasoningDelta(text=text):
                 if not text:
@@ -60,9 +59,7 @@ class LiveState:
             case _:
                 return False
         self.pending.append(event)
-        first = not self.has_output
-        self.has_output = True
-        return first
+        return True
 
     def take_delta(self) -> dict[str, Any] | None:
         """Move what is pending to `sent` and return it as the next numbered delta, if any."""

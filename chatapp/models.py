@@ -8,8 +8,6 @@ on the `Message`, flushed there while streaming so a crash loses at most a coupl
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.conf import settings
 from django.db import models
 
@@ -73,10 +71,6 @@ class Generation(models.Model):
         PENDING = "pending", "pending"
         NONE = "none", "not reported"
 
-    TERMINAL = frozenset(
-        {Status.COMPLETED, Status.CANCELLED, Status.FAILED, Status.INCOMPLETE, Status.INTERRUPTED}
-    )
-
     message = models.OneToOneField(Message, on_delete=models.CASCADE, related_name="generation")
     conversation = models.ForeignKey(
         Conversation, on_delete=models.CASCADE, related_name="generations"
@@ -135,14 +129,3 @@ class Generation(models.Model):
         if self.prompt_tokens is None and self.completion_tokens is None:
             return None
         return (self.prompt_tokens or 0) + (self.completion_tokens or 0)
-
-    def error_dict(self) -> dict[str, Any] | None:
-        if not (self.error_message or self.error_code):
-            return None
-        return {
-            "status": self.error_status,
-            "code": self.error_code,
-            "type": self.error_type,
-            "message": self.error_message,
-            "retry_after": self.retry_after,
-        }

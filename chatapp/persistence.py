@@ -8,9 +8,10 @@ usage, cost, finish reason, reasoning details, media) from the stream's `Complet
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections, transaction
@@ -21,12 +22,21 @@ from .models import Conversation, Generation, Message
 
 if TYPE_CHECKING:
     from gateway_client.accumulator import Completion
-    from gateway_client.events import Cost
+    from gateway_client.client import GenerationRecord
+    from gateway_client.errors import ErrorInfo
 
+    from .jobs import Outcome
     from .live_state import LiveState
-    from .streaming import Outcome
 
 STREAMING = Generation.Status.STREAMING
+
+
+@dataclass(frozen=True, slots=True)
+class FinalState:
+    """What reconciliation needs to know once the final state is written."""
+
+    upstream_id: str
+    cost_pending: bool
 
 
 def _decimal(amount: float | int | None) -> Decimal | None:
@@ -36,14 +46,16 @@ def _decimal(amount: float | int | None) -> Decimal | None:
 _COUNTS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens")
 
 
-def _apply_counts_and_cost(generation: Generation, report: Any, source: str) -> None:
+def _apply_counts_and_cost(
+    generation: Generation, report: Completion | GenerationRecord, source: Generation.CostSource
+) -> None:
     """Copy the token counts and cost a `Completion` or a generation record reported; `source`
     names where a cost that is not an estimate came from."""
     for name in _COUNTS:
         value = getattr(report, name, None)
         if value is not None:
             setattr(generation, name, value)
-    cost: Cost | None = report.cost
+    cost = report.cost
     if cost is not None:
         generation.cost = _decimal(cost.amount)
         generation.cost_unit = cost.unit
@@ -52,20 +64,20 @@ def _apply_counts_and_cost(generation: Generation, report: Any, source: str) -> 
 
 @sync_to_async
 def flush_partial(
-    generation_id: int, state: LiveState, upstream_id: str | None, ttft_ms: int | None
+    generation_pk: int, state: LiveState, upstream_id: str | None, ttft_ms: int | None
 ) -> None:
     close_old_connections()
     now = timezone.now()
-    gen_fields: dict[str, Any] = {"last_seq": state.seq, "heartbeat_at": now}
+    gen_fields: dict[str, object] = {"last_seq": state.seq, "heartbeat_at": now}
     if upstream_id:
         gen_fields["upstream_id"] = upstream_id[:200]
     if ttft_ms is not None:
         gen_fields["ttft_ms"] = ttft_ms
     sent = state.sent_part()
     with transaction.atomic():
-        updated = Generation.objects.filter(pk=generation_id, status=STREAMING).update(**gen_fields)
+        updated = Generation.objects.filter(pk=generation_pk, status=STREAMING).update(**gen_fields)
         if updated:
-            Message.objects.filter(generation__pk=generation_id).update(
+            Message.objects.filter(generation__pk=generation_pk).update(
                 content=sent.content,
                 reasoning=sent.reasoning,
                 tool_calls=[call.to_dict() for call in sent.tool_calls],
@@ -74,12 +86,12 @@ def flush_partial(
 
 @sync_to_async
 def save_final(
-    generation_id: int,
+    generation_pk: int,
     state: LiveState,
     outcome: Outcome,
     ttft_ms: int | None,
     request_id: str | None,
-) -> dict[str, Any]:
+) -> FinalState:
     """Write the terminal state in one transaction; returns what reconciliation needs."""
     close_old_connections()
     completion = outcome.completion
@@ -88,11 +100,11 @@ def save_final(
         generation = (
             Generation.objects.select_for_update()
             .select_related("message")
-            .filter(pk=generation_id)
+            .filter(pk=generation_pk)
             .first()
         )
         if generation is None:  # the conversation was deleted while streaming
-            return {"upstream_id": None, "cost_source": None}
+            return FinalState(upstream_id="", cost_pending=False)
         sent = state.sent_part()
         message = generation.message
         message.content = sent.content
@@ -123,16 +135,22 @@ def save_final(
             generation.cost_source = (
                 Generation.CostSource.PENDING if upstream_id else Generation.CostSource.NONE
             )
-        if outcome.error:
-            error = outcome.error
-            generation.error_status = error.get("status")
-            generation.error_code = str(error.get("code") or "")[:100]
-            generation.error_type = str(error.get("type") or "")[:100]
-            generation.error_message = str(error.get("message") or "")
+        if outcome.error is not None:
+            _apply_error(generation, outcome.error)
             generation.retry_after = outcome.retry_after
         generation.save()
         Conversation.objects.filter(pk=generation.conversation_id).update(updated_at=now)
-    return {"upstream_id": generation.upstream_id, "cost_source": generation.cost_source}
+    return FinalState(
+        upstream_id=generation.upstream_id,
+        cost_pending=generation.cost_source == Generation.CostSource.PENDING,
+    )
+
+
+def _apply_error(generation: Generation, error: ErrorInfo) -> None:
+    generation.error_status = error.status
+    generation.error_code = "" if error.code is None else str(error.code)[:100]
+    generation.error_type = (error.type or "")[:100]
+    generation.error_message = error.message
 
 
 def _apply_usage(generation: Generation, completion: Completion) -> None:
@@ -142,11 +160,11 @@ def _apply_usage(generation: Generation, completion: Completion) -> None:
 
 
 @sync_to_async
-def save_reconciled(generation_id: int, record: Any) -> bool:
+def save_reconciled(generation_pk: int, record: GenerationRecord | None) -> bool:
     """Fill cost and counts from the gateway's generation record, or give up (`none`)."""
     close_old_connections()
     with transaction.atomic():
-        generation = Generation.objects.select_for_update().filter(pk=generation_id).first()
+        generation = Generation.objects.select_for_update().filter(pk=generation_pk).first()
         if generation is None or generation.cost_source != Generation.CostSource.PENDING:
             return False  # idempotent: someone reconciled it already
         generation.reconcile_attempts += 1
@@ -159,14 +177,14 @@ def save_reconciled(generation_id: int, record: Any) -> bool:
 
 
 @sync_to_async
-def mark_interrupted(generation_ids: list[int]) -> list[tuple[int, int, int]]:
+def mark_interrupted(generation_pks: list[int]) -> list[tuple[int, int, int]]:
     """Interrupt the given generations if still streaming; (id, conversation, seq) of each."""
     close_old_connections()
     now = timezone.now()
     done: list[tuple[int, int, int]] = []
     with transaction.atomic():
         for generation in Generation.objects.select_for_update().filter(
-            pk__in=generation_ids, status=STREAMING
+            pk__in=generation_pks, status=STREAMING
         ):
             generation.status = Generation.Status.INTERRUPTED
             generation.finished_at = now

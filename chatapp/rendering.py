@@ -59,16 +59,16 @@ _SAFE_DATA_IMAGE = re.compile(r"^data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-
 _CODE_CLASS = re.compile(r"^language-[\w+#.-]{1,40}$")
 
 
-def safe_url(value: str, *, image: bool = False) -> str | None:
-    """`value` if a page may link to it (http, https) or show it as an image (https, raster
-    `data:`), else None."""
+def linkable_url(value: str) -> str | None:
+    """`value` if a page may link to it (absolute http or https), else None."""
     value = value.strip()
-    lowered = value[:8].lower()
-    if image:
-        if lowered.startswith("https://") or _SAFE_DATA_IMAGE.match(value):
-            return value
-        return None
-    if lowered.startswith(("http://", "https://")):
+    return value if value[:8].lower().startswith(("http://", "https://")) else None
+
+
+def showable_image_url(value: str) -> str | None:
+    """`value` if a page may show it as an image (https, or a raster `data:` URL), else None."""
+    value = value.strip()
+    if value[:8].lower().startswith("https://") or _SAFE_DATA_IMAGE.match(value):
         return value
     return None
 
@@ -81,16 +81,16 @@ def citation(annotation: dict[str, Any]) -> tuple[str | None, str]:
         nested = annotation.get("url_citation")
     body = nested if isinstance(nested, dict) else annotation
     url = body.get("url")
-    url = safe_url(url) if isinstance(url, str) else None
+    url = linkable_url(url) if isinstance(url, str) else None
     title = body.get("title") or body.get("filename") or url or "source"
     return url, str(title)
 
 
 def _filter(tag: str, attribute: str, value: str) -> str | None:
     if attribute == "href":
-        return safe_url(value)
+        return linkable_url(value)
     if attribute == "src":
-        return safe_url(value, image=tag == "img")
+        return showable_image_url(value) if tag == "img" else None
     if attribute == "class":
         return value if _CODE_CLASS.match(value) else None
     return value

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from gateway_client.errors import GatewayError
 
-from . import persistence, protocol, streaming
+from . import persistence, worker, ws_protocol
 from .gateway import client
 from .models import Generation
 
@@ -41,14 +41,14 @@ async def sweep_stale_generations(stale_after: float | None = None) -> int:
         .filter(Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff))
         .values_list("pk", flat=True)
     ]
-    alive = streaming.running_ids()
+    alive = worker.running_ids()
     interrupted = await persistence.mark_interrupted([pk for pk in candidates if pk not in alive])
     layer = get_channel_layer()
-    for generation_id, conversation_id, seq in interrupted:
-        logger.warning("Generation %s interrupted (its worker stopped)", generation_id)
+    for generation_pk, conversation_id, seq in interrupted:
+        logger.warning("Generation %s interrupted (its worker stopped)", generation_pk)
         await layer.group_send(
-            protocol.group_name(conversation_id),
-            protocol.group_message(protocol.done(generation_id, seq, "interrupted")),
+            ws_protocol.group_name(conversation_id),
+            ws_protocol.group_message(ws_protocol.done(generation_pk, seq, "interrupted")),
         )
     return len(interrupted)
 

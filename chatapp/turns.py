@@ -15,8 +15,8 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.http import Http404
 
+from .jobs import Job
 from .models import Conversation, Generation, Message
-from .streaming import Job
 
 TITLE_LENGTH = 60
 MAX_MESSAGE_CHARS = 100_000
@@ -80,8 +80,8 @@ def _start(
     conversation.model = model
     conversation.save(update_fields=["model", "updated_at"])
     job = Job(
-        generation_id=generation.pk,
-        conversation_id=conversation.pk,
+        generation_pk=generation.pk,
+        conversation_pk=conversation.pk,
         model=model,
         messages=context_for(conversation, assistant),
         owner_channel=owner_channel,

@@ -21,7 +21,7 @@ from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
-from . import attachments, protocol, streaming, sweep
+from . import attachments, sweep, worker, ws_protocol
 from .gateway import list_models
 from .models import Conversation, Generation, Message
 from .turns import TurnError, create_retry, create_turn
@@ -98,14 +98,14 @@ def _render_turn(request: HttpRequest, message_ids: list[int]) -> HttpResponse:
 @require_POST
 async def send_message(request: HttpRequest, pk: int | None = None) -> HttpResponse:
     user = await request.auser()
-    owner_channel = await streaming.new_owner_channel()
+    owner_channel = await worker.new_owner_channel()
     try:
         turn = await sync_to_async(create_turn)(
             user, pk, request.POST.get("content", ""), request.POST.get("model", ""), owner_channel
         )
     except TurnError as exc:
         return await sync_to_async(_composer_error)(request, str(exc))
-    streaming.start(turn.job)
+    worker.start(turn.job)
     if pk is None:
         url = reverse("chat:conversation", args=[turn.conversation.pk])
         return HttpResponseClientRedirect(url) if request.htmx else HttpResponseRedirect(url)
@@ -117,14 +117,14 @@ async def send_message(request: HttpRequest, pk: int | None = None) -> HttpRespo
 @require_POST
 async def retry(request: HttpRequest, pk: int) -> HttpResponse:
     user = await request.auser()
-    owner_channel = await streaming.new_owner_channel()
+    owner_channel = await worker.new_owner_channel()
     try:
         turn = await sync_to_async(create_retry)(
             user, pk, request.POST.get("model") or None, owner_channel
         )
     except TurnError as exc:
         return await sync_to_async(_composer_error)(request, str(exc))
-    streaming.start(turn.job)
+    worker.start(turn.job)
     return await sync_to_async(_render_turn)(request, [turn.assistant.pk])
 
 
@@ -137,7 +137,7 @@ async def stop(request: HttpRequest, pk: int) -> HttpResponse:
     if generation is None:
         raise Http404("No such generation.")
     if generation.is_running and generation.owner_channel:
-        await get_channel_layer().send(generation.owner_channel, protocol.cancel())
+        await get_channel_layer().send(generation.owner_channel, ws_protocol.cancel())
     return HttpResponse(status=204)
 
 
@@ -176,7 +176,7 @@ async def delete(request: HttpRequest, pk: int) -> HttpResponse:
         conversation=conversation, status=Generation.Status.STREAMING
     ).values_list("owner_channel", flat=True):
         if owner:
-            await layer.send(owner, protocol.cancel())
+            await layer.send(owner, ws_protocol.cancel())
     await conversation.adelete()
     url = reverse("chat:home")
     return HttpResponseClientRedirect(url) if request.htmx else HttpResponseRedirect(url)

@@ -9,7 +9,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from .. import attachments, presentation
 from ..models import Generation
-from ..rendering import citation, render_markdown, safe_url
+from ..rendering import citation, render_markdown, showable_image_url
 
 register = template.Library()
 
@@ -43,7 +43,7 @@ def citation_title(annotation: dict[str, Any]) -> str:
 @register.filter
 def image_src(attachment: dict[str, Any]) -> str | None:
     url = attachment.get("url")
-    return safe_url(url, image=True) if isinstance(url, str) else None
+    return showable_image_url(url) if isinstance(url, str) else None
 
 
 @register.filter

@@ -16,7 +16,7 @@ from asgiref.sync import sync_to_async
 from channels.layers import channel_layers, get_channel_layer
 from django.contrib.auth import get_user_model
 
-from chatapp import protocol, streaming
+from chatapp import worker, ws_protocol
 from chatapp.turns import Turn, create_turn
 
 
@@ -56,7 +56,7 @@ def bob(django_user_model: Any, password: str) -> Any:
 
 
 async def start_turn(user: Any, text: str, model: str, conversation_id: int | None = None) -> Turn:
-    owner = await streaming.new_owner_channel()
+    owner = await worker.new_owner_channel()
     return await sync_to_async(create_turn)(user, conversation_id, text, model, owner)
 
 
@@ -65,7 +65,7 @@ class GroupListener:
 
     def __init__(self, conversation_id: int) -> None:
         self.layer = get_channel_layer()
-        self.group = protocol.group_name(conversation_id)
+        self.group = ws_protocol.group_name(conversation_id)
         self.channel = ""
         self.received: list[dict[str, Any]] = []
 

@@ -12,7 +12,7 @@ from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from chatapp import protocol, streaming
+from chatapp import worker, ws_protocol
 from chatapp.asgi import application
 from chatapp.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
 from chatapp.models import Generation, Message
@@ -92,7 +92,7 @@ async def test_foreign_origin_is_refused(alice: Any) -> None:
 
 async def test_joining_mid_stream_gets_a_snapshot_then_deltas_without_gap(alice: Any) -> None:
     turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=400&long_tokens=500")
-    task = streaming.start(turn.job)
+    task = worker.start(turn.job)
     await asyncio.sleep(0.3)  # some text has been sent before this socket exists
     ws = await socket(turn.conversation.pk, alice)
     connected, _ = await ws.connect()
@@ -118,7 +118,7 @@ async def test_two_sockets_both_stream(alice: Any) -> None:
     second = await socket(turn.conversation.pk, alice)
     assert (await first.connect())[0]
     assert (await second.connect())[0]
-    task = streaming.start(turn.job)
+    task = worker.start(turn.job)
     one, two = await asyncio.gather(collect_until_done(first), collect_until_done(second))
     await asyncio.wait_for(task, 30)
     message = await Message.objects.aget(pk=turn.assistant.pk)
@@ -131,7 +131,7 @@ async def test_closing_every_socket_does_not_stop_the_generation(alice: Any) -> 
     turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=400&long_tokens=300")
     ws = await socket(turn.conversation.pk, alice)
     assert (await ws.connect())[0]
-    task = streaming.start(turn.job)
+    task = worker.start(turn.job)
     await receive(ws)
     await ws.disconnect()
     await asyncio.wait_for(task, 30)
@@ -143,7 +143,7 @@ async def test_stop_from_the_socket_cancels(alice: Any) -> None:
     turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=200")
     ws = await socket(turn.conversation.pk, alice)
     assert (await ws.connect())[0]
-    task = streaming.start(turn.job)
+    task = worker.start(turn.job)
     first = await receive(ws)
     await ws.send_to(text_data=orjson.dumps({"t": "stop", "g": first["g"]}).decode())
     received = await collect_until_done(ws)
@@ -154,7 +154,7 @@ async def test_stop_from_the_socket_cancels(alice: Any) -> None:
 
 async def test_snapshot_request_after_the_end_answers_done(alice: Any) -> None:
     turn = await start_turn(alice, "hello", "emulator/echo")
-    await asyncio.wait_for(streaming.start(turn.job), 30)
+    await asyncio.wait_for(worker.start(turn.job), 30)
     ws = await socket(turn.conversation.pk, alice)
     assert (await ws.connect())[0]
     assert await ws.receive_nothing(timeout=0.2)  # nothing running: no snapshot
@@ -168,7 +168,7 @@ async def test_snapshot_request_after_the_end_answers_done(alice: Any) -> None:
 async def test_malformed_and_foreign_requests_are_ignored(alice: Any, bob: Any) -> None:
     mine = await start_turn(alice, "hello", "emulator/echo")
     theirs = await start_turn(bob, "secret", "emulator/long?tokens_per_second=100")
-    task = streaming.start(theirs.job)
+    task = worker.start(theirs.job)
     ws = await socket(mine.conversation.pk, alice)
     assert (await ws.connect())[0]
     await ws.send_to(text_data="not json")
@@ -180,5 +180,5 @@ async def test_malformed_and_foreign_requests_are_ignored(alice: Any, bob: Any) 
     generation = await Generation.objects.aget(pk=theirs.generation.pk)
     assert generation.status == "streaming"
     await ws.disconnect()
-    await get_channel_layer().send(theirs.job.owner_channel, protocol.cancel())
+    await get_channel_layer().send(theirs.job.owner_channel, ws_protocol.cancel())
     await asyncio.wait_for(task, 10)

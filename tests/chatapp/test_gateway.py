@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from chatapp import gateway, streaming
+from chatapp import gateway, worker
 from chatapp.models import Generation
 from chatapp.presentation import error_text
 
@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 async def run(user: Any, model: str, base_url: str) -> Generation:
     turn = await start_turn(user, "hello there", model)
     config = gateway.GatewayConfig(base_url, "test-key", emulated=False)
-    await asyncio.wait_for(streaming.start(turn.job, config=config), 30)
+    await asyncio.wait_for(worker.start(turn.job, config=config), 30)
     return await Generation.objects.select_related("message").aget(pk=turn.generation.pk)
 
 

@@ -88,12 +88,12 @@ def test_nothing_pending_means_no_delta() -> None:
     assert state.pending == []
 
 
-def test_first_visible_output_is_reported_once() -> None:
+def test_only_visible_output_is_queued() -> None:
     state = LiveState()
     assert state.apply(Meta(id="g", model=None)) is False
     assert state.apply(TextDelta("")) is False
     assert state.apply(ReasoningDelta("think")) is True
-    assert state.apply(TextDelta("answer")) is False
+    assert state.apply(TextDelta("answer")) is True
 
 
 def test_many_tokens_coalesce_into_one_delta() -> None:

@@ -10,7 +10,7 @@ import pytest
 from channels.layers import get_channel_layer
 from django.utils import timezone
 
-from chatapp import protocol, streaming
+from chatapp import worker, ws_protocol
 from chatapp.models import Generation, Message
 from chatapp.sweep import sweep_stale_generations
 
@@ -44,10 +44,10 @@ async def test_stale_generation_is_interrupted_and_pages_are_told(alice: Any) ->
 
 async def test_a_generation_running_in_this_process_is_left_alone(alice: Any) -> None:
     turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=100")
-    task = streaming.start(turn.job)
+    task = worker.start(turn.job)
     assert await sweep_stale_generations(stale_after=0) == 0
     assert (await Generation.objects.aget(pk=turn.generation.pk)).status == "streaming"
-    await get_channel_layer().send(turn.job.owner_channel, protocol.cancel())
+    await get_channel_layer().send(turn.job.owner_channel, ws_protocol.cancel())
     await asyncio.wait_for(task, 10)
 
 

@@ -10,7 +10,7 @@ from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 from django.urls import reverse
 
-from chatapp import streaming
+from chatapp import worker
 from chatapp.models import Conversation, Generation, Message
 
 from .conftest import start_turn
@@ -27,7 +27,7 @@ async def logged_in(user: Any) -> AsyncClient:
 
 
 async def workers_finished() -> None:
-    await asyncio.wait_for(asyncio.gather(*list(streaming._tasks)), 30)
+    await asyncio.wait_for(asyncio.gather(*list(worker._tasks)), 30)
 
 
 async def test_pages_need_sign_in() -> None:
@@ -83,7 +83,7 @@ async def test_first_message_creates_a_titled_conversation_and_redirects(alice: 
 
 async def test_send_appends_the_turn_with_a_streaming_answer(alice: Any) -> None:
     turn = await start_turn(alice, "first", "emulator/echo")
-    await asyncio.wait_for(streaming.start(turn.job), 30)
+    await asyncio.wait_for(worker.start(turn.job), 30)
     client = await logged_in(alice)
     url = reverse("chat:send", args=[turn.conversation.pk])
     response = await client.post(
@@ -102,7 +102,7 @@ async def test_send_appends_the_turn_with_a_streaming_answer(alice: Any) -> None
 
 async def test_multi_turn_context_is_sent(alice: Any) -> None:
     turn = await start_turn(alice, "first question", "emulator/echo")
-    await asyncio.wait_for(streaming.start(turn.job), 30)
+    await asyncio.wait_for(worker.start(turn.job), 30)
     second = await start_turn(alice, "second question", "emulator/echo", turn.conversation.pk)
     assert second.job.messages == [
         {"role": "user", "content": "first question"},
@@ -123,7 +123,7 @@ async def test_empty_message_shows_an_error_in_the_composer(alice: Any) -> None:
 
 async def test_other_users_conversation_is_404_everywhere(alice: Any, bob: Any) -> None:
     turn = await start_turn(alice, "private", "emulator/echo")
-    await asyncio.wait_for(streaming.start(turn.job), 30)
+    await asyncio.wait_for(worker.start(turn.job), 30)
     client = await logged_in(bob)
     pk, message_pk = turn.conversation.pk, turn.assistant.pk
     for method, url in [
@@ -150,7 +150,7 @@ async def test_other_users_conversation_is_404_everywhere(alice: Any, bob: Any) 
 async def test_stop_cancels_the_generation(alice: Any) -> None:
     client = await logged_in(alice)
     turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=100")
-    task = streaming.start(turn.job)
+    task = worker.start(turn.job)
     await asyncio.sleep(0.3)
     response = await client.post(reverse("chat:stop", args=[turn.generation.pk]))
     assert response.status_code == 204
@@ -168,7 +168,7 @@ async def test_stop_cancels_the_generation(alice: Any) -> None:
 async def test_error_is_shown_in_plain_words_and_retry_starts_a_new_generation(alice: Any) -> None:
     client = await logged_in(alice)
     turn = await start_turn(alice, "hello", "emulator/error-before")
-    await asyncio.wait_for(streaming.start(turn.job), 30)
+    await asyncio.wait_for(worker.start(turn.job), 30)
     generation = await Generation.objects.aget(pk=turn.generation.pk)
     html = (await client.get(reverse("chat:message", args=[turn.assistant.pk]))).content.decode()
     assert 'data-status="failed"' in html
@@ -191,7 +191,7 @@ async def test_error_is_shown_in_plain_words_and_retry_starts_a_new_generation(a
 async def test_model_output_is_rendered_safely(alice: Any) -> None:
     text = "**bold** <script>alert(1)</script> [x](javascript:alert(1)) [ok](https://example.org)"
     turn = await start_turn(alice, text, "emulator/echo")
-    await asyncio.wait_for(streaming.start(turn.job), 30)
+    await asyncio.wait_for(worker.start(turn.job), 30)
     client = await logged_in(alice)
     html = (await client.get(reverse("chat:message", args=[turn.assistant.pk]))).content.decode()
     assert "<strong>bold</strong>" in html
@@ -203,7 +203,7 @@ async def test_model_output_is_rendered_safely(alice: Any) -> None:
 
 async def test_rename_and_delete(alice: Any) -> None:
     turn = await start_turn(alice, "hello", "emulator/echo")
-    await asyncio.wait_for(streaming.start(turn.job), 30)
+    await asyncio.wait_for(worker.start(turn.job), 30)
     client = await logged_in(alice)
     pk = turn.conversation.pk
     response = await client.post(
@@ -220,7 +220,7 @@ async def test_rename_and_delete(alice: Any) -> None:
 
 async def test_deleting_a_conversation_stops_its_generation(alice: Any) -> None:
     turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=100")
-    task = streaming.start(turn.job)
+    task = worker.start(turn.job)
     await asyncio.sleep(0.2)
     client = await logged_in(alice)
     await client.post(reverse("chat:delete", args=[turn.conversation.pk]), headers=HTMX)
@@ -231,7 +231,7 @@ async def test_deleting_a_conversation_stops_its_generation(alice: Any) -> None:
 async def test_sidebar_lists_own_conversations_newest_first(alice: Any, bob: Any) -> None:
     for text in ("older", "newer"):
         turn = await start_turn(alice, text, "emulator/echo")
-        await asyncio.wait_for(streaming.start(turn.job), 30)
+        await asyncio.wait_for(worker.start(turn.job), 30)
     await start_turn(bob, "not alice's", "emulator/echo")
     client = await logged_in(alice)
     html = (await client.get(reverse("chat:home"))).content.decode()
@@ -253,7 +253,7 @@ async def test_page_carries_status_and_seq_for_reattach(alice: Any, status: str)
 
 async def test_reasoning_details_are_sent_back_unchanged(alice: Any) -> None:
     turn = await start_turn(alice, "why is the sky blue", "emulator/reasoning")
-    await asyncio.wait_for(streaming.start(turn.job), 30)
+    await asyncio.wait_for(worker.start(turn.job), 30)
     answer = await Message.objects.aget(pk=turn.assistant.pk)
     assert answer.reasoning_details
     second = await start_turn(alice, "and at sunset?", "emulator/echo", turn.conversation.pk)
@@ -266,7 +266,7 @@ async def test_reasoning_details_are_sent_back_unchanged(alice: Any) -> None:
 
 async def test_admin_lists_generations_with_their_cost(alice: Any) -> None:
     turn = await start_turn(alice, "hello", "emulator/echo")
-    await asyncio.wait_for(streaming.start(turn.job), 30)
+    await asyncio.wait_for(worker.start(turn.job), 30)
     await sync_to_async(type(alice).objects.filter(pk=alice.pk).update)(
         is_staff=True, is_superuser=True
     )
@@ -285,7 +285,7 @@ async def test_thinking_is_open_while_streaming_then_collapsed(alice: Any) -> No
     url = reverse("chat:message", args=[turn.assistant.pk])
     running = (await client.get(url)).content.decode()
     assert '<details class="pane reasoning-pane" open hidden>' in running
-    await asyncio.wait_for(streaming.start(turn.job), 30)
+    await asyncio.wait_for(worker.start(turn.job), 30)
     done = (await client.get(url)).content.decode()
     assert '<details class="pane reasoning-pane">' in done
     assert "The user asks about" in done
@@ -294,7 +294,7 @@ async def test_thinking_is_open_while_streaming_then_collapsed(alice: Any) -> No
 async def test_tool_calls_have_their_own_pane(alice: Any) -> None:
     client = await logged_in(alice)
     turn = await start_turn(alice, "Weather in Oslo?", "emulator/tools")
-    await asyncio.wait_for(streaming.start(turn.job), 30)
+    await asyncio.wait_for(worker.start(turn.job), 30)
     html = (await client.get(reverse("chat:message", args=[turn.assistant.pk]))).content.decode()
     pane = html[html.index('<section class="pane tool-calls-pane"') :]
     pane = pane[: pane.index("</section>")]

@@ -128,7 +128,7 @@ class Stream:
     deltas at or below `seq` are duplicates, a snapshot replaces the text so far. A socket that
     joined mid-stream (`seq=None`) holds deltas back until its first snapshot."""
 
-    generation_id: int
+    generation_pk: int
     seq: int | None = 0
     content: str = ""
     snapshots: list[dict[str, Any]] = field(default_factory=list)
@@ -188,7 +188,7 @@ class Socket:
 
     async def follow(
         self,
-        generation_id: int,
+        generation_pk: int,
         *,
         within: float,
         until: str = "done",
@@ -196,14 +196,14 @@ class Socket:
     ) -> Stream:
         """Apply this generation's messages (all received so far, then new ones) until one of
         type `until` arrives."""
-        stream = Stream(generation_id, seq=None if joined_mid_stream else 0)
+        stream = Stream(generation_pk, seq=None if joined_mid_stream else 0)
         for at, message in self.received:
-            if message.get("g") == generation_id:
+            if message.get("g") == generation_pk:
                 stream.apply(message, at)
         async with asyncio.timeout(within):
             while not (stream.done if until == "done" else _seen(stream, until)):
                 message = await self.next(within)
-                if message.get("g") == generation_id:
+                if message.get("g") == generation_pk:
                     stream.apply(message, self.received[-1][0])
         return stream
 
@@ -268,17 +268,17 @@ class User:
 
     # --- The database, read directly -------------------------------------------------------------
 
-    async def generation(self, generation_id: int) -> dict[str, Any]:
+    async def generation(self, generation_pk: int) -> dict[str, Any]:
         async with await psycopg.AsyncConnection.connect(
             self.database_url, autocommit=True, row_factory=dict_row
         ) as db:
             cursor = await db.execute(
                 "SELECT g.*, m.content FROM chatapp_generation g"
                 " JOIN chatapp_message m ON m.id = g.message_id WHERE g.id = %s",
-                [generation_id],
+                [generation_pk],
             )
             row = await cursor.fetchone()
-        assert row is not None, f"no generation {generation_id}"
+        assert row is not None, f"no generation {generation_pk}"
         return row
 
     async def latest_generation(self, conversation_id: int) -> int:
@@ -311,7 +311,7 @@ class User:
 
     async def wait_generation(
         self,
-        generation_id: int,
+        generation_pk: int,
         *,
         within: float,
         until: Callable[[dict[str, Any]], bool] | None = None,
@@ -320,9 +320,9 @@ class User:
         ready = until or (lambda row: row["status"] != "streaming")
         deadline = time.monotonic() + within
         while True:
-            row = await self.generation(generation_id)
+            row = await self.generation(generation_pk)
             if ready(row):
                 return row
             if time.monotonic() > deadline:
-                raise AssertionError(f"generation {generation_id} stayed as {row}")
+                raise AssertionError(f"generation {generation_pk} stayed as {row}")
             await asyncio.sleep(0.05)

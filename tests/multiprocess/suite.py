@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .servers import ROOT
 
-SUITES = ["tests/chatapp/test_streaming.py", "tests/chatapp/test_sweep.py"]
+SUITES = ["tests/chatapp/test_worker.py", "tests/chatapp/test_sweep.py"]
 DESELECT = "not stalled"  # deadlines, not the database: already covered on SQLite
 
 

@@ -39,13 +39,13 @@ async def test_a_generation_on_a_streams_to_a_socket_on_b(
 ) -> None:
     conversation_id = await conversation(user, server_a)
     async with user.socket(server_b, conversation_id) as socket:
-        generation_id = await user.send(server_a, conversation_id, "Tell me of otters", SHORT)
-        stream = await socket.follow(generation_id, within=20)
-    row = await user.generation(generation_id)
+        generation_pk = await user.send(server_a, conversation_id, "Tell me of otters", SHORT)
+        stream = await socket.follow(generation_pk, within=20)
+    row = await user.generation(generation_pk)
     assert row["status"] == "completed"
     assert stream.done == {
         "t": "done",
-        "g": generation_id,
+        "g": generation_pk,
         "seq": row["last_seq"],
         "status": "completed",
     }
@@ -66,11 +66,11 @@ async def test_sockets_on_both_processes_stream_the_same_answer_in_step(
         user.socket(server_a, conversation_id) as on_a,
         user.socket(server_b, conversation_id) as on_b,
     ):
-        generation_id = await user.send(server_a, conversation_id, "Tell me of seals", MEDIUM)
+        generation_pk = await user.send(server_a, conversation_id, "Tell me of seals", MEDIUM)
         stream_a, stream_b = await asyncio.gather(
-            on_a.follow(generation_id, within=20), on_b.follow(generation_id, within=20)
+            on_a.follow(generation_pk, within=20), on_b.follow(generation_pk, within=20)
         )
-    row = await user.generation(generation_id)
+    row = await user.generation(generation_pk)
     for stream in (stream_a, stream_b):
         assert stream.applied == list(range(1, row["last_seq"] + 1))
         assert stream.content == row["content"]
@@ -79,15 +79,15 @@ async def test_sockets_on_both_processes_stream_the_same_answer_in_step(
     assert lag < MAX_LAG, f"the sockets on A and B drifted {lag:.2f} s apart"
 
 
-async def _stop(via: str, user: User, server: Server, socket: Socket, generation_id: int) -> float:
+async def _stop(via: str, user: User, server: Server, socket: Socket, generation_pk: int) -> float:
     """Press Stop as the page does (`hx-post`), or over the socket; when it was pressed."""
     async with user.http(server) as http:  # opened first: its setup is not the app's latency
         pressed_at = time.time()
         if via == "http":
-            response = await http.post(f"/g/{generation_id}/stop/")
+            response = await http.post(f"/g/{generation_pk}/stop/")
             assert response.status_code == 204
         else:
-            await socket.send({"t": "stop", "g": generation_id})
+            await socket.send({"t": "stop", "g": generation_pk})
     return pressed_at
 
 
@@ -99,12 +99,12 @@ async def test_stop_through_b_cancels_the_worker_in_a(
     page = await user.get(server_b, f"/c/{conversation_id}/")  # the page Stop is pressed on
     assert page.status_code == 200
     async with user.socket(server_b, conversation_id) as socket:
-        generation_id = await user.send(server_a, conversation_id, "A long story", ENDLESS)
-        await socket.follow(generation_id, until="delta", within=10)
-        stopped_at = await _stop(via, user, server_b, socket, generation_id)
-        stream = await socket.follow(generation_id, within=5)
+        generation_pk = await user.send(server_a, conversation_id, "A long story", ENDLESS)
+        await socket.follow(generation_pk, until="delta", within=10)
+        stopped_at = await _stop(via, user, server_b, socket, generation_pk)
+        stream = await socket.follow(generation_pk, within=5)
         done_after = time.time() - stopped_at
-    row = await user.generation(generation_id)
+    row = await user.generation(generation_pk)
     record = paced_emulator.app.records.wait_finished(row["upstream_id"], timeout=5)
     assert record.final_outcome == "cancelled"
     assert record.cancelled_at is not None
@@ -133,16 +133,16 @@ async def test_stop_and_an_idle_socket_outlast_the_layers_blocking_reads(
         user.socket(server_b, quiet_id) as quiet,
         user.socket(server_b, conversation_id) as socket,
     ):
-        generation_id = await user.send(server_a, conversation_id, "A long story", ENDLESS)
-        await socket.follow(generation_id, until="delta", within=10)
+        generation_pk = await user.send(server_a, conversation_id, "A long story", ENDLESS)
+        await socket.follow(generation_pk, until="delta", within=10)
         await asyncio.sleep(RedisChannelLayer.brpop_timeout + 1)
-        stopped_at = await _stop("http", user, server_b, socket, generation_id)
-        stream = await socket.follow(generation_id, within=5)
+        stopped_at = await _stop("http", user, server_b, socket, generation_pk)
+        stream = await socket.follow(generation_pk, within=5)
         await quiet.send({"t": "snapshot", "g": finished})
         reply = await quiet.next(within=5)
     assert stream.done is not None
     assert stream.done["status"] == "cancelled"
-    record = paced_emulator.app.records.get((await user.generation(generation_id))["upstream_id"])
+    record = paced_emulator.app.records.get((await user.generation(generation_pk))["upstream_id"])
     assert record is not None
     assert record.cancelled_at is not None
     assert record.cancelled_at - stopped_at < STOP_WITHIN
@@ -154,13 +154,13 @@ async def test_a_socket_joining_b_mid_stream_gets_a_snapshot_then_the_rest(
     user: User, server_a: Server, server_b: Server
 ) -> None:
     conversation_id = await conversation(user, server_a)
-    generation_id = await user.send(server_a, conversation_id, "Explain the tides", MEDIUM)
-    await user.wait_generation(generation_id, within=10, until=lambda row: row["last_seq"] > 0)
+    generation_pk = await user.send(server_a, conversation_id, "Explain the tides", MEDIUM)
+    await user.wait_generation(generation_pk, within=10, until=lambda row: row["last_seq"] > 0)
     page = await user.get(server_b, f"/c/{conversation_id}/")  # a reload that lands on B
-    assert f'data-generation="{generation_id}" data-status="streaming"' in page.text
+    assert f'data-generation="{generation_pk}" data-status="streaming"' in page.text
     async with user.socket(server_b, conversation_id) as socket:
-        stream = await socket.follow(generation_id, joined_mid_stream=True, within=20)
-    row = await user.generation(generation_id)
+        stream = await socket.follow(generation_pk, joined_mid_stream=True, within=20)
+    row = await user.generation(generation_pk)
     assert row["status"] == "completed"
     snapshot = stream.snapshots[0]
     assert snapshot["seq"] > 0
@@ -176,29 +176,29 @@ async def test_killing_the_worker_process_leaves_the_sweep_in_b_to_interrupt_it(
 ) -> None:
     conversation_id = await conversation(user, victim)
     async with user.socket(server_b, conversation_id) as socket:
-        generation_id = await user.send(victim, conversation_id, "A long story", ENDLESS)
+        generation_pk = await user.send(victim, conversation_id, "A long story", ENDLESS)
         flushed = await user.wait_generation(
-            generation_id, within=10, until=lambda row: len(row["content"]) > 0
+            generation_pk, within=10, until=lambda row: len(row["content"]) > 0
         )
         victim.kill()
         killed_at = time.monotonic()
         # A reload before the sweep: the socket asks the dead worker for a snapshot in vain.
         async with user.socket(server_b, conversation_id) as reloaded:
-            stream = await socket.follow(generation_id, within=15)
+            stream = await socket.follow(generation_pk, within=15)
             swept_after = time.monotonic() - killed_at
-            after_reload = await reloaded.follow(generation_id, joined_mid_stream=True, within=5)
+            after_reload = await reloaded.follow(generation_pk, joined_mid_stream=True, within=5)
     print(f"killed worker: interrupted by B's sweep after {swept_after:.1f} s")
-    row = await user.generation(generation_id)
+    row = await user.generation(generation_pk)
     assert row["status"] == "interrupted"
     assert stream.done == {
         "t": "done",
-        "g": generation_id,
+        "g": generation_pk,
         "seq": row["last_seq"],
         "status": "interrupted",
     }
     assert after_reload.done == stream.done
     assert row["content"].startswith(flushed["content"])
     assert stream.content.startswith(row["content"])
-    assert f"Generation {generation_id} interrupted" in server_b.log_text()
+    assert f"Generation {generation_pk} interrupted" in server_b.log_text()
     record = paced_emulator.app.records.wait_finished(row["upstream_id"], timeout=5)
     assert record.cancelled_at is not None  # the dead process's connection was closed

@@ -35,20 +35,20 @@ def group_message(payload: dict[str, Any]) -> dict[str, Any]:
     return {"type": FORWARD, "text": orjson.dumps(payload).decode()}
 
 
-def delta(generation_id: int, fields: dict[str, Any]) -> dict[str, Any]:
-    return {"t": "delta", "g": generation_id, **fields}
+def delta(generation_pk: int, fields: dict[str, Any]) -> dict[str, Any]:
+    return {"t": "delta", "g": generation_pk, **fields}
 
 
-def snapshot(generation_id: int, fields: dict[str, Any]) -> dict[str, Any]:
-    return {"t": "snapshot", "g": generation_id, **fields}
+def snapshot(generation_pk: int, fields: dict[str, Any]) -> dict[str, Any]:
+    return {"t": "snapshot", "g": generation_pk, **fields}
 
 
-def done(generation_id: int, seq: int, status: str) -> dict[str, Any]:
-    return {"t": "done", "g": generation_id, "seq": seq, "status": status}
+def done(generation_pk: int, seq: int, status: str) -> dict[str, Any]:
+    return {"t": "done", "g": generation_pk, "seq": seq, "status": status}
 
 
-def updated(generation_id: int) -> dict[str, Any]:
-    return {"t": "updated", "g": generation_id}
+def updated(generation_pk: int) -> dict[str, Any]:
+    return {"t": "updated", "g": generation_pk}
 
 
 def cancel() -> dict[str, Any]:

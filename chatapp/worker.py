@@ -14,28 +14,28 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import logging
-import time
 from collections.abc import Awaitable
-from dataclasses import dataclass, field
-from typing import Any
 
 from channels.layers import BaseChannelLayer, get_channel_layer
 from django.conf import settings
 
 from gateway_client import EventStream, GatewayClient
-from gateway_client.accumulator import Completion
 from gateway_client.errors import (
     ConnectError,
+    ErrorInfo,
     GatewayError,
     GatewayTimeout,
     IncompleteStream,
     StatusError,
 )
 
-from . import persistence, protocol
+from . import persistence, ws_protocol
 from .gateway import GatewayConfig, client, gateway_config
+from .jobs import Job, Outcome, Status
 from .live_state import LiveState
+from .persistence import FinalState
 
 logger = logging.getLogger(__name__)
 
@@ -44,41 +44,12 @@ RECONCILE_TIMEOUT = 30.0
 _running: dict[int, GenerationWorker] = {}
 _tasks: set[asyncio.Task[None]] = set()  # strong references: the loop keeps only weak ones
 
-
-@dataclass(frozen=True, slots=True)
-class Job:
-    generation_id: int
-    conversation_id: int
-    model: str
-    messages: list[dict[str, Any]]
-    owner_channel: str
-
-
-@dataclass(slots=True)
-class Outcome:
-    """How the stream ended; `error` is an `ErrorInfo`-like dict for the failure states."""
-
-    status: str
-    error: dict[str, Any] | None = None
-    retry_after: float | None = None
-    completion: Completion | None = None
-    started: bool = False
-
-
-@dataclass(slots=True)
-class _Timing:
-    started: float = field(default_factory=time.monotonic)
-    first_token: float | None = None
-
-
-def _error(exc: GatewayError) -> dict[str, Any]:
-    info = exc.info
-    return {
-        "status": info.status,
-        "code": "" if info.code is None else str(info.code),
-        "type": info.type or "",
-        "message": info.message or str(exc),
-    }
+INTERNAL_ERROR = ErrorInfo(
+    None,
+    "internal_error",
+    "internal_error",
+    "The server failed while reading the answer; what arrived is kept.",
+)
 
 
 async def _finish_despite_cancel(send: Awaitable[None]) -> None:
@@ -108,9 +79,8 @@ class GenerationWorker:
         self.job = job
         self.config = config or gateway_config()
         self.layer = layer or get_channel_layer()
-        self.group = protocol.group_name(job.conversation_id)
+        self.group = ws_protocol.group_name(job.conversation_pk)
         self.state = LiveState()
-        self.timing = _Timing()
         self.request_id: str | None = None
         self._stream: EventStream | None = None
         self._cancel = asyncio.Event()
@@ -128,7 +98,7 @@ class GenerationWorker:
             finally:
                 listener.cancel()
                 await asyncio.gather(listener, return_exceptions=True)
-            if final.get("cost_source") == "pending":
+            if final.cost_pending:
                 await self._reconcile(gw, final)
 
     async def _stream_until_done_or_cancelled(self, gw: GatewayClient) -> Outcome:
@@ -141,8 +111,8 @@ class GenerationWorker:
                 return streamer.result()
             streamer.cancel()  # leaves `stream_chat`'s block: closes the upstream connection
             await asyncio.gather(streamer, return_exceptions=True)
-            logger.info("Generation %s cancelled", self.job.generation_id)
-            return Outcome("cancelled", started=self.state.has_output)
+            logger.info("Generation %s cancelled", self.job.generation_pk)
+            return Outcome(Status.CANCELLED)
         finally:
             for task in (streamer, ticker, cancelled):
                 task.cancel()
@@ -156,34 +126,27 @@ class GenerationWorker:
                 self._stream = stream
                 self.request_id = stream.request_id
                 async for event in stream:
-                    if self.state.apply(event):
-                        self.timing.first_token = time.monotonic()
-                return Outcome("completed", completion=stream.completion, started=True)
+                    self.state.apply(event)
+                return Outcome(Status.COMPLETED, completion=stream.completion)
         except StatusError as exc:
-            logger.warning("Generation %s refused: %s", job.generation_id, exc)
-            return Outcome("failed", error=_error(exc), retry_after=exc.retry_after)
+            logger.warning("Generation %s refused: %s", job.generation_pk, exc)
+            return Outcome(Status.FAILED, exc.info, retry_after=exc.retry_after)
         except (IncompleteStream, ConnectError) as exc:
             started = self._stream is not None
-            logger.warning("Generation %s ended early: %s", job.generation_id, exc)
-            status = "incomplete" if started else "failed"
-            return Outcome(status, _error(exc), completion=exc.completion, started=started)
+            logger.warning("Generation %s ended early: %s", job.generation_pk, exc)
+            status = Status.INCOMPLETE if started else Status.FAILED
+            return Outcome(status, exc.info, completion=exc.completion)
         except GatewayTimeout as exc:
-            logger.warning("Generation %s timed out (%s): %s", job.generation_id, exc.phase, exc)
-            error = _error(exc)
-            error["message"] = protocol.timeout_message(exc.phase, exc.message)
-            return Outcome("failed", error, completion=exc.completion, started=True)
+            logger.warning("Generation %s timed out (%s): %s", job.generation_pk, exc.phase, exc)
+            message = ws_protocol.timeout_message(exc.phase, exc.message)
+            info = dataclasses.replace(exc.info, message=message)
+            return Outcome(Status.FAILED, info, completion=exc.completion)
         except GatewayError as exc:
-            logger.warning("Generation %s failed: %s", job.generation_id, exc)
-            return Outcome("failed", _error(exc), completion=exc.completion, started=True)
+            logger.warning("Generation %s failed: %s", job.generation_pk, exc)
+            return Outcome(Status.FAILED, exc.info, completion=exc.completion)
         except Exception:
-            logger.exception("Generation %s crashed", job.generation_id)
-            error = {
-                "status": None,
-                "code": "internal_error",
-                "type": "internal_error",
-                "message": "The server failed while reading the answer; what arrived is kept.",
-            }
-            return Outcome("failed", error, started=self._stream is not None)
+            logger.exception("Generation %s crashed", job.generation_pk)
+            return Outcome(Status.FAILED, INTERNAL_ERROR)
 
     # --- Ticker and listener ----------------------------------------------------------------------
 
@@ -202,59 +165,61 @@ class GenerationWorker:
                 if first_output or self._ticks % flush_every == 0:
                     flushed_output = self.state.seq > 0
                     await persistence.flush_partial(
-                        self.job.generation_id, self.state, self._upstream_id(), self._ttft()
+                        self.job.generation_pk, self.state, self._upstream_id(), self._ttft_ms()
                     )
             except asyncio.CancelledError:
                 raise
             except Exception:  # a hiccup in the layer or database must not stop the stream
-                logger.exception("Generation %s: flush failed", self.job.generation_id)
+                logger.exception("Generation %s: flush failed", self.job.generation_pk)
 
     async def _send_delta(self) -> None:
         delta = self.state.take_delta()
         if delta is not None:
-            message = protocol.group_message(protocol.delta(self.job.generation_id, delta))
+            message = ws_protocol.group_message(ws_protocol.delta(self.job.generation_pk, delta))
             await _finish_despite_cancel(self.layer.group_send(self.group, message))
 
     async def _listen(self) -> None:
         while True:
             message = await self.layer.receive(self.job.owner_channel)
             match message.get("type"):
-                case protocol.CANCEL:
+                case ws_protocol.CANCEL:
                     self._cancel.set()
-                case protocol.SNAPSHOT_REQUEST:
+                case ws_protocol.SNAPSHOT_REQUEST:
                     reply_to = message.get("reply_to")
                     if reply_to:
-                        snapshot = protocol.snapshot(self.job.generation_id, self.state.snapshot())
-                        await self.layer.send(reply_to, protocol.group_message(snapshot))
+                        snapshot = ws_protocol.snapshot(
+                            self.job.generation_pk, self.state.snapshot()
+                        )
+                        await self.layer.send(reply_to, ws_protocol.group_message(snapshot))
 
     # --- Finishing --------------------------------------------------------------------------------
 
     def _upstream_id(self) -> str | None:
         return self._stream.generation_id if self._stream is not None else None
 
-    def _ttft(self) -> int | None:
-        if self.timing.first_token is None:
-            return None
-        return round((self.timing.first_token - self.timing.started) * 1000)
+    def _ttft_ms(self) -> int | None:
+        seconds = self._stream.time_to_first_token if self._stream is not None else None
+        return None if seconds is None else round(seconds * 1000)
 
-    async def _finish(self, outcome: Outcome) -> dict[str, Any]:
+    async def _finish(self, outcome: Outcome) -> FinalState:
         await self._send_delta()  # everything received reaches the browsers before `done`
         if self._stream is not None:  # on cancel and crashes too: whatever arrived counts
             self.request_id = self.request_id or self._stream.request_id
-            outcome.completion = outcome.completion or self._stream.completion
+            if outcome.completion is None:
+                outcome = dataclasses.replace(outcome, completion=self._stream.completion)
         final = await persistence.save_final(
-            self.job.generation_id, self.state, outcome, self._ttft(), self.request_id
+            self.job.generation_pk, self.state, outcome, self._ttft_ms(), self.request_id
         )
         await self.layer.group_send(
             self.group,
-            protocol.group_message(
-                protocol.done(self.job.generation_id, self.state.seq, outcome.status)
+            ws_protocol.group_message(
+                ws_protocol.done(self.job.generation_pk, self.state.seq, outcome.status)
             ),
         )
         return final
 
-    async def _reconcile(self, gw: GatewayClient, final: dict[str, Any]) -> None:
-        upstream_id = final.get("upstream_id")
+    async def _reconcile(self, gw: GatewayClient, final: FinalState) -> None:
+        upstream_id = final.upstream_id
         record = None
         # Only Numes documents `GET /generation`; elsewhere the stream was the only report.
         dialect = self._stream.dialect if self._stream is not None else gw.dialect
@@ -266,10 +231,10 @@ class GenerationWorker:
                 logger.info("No generation record for %s: %s", upstream_id, exc)
             except Exception:
                 logger.exception("Reconciling %s failed", upstream_id)
-        changed = await persistence.save_reconciled(self.job.generation_id, record)
+        changed = await persistence.save_reconciled(self.job.generation_pk, record)
         if changed:
             await self.layer.group_send(
-                self.group, protocol.group_message(protocol.updated(self.job.generation_id))
+                self.group, ws_protocol.group_message(ws_protocol.updated(self.job.generation_pk))
             )
 
 
@@ -287,13 +252,13 @@ def start(job: Job, *, config: GatewayConfig | None = None) -> asyncio.Task[None
     shuts down when the response is sent); its database calls use asgiref's shared thread.
     """
     worker = GenerationWorker(job, config=config)
-    _running[job.generation_id] = worker
+    _running[job.generation_pk] = worker
     task = asyncio.get_running_loop().create_task(worker.run(), context=contextvars.Context())
 
     def _done(task: asyncio.Task[None]) -> None:
-        _running.pop(job.generation_id, None)
+        _running.pop(job.generation_pk, None)
         if not task.cancelled() and task.exception() is not None:
-            logger.error("Generation %s worker died", job.generation_id, exc_info=task.exception())
+            logger.error("Generation %s worker died", job.generation_pk, exc_info=task.exception())
 
     _tasks.add(task)
     task.add_done_callback(_tasks.discard)

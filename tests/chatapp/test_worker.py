@@ -11,7 +11,7 @@ import orjson
 import pytest
 from channels.layers import get_channel_layer
 
-from chatapp import protocol, streaming
+from chatapp import worker, ws_protocol
 from chatapp.models import Generation, Message
 
 from .conftest import GroupListener, start_turn
@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 async def run_turn(user: Any, text: str, model: str) -> tuple[Generation, GroupListener]:
     turn = await start_turn(user, text, model)
     listener = await GroupListener(turn.conversation.pk).join()
-    task = streaming.start(turn.job)
+    task = worker.start(turn.job)
     await listener.until("done")
     await asyncio.wait_for(task, 30)
     generation = await Generation.objects.select_related("message").aget(pk=turn.generation.pk)
@@ -143,7 +143,7 @@ async def test_images_become_safe_attachments(alice: Any) -> None:
 async def test_cancel_before_the_first_token_closes_upstream(alice: Any, emulator_url: Any) -> None:
     turn = await start_turn(alice, "hello", "emulator/slow-start?slow_start_s=5")
     listener = await GroupListener(turn.conversation.pk).join()
-    task = streaming.start(turn.job)
+    task = worker.start(turn.job)
     record = None
     for _ in range(200):
         await asyncio.sleep(0.01)
@@ -152,7 +152,7 @@ async def test_cancel_before_the_first_token_closes_upstream(alice: Any, emulato
             break
     assert record is not None
     clicked = time.time()
-    await get_channel_layer().send(turn.job.owner_channel, protocol.cancel())
+    await get_channel_layer().send(turn.job.owner_channel, ws_protocol.cancel())
     done = await listener.until("done", within=2)
     assert done["status"] == "cancelled"
     for _ in range(100):
@@ -170,10 +170,10 @@ async def test_cancel_before_the_first_token_closes_upstream(alice: Any, emulato
 async def test_cancel_mid_stream_keeps_partial_text(alice: Any, emulator_url: Any) -> None:
     turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=200")
     listener = await GroupListener(turn.conversation.pk).join()
-    task = streaming.start(turn.job)
+    task = worker.start(turn.job)
     await listener.until("delta")
     await listener.until("delta")
-    await get_channel_layer().send(turn.job.owner_channel, protocol.cancel())
+    await get_channel_layer().send(turn.job.owner_channel, ws_protocol.cancel())
     done = await listener.until("done", within=2)
     assert done["status"] == "cancelled"
     await asyncio.wait_for(task, 30)
@@ -194,12 +194,12 @@ async def test_cancel_mid_stream_keeps_partial_text(alice: Any, emulator_url: An
 async def test_snapshot_plus_later_deltas_rebuild_the_text(alice: Any) -> None:
     turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=300&long_tokens=400")
     listener = await GroupListener(turn.conversation.pk).join()
-    task = streaming.start(turn.job)
+    task = worker.start(turn.job)
     await listener.until("delta")
     await listener.until("delta")
     layer = get_channel_layer()
     reply = await layer.new_channel()
-    await layer.send(turn.job.owner_channel, protocol.snapshot_request(reply))
+    await layer.send(turn.job.owner_channel, ws_protocol.snapshot_request(reply))
     snapshot = orjson.loads((await asyncio.wait_for(layer.receive(reply), 5))["text"])
     assert snapshot["t"] == "snapshot"
     assert snapshot["g"] == turn.generation.pk
@@ -213,7 +213,7 @@ async def test_snapshot_plus_later_deltas_rebuild_the_text(alice: Any) -> None:
 async def test_partial_text_is_flushed_while_streaming(alice: Any, settings: Any) -> None:
     settings.CHAT_FLUSH_INTERVAL = 0.2
     turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=100")
-    task = streaming.start(turn.job)
+    task = worker.start(turn.job)
     await asyncio.sleep(0.8)
     generation = await Generation.objects.select_related("message").aget(pk=turn.generation.pk)
     assert generation.status == "streaming"
@@ -221,7 +221,7 @@ async def test_partial_text_is_flushed_while_streaming(alice: Any, settings: Any
     assert generation.last_seq > 0
     flushed = generation.message.content
     assert flushed
-    await get_channel_layer().send(turn.job.owner_channel, protocol.cancel())
+    await get_channel_layer().send(turn.job.owner_channel, ws_protocol.cancel())
     await asyncio.wait_for(task, 30)
     final = await Message.objects.aget(pk=turn.assistant.pk)
     assert final.content.startswith(flushed)

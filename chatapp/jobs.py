@@ -1,0 +1,40 @@
+"""What a generation is asked to do, and how it ended: the values the worker hands persistence.
+
+They live apart from the worker so that persistence (and turns) can import them without importing
+the worker and its channel-layer machinery.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gateway_client.accumulator import Completion
+from gateway_client.errors import ErrorInfo
+
+from .models import Generation
+
+Status = Generation.Status
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One upstream request to run. `generation_pk` is our database key, never the gateway's
+    generation ID (that arrives with the stream, as `Completion.generation_id`)."""
+
+    generation_pk: int
+    conversation_pk: int
+    model: str
+    messages: list[dict[str, Any]]
+    owner_channel: str
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How the stream ended: a terminal `status`, the gateway's `error` for the failure states,
+    and the `completion` folded from everything that arrived (None if nothing did)."""
+
+    status: Status
+    error: ErrorInfo | None = None
+    retry_after: float | None = None
+    completion: Completion | None = None
