@@ -5,6 +5,11 @@ for), so the live client can fold every event and still hand out a snapshot when
 flushes. The outcome follows the gateways' shared rule: `complete` needs `[DONE]` and no error;
 an error event (or a transport failure reported with `fail`) makes it `error`; anything else that
 ends is `incomplete`.
+
+What the reader skipped (`Unread` events) is kept, up to `MAX_UNREAD` entries, and a complete
+stream that produced no output at all but skipped something says so in `warnings`
+(`"unread_parts"`), so a chunk shape we do not understand never passes for an empty answer. The
+first skipped content of a stream (an unknown part type, say) is also logged, once.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,10 +37,15 @@ from .events import (
     ReasoningDetail,
     TextDelta,
     ToolCallDelta,
+    Unread,
     Usage,
 )
 
-__all__ = ["Accumulator", "Completion", "ToolCall"]
+__all__ = ["MAX_UNREAD", "Accumulator", "Completion", "ToolCall"]
+
+MAX_UNREAD = 20
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +71,7 @@ class Completion:
     reasoning: str = ""
     reasoning_details: list[dict[str, Any]] = field(default_factory=list)
     tool_calls: list[ToolCall] = field(default_factory=list)
-    annotations: list[dict[str, Any]] = field(default_factory=list)
+    annotations: list[Annotation] = field(default_factory=list)
     images: list[ImageOutput] = field(default_factory=list)
     artifacts: list[Artifact] = field(default_factory=list)
     audio: AudioOutput | None = None
@@ -71,9 +82,12 @@ class Completion:
     reasoning_tokens: int | None = None
     cached_tokens: int | None = None
     error: ErrorInfo | None = None
+    warnings: tuple[str, ...] = ()  # machine codes: "unread_parts"
+    unread: list[dict[str, Any]] = field(default_factory=list)  # {"field", "value"}, capped
 
     def to_dict(self) -> dict[str, Any]:
-        """The `replay` output contract (../shared/conformance/README.md), plus media."""
+        """The `replay` output contract (../shared/conformance/README.md), plus media, `warnings`
+        and `unread`."""
         return {
             "status": self.status,
             "outcome": self.outcome,
@@ -85,7 +99,7 @@ class Completion:
             "reasoning": self.reasoning,
             "reasoning_details": self.reasoning_details,
             "tool_calls": [call.to_dict() for call in self.tool_calls],
-            "annotations": self.annotations,
+            "annotations": [annotation.raw for annotation in self.annotations],
             "usage": self.usage,
             "cost": self.cost.to_dict() if self.cost else None,
             "error": self.error.to_dict() if self.error else None,
@@ -103,6 +117,8 @@ class Completion:
                 if self.audio
                 else None
             ),
+            "warnings": list(self.warnings),
+            "unread": self.unread,
         }
 
 
@@ -138,13 +154,15 @@ class Accumulator:
         self._reasoning: list[str] = []
         self._details: list[dict[str, Any]] = []
         self._calls: dict[int, list[Any]] = {}  # index -> [id, name, [argument fragments]]
-        self._annotations: list[dict[str, Any]] = []
+        self._annotations: list[Annotation] = []
         self._images: dict[int, ImageOutput] = {}
         self._artifacts: list[Artifact] = []
         self._audio: list[bytes] = []
         self._transcript: list[str] = []
         self._audio_format: str | None = None
         self._has_audio = False
+        self._unread: list[dict[str, Any]] = []
+        self._logged_unread = False
 
     def add(self, event: Event) -> None:
         match event:
@@ -171,8 +189,8 @@ class Accumulator:
                 self.finish_reason = reason
             case Usage():
                 self.usage = event
-            case Annotation(raw=raw):
-                self._annotations.append(raw)
+            case Annotation():
+                self._annotations.append(event)
             case ImageOutput(index=index):
                 self._images[index] = event  # a completed image replaces its previews
             case Artifact():
@@ -183,6 +201,8 @@ class Accumulator:
                 self.error = self.error or info
             case Done():
                 self.done = True
+            case Unread():
+                self._add_unread(event)
 
     def fail(self, info: ErrorInfo) -> None:
         """Record a failure the events could not carry (timeout, dropped connection, cap)."""
@@ -227,7 +247,35 @@ class Accumulator:
             reasoning_tokens=usage.reasoning_tokens if usage else None,
             cached_tokens=usage.cached_tokens if usage else None,
             error=self.error,
+            warnings=self._warnings(),
+            unread=list(self._unread),
         )
+
+    def _add_unread(self, event: Unread) -> None:
+        if len(self._unread) < MAX_UNREAD:
+            self._unread.append({"field": event.field, "value": event.value})
+        if event.field == "content" and not self._logged_unread:
+            self._logged_unread = True
+            value = event.value
+            what = (
+                f"a part of type {value.get('type')!r}"
+                if isinstance(value, dict)
+                else f"a {type(value).__name__} value"
+            )
+            logger.warning(
+                "generation %s: skipped content we do not read (%s); kept in Completion.unread",
+                self.generation_id,
+                what,
+            )
+
+    def _warnings(self) -> tuple[str, ...]:
+        if not self._unread or not self.done or self.error is not None:
+            return ()
+        if any(self._content) or any(self._reasoning) or self._calls:
+            return ()
+        if self._images or self._artifacts or self._has_audio:
+            return ()
+        return ("unread_parts",)
 
     def _add_audio(self, event: AudioOutput) -> None:
         self._has_audio = True

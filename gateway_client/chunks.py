@@ -3,9 +3,15 @@
 The dialects differ only in details, so one reader handles them all by field presence rather than
 by a dialect switch: `reasoning` or `reasoning_content` (Numes repeats the same text as a
 `reasoning.text` entry of `reasoning_details`, so visible text is read from one representation per
-chunk), `usage.cost` or `usage.x_llm_cost_micro`, and in-band errors with or without `choices`,
-with an int or a string `code`. `error` is checked before `choices`, as every gateway asks.
-Image-stream frames (`image_generation.*`) and text completions (`text`) come through here too.
+chunk), `content` as a string or as a list of typed parts (Mistral: `text` parts are answer,
+`thinking` parts reasoning), `usage.cost` or `usage.x_llm_cost_micro`, and in-band errors with or
+without `choices`, with an int or a string `code`. `error` is checked before `choices`, as every
+gateway asks. Image-stream frames (`image_generation.*`) and text completions (`text`) come through
+here too.
+
+Nothing non-empty is dropped unseen: a delta key we do not read (other than a few that carry
+nothing for us), a content part of an unknown type, or content of another JSON type becomes an
+`Unread` event, so an answer that comes out empty can say why. Citations are parsed here, once.
 """
 
 from __future__ import annotations
@@ -26,12 +32,24 @@ from .events import (
     ReasoningDetail,
     TextDelta,
     ToolCallDelta,
+    Unread,
     Usage,
 )
 
-__all__ = ["MAX_CITATION_URL_BYTES", "error_info", "parse_chunk", "parse_usage", "safe_url"]
+__all__ = [
+    "MAX_CITATION_URL_BYTES",
+    "citation_url",
+    "error_info",
+    "parse_annotation",
+    "parse_chunk",
+    "parse_usage",
+]
 
 MAX_CITATION_URL_BYTES = 8192
+
+# Delta keys seen in real streams that carry nothing for a reader (`role` has its own branch):
+# Groq's `channel`, Together's `token_id`, the stray `index` of Mistral-served models.
+_CARRY_NOTHING = frozenset({"channel", "token_id", "index"})
 
 
 def parse_chunk(chunk: dict[str, Any], events: list[Event] | None = None) -> list[Event]:
@@ -82,6 +100,11 @@ def _delta(delta: dict[str, Any], events: list[Event]) -> None:
         if key == "content":
             if value and type(value) is str:
                 events.append(TextDelta(value))
+            elif value:
+                if type(value) is list:
+                    _content_parts(value, events)
+                else:
+                    events.append(Unread(key, value))
         elif key == "role":
             continue
         elif key == "reasoning" or key == "reasoning_content":
@@ -108,6 +131,32 @@ def _delta(delta: dict[str, Any], events: list[Event]) -> None:
                     format=value.get("format"),
                 )
             )
+        elif value and key not in _CARRY_NOTHING:
+            events.append(Unread(key, value))
+
+
+def _content_parts(parts: list[Any], events: list[Event], reasoning: bool = False) -> None:
+    """Typed content parts, in order. A `text` part's `text` is answer (reasoning inside a
+    thinking part); a `thinking` part's `thinking` is reasoning, as a string or a list of text
+    parts. Any other non-empty part is kept as `Unread`."""
+    for part in parts:
+        kind = part.get("type") if type(part) is dict else None
+        if kind == "text" or (kind == "thinking" and not reasoning):
+            value = part.get(kind)
+            if value is None:
+                continue
+            if type(value) is str:
+                if value:
+                    if reasoning or kind == "thinking":
+                        events.append(ReasoningDelta(value))
+                    else:
+                        events.append(TextDelta(value))
+                continue
+            if kind == "thinking" and type(value) is list:
+                _content_parts(value, events, reasoning=True)
+                continue
+        if part:
+            events.append(Unread("content", part))
 
 
 def _details(details: Any, has_visible: bool, events: list[Event]) -> None:
@@ -183,23 +232,38 @@ def _annotations(items: Any, events: list[Event]) -> None:
     if not isinstance(items, list):
         return
     for item in items:
-        if not isinstance(item, dict):
-            continue
-        kind = str(item.get("type") or "")
-        nested = item.get(kind)
-        body: dict[str, Any] = nested if isinstance(nested, dict) else item
-        url = body.get("url")
-        title = body.get("title") or body.get("filename")
-        if url is not None:
-            url = safe_url(url)
-            if url is None:
-                continue  # never keep a link we would not follow
-        elif kind == "url_citation":
-            continue
-        events.append(Annotation(kind, url, title if isinstance(title, str) else None, item))
+        if isinstance(item, dict):
+            annotation = parse_annotation(item)
+            if annotation is not None:
+                events.append(annotation)
 
 
-def safe_url(url: Any) -> str | None:
+def parse_annotation(item: dict[str, Any]) -> Annotation | None:
+    """A citation entry of any shape gateways send → `Annotation`, or None to drop it.
+
+    The body is `item[item["type"]]`, else `item["url_citation"]`, else the entry itself; `title`
+    is the body's `title` or `filename`. An entry whose URL fails `citation_url` is dropped, as is
+    a URL citation without a URL.
+    """
+    kind = item.get("type")
+    if not isinstance(kind, str):
+        kind = ""
+    nested = item.get(kind) if kind else None
+    if not isinstance(nested, dict):
+        nested = item.get("url_citation")
+    body: dict[str, Any] = nested if isinstance(nested, dict) else item
+    url = body.get("url")
+    title = body.get("title") or body.get("filename")
+    if url is not None:
+        url = citation_url(url)
+        if url is None:
+            return None  # never keep a link we would not follow
+    elif kind == "url_citation" or body is item.get("url_citation"):
+        return None
+    return Annotation(kind, url, title if isinstance(title, str) else None, item)
+
+
+def citation_url(url: Any) -> str | None:
     """The URL if it is http(s) and at most 8,192 UTF-8 bytes, else None. Never fetched."""
     if not isinstance(url, str):
         return None
@@ -262,7 +326,9 @@ def error_info(error: Any, *, status: int | None = None) -> ErrorInfo:
 
     Numes: `{code: int, message, metadata: {error_type}}`; Osmexo and tiny-3b: `{type, code: str,
     message, request_id}`; Nodul: `{code: int, message}`; image streams: `{code: <type>, message,
-    status}`. A bare string is taken as the message.
+    status}`; Groq: `{code: str, type, message, status_code}`. A bare string is taken as the
+    message. Without an explicit `status`, the error's own `status` or `status_code` is used, else a
+    numeric `code` in the HTTP range (100-599).
     """
     if not isinstance(error, dict):
         return ErrorInfo(status, None, None, str(error) if error else "unknown error")
@@ -271,13 +337,12 @@ def error_info(error: Any, *, status: int | None = None) -> ErrorInfo:
     kind = error.get("type")
     if not kind and isinstance(metadata, dict):
         kind = metadata.get("error_type")
-    own_status = error.get("status")
+    own_status = _http_status(error.get("status"))
+    if own_status is None:
+        own_status = _http_status(error.get("status_code"))
     if status is None:
-        if isinstance(own_status, int):
-            status = own_status
-        elif isinstance(code, int) and 100 <= code <= 599:
-            status = code
-    if not kind and isinstance(own_status, int) and isinstance(code, str):
+        status = own_status if own_status is not None else _http_status(code)
+    if not kind and own_status is not None and isinstance(code, str):
         kind = code  # image frames: "error.code is the error type"
     message = error.get("message")
     request_id = error.get("request_id")
@@ -288,6 +353,10 @@ def error_info(error: Any, *, status: int | None = None) -> ErrorInfo:
         message=message if isinstance(message, str) and message else "unknown error",
         request_id=request_id if isinstance(request_id, str) else None,
     )
+
+
+def _http_status(value: Any) -> int | None:
+    return value if type(value) is int and 100 <= value <= 599 else None
 
 
 def _is_number(value: Any) -> TypeGuard[int | float]:

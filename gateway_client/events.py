@@ -27,6 +27,7 @@ __all__ = [
     "ReasoningDetail",
     "TextDelta",
     "ToolCallDelta",
+    "Unread",
     "Usage",
 ]
 
@@ -72,9 +73,11 @@ class ToolCallDelta:
 
 @dataclass(frozen=True, slots=True)
 class Annotation:
-    """A citation. `url` is http(s) and at most 8,192 UTF-8 bytes, or the annotation is dropped.
+    """A citation, read once: `url` and `title` come from the entry's nested body (`entry[type]`,
+    else `entry["url_citation"]`, else the entry itself; `title` falls back to `filename`).
 
-    `raw` is the entry as received, kept for display and to send back.
+    `url` is http(s) and at most 8,192 UTF-8 bytes, or the annotation is dropped; it is None only
+    for citations that have no URL (file citations). `raw` is the entry as received, to send back.
     """
 
     type: str
@@ -158,6 +161,18 @@ class ErrorEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class Unread:
+    """A non-empty delta field the reader skipped: a key it does not read, a content part of an
+    unknown type (`field` is `"content"`, `value` the part), or content of another JSON type.
+
+    Kept so an answer that came out empty can say what arrived instead of it.
+    """
+
+    field: str
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
 class Done:
     """`data: [DONE]`: the stream finished. Anything after it is ignored."""
 
@@ -175,5 +190,6 @@ type Event = (
     | Usage
     | Finish
     | ErrorEvent
+    | Unread
     | Done
 )

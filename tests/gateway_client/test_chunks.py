@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 from typing import Any
 
 import pytest
 
-from gateway_client.accumulator import Accumulator
-from gateway_client.chunks import error_info, parse_chunk, safe_url
-from gateway_client.events import ErrorEvent, ReasoningDelta, TextDelta
+from gateway_client.accumulator import MAX_UNREAD, Accumulator
+from gateway_client.chunks import citation_url, error_info, parse_annotation, parse_chunk
+from gateway_client.events import Annotation, ErrorEvent, ReasoningDelta, TextDelta, Unread
 from gateway_client.protocol import EventStreamParser
 
 
@@ -105,15 +106,63 @@ def test_interleaved_tool_calls_are_assembled_by_index() -> None:
     ],
 )
 def test_citation_urls_are_checked(url: str, kept: bool) -> None:
-    assert (safe_url(url) is not None) is kept
+    assert (citation_url(url) is not None) is kept
     annotation = {"type": "url_citation", "url_citation": {"url": url, "title": "T"}}
     completion = fold(delta(content="x", annotations=[annotation]))
-    assert (completion.annotations == [annotation]) is kept
+    expected = [Annotation("url_citation", url, "T", annotation)] if kept else []
+    assert completion.annotations == expected
+    assert completion.to_dict()["annotations"] == [annotation] * kept
 
 
 def test_file_citation_without_url_is_kept() -> None:
     annotation = {"type": "file_citation", "file_citation": {"file_id": "f1", "filename": "a.pdf"}}
-    assert fold(delta(annotations=[annotation])).annotations == [annotation]
+    completion = fold(delta(annotations=[annotation]))
+    assert completion.annotations == [Annotation("file_citation", None, "a.pdf", annotation)]
+    assert completion.to_dict()["annotations"] == [annotation]
+
+
+@pytest.mark.parametrize(
+    ("entry", "url", "title"),
+    [
+        # the body named by `type`
+        (
+            {"type": "url_citation", "url_citation": {"url": "https://a.test/", "title": "A"}},
+            "https://a.test/",
+            "A",
+        ),
+        # `url_citation` when `type` names no body
+        (
+            {"type": "citation", "url_citation": {"url": "https://b.test/", "title": "B"}},
+            "https://b.test/",
+            "B",
+        ),
+        ({"url_citation": {"url": "https://c.test/", "title": "C"}}, "https://c.test/", "C"),
+        # else the entry itself
+        ({"type": "citation", "url": "https://d.test/", "title": "D"}, "https://d.test/", "D"),
+        ({"type": "file", "filename": "e.pdf"}, None, "e.pdf"),
+        ({"type": "citation", "url": "https://f.test/", "title": 7}, "https://f.test/", None),
+    ],
+)
+def test_citations_are_read_from_the_body_the_app_reads(
+    entry: dict[str, Any], url: str | None, title: str | None
+) -> None:
+    annotation = parse_annotation(entry)
+    assert annotation is not None
+    assert (annotation.url, annotation.title, annotation.raw) == (url, title, entry)
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"type": "url_citation", "url_citation": {"title": "no link"}},
+        {"url_citation": {"title": "no link"}},
+        {"type": "citation", "url_citation": {"url": "javascript:alert(1)"}},
+        {"type": "citation", "url": 42},
+    ],
+)
+def test_citations_without_a_followable_link_are_dropped(entry: dict[str, Any]) -> None:
+    assert parse_annotation(entry) is None
+    assert fold(delta(content="x", annotations=[entry])).annotations == []
 
 
 @pytest.mark.parametrize(
@@ -164,6 +213,27 @@ def test_usage_token_details() -> None:
             (503, "provider_unavailable", "provider_unavailable", "down"),
         ),
         ("plain words", (None, None, None, "plain words")),
+        (
+            {
+                "code": "tool_use_failed",
+                "type": "invalid_request_error",
+                "message": "m",
+                "status_code": 400,
+            },
+            (400, "tool_use_failed", "invalid_request_error", "m"),
+        ),
+        ({"code": 500, "status": 503, "message": "m"}, (503, 500, None, "m")),
+        ({"code": 500, "status_code": 502, "message": "m"}, (502, 500, None, "m")),
+        ({"status": 429, "status_code": 400, "message": "m"}, (429, None, None, "m")),
+        ({"code": 100, "message": "m"}, (100, 100, None, "m")),
+        ({"code": 599, "message": "m"}, (599, 599, None, "m")),
+        ({"code": 99, "message": "m"}, (None, 99, None, "m")),
+        ({"code": 600, "message": "m"}, (None, 600, None, "m")),
+        ({"code": -32000, "message": "m"}, (None, -32000, None, "m")),
+        ({"code": True, "message": "m"}, (None, None, None, "m")),
+        ({"code": 503, "status": True, "message": "m"}, (503, 503, None, "m")),
+        ({"code": "503", "message": "m"}, (None, "503", None, "m")),
+        ({"code": 500, "status": 0, "status_code": "502", "message": "m"}, (500, 500, None, "m")),
     ],
 )
 def test_every_error_shape(error: Any, expected: tuple[Any, ...]) -> None:
@@ -290,3 +360,168 @@ def test_empty_reasoning_is_not_an_event() -> None:
     assert not any(
         isinstance(e, ReasoningDelta) for e in parse_chunk(delta(reasoning="", content="x"))
     )
+
+
+def test_an_explicit_status_wins_over_the_error_object() -> None:
+    assert error_info({"code": 503, "status_code": 502, "message": "m"}, status=429).status == 429
+
+
+def test_content_parts_are_read_in_order_mixed_with_strings() -> None:
+    completion = fold(
+        delta(role="assistant", content=""),
+        delta(content=[{"type": "thinking", "thinking": [{"type": "text", "text": "Hm, "}]}]),
+        delta(content=[{"type": "thinking", "thinking": "yes.", "closed": True}]),
+        delta(
+            content=[
+                {"type": "thinking", "thinking": [{"type": "text", "text": " Go."}]},
+                {"type": "text", "text": "A"},
+            ]
+        ),
+        delta(content="B"),
+        delta(content=[{"type": "text", "text": "C"}, {"type": "text", "text": ""}]),
+        "[DONE]",
+    )
+    assert (completion.reasoning, completion.content) == ("Hm, yes. Go.", "ABC")
+    assert (completion.warnings, completion.unread) == ((), [])
+
+
+def test_a_delta_of_parts_gives_events_in_part_order() -> None:
+    chunk = delta(
+        content=[
+            {"type": "text", "text": "a"},
+            {"type": "thinking", "thinking": [{"type": "text", "text": "b"}, {"type": "text"}]},
+            {"type": "text", "text": "c"},
+            {"type": "thinking", "thinking": None},
+        ]
+    )
+    assert parse_chunk(chunk) == [TextDelta("a"), ReasoningDelta("b"), TextDelta("c")]
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        {"type": "image_ref", "id": "i1"},
+        {"text": "no type"},
+        {"type": "text", "text": 5},
+        {"type": "thinking", "thinking": {"text": "a dict"}},
+        "a bare string part",
+    ],
+)
+def test_a_part_we_do_not_read_is_kept_not_shown(part: Any) -> None:
+    completion = fold(delta(content=[{"type": "text", "text": "shown"}, part]), "[DONE]")
+    assert completion.content == "shown"
+    assert completion.unread == [{"field": "content", "value": part}]
+    assert completion.warnings == ()  # there is an answer
+
+
+def test_a_part_nested_in_thinking_that_is_not_text_is_kept() -> None:
+    inner = {"type": "thinking", "thinking": "nested"}
+    chunk = delta(content=[{"type": "thinking", "thinking": [inner]}])
+    assert parse_chunk(chunk) == [Unread("content", inner)]
+
+
+def test_unknown_part_types_are_logged_once_per_stream(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="gateway_client.accumulator")
+    chunks = [
+        delta(content=[{"type": "chart", "id": 1}]),
+        delta(content=[{"type": "chart", "id": 2}, {"type": "table"}]),
+        delta(content={"type": "single"}),
+        "[DONE]",
+    ]
+    completion = fold(*chunks)
+    records = [r for r in caplog.records if r.name == "gateway_client.accumulator"]
+    assert len(records) == 1
+    assert "'chart'" in records[0].getMessage()
+    assert len(completion.unread) == 4
+    fold(*chunks)
+    assert len([r for r in caplog.records if r.name == "gateway_client.accumulator"]) == 2
+
+
+def test_unknown_keys_are_kept_but_not_logged(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="gateway_client.accumulator")
+    completion = fold(delta(content="a", x_trace="t1"), "[DONE]")
+    assert completion.unread == [{"field": "x_trace", "value": "t1"}]
+    assert caplog.records == []
+
+
+@pytest.mark.parametrize(
+    ("fields", "unread"),
+    [
+        ({"output_text": "hidden"}, ("output_text", "hidden")),
+        (
+            {"content": {"type": "text", "text": "one"}},
+            ("content", {"type": "text", "text": "one"}),
+        ),
+        ({"content": 42}, ("content", 42)),
+        (
+            {"content": [{"type": "audio_ref", "id": "a"}]},
+            ("content", {"type": "audio_ref", "id": "a"}),
+        ),
+        ({"refusal": "I cannot help with that."}, ("refusal", "I cannot help with that.")),
+        ({"function_call": {"name": "f"}}, ("function_call", {"name": "f"})),
+    ],
+)
+def test_a_complete_empty_answer_that_skipped_something_warns(
+    fields: dict[str, Any], unread: tuple[str, Any]
+) -> None:
+    completion = fold(delta(role="assistant"), delta(**fields), "[DONE]")
+    assert (completion.outcome, completion.content) == ("complete", "")
+    assert completion.warnings == ("unread_parts",)
+    assert completion.unread == [{"field": unread[0], "value": unread[1]}]
+    assert completion.to_dict()["warnings"] == ["unread_parts"]
+    assert completion.to_dict()["unread"] == completion.unread
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"role": "assistant", "content": None, "refusal": None, "function_call": None},
+        {"tool_calls": None, "reasoning_content": None, "audio": None, "annotations": []},
+        {"channel": "analysis", "token_id": 1234, "index": 0},
+        {"content": [], "extra": "", "other": {}, "more": 0, "flag": False},
+    ],
+)
+def test_keys_that_carry_nothing_do_not_count(fields: dict[str, Any]) -> None:
+    completion = fold(delta(**fields), "[DONE]")
+    assert (completion.warnings, completion.unread) == ((), [])
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        delta(reasoning="thought"),
+        delta(tool_calls=[{"index": 0, "id": "c", "function": {"name": "f", "arguments": ""}}]),
+        delta(images=[{"image_url": {"url": "data:image/png;base64,AA"}}]),
+        delta(audio={"data": "", "transcript": "", "format": "wav"}),
+    ],
+)
+def test_any_output_means_no_warning(output: dict[str, Any]) -> None:
+    completion = fold(delta(output_text="hidden"), output, "[DONE]")
+    assert completion.unread
+    assert completion.warnings == ()
+
+
+def test_only_a_complete_stream_warns() -> None:
+    assert fold(delta(output_text="hidden")).outcome == "incomplete"
+    assert fold(delta(output_text="hidden")).warnings == ()
+    failed = fold(delta(output_text="hidden"), {"error": {"message": "boom"}})
+    assert (failed.outcome, failed.warnings) == ("error", ())
+
+
+def test_unread_entries_are_capped() -> None:
+    completion = fold(*(delta(output_text=str(n)) for n in range(MAX_UNREAD + 5)), "[DONE]")
+    assert len(completion.unread) == MAX_UNREAD
+    assert completion.unread[-1] == {"field": "output_text", "value": str(MAX_UNREAD - 1)}
+    assert completion.warnings == ("unread_parts",)
+
+
+@pytest.mark.parametrize("split", [1, 7])
+def test_parts_and_warnings_survive_any_split(split: int) -> None:
+    chunks = [
+        delta(content=[{"type": "thinking", "thinking": "é…"}, {"type": "text", "text": "ü"}]),
+        delta(content=[{"type": "mystery"}]),
+        "[DONE]",
+    ]
+    whole = fold(*chunks)
+    assert fold(*chunks, split=split) == whole
+    assert (whole.reasoning, whole.content, len(whole.unread)) == ("é…", "ü", 1)

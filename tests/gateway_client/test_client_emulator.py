@@ -157,7 +157,8 @@ async def test_tool_call_then_answer_from_its_result(emulator_url: str, dialect:
 async def test_citations_and_images(emulator_url: str, dialect: str) -> None:
     cited = await run(emulator_url, dialect, "citations")
     assert cited.annotations
-    assert all(a["url_citation"]["url"].startswith("https://") for a in cited.annotations)
+    assert all(a.url is not None and a.url.startswith("https://") for a in cited.annotations)
+    assert all(a.url == a.raw["url_citation"]["url"] for a in cited.annotations)
     pictured = await run(emulator_url, dialect, "image")
     assert pictured.images
     assert pictured.images[0].url is not None

@@ -7,51 +7,32 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from gateway_client.capture import parse_capture, replay
+from .expectations import mismatches, replayed
 
 STREAMS = Path(__file__).parent.parent / "fixtures" / "streams"
 CASES = sorted(path.stem for path in STREAMS.glob("*.http"))
 
 
-def mismatches(expected: Any, actual: Any, path: str = "$") -> list[str]:
-    """Expected dicts must be contained in actual ones (other keys may be present); anything else
-    must be equal, with the same JSON type (an int code is not a string code)."""
-    if isinstance(expected, dict):
-        if not isinstance(actual, dict):
-            return [f"{path}: expected an object, got {actual!r}"]
-        problems = []
-        for key, value in expected.items():
-            if key not in actual:
-                problems.append(f"{path}.{key}: missing")
-            else:
-                problems += mismatches(value, actual[key], f"{path}.{key}")
-        return problems
-    same_type = type(expected) is type(actual) or (
-        isinstance(expected, int | float)
-        and isinstance(actual, int | float)
-        and not isinstance(expected, bool)
-        and not isinstance(actual, bool)
-    )
-    if expected != actual or not same_type:
-        return [f"{path}: expected {expected!r}, got {actual!r}"]
-    return []
-
-
 def test_there_are_cases() -> None:
-    assert len(CASES) >= 19
+    assert len(CASES) >= 23
 
 
 @pytest.mark.parametrize("chunk_size", [None, 7, 1])
 @pytest.mark.parametrize("name", CASES)
 def test_replay_matches_expectation(name: str, chunk_size: int | None) -> None:
-    capture = parse_capture((STREAMS / f"{name}.http").read_bytes())
     expected = json.loads((STREAMS / f"{name}.expect.json").read_text())
-    actual = json.loads(json.dumps(replay(capture, chunk_size=chunk_size).to_dict()))
+    actual = replayed((STREAMS / f"{name}.http").read_bytes(), chunk_size)
     assert mismatches(expected, actual) == []
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_no_fixture_warns_unless_it_expects_to(name: str) -> None:
+    expected = json.loads((STREAMS / f"{name}.expect.json").read_text())
+    actual = replayed((STREAMS / f"{name}.http").read_bytes(), None)
+    assert actual["warnings"] == expected.get("warnings", [])
 
 
 @pytest.mark.parametrize("chunk_size", ["7", "1"])

@@ -1,0 +1,37 @@
+"""Streams recorded from real providers (../shared/real-streams, see its SOURCES.md) replay to the
+fields in its expected.json, whole and in 7-byte and 1-byte pieces, and none of them warns."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .expectations import mismatches, replayed
+
+STREAMS = Path(__file__).resolve().parents[3] / "shared" / "real-streams"
+
+if not (STREAMS / "expected.json").is_file():
+    pytest.skip(f"no recorded streams at {STREAMS}", allow_module_level=True)
+
+EXPECTED = json.loads((STREAMS / "expected.json").read_text())
+FILES = sorted(path.name for path in STREAMS.glob("*.sse"))
+
+
+def test_every_recording_has_an_expectation() -> None:
+    assert FILES
+    assert sorted(EXPECTED) == FILES
+
+
+@pytest.mark.parametrize("chunk_size", [None, 7, 1])
+@pytest.mark.parametrize("name", FILES)
+def test_replay_matches_expectation(name: str, chunk_size: int | None) -> None:
+    actual = replayed((STREAMS / name).read_bytes(), chunk_size)
+    assert mismatches(EXPECTED[name], actual) == []
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_nothing_is_left_unread(name: str) -> None:
+    actual = replayed((STREAMS / name).read_bytes(), None)
+    assert (actual["warnings"], actual["unread"]) == (EXPECTED[name].get("warnings", []), [])
