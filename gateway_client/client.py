@@ -88,6 +88,10 @@ class GatewayClient:
             },
             # Read deadlines are ours (first token, idle, total); httpx only bounds the connect.
             timeout=httpx.Timeout(None, connect=self.timeouts.connect),
+            # One client serves a whole server process: a stream holds its connection for minutes,
+            # so the pool must not cap concurrent streams (httpx's default is 100, and a request
+            # past it would wait, unbounded, for a free connection).
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
             follow_redirects=False,
         )
 
