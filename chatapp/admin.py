@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.contrib import admin
 
 from .models import Conversation, Generation, Message
 
+if TYPE_CHECKING:  # generic in django-stubs only: Django's admin classes are not subscriptable
+    _MessageInline = admin.TabularInline[Message, Conversation]
+    _ConversationAdmin = admin.ModelAdmin[Conversation]
+    _MessageAdmin = admin.ModelAdmin[Message]
+    _GenerationAdmin = admin.ModelAdmin[Generation]
+else:
+    _MessageInline = admin.TabularInline
+    _ConversationAdmin = _MessageAdmin = _GenerationAdmin = admin.ModelAdmin
 
-class MessageInline(admin.TabularInline):
+
+class MessageInline(_MessageInline):
     model = Message
     fields = ("role", "content", "created_at")
     readonly_fields = ("created_at",)
@@ -16,7 +27,7 @@ class MessageInline(admin.TabularInline):
 
 
 @admin.register(Conversation)
-class ConversationAdmin(admin.ModelAdmin):
+class ConversationAdmin(_ConversationAdmin):
     list_display = ("__str__", "user", "model", "created_at", "updated_at")
     list_filter = ("model",)
     search_fields = ("title", "user__username")
@@ -25,7 +36,7 @@ class ConversationAdmin(admin.ModelAdmin):
 
 
 @admin.register(Message)
-class MessageAdmin(admin.ModelAdmin):
+class MessageAdmin(_MessageAdmin):
     list_display = ("id", "conversation", "role", "short_content", "created_at")
     list_filter = ("role",)
     search_fields = ("content",)
@@ -37,7 +48,7 @@ class MessageAdmin(admin.ModelAdmin):
 
 
 @admin.register(Generation)
-class GenerationAdmin(admin.ModelAdmin):
+class GenerationAdmin(_GenerationAdmin):
     list_display = (
         "id",
         "user",

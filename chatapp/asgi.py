@@ -3,11 +3,17 @@
 Static files are served by the app itself (no CDN, no separate web server for a self-hosted
 install). Websockets pass the allowed-hosts origin check and the session auth stack; the consumer
 itself refuses anonymous users and conversations they do not own.
+
+At shutdown the process's gateway clients are closed: Daphne speaks no ASGI lifespan, so there a
+Twisted shutdown trigger does it; servers that do (uvicorn) get a lifespan handler.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+import sys
+from typing import Any
 
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 from django.core.asgi import get_asgi_application
@@ -19,7 +25,34 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from .gateway import close_clients  # noqa: E402
 from .routing import websocket_urlpatterns  # noqa: E402
+
+
+async def lifespan(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await close_clients()
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+def _close_clients_when_daphne_stops() -> None:
+    if "daphne.server" not in sys.modules:  # not under Daphne: never install a reactor here
+        return
+    from twisted.internet import defer, reactor
+
+    def before_shutdown() -> defer.Deferred[None]:
+        return defer.Deferred.fromFuture(asyncio.ensure_future(close_clients()))
+
+    # Twisted's interfaces are zope interfaces, whose methods mypy reads as taking no `self`.
+    reactor.addSystemEventTrigger("before", "shutdown", before_shutdown)  # type: ignore[arg-type]
+
+
+_close_clients_when_daphne_stops()
 
 application = ProtocolTypeRouter(
     {
@@ -27,5 +60,6 @@ application = ProtocolTypeRouter(
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),
+        "lifespan": lifespan,
     }
 )

@@ -4,6 +4,7 @@ Built once, from the stream's `Completion`, when the answer ends. Images are kep
 can show them without risk: raster `data:` URLs or https (an SVG can carry script). Audio is joined
 into one clip and served from our own origin by the attachment view, in a format a player takes
 (raw `pcm16` is wrapped as WAV); files are kept as they came and only ever served as downloads.
+They are written in the shapes below and read back as plain JSON, each field checked before use.
 Nothing here knows Django.
 """
 
@@ -14,7 +15,8 @@ import binascii
 import io
 import unicodedata
 import wave
-from typing import Any
+from collections.abc import Mapping
+from typing import Literal, TypedDict
 
 from gateway_client.accumulator import Completion
 from gateway_client.events import Artifact, AudioOutput, ImageOutput
@@ -35,8 +37,34 @@ PLAYABLE_AUDIO_TYPES = frozenset(media_type for media_type, _ in AUDIO_FORMATS.v
 PCM16_RATE = 24_000  # OpenAI-style `pcm16`: 16-bit little-endian mono at 24 kHz
 MAX_FILENAME = 120
 
+type MediaKind = Literal["image", "audio", "file"]
 
-def image_attachment(event: ImageOutput) -> dict[str, Any] | None:
+
+class ImageAttachment(TypedDict):
+    kind: Literal["image"]
+    url: str
+
+
+class AudioAttachment(TypedDict):
+    kind: Literal["audio"]
+    media_type: str
+    filename: str
+    data: str  # base64
+    transcript: str
+
+
+class FileAttachment(TypedDict):
+    kind: Literal["file"]
+    artifact_type: str
+    filename: str
+    media_type: str
+    data: str  # base64
+
+
+type Attachment = ImageAttachment | AudioAttachment | FileAttachment
+
+
+def image_attachment(event: ImageOutput) -> ImageAttachment | None:
     """A displayable image, or None for previews and anything that is not a raster image."""
     if event.partial:
         return None
@@ -55,7 +83,7 @@ def image_attachment(event: ImageOutput) -> dict[str, Any] | None:
     return None
 
 
-def audio_attachment(audio: AudioOutput) -> dict[str, Any]:
+def audio_attachment(audio: AudioOutput) -> AudioAttachment:
     fmt = (audio.format or "").lower()
     data = audio.data
     if fmt == "pcm16" and data:
@@ -71,7 +99,7 @@ def audio_attachment(audio: AudioOutput) -> dict[str, Any]:
     }
 
 
-def file_attachment(artifact: Artifact) -> dict[str, Any]:
+def file_attachment(artifact: Artifact) -> FileAttachment:
     return {
         "kind": "file",
         "artifact_type": artifact.type,
@@ -81,18 +109,18 @@ def file_attachment(artifact: Artifact) -> dict[str, Any]:
     }
 
 
-def from_completion(completion: Completion | None) -> list[dict[str, Any]]:
+def from_completion(completion: Completion | None) -> list[Attachment]:
     """What to persist of an answer's images, files and audio, in that order."""
     if completion is None:
         return []
-    items = [a for a in map(image_attachment, completion.images) if a is not None]
+    items: list[Attachment] = [a for a in map(image_attachment, completion.images) if a is not None]
     items += [file_attachment(artifact) for artifact in completion.artifacts]
     if completion.audio is not None:
         items.append(audio_attachment(completion.audio))
     return items
 
 
-def decoded(item: dict[str, Any]) -> bytes | None:
+def decoded(item: Mapping[str, object]) -> bytes | None:
     """The bytes of a stored attachment, or None if it has none (images keep a URL instead)."""
     data = item.get("data")
     if not isinstance(data, str):
@@ -103,7 +131,7 @@ def decoded(item: dict[str, Any]) -> bytes | None:
         return None
 
 
-def playable_type(item: dict[str, Any]) -> str | None:
+def playable_type(item: Mapping[str, object]) -> str | None:
     """The media type to serve an audio attachment with, if a player can take it."""
     media_type = item.get("media_type")
     if item.get("kind") == "audio" and item.get("data") and media_type in PLAYABLE_AUDIO_TYPES:
@@ -111,7 +139,7 @@ def playable_type(item: dict[str, Any]) -> str | None:
     return None
 
 
-def preview_url(item: dict[str, Any]) -> str | None:
+def preview_url(item: Mapping[str, object]) -> str | None:
     """A `data:` URL to show an image file inline next to its download link, if it is raster."""
     media_type = str(item.get("media_type") or "").lower()
     data = item.get("data")

@@ -23,6 +23,7 @@ class Job:
     generation ID (that arrives with the stream, as `Completion.generation_id`)."""
 
     generation_pk: int
+    message_pk: int
     conversation_pk: int
     model: str
     messages: list[dict[str, Any]]

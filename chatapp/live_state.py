@@ -28,8 +28,13 @@ from gateway_client.events import (
     ToolCallDelta,
 )
 
-from .attachments import image_attachment
+from .attachments import MediaKind, image_attachment
 from .rendering import citation
+
+# A delta goes out once it has this many bytes of text, or its oldest part is this old, or it is
+# the answer's first output, or it carries more than text (a tool call, a citation, media).
+MIN_DELTA_TEXT = 24
+MAX_DELTA_DELAY = 0.1
 
 
 @dataclass(slots=True)
@@ -38,35 +43,62 @@ class LiveState:
     pending: list[Event] = field(default_factory=list)
     sent: Accumulator = field(default_factory=Accumulator)
     _audio_seen: bool = False
+    _pending_text: int = 0  # characters of text and reasoning waiting in `pending`
+    _pending_since: float = 0.0
+    _pending_rich: bool = False
 
-    def apply(self, event: Event) -> bool:
+    def ready(self, now: float) -> bool:
+        """Whether the pending part should go out at `now` (seconds, any monotonic clock).
+
+        Text is coalesced up to ~100 ms so that each message carries enough of it to outweigh its
+        envelope (at 50 tokens/s a 50 ms delta held ~10 bytes of text in ~40 of framing); the
+        first output and anything but text go at once. A late tick sends more text, never more
+        messages.
+        """
+        if not self.pending:
+            return False
+        return (
+            self.seq == 0
+            or self._pending_rich
+            or self._pending_text >= MIN_DELTA_TEXT
+            or now - self._pending_since >= MAX_DELTA_DELAY
+        )
+
+    def apply(self, event: Event, now: float = 0.0) -> bool:
         """Queue `event` for browsers if they are shown it; True when it was queued."""
         match event:
             case TextDelta(text=text) | ReasoningDelta(text=text):
                 if not text:
                     return False
+                self._pending_text += len(text)
             case ImageOutput():
                 if image_attachment(event) is None:  # previews, SVG, unsafe URLs: never shown
                     return False
+                self._pending_rich = True
             case ToolCallDelta() | Annotation() | Artifact():
-                pass
+                self._pending_rich = True
             case AudioOutput():
                 # The clip is the stream's to join; browsers only learn, once, that it is coming.
                 if self._audio_seen:
                     return False
                 self._audio_seen = True
                 event = AudioOutput("", "", event.format)
+                self._pending_rich = True
             case _:
                 return False
+        if not self.pending:
+            self._pending_since = now
         self.pending.append(event)
         return True
 
-    def take_delta(self) -> dict[str, Any] | None:
+    def take_delta(self) -> dict[str, object] | None:
         """Move what is pending to `sent` and return it as the next numbered delta, if any."""
         events = self.pending
         if not events:
             return None
         self.pending = []
+        self._pending_text = 0
+        self._pending_rich = False
         self.seq += 1
         batch = Accumulator()
         for event in events:
@@ -88,29 +120,24 @@ class LiveState:
     def tool_calls(self) -> list[dict[str, Any]]:
         return [call.to_dict() for call in self.sent_part().tool_calls]
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         """Everything sent so far, numbered: a browser may replace its copy with this."""
         return {"seq": self.seq, **_visible(self.sent_part(), sparse=False)}
 
 
-def _visible(part: Completion, *, sparse: bool) -> dict[str, Any]:
+def _visible(part: Completion, *, sparse: bool) -> dict[str, object]:
     """What a browser shows of `part` while it streams; `sparse` leaves out empty fields."""
-    media = ["image"] * len(part.images) + ["file"] * len(part.artifacts)
+    media: list[MediaKind] = ["image"] * len(part.images)
+    media += ["file"] * len(part.artifacts)
     if part.audio is not None:
         media.append("audio")
-    fields: dict[str, Any] = {
+    fields: dict[str, object] = {
         "content": part.content,
         "reasoning": part.reasoning,
         "tool_calls": [call.to_dict() for call in part.tool_calls],
-        "annotations": [public_annotation(raw) for raw in part.annotations],
+        "annotations": [citation(annotation) for annotation in part.annotations],
         "attachments": media,
     }
     if sparse:
         return {key: value for key, value in fields.items() if value}
     return fields
-
-
-def public_annotation(annotation: dict[str, Any]) -> dict[str, Any]:
-    """What a browser needs of a citation (the raw entry stays on the server)."""
-    url, title = citation(annotation)
-    return {"url": url, "title": title}

@@ -112,6 +112,8 @@ class Generation(models.Model):
     error_type = models.CharField(max_length=100, blank=True)
     error_message = models.TextField(blank=True)
     retry_after = models.FloatField(null=True, blank=True)
+    # `Completion.warnings` codes, e.g. "unread_parts": the stream carried parts we could not read.
+    warnings = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-started_at", "-id"]

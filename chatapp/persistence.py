@@ -1,24 +1,29 @@
 """Database writes of a running generation: periodic partial flushes, the final state, the cost.
 
-Partial flushes are single `UPDATE`s guarded by `status = streaming`, so a late flush can never
-overwrite a terminal state; they write the text browsers were sent with its `seq`. The final state
-(message and generation together) is one transaction: the text sent, and everything else (IDs,
-usage, cost, finish reason, reasoning details, media) from the stream's `Completion`.
+Partial answers are the writer's (`writer.py`: every running generation in one batch). The final
+state (message and generation together) is one transaction: the text sent, and everything else
+(IDs, usage, cost, finish reason, reasoning details, media) from the stream's `Completion`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
-from asgiref.sync import sync_to_async
-from django.db import close_old_connections, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from . import attachments
-from .models import Conversation, Generation, Message
+from .models import Conversation, Generation
+from .rendering import citation
 
 if TYPE_CHECKING:
     from gateway_client.accumulator import Completion
@@ -28,7 +33,41 @@ if TYPE_CHECKING:
     from .jobs import Outcome
     from .live_state import LiveState
 
+logger = logging.getLogger(__name__)
+
 STREAMING = Generation.Status.STREAMING
+# How long a final write keeps retrying while the database is unreachable.
+RETRY_FOR = 30.0
+
+# Final writes have a thread (and so a connection) of their own: they never queue behind the
+# writer's batches or a request's thread, and the connection is not reopened for each.
+_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chat-final")
+
+
+def _on_final_thread[**P, R](function: Callable[P, R]) -> Callable[P, Awaitable[R]]:
+    """Run `function` on the final-write thread, retrying while the database is unreachable
+    (a restart, a failover): the final state of an answer must not be lost to a blip."""
+
+    def attempt(*args: P.args, **kwargs: P.kwargs) -> R:
+        deadline = time.monotonic() + RETRY_FOR
+        delay = 0.1
+        while True:
+            try:
+                return function(*args, **kwargs)
+            except (OperationalError, InterfaceError):
+                connection.close()  # reopened by the next attempt
+                if time.monotonic() + delay > deadline:
+                    raise
+                logger.warning("The database refused %s; retrying", function.__name__)
+                time.sleep(delay)  # on this thread only, never on the event loop
+                delay = min(delay * 2, 2.0)
+
+    @functools.wraps(function)
+    async def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        call = functools.partial(attempt, *args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(_executor, call)
+
+    return run
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,29 +101,7 @@ def _apply_counts_and_cost(
         generation.cost_source = Generation.CostSource.ESTIMATE if cost.estimated else source
 
 
-@sync_to_async
-def flush_partial(
-    generation_pk: int, state: LiveState, upstream_id: str | None, ttft_ms: int | None
-) -> None:
-    close_old_connections()
-    now = timezone.now()
-    gen_fields: dict[str, object] = {"last_seq": state.seq, "heartbeat_at": now}
-    if upstream_id:
-        gen_fields["upstream_id"] = upstream_id[:200]
-    if ttft_ms is not None:
-        gen_fields["ttft_ms"] = ttft_ms
-    sent = state.sent_part()
-    with transaction.atomic():
-        updated = Generation.objects.filter(pk=generation_pk, status=STREAMING).update(**gen_fields)
-        if updated:
-            Message.objects.filter(generation__pk=generation_pk).update(
-                content=sent.content,
-                reasoning=sent.reasoning,
-                tool_calls=[call.to_dict() for call in sent.tool_calls],
-            )
-
-
-@sync_to_async
+@_on_final_thread
 def save_final(
     generation_pk: int,
     state: LiveState,
@@ -93,7 +110,6 @@ def save_final(
     request_id: str | None,
 ) -> FinalState:
     """Write the terminal state in one transaction; returns what reconciliation needs."""
-    close_old_connections()
     completion = outcome.completion
     now = timezone.now()
     with transaction.atomic():
@@ -110,7 +126,9 @@ def save_final(
         message.content = sent.content
         message.reasoning = sent.reasoning
         message.tool_calls = [call.to_dict() for call in sent.tool_calls]
-        message.annotations = list(completion.annotations) if completion else []
+        message.annotations = (
+            [{**citation(a), "raw": a.raw} for a in completion.annotations] if completion else []
+        )
         message.attachments = attachments.from_completion(completion)
         message.reasoning_details = list(completion.reasoning_details) if completion else []
         message.save()
@@ -130,6 +148,7 @@ def save_final(
         if completion is not None:
             generation.served_model = (completion.model or "")[:200]
             generation.finish_reason = (completion.finish_reason or "")[:64]
+            generation.warnings = list(completion.warnings)
             _apply_usage(generation, completion)
         if generation.cost is None:
             generation.cost_source = (
@@ -159,10 +178,9 @@ def _apply_usage(generation: Generation, completion: Completion) -> None:
     _apply_counts_and_cost(generation, completion, Generation.CostSource.STREAM)
 
 
-@sync_to_async
+@_on_final_thread
 def save_reconciled(generation_pk: int, record: GenerationRecord | None) -> bool:
     """Fill cost and counts from the gateway's generation record, or give up (`none`)."""
-    close_old_connections()
     with transaction.atomic():
         generation = Generation.objects.select_for_update().filter(pk=generation_pk).first()
         if generation is None or generation.cost_source != Generation.CostSource.PENDING:
@@ -176,10 +194,9 @@ def save_reconciled(generation_pk: int, record: GenerationRecord | None) -> bool
     return True
 
 
-@sync_to_async
+@_on_final_thread
 def mark_interrupted(generation_pks: list[int]) -> list[tuple[int, int, int]]:
     """Interrupt the given generations if still streaming; (id, conversation, seq) of each."""
-    close_old_connections()
     now = timezone.now()
     done: list[tuple[int, int, int]] = []
     with transaction.atomic():

@@ -7,6 +7,7 @@ from decimal import Decimal
 from .models import Generation
 
 Status = Generation.Status
+CostSource = Generation.CostSource
 
 
 def _code(generation: Generation) -> str:
@@ -44,18 +45,34 @@ def error_text(generation: Generation) -> str:
     return text
 
 
+WARNINGS = {
+    "unread_parts": "The gateway sent parts this app could not read, so the answer shows empty.",
+}
+
+
+def warning_texts(generation: Generation) -> list[str]:
+    """What the stream reader warned of, in words (unknown codes are named as they are)."""
+    return [
+        WARNINGS.get(code, f"Warning from the stream reader: {code}.")
+        for code in generation.warnings
+    ]
+
+
 def format_cost(generation: Generation) -> str:
     if generation.cost is None:
         refused = (generation.error_status or 0) >= 400 and not generation.upstream_id
-        if refused and generation.cost_source == Generation.CostSource.NONE:
+        if refused and generation.cost_source == CostSource.NONE:
             return "not billed (refused before the answer began)"
-        return {
-            Generation.CostSource.PENDING: "cost pending",
-            Generation.CostSource.NONE: "cost not reported",
-        }.get(generation.cost_source, "cost unknown")
+        match generation.cost_source:
+            case CostSource.PENDING:
+                return "cost pending"
+            case CostSource.NONE:
+                return "cost not reported"
+            case _:
+                return "cost unknown"
     amount = generation.cost.normalize() if generation.cost != 0 else Decimal(0)
     text = f"{amount:f} {generation.cost_unit}".strip()
-    if generation.cost_source == Generation.CostSource.ESTIMATE:
+    if generation.cost_source == CostSource.ESTIMATE:
         text = f"≈{text} (estimate)"
     return text
 

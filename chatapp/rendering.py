@@ -3,21 +3,23 @@
 markdown-it-py renders with raw HTML disabled (so `<script>` arrives as text), then nh3 keeps a
 small allow-list of tags; links keep only absolute http(s) URLs, markdown images only raster
 `data:image/*` URLs (never SVG, which can carry script; a remote image becomes a link). Links
-get `rel="noopener nofollow"` and open in a new tab. Citations are read here too, so the page
-and the live stream agree on them.
+get `rel="noopener nofollow"` and open in a new tab. A citation's page form is made here too, so
+the page and the live stream agree on it.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
 
 import nh3
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import escapeHtml
+from markdown_it.renderer import RendererHTML
 from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
+
+from gateway_client.events import Annotation
 
 _md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable(
     ["table", "strikethrough"]
@@ -25,7 +27,7 @@ _md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": 
 
 
 def _image_or_link(
-    renderer: Any, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+    renderer: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
 ) -> str:
     """A markdown image shows only when it is inline data; a remote one becomes a plain link,
     so model-written markdown cannot make the browser fetch a URL (and leak the conversation in
@@ -73,17 +75,10 @@ def showable_image_url(value: str) -> str | None:
     return None
 
 
-def citation(annotation: dict[str, Any]) -> tuple[str | None, str]:
-    """(http(s) URL or None, title) of a citation in any of the shapes gateways send."""
-    kind = annotation.get("type")
-    nested = annotation.get(kind) if isinstance(kind, str) else None
-    if not isinstance(nested, dict):
-        nested = annotation.get("url_citation")
-    body = nested if isinstance(nested, dict) else annotation
-    url = body.get("url")
-    url = linkable_url(url) if isinstance(url, str) else None
-    title = body.get("title") or body.get("filename") or url or "source"
-    return url, str(title)
+def citation(annotation: Annotation) -> dict[str, str | None]:
+    """What a page shows of a citation the stream reader checked: its URL (http(s), or None) and
+    a title (the URL or "source" when the gateway gave none)."""
+    return {"url": annotation.url, "title": annotation.title or annotation.url or "source"}
 
 
 def _filter(tag: str, attribute: str, value: str) -> str | None:

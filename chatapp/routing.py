@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.urls import path
 
-from .consumers import ConversationConsumer
+from .consumers import ChatConsumer
 
 websocket_urlpatterns = [
-    path("ws/conversations/<int:conversation_id>/", ConversationConsumer.as_asgi()),
+    path("ws/chat/", ChatConsumer.as_asgi()),
 ]

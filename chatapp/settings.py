@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
-from typing import Any
+from typing import Required, TypedDict
 from urllib.parse import unquote, urlsplit
 
 from django.utils.csp import CSP
@@ -25,7 +25,21 @@ def env_bool(name: str, default: bool = False) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
-def database_from_url(url: str) -> dict[str, Any]:
+class DatabaseSettings(TypedDict, total=False):
+    """One `DATABASES` entry, as far as we set it."""
+
+    ENGINE: Required[str]
+    NAME: Required[str]
+    USER: str
+    PASSWORD: str
+    HOST: str
+    PORT: str
+    CONN_MAX_AGE: int
+    CONN_HEALTH_CHECKS: bool
+    OPTIONS: dict[str, object]
+
+
+def database_from_url(url: str) -> DatabaseSettings:
     """`sqlite:///relative.db`, `sqlite:////abs/path.db` or `postgres://user:pw@host:port/name`."""
     parts = urlsplit(url)
     if parts.scheme == "sqlite":
@@ -138,6 +152,9 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # Workers flush partial answers while pages read them: wait for the lock instead of failing.
     DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
+    # Tests on a file too: Django's in-memory test database is shared-cache, where a busy table
+    # fails at once instead of waiting out the timeout, which the writer's thread would hit.
+    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / ".test-db.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Channels -------------------------------------------------------------------------------------
@@ -152,7 +169,8 @@ if os.environ.get("REDIS_URL"):
         }
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # Channels' in-memory layer with cheaper expiry and group sends (see chatapp.channel_layer).
+    CHANNEL_LAYERS = {"default": {"BACKEND": "chatapp.channel_layer.LocalChannelLayer"}}
 
 # --- Auth -----------------------------------------------------------------------------------------
 

@@ -13,7 +13,6 @@ import contextvars
 import logging
 from datetime import timedelta
 
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
@@ -21,7 +20,7 @@ from django.utils import timezone
 from gateway_client.errors import GatewayError
 
 from . import persistence, worker, ws_protocol
-from .gateway import client
+from .gateway import shared_client
 from .models import Generation
 
 logger = logging.getLogger(__name__)
@@ -41,14 +40,16 @@ async def sweep_stale_generations(stale_after: float | None = None) -> int:
         .filter(Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff))
         .values_list("pk", flat=True)
     ]
-    alive = worker.running_ids()
+    alive = worker.running_pks()
     interrupted = await persistence.mark_interrupted([pk for pk in candidates if pk not in alive])
-    layer = get_channel_layer()
+    layer = ws_protocol.channel_layer()
     for generation_pk, conversation_id, seq in interrupted:
         logger.warning("Generation %s interrupted (its worker stopped)", generation_pk)
         await layer.group_send(
             ws_protocol.group_name(conversation_id),
-            ws_protocol.group_message(ws_protocol.done(generation_pk, seq, "interrupted")),
+            ws_protocol.group_message(
+                ws_protocol.done(generation_pk, seq, Generation.Status.INTERRUPTED)
+            ),
         )
     return len(interrupted)
 
@@ -67,16 +68,16 @@ async def reconcile_pending() -> int:
     if not pending:
         return 0
     done = 0
-    async with client() as gw:
-        for generation in pending:
-            try:
-                async with asyncio.timeout(20):
-                    record = await gw.get_generation(generation.upstream_id)
-            except (GatewayError, TimeoutError) as exc:
-                logger.info("No record for generation %s: %s", generation.upstream_id, exc)
-                record = None
-            if await persistence.save_reconciled(generation.pk, record):
-                done += 1
+    gw = shared_client()
+    for generation in pending:
+        try:
+            async with asyncio.timeout(20):
+                record = await gw.get_generation(generation.upstream_id)
+        except (GatewayError, TimeoutError) as exc:
+            logger.info("No record for generation %s: %s", generation.upstream_id, exc)
+            record = None
+        if await persistence.save_reconciled(generation.pk, record):
+            done += 1
     return done
 
 

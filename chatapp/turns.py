@@ -9,14 +9,16 @@ for signed or encrypted reasoning; tool calls are not sent back since the app ru
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.http import Http404
 
 from .jobs import Job
 from .models import Conversation, Generation, Message
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 TITLE_LENGTH = 60
 MAX_MESSAGE_CHARS = 100_000
@@ -60,7 +62,7 @@ def context_for(conversation: Conversation, before: Message) -> list[dict[str, A
     return turns
 
 
-def _owned_conversation(user: AbstractBaseUser, conversation_id: int) -> Conversation:
+def _owned_conversation(user: User, conversation_id: int) -> Conversation:
     try:
         return Conversation.objects.get(pk=conversation_id, user=user)
     except Conversation.DoesNotExist:
@@ -81,6 +83,7 @@ def _start(
     conversation.save(update_fields=["model", "updated_at"])
     job = Job(
         generation_pk=generation.pk,
+        message_pk=assistant.pk,
         conversation_pk=conversation.pk,
         model=model,
         messages=context_for(conversation, assistant),
@@ -90,7 +93,7 @@ def _start(
 
 
 def create_turn(
-    user: AbstractBaseUser,
+    user: User,
     conversation_id: int | None,
     text: str,
     model: str,
@@ -117,9 +120,7 @@ def create_turn(
         return _start(conversation, model, owner_channel, question)
 
 
-def create_retry(
-    user: AbstractBaseUser, message_id: int, model: str | None, owner_channel: str
-) -> Turn:
+def create_retry(user: User, message_id: int, model: str | None, owner_channel: str) -> Turn:
     """A new generation for the turn that `message_id` (an assistant message) answered."""
     with transaction.atomic():
         try:

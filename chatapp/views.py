@@ -8,10 +8,9 @@ the event loop.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
@@ -19,17 +18,31 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_POST
-from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
+from django_htmx.http import HttpResponseClientRedirect, push_url, reswap, retarget
 
 from . import attachments, sweep, worker, ws_protocol
 from .gateway import list_models
 from .models import Conversation, Generation, Message
 from .turns import TurnError, create_retry, create_turn
 
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from django.contrib.auth.models import User
+    from django_htmx.middleware import HtmxDetails
+
+    class AuthenticatedRequest(HttpRequest):
+        """A request as `login_required` and django-htmx's middleware hand it to our views."""
+
+        user: User
+        auser: Callable[[], Awaitable[User]]
+        htmx: HtmxDetails
+
+
 PREFERRED_MODEL = "emulator/chat"
 
 
-def _sidebar(user: Any) -> list[Conversation]:
+def _sidebar(user: User) -> list[Conversation]:
     return list(Conversation.objects.filter(user=user).only("pk", "title", "updated_at")[:200])
 
 
@@ -49,7 +62,11 @@ def _default_model(models: list[str], conversation: Conversation | None) -> str:
 
 
 def _page(
-    request: HttpRequest, conversation_id: int | None, models: list[str], error: str | None
+    request: AuthenticatedRequest,
+    conversation_id: int | None,
+    models: list[str],
+    error: str | None,
+    template: str = "chatapp/chat.html",
 ) -> HttpResponse:
     conversation = None
     messages: list[Message] = []
@@ -64,12 +81,12 @@ def _page(
         "selected_model": _default_model(models, conversation),
         "models_error": error,
     }
-    return render(request, "chatapp/chat.html", context)
+    return render(request, template, context)
 
 
 @login_required
 @require_GET
-async def home(request: HttpRequest) -> HttpResponse:
+async def home(request: AuthenticatedRequest) -> HttpResponse:
     sweep.ensure_sweeper()
     models, error = await list_models()
     return await sync_to_async(_page)(request, None, models, error)
@@ -77,7 +94,7 @@ async def home(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
-async def conversation_page(request: HttpRequest, pk: int) -> HttpResponse:
+async def conversation_page(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     sweep.ensure_sweeper()
     models, error = await list_models()
     return await sync_to_async(_page)(request, pk, models, error)
@@ -96,9 +113,9 @@ def _render_turn(request: HttpRequest, message_ids: list[int]) -> HttpResponse:
 
 @login_required
 @require_POST
-async def send_message(request: HttpRequest, pk: int | None = None) -> HttpResponse:
+async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> HttpResponse:
     user = await request.auser()
-    owner_channel = await worker.new_owner_channel()
+    owner_channel = await worker.owner_channel()
     try:
         turn = await sync_to_async(create_turn)(
             user, pk, request.POST.get("content", ""), request.POST.get("model", ""), owner_channel
@@ -108,16 +125,24 @@ async def send_message(request: HttpRequest, pk: int | None = None) -> HttpRespo
     worker.start(turn.job)
     if pk is None:
         url = reverse("chat:conversation", args=[turn.conversation.pk])
-        return HttpResponseClientRedirect(url) if request.htmx else HttpResponseRedirect(url)
+        if not request.htmx:
+            return HttpResponseRedirect(url)
+        # The new conversation is swapped into this page: the tab's socket, already open, starts
+        # watching it at once, with no page load and no new socket before its first token.
+        models, error = await list_models()
+        response = await sync_to_async(_page)(
+            request, turn.conversation.pk, models, error, "chatapp/_new_conversation.html"
+        )
+        return push_url(reswap(retarget(response, "main.chat"), "outerHTML"), url)
     ids = [turn.user_message.pk, turn.assistant.pk] if turn.user_message else [turn.assistant.pk]
     return await sync_to_async(_render_turn)(request, ids)
 
 
 @login_required
 @require_POST
-async def retry(request: HttpRequest, pk: int) -> HttpResponse:
+async def retry(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     user = await request.auser()
-    owner_channel = await worker.new_owner_channel()
+    owner_channel = await worker.owner_channel()
     try:
         turn = await sync_to_async(create_retry)(
             user, pk, request.POST.get("model") or None, owner_channel
@@ -130,20 +155,21 @@ async def retry(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-async def stop(request: HttpRequest, pk: int) -> HttpResponse:
+async def stop(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     """Ask the generation's worker, in whatever process it runs, to close the upstream stream."""
     user = await request.auser()
     generation = await Generation.objects.filter(pk=pk, conversation__user=user).afirst()
     if generation is None:
         raise Http404("No such generation.")
     if generation.is_running and generation.owner_channel:
-        await get_channel_layer().send(generation.owner_channel, ws_protocol.cancel())
+        layer = ws_protocol.channel_layer()
+        await layer.send(generation.owner_channel, ws_protocol.cancel(generation.pk))
     return HttpResponse(status=204)
 
 
 @login_required
 @require_GET
-def message_fragment(request: HttpRequest, pk: int) -> HttpResponse:
+def message_fragment(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     message = get_object_or_404(
         Message.objects.select_related("generation"), pk=pk, conversation__user=request.user
     )
@@ -152,7 +178,7 @@ def message_fragment(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def rename(request: HttpRequest, pk: int) -> HttpResponse:
+def rename(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     conversation = get_object_or_404(Conversation, pk=pk, user=request.user)
     title = " ".join(request.POST.get("title", "").split())[:200]
     if title:
@@ -166,17 +192,17 @@ def rename(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-async def delete(request: HttpRequest, pk: int) -> HttpResponse:
+async def delete(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     user = await request.auser()
     conversation = await Conversation.objects.filter(pk=pk, user=user).afirst()
     if conversation is None:
         raise Http404("No such conversation.")
-    layer = get_channel_layer()
-    async for owner in Generation.objects.filter(
+    layer = ws_protocol.channel_layer()
+    async for generation_pk, owner in Generation.objects.filter(
         conversation=conversation, status=Generation.Status.STREAMING
-    ).values_list("owner_channel", flat=True):
+    ).values_list("pk", "owner_channel"):
         if owner:
-            await layer.send(owner, ws_protocol.cancel())
+            await layer.send(owner, ws_protocol.cancel(generation_pk))
     await conversation.adelete()
     url = reverse("chat:home")
     return HttpResponseClientRedirect(url) if request.htmx else HttpResponseRedirect(url)
@@ -184,7 +210,7 @@ async def delete(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_GET
-def attachment(request: HttpRequest, pk: int, index: int) -> HttpResponse:
+def attachment(request: AuthenticatedRequest, pk: int, index: int) -> HttpResponse:
     """A file or audio clip the gateway sent, from our origin and never rendered as a page here:
     audio in a playable type for the page's player, anything else as bytes; always a download,
     with nosniff and a sandboxing CSP in case a browser is talked into showing it anyway."""

@@ -1,13 +1,13 @@
 """Runs one generation as an asyncio task on the server's loop, independent of any websocket.
 
-Three tasks cooperate: the stream (its `Accumulator` folds every event into the `Completion` the
-final write reads; the visible ones also queue in a `LiveState`), a ticker (every
-~50 ms the pending part goes out as one numbered delta to the conversation's group; every second
-the sent part, its `seq` and a heartbeat go to the database) and a listener on the worker's own
-channel (cancel and snapshot requests, so Stop and re-attach work from any process). Cancel closes
-the upstream connection by cancelling the stream task, which leaves `stream_chat`'s block: that
-is the only cancel the gateways know. The final state is written in one transaction; a cost the
-stream did not report is then reconciled from the gateway's generation record.
+The worker reads the stream: its `Accumulator` folds every event into the `Completion` the final
+write reads, and the visible events queue in a `LiveState`. Everything periodic is the process's
+`Ticker`'s (deltas to the conversation's group, partial batches to the database) and so are
+control messages (Stop and snapshot requests, from any process), so a worker costs no loop of its
+own. The first output goes to the browsers at once, not at the next tick. Cancel closes the
+upstream connection by cancelling the stream task, which leaves `stream_chat`'s block: that is the
+only cancel the gateways know. The final state is written in one transaction; a cost the stream
+did not report is then reconciled from the gateway's generation record.
 """
 
 from __future__ import annotations
@@ -17,9 +17,6 @@ import contextvars
 import dataclasses
 import logging
 from collections.abc import Awaitable
-
-from channels.layers import BaseChannelLayer, get_channel_layer
-from django.conf import settings
 
 from gateway_client import EventStream, GatewayClient
 from gateway_client.errors import (
@@ -32,10 +29,12 @@ from gateway_client.errors import (
 )
 
 from . import persistence, ws_protocol
-from .gateway import GatewayConfig, client, gateway_config
+from .gateway import GatewayConfig, gateway_config, shared_client
 from .jobs import Job, Outcome, Status
 from .live_state import LiveState
 from .persistence import FinalState
+from .ticker import Ticker, current_ticker, ticker
+from .writer import PartialRow
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +55,7 @@ async def _finish_despite_cancel(send: Awaitable[None]) -> None:
     """Await `send` to its end even when the caller is cancelled meanwhile, then re-raise.
 
     A delta taken from the `LiveState` exists nowhere else: a network layer's send (Redis) cut
-    short when the stream ends and cancels the ticker would lose it while `done` counts its seq.
+    short by a cancel would lose it while `done` counts its seq.
     """
     task = asyncio.ensure_future(send)
     try:
@@ -69,40 +68,37 @@ async def _finish_despite_cancel(send: Awaitable[None]) -> None:
 
 
 class GenerationWorker:
-    def __init__(
-        self,
-        job: Job,
-        *,
-        config: GatewayConfig | None = None,
-        layer: BaseChannelLayer | None = None,
-    ) -> None:
+    def __init__(self, job: Job, ticker: Ticker, *, config: GatewayConfig | None = None) -> None:
         self.job = job
+        self.ticker = ticker
         self.config = config or gateway_config()
-        self.layer = layer or get_channel_layer()
+        self.layer: ws_protocol.ChannelLayer = ticker.layer
         self.group = ws_protocol.group_name(job.conversation_pk)
         self.state = LiveState()
+        self.flushed_seq = 0  # the last seq the writer has on disk
         self.request_id: str | None = None
         self._stream: EventStream | None = None
         self._cancel = asyncio.Event()
-        self._ticks = 0
+        self._sending = asyncio.Lock()  # one send at a time, so deltas leave in seq order
 
     # --- Lifecycle --------------------------------------------------------------------------------
 
     async def run(self) -> None:
         """Stream to a terminal state, persist it, tell the browsers, then reconcile the cost."""
-        async with client(self.config) as gw:
-            listener = asyncio.create_task(self._listen())
-            try:
-                outcome = await self._stream_until_done_or_cancelled(gw)
-                final = await self._finish(outcome)
-            finally:
-                listener.cancel()
-                await asyncio.gather(listener, return_exceptions=True)
-            if final.cost_pending:
-                await self._reconcile(gw, final)
+        gw = shared_client(self.config)
+        self.ticker.add(self)
+        try:
+            outcome = await self._stream_until_done_or_cancelled(gw)
+            final = await self._finish(outcome)
+        finally:
+            self.ticker.remove(self)
+        if final.cost_pending:
+            await self._reconcile(gw, final)
+
+    def cancel(self) -> None:
+        self._cancel.set()
 
     async def _stream_until_done_or_cancelled(self, gw: GatewayClient) -> Outcome:
-        ticker = asyncio.create_task(self._tick())
         streamer = asyncio.create_task(self._stream_answer(gw))
         cancelled = asyncio.create_task(self._cancel.wait())
         try:
@@ -114,19 +110,22 @@ class GenerationWorker:
             logger.info("Generation %s cancelled", self.job.generation_pk)
             return Outcome(Status.CANCELLED)
         finally:
-            for task in (streamer, ticker, cancelled):
+            for task in (streamer, cancelled):
                 task.cancel()
-            await asyncio.gather(streamer, ticker, cancelled, return_exceptions=True)
+            await asyncio.gather(streamer, cancelled, return_exceptions=True)
 
     async def _stream_answer(self, gw: GatewayClient) -> Outcome:
         """Never raises: every failure becomes an `Outcome` the user can read."""
         job = self.job
+        state = self.state
         try:
             async with gw.stream_chat(model=job.model, messages=job.messages) as stream:
                 self._stream = stream
                 self.request_id = stream.request_id
+                loop = asyncio.get_running_loop()
                 async for event in stream:
-                    self.state.apply(event)
+                    if state.apply(event, loop.time()) and state.seq == 0:
+                        await self.send_delta()  # the first output goes at once
                 return Outcome(Status.COMPLETED, completion=stream.completion)
         except StatusError as exc:
             logger.warning("Generation %s refused: %s", job.generation_pk, exc)
@@ -148,49 +147,37 @@ class GenerationWorker:
             logger.exception("Generation %s crashed", job.generation_pk)
             return Outcome(Status.FAILED, INTERNAL_ERROR)
 
-    # --- Ticker and listener ----------------------------------------------------------------------
+    # --- What the ticker asks of a worker ---------------------------------------------------------
 
-    async def _tick(self) -> None:
-        interval = settings.CHAT_DELTA_INTERVAL
-        flush_every = max(1, round(settings.CHAT_FLUSH_INTERVAL / interval))
-        flushed_output = False
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await self._send_delta()
-                self._ticks += 1
-                # The first output is written at once, so a page loaded in the first second
-                # already shows it; then once a second.
-                first_output = self.state.seq > 0 and not flushed_output
-                if first_output or self._ticks % flush_every == 0:
-                    flushed_output = self.state.seq > 0
-                    await persistence.flush_partial(
-                        self.job.generation_pk, self.state, self._upstream_id(), self._ttft_ms()
-                    )
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # a hiccup in the layer or database must not stop the stream
-                logger.exception("Generation %s: flush failed", self.job.generation_pk)
+    async def send_delta(self) -> None:
+        async with self._sending:
+            delta = self.state.take_delta()
+            if delta is not None:
+                message = ws_protocol.group_message(
+                    ws_protocol.delta(self.job.generation_pk, delta)
+                )
+                await _finish_despite_cancel(self.layer.group_send(self.group, message))
 
-    async def _send_delta(self) -> None:
-        delta = self.state.take_delta()
-        if delta is not None:
-            message = ws_protocol.group_message(ws_protocol.delta(self.job.generation_pk, delta))
-            await _finish_despite_cancel(self.layer.group_send(self.group, message))
+    async def send_snapshot(self, reply_to: str) -> None:
+        async with self._sending:  # exact at its seq: no delta is between taken and sent
+            snapshot = ws_protocol.snapshot(self.job.generation_pk, self.state.snapshot())
+        await self.layer.send(reply_to, ws_protocol.group_message(snapshot))
 
-    async def _listen(self) -> None:
-        while True:
-            message = await self.layer.receive(self.job.owner_channel)
-            match message.get("type"):
-                case ws_protocol.CANCEL:
-                    self._cancel.set()
-                case ws_protocol.SNAPSHOT_REQUEST:
-                    reply_to = message.get("reply_to")
-                    if reply_to:
-                        snapshot = ws_protocol.snapshot(
-                            self.job.generation_pk, self.state.snapshot()
-                        )
-                        await self.layer.send(reply_to, ws_protocol.group_message(snapshot))
+    def partial_row(self) -> PartialRow:
+        state = self.state
+        text = None
+        if state.seq != self.flushed_seq:
+            sent = state.sent_part()
+            calls = [call.to_dict() for call in sent.tool_calls]
+            text = (sent.content, sent.reasoning, calls)
+        return PartialRow(
+            generation_pk=self.job.generation_pk,
+            message_pk=self.job.message_pk,
+            seq=state.seq,
+            upstream_id=self._upstream_id(),
+            ttft_ms=self._ttft_ms(),
+            text=text,
+        )
 
     # --- Finishing --------------------------------------------------------------------------------
 
@@ -202,7 +189,7 @@ class GenerationWorker:
         return None if seconds is None else round(seconds * 1000)
 
     async def _finish(self, outcome: Outcome) -> FinalState:
-        await self._send_delta()  # everything received reaches the browsers before `done`
+        await self.send_delta()  # everything received reaches the browsers before `done`
         if self._stream is not None:  # on cancel and crashes too: whatever arrived counts
             self.request_id = self.request_id or self._stream.request_id
             if outcome.completion is None:
@@ -210,12 +197,8 @@ class GenerationWorker:
         final = await persistence.save_final(
             self.job.generation_pk, self.state, outcome, self._ttft_ms(), self.request_id
         )
-        await self.layer.group_send(
-            self.group,
-            ws_protocol.group_message(
-                ws_protocol.done(self.job.generation_pk, self.state.seq, outcome.status)
-            ),
-        )
+        done = ws_protocol.done(self.job.generation_pk, self.state.seq, outcome.status)
+        await self.layer.group_send(self.group, ws_protocol.group_message(done))
         return final
 
     async def _reconcile(self, gw: GatewayClient, final: FinalState) -> None:
@@ -233,25 +216,25 @@ class GenerationWorker:
                 logger.exception("Reconciling %s failed", upstream_id)
         changed = await persistence.save_reconciled(self.job.generation_pk, record)
         if changed:
-            await self.layer.group_send(
-                self.group, ws_protocol.group_message(ws_protocol.updated(self.job.generation_pk))
-            )
+            updated = ws_protocol.updated(self.job.generation_pk)
+            await self.layer.group_send(self.group, ws_protocol.group_message(updated))
 
 
 # --- Process-local registry -----------------------------------------------------------------------
 
 
-def running_ids() -> set[int]:
+def running_pks() -> set[int]:
     return set(_running)
 
 
 def start(job: Job, *, config: GatewayConfig | None = None) -> asyncio.Task[None]:
-    """Run `job` on the current loop, detached from the request that started it.
+    """Run `job` on the current loop, detached from the request that started it (whose
+    `owner_channel()` call started the loop's ticker).
 
     An empty context keeps the task out of the request's thread-sensitive executor (which Django
-    shuts down when the response is sent); its database calls use asgiref's shared thread.
+    shuts down when the response is sent).
     """
-    worker = GenerationWorker(job, config=config)
+    worker = GenerationWorker(job, current_ticker(), config=config)
     _running[job.generation_pk] = worker
     task = asyncio.get_running_loop().create_task(worker.run(), context=contextvars.Context())
 
@@ -266,8 +249,6 @@ def start(job: Job, *, config: GatewayConfig | None = None) -> asyncio.Task[None
     return task
 
 
-async def new_owner_channel() -> str:
-    """A process-local channel, named like the consumers' ones on purpose: channels_redis reads
-    all of a process's channels that share a prefix through one Redis list, one reader at a time,
-    so a second prefix would let the worker's listener and the consumers starve each other."""
-    return await get_channel_layer().new_channel()
+async def owner_channel() -> str:
+    """The channel that reaches this process's generations (`Generation.owner_channel`)."""
+    return (await ticker()).channel

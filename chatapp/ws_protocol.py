@@ -2,64 +2,151 @@
 
 Browser-bound payloads are encoded once by the sender and carried as text in a channel-layer
 message of type `chat.forward`, so a consumer forwards them without decoding or re-encoding
-(it is thin on purpose). Payload keys are short because deltas are frequent:
+(it is thin on purpose). `g` is the generation's database key (never the gateway's generation ID).
 
-- `{"t": "delta", "g": id, "seq": n, "content"?, "reasoning"?, "tool_calls"?, "annotations"?,
-  "attachments"?}`: what arrived since delta `n - 1`. `attachments` names kinds only (`image`,
-  `file`, `audio`); the media themselves come with the final render.
+- `[g, n, content, reasoning?, extras?]`: delta `n`, what arrived since delta `n - 1`. Deltas are
+  most of the traffic, so they are a bare JSON array: ~12 bytes of envelope around the text instead
+  of ~40 for an object. Trailing empty parts are left out; `extras` is an object with any of
+  `tool_calls`, `annotations`, `attachments` (`attachments` names kinds only: `image`, `file`,
+  `audio`; the media themselves come with the final render).
 - `{"t": "snapshot", "g": id, "seq": n, "content", "reasoning", "tool_calls", ...}`: everything
   up to and including delta `n`.
 - `{"t": "done", "g": id, "seq": n, "status"}`: terminal; the browser fetches the final render.
 - `{"t": "updated", "g": id}`: the record changed (cost reconciled); refetch the render.
+- `{"t": "gone", "c": id}`: the conversation the page asked to watch is not there (or not the
+  user's).
 
-Worker-bound messages (on the generation's own channel): `generation.cancel`, and
+From the browser (see `consumers.py`): `{"t": "watch", "c": id}`, `{"t": "snapshot", "g": id}`,
+`{"t": "stop", "g": id}`.
+
+Worker-bound messages go to the channel of the process running the generation
+(`Generation.owner_channel`), with the generation as `g`: `generation.cancel`, and
 `generation.snapshot` with `reply_to` (a consumer's channel name).
+
+Channels ships no types, so `ChannelLayer` says what we use of a layer and what we send on it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypedDict, cast
 
 import orjson
+from channels.layers import get_channel_layer
 
-FORWARD = "chat.forward"
-CANCEL = "generation.cancel"
-SNAPSHOT_REQUEST = "generation.snapshot"
+if TYPE_CHECKING:
+    from gateway_client.errors import Phase
+
+    from .models import Generation
+
+FORWARD: Final = "chat.forward"
+CANCEL: Final = "generation.cancel"
+SNAPSHOT_REQUEST: Final = "generation.snapshot"
+
+
+class ForwardMessage(TypedDict):
+    """A browser-bound payload, encoded once: a consumer sends `text` as it is."""
+
+    type: Literal["chat.forward"]
+    text: str
+
+
+class CancelMessage(TypedDict):
+    type: Literal["generation.cancel"]
+    g: int
+
+
+class SnapshotRequestMessage(TypedDict):
+    type: Literal["generation.snapshot"]
+    g: int
+    reply_to: str
+
+
+type LayerMessage = ForwardMessage | CancelMessage | SnapshotRequestMessage
+
+
+class ChannelLayer(Protocol):
+    async def new_channel(self, prefix: str = ...) -> str: ...
+    async def send(self, channel: str, message: LayerMessage) -> None: ...
+    # What arrives is whatever was sent (decoded by the layer, for Redis): checked by the reader.
+    async def receive(self, channel: str) -> dict[str, Any]: ...
+    async def group_add(self, group: str, channel: str) -> None: ...
+    async def group_discard(self, group: str, channel: str) -> None: ...
+    async def group_send(self, group: str, message: ForwardMessage) -> None: ...
+
+
+def channel_layer() -> ChannelLayer:
+    """The configured layer (`CHANNEL_LAYERS["default"]`)."""
+    return cast("ChannelLayer", get_channel_layer())  # channels' layers are untyped
 
 
 def group_name(conversation_id: int) -> str:
     return f"conversation.{conversation_id}"
 
 
-def group_message(payload: dict[str, Any]) -> dict[str, Any]:
+def group_message(payload: dict[str, object] | list[object]) -> ForwardMessage:
     return {"type": FORWARD, "text": orjson.dumps(payload).decode()}
 
 
-def delta(generation_pk: int, fields: dict[str, Any]) -> dict[str, Any]:
-    return {"t": "delta", "g": generation_pk, **fields}
+def delta(generation_pk: int, fields: dict[str, object]) -> list[object]:
+    """The compact delta for `fields` (a `LiveState.take_delta()` result, `seq` included)."""
+    payload: list[object] = [
+        generation_pk,
+        fields["seq"],
+        fields.get("content", ""),
+        fields.get("reasoning", ""),
+    ]
+    extras = {key: fields[key] for key in _EXTRAS if key in fields}
+    if extras:
+        payload.append(extras)
+    elif not payload[3]:
+        del payload[3]
+    return payload
 
 
-def snapshot(generation_pk: int, fields: dict[str, Any]) -> dict[str, Any]:
+_EXTRAS = ("tool_calls", "annotations", "attachments")
+
+
+def decode(text: str | bytes) -> dict[str, Any]:
+    """A browser-bound message as an object, a compact delta included (`{"t": "delta", ...}` with
+    the parts it carries): what chat.js makes of it, for Python readers (tests, benchmarks)."""
+    payload = orjson.loads(text)
+    if not isinstance(payload, list):
+        return dict(payload)
+    message: dict[str, Any] = {"t": "delta", "g": payload[0], "seq": payload[1]}
+    for key, value in zip(("content", "reasoning"), payload[2:4], strict=False):
+        if value:
+            message[key] = value
+    if len(payload) > 4:
+        message.update(payload[4])
+    return message
+
+
+def snapshot(generation_pk: int, fields: dict[str, object]) -> dict[str, object]:
     return {"t": "snapshot", "g": generation_pk, **fields}
 
 
-def done(generation_pk: int, seq: int, status: str) -> dict[str, Any]:
+def done(generation_pk: int, seq: int, status: Generation.Status) -> dict[str, object]:
     return {"t": "done", "g": generation_pk, "seq": seq, "status": status}
 
 
-def updated(generation_pk: int) -> dict[str, Any]:
+def not_found(conversation_pk: int) -> dict[str, object]:
+    """The watched conversation does not exist (deleted) or is not the user's."""
+    return {"t": "gone", "c": conversation_pk}
+
+
+def updated(generation_pk: int) -> dict[str, object]:
     return {"t": "updated", "g": generation_pk}
 
 
-def cancel() -> dict[str, Any]:
-    return {"type": CANCEL}
+def cancel(generation_pk: int) -> CancelMessage:
+    return {"type": CANCEL, "g": generation_pk}
 
 
-def snapshot_request(reply_to: str) -> dict[str, Any]:
-    return {"type": SNAPSHOT_REQUEST, "reply_to": reply_to}
+def snapshot_request(generation_pk: int, reply_to: str) -> SnapshotRequestMessage:
+    return {"type": SNAPSHOT_REQUEST, "g": generation_pk, "reply_to": reply_to}
 
 
-def timeout_message(phase: str, detail: str) -> str:
+def timeout_message(phase: Phase, detail: str) -> str:
     match phase:
         case "first_token":
             return f"The gateway did not start answering in time ({detail})."

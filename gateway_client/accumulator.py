@@ -19,7 +19,7 @@ import binascii
 import contextlib
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from .errors import ErrorInfo
 from .events import (
@@ -41,7 +41,10 @@ from .events import (
     Usage,
 )
 
-__all__ = ["MAX_UNREAD", "Accumulator", "Completion", "ToolCall"]
+__all__ = ["MAX_UNREAD", "Accumulator", "Completion", "Outcome", "ToolCall"]
+
+# How a stream ended: `[DONE]` and no error; an error; or neither.
+type Outcome = Literal["complete", "error", "incomplete"]
 
 MAX_UNREAD = 20
 
@@ -61,7 +64,7 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True)
 class Completion:
-    outcome: str  # complete | error | incomplete
+    outcome: Outcome
     status: int | None = None
     generation_id: str | None = None
     request_id: str | None = None
@@ -214,7 +217,7 @@ class Accumulator:
         return "".join(self._content)
 
     @property
-    def outcome(self) -> str:
+    def outcome(self) -> Outcome:
         if self.error is not None:
             return "error"
         return "complete" if self.done else "incomplete"

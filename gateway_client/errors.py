@@ -18,7 +18,7 @@ persisted by the app; every exception can produce one with `.info`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from .accumulator import Completion
@@ -31,6 +31,7 @@ __all__ = [
     "InBandError",
     "IncompleteStream",
     "LimitExceeded",
+    "Phase",
     "ProtocolError",
     "StatusError",
     "StreamFailed",
@@ -168,6 +169,10 @@ class ConnectError(TransportError):
     type = "connect_error"
 
 
+# Which deadline passed.
+type Phase = Literal["connect", "first_token", "idle", "total"]
+
+
 class GatewayTimeout(TransportError):
     """A deadline passed. `phase` is `connect`, `first_token`, `idle` or `total`."""
 
@@ -177,7 +182,7 @@ class GatewayTimeout(TransportError):
         self,
         message: str,
         *,
-        phase: str,
+        phase: Phase,
         request_id: str | None = None,
         completion: Completion | None = None,
     ) -> None:

@@ -15,13 +15,14 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Annotated, Any
 
+import msgspec
 import orjson
 
 from .chunks import error_info, parse_chunk
 from .errors import ErrorInfo, StatusError
-from .events import Done, ErrorEvent, Event, Meta
+from .events import Done, ErrorEvent, Event, Finish, Meta, ReasoningDelta, TextDelta
 from .sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_LINE_BYTES, SSEDecoder, _RawLimit
 
 __all__ = ["EventStreamParser", "is_event_stream", "parse_retry_after", "status_error"]
@@ -88,25 +89,109 @@ class EventStreamParser:
                 events.append(Done())
                 break
             try:
-                chunk = orjson.loads(data)
-            except orjson.JSONDecodeError:
-                chunk = _loads(data)
-            if type(chunk) is not dict:
-                self.failed = True
-                events.append(ErrorEvent(_malformed(data)))
-                break
-            chunk_id = chunk.get("id")
-            model = chunk.get("model")
-            if (chunk_id and chunk_id != self._id) or (model and model != self._model):
-                self._id = chunk_id or self._id
-                self._model = model or self._model
-                events.append(Meta(self._id, self._model))
-            first = len(events)
-            parse_chunk(chunk, events)
-            if len(events) > first and type(events[first]) is ErrorEvent:  # errors come first
-                self.failed = True
+                common = _decode_common(data)
+            except msgspec.DecodeError:
+                pass
+            else:
+                # The common shape: at most one of the delta's three text fields set, so the
+                # order of its keys (which a Struct does not keep) cannot matter.
+                choices = common.choices
+                if not choices:
+                    text = reasoning = reason = None
+                else:
+                    choice = choices[0]
+                    delta = choice.delta
+                    text = delta.content
+                    reasoning = delta.reasoning
+                    other = delta.reasoning_content
+                    reason = choice.finish_reason
+                    if choice.index or (text and (reasoning or other)) or (reasoning and other):
+                        common = None
+                    elif other:
+                        reasoning = other
+                if common is not None:
+                    chunk_id = common.id
+                    model = common.model
+                    if (chunk_id and chunk_id != self._id) or (model and model != self._model):
+                        events.append(self._meta(chunk_id, model))
+                    if text:
+                        events.append(TextDelta(text))
+                    elif reasoning:
+                        events.append(ReasoningDelta(reasoning))
+                    if reason:
+                        events.append(Finish(reason))
+                    continue
+            if self._general(data, events):
                 break
         return events
+
+    def _general(self, data: bytes, events: list[Event]) -> bool:
+        """Any chunk, through `parse_chunk`. True if the stream failed."""
+        try:
+            chunk = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            chunk = _loads(data)
+        if type(chunk) is not dict:
+            self.failed = True
+            events.append(ErrorEvent(_malformed(data)))
+            return True
+        chunk_id = chunk.get("id")
+        model = chunk.get("model")
+        if (chunk_id and chunk_id != self._id) or (model and model != self._model):
+            events.append(self._meta(chunk_id, model))
+        first = len(events)
+        parse_chunk(chunk, events)
+        if len(events) > first and type(events[first]) is ErrorEvent:  # errors come first
+            self.failed = True
+            return True
+        return False
+
+    def _meta(self, chunk_id: Any, model: Any) -> Meta:
+        self._id = chunk_id or self._id
+        self._model = model or self._model
+        return Meta(self._id, self._model)
+
+
+# The chunk shape nearly every token arrives in, decoded straight from bytes by msgspec. Every
+# field is declared with the only types it may take (unknown keys and other types fail the decode
+# and the chunk goes through `parse_chunk`), so a chunk read here means exactly what it would mean
+# there: orjson would accept the same bytes (ints within 64 bits, valid UTF-8, nothing skipped
+# unread) and `parse_chunk` would give the same events. `None`-typed fields must be null.
+_Int = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+
+
+class _Delta(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    content: str | None = None
+    reasoning: str | None = None
+    reasoning_content: str | None = None
+    role: str | None = None
+    refusal: None = None
+    tool_calls: None = None
+    channel: str | None = None
+    token_id: _Int | None = None
+
+
+class _Choice(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    delta: _Delta
+    index: _Int = 0
+    finish_reason: str | None = None
+    native_finish_reason: str | None = None
+    logprobs: None = None
+
+
+class _Chunk(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    choices: list[_Choice]
+    id: str | None = None
+    model: str | None = None
+    object: str | None = None
+    created: _Int | None = None
+    system_fingerprint: str | None = None
+    provider: str | None = None
+    service_tier: str | None = None
+    usage: None = None
+
+
+_decode_common = msgspec.json.Decoder(_Chunk).decode
 
 
 _INVALID = object()

@@ -23,6 +23,7 @@ from .errors import (
     InBandError,
     IncompleteStream,
     LimitExceeded,
+    Phase,
     ProtocolError,
     StreamFailed,
 )
@@ -198,8 +199,9 @@ class EventStream:
             return
         raise self._failure(dropped)
 
-    def _deadline(self) -> tuple[float | None, str]:
+    def _deadline(self) -> tuple[float | None, Phase]:
         timeouts = self.timeouts
+        phase: Phase
         if self._first_event_at is None:
             limit, start, phase = timeouts.first_token, self._started_at, "first_token"
         else:
@@ -209,7 +211,7 @@ class EventStream:
             return self._total_deadline, "total"
         return own, phase
 
-    def _timeout(self, phase: str) -> GatewayTimeout:
+    def _timeout(self, phase: Phase) -> GatewayTimeout:
         timeouts = self.timeouts
         seconds = {"first_token": timeouts.first_token, "idle": timeouts.idle}.get(
             phase, timeouts.total

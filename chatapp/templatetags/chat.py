@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from django import template
 from django.utils.safestring import SafeString, mark_safe
 
 from .. import attachments, presentation
 from ..models import Generation
-from ..rendering import citation, render_markdown, showable_image_url
+from ..rendering import linkable_url, render_markdown, showable_image_url
 
 register = template.Library()
 
@@ -25,37 +25,37 @@ def error_text(generation: Generation) -> str:
 
 
 @register.filter
+def warning_texts(generation: Generation) -> list[str]:
+    return presentation.warning_texts(generation)
+
+
+@register.filter
 def meta_items(generation: Generation) -> list[str]:
     return presentation.meta_items(generation)
 
 
 @register.filter
-def citation_url(annotation: dict[str, Any]) -> str | None:
-    """The http(s) URL of a citation in any of the shapes gateways send, else None."""
-    return citation(annotation)[0]
+def link_href(url: object) -> str | None:
+    """A stored citation URL, checked again at the page (defence in depth), else None."""
+    return linkable_url(url) if isinstance(url, str) else None
 
 
 @register.filter
-def citation_title(annotation: dict[str, Any]) -> str:
-    return citation(annotation)[1]
-
-
-@register.filter
-def image_src(attachment: dict[str, Any]) -> str | None:
+def image_src(attachment: Mapping[str, object]) -> str | None:
     url = attachment.get("url")
     return showable_image_url(url) if isinstance(url, str) else None
 
 
 @register.filter
-def preview_src(attachment: dict[str, Any]) -> str | None:
+def preview_src(attachment: Mapping[str, object]) -> str | None:
     return attachments.preview_url(attachment)
 
 
 @register.filter
-def playable(attachment: dict[str, Any]) -> bool:
+def playable(attachment: Mapping[str, object]) -> bool:
     return attachments.playable_type(attachment) is not None
 
 
 @register.filter
-def download_name(attachment: dict[str, Any]) -> str:
+def download_name(attachment: Mapping[str, object]) -> str:
     return attachments.safe_filename(attachment.get("filename"), "file")

@@ -7,10 +7,11 @@ database thread, which cannot see a test transaction that is never committed.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import inspect
+import time
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
-import orjson
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import channel_layers, get_channel_layer
@@ -18,6 +19,7 @@ from django.contrib.auth import get_user_model
 
 from chatapp import worker, ws_protocol
 from chatapp.turns import Turn, create_turn
+from gateway_client.emulator import EmulatorURL, GenerationRecord
 
 
 @pytest.fixture(autouse=True)
@@ -34,7 +36,7 @@ def chat_settings(settings: Any, emulator_url: str) -> Any:
     settings.LLM_API_KEY = "test-key"
     settings.LLM_TIMEOUTS = {"idle": 1.0, "first_token": 5.0}
     settings.CHAT_SWEEP_INTERVAL = 0
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "chatapp.channel_layer.LocalChannelLayer"}}
     # Deliberately slow in production; irrelevant to what these tests check.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     return settings
@@ -56,8 +58,61 @@ def bob(django_user_model: Any, password: str) -> Any:
 
 
 async def start_turn(user: Any, text: str, model: str, conversation_id: int | None = None) -> Turn:
-    owner = await worker.new_owner_channel()
+    owner = await worker.owner_channel()
     return await sync_to_async(create_turn)(user, conversation_id, text, model, owner)
+
+
+async def eventually[T](
+    condition: Callable[[], T | Awaitable[T | None] | None], *, what: str, within: float = 10.0
+) -> T:
+    """Poll `condition` (plain or async) until it returns something truthy, and return that;
+    fail after `within` seconds. The loop yields between polls, so the worker keeps running."""
+    deadline = time.monotonic() + within
+    while True:
+        value = condition()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return value  # type: ignore[return-value]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {within} s waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+class UpstreamLog:
+    """The emulator's records of the requests made since this log was opened. The emulator is
+    the session's, so older records are other tests'."""
+
+    def __init__(self, emulator_url: EmulatorURL) -> None:
+        self.records = emulator_url.app.records
+        self._before = {record.id for record in self.records.all()}
+
+    def new(self, **match: Any) -> list[GenerationRecord]:
+        """New records whose attributes equal `match` (e.g. `scenario="long"`), oldest first."""
+        return [
+            record
+            for record in self.records.all()
+            if record.id not in self._before
+            and all(getattr(record, key) == value for key, value in match.items())
+        ]
+
+    async def one(self, **match: Any) -> GenerationRecord:
+        """The one new record matching `match`, once the emulator has taken the request."""
+        (record,) = await eventually(lambda: self.new(**match), what=f"a request ({match})")
+        return record
+
+    async def finished(self, record: GenerationRecord, within: float = 5.0) -> GenerationRecord:
+        """`record` once its stream has ended (without waiting out the finalisation window)."""
+        return await asyncio.to_thread(self.records.wait_finished, record.id, within)
+
+    async def settled(self, key: str, within: float = 5.0) -> GenerationRecord:
+        """The record `key` (generation or request ID) once it shows its final outcome."""
+        return await asyncio.to_thread(self.records.wait_settled, key, within)
+
+
+@pytest.fixture
+def upstream(emulator_url: EmulatorURL) -> UpstreamLog:
+    return UpstreamLog(emulator_url)
 
 
 class GroupListener:
@@ -77,7 +132,7 @@ class GroupListener:
     async def next(self) -> dict[str, Any]:
         async with asyncio.timeout(10):
             message = await self.layer.receive(self.channel)
-        payload = orjson.loads(message["text"])
+        payload = ws_protocol.decode(message["text"])
         self.received.append(payload)
         return payload
 

@@ -1,4 +1,4 @@
-"""The conversation websocket, driven through the real ASGI stack (origin check, session auth)."""
+"""The page's websocket, driven through the real ASGI stack (origin check, session auth)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from django.test import Client
 
 from chatapp import worker, ws_protocol
 from chatapp.asgi import application
-from chatapp.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
+from chatapp.consumers import CLOSE_UNAUTHENTICATED
 from chatapp.models import Generation, Message
 
-from .conftest import start_turn
+from .conftest import eventually, start_turn
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -28,16 +28,31 @@ def session_cookie(user: Any) -> str:
     return client.cookies["sessionid"].value
 
 
-async def socket(conversation_id: int, user: Any | None) -> WebsocketCommunicator:
+def communicator(user: Any | None, cookie: str | None = None) -> WebsocketCommunicator:
     headers = [(b"origin", b"http://127.0.0.1:8000")]
-    if user is not None:
-        cookie = await sync_to_async(session_cookie)(user)
+    if cookie is not None:
         headers.append((b"cookie", f"sessionid={cookie}".encode()))
-    return WebsocketCommunicator(application, f"/ws/conversations/{conversation_id}/", headers)
+    return WebsocketCommunicator(application, "/ws/chat/", headers)
+
+
+async def socket(conversation_pk: int, user: Any | None) -> WebsocketCommunicator:
+    """A page's socket that will watch `conversation_pk` once connected (see `connect`)."""
+    cookie = None if user is None else await sync_to_async(session_cookie)(user)
+    ws = communicator(user, cookie)
+    ws.watching = conversation_pk  # type: ignore[attr-defined]
+    return ws
+
+
+async def connect(ws: WebsocketCommunicator) -> tuple[bool, int | None]:
+    """Connect, then watch the conversation, as the page does right after its socket opens."""
+    connected, code = await ws.connect()
+    if connected:
+        await ws.send_to(text_data=orjson.dumps({"t": "watch", "c": ws.watching}).decode())  # type: ignore[attr-defined]
+    return connected, code
 
 
 async def receive(ws: WebsocketCommunicator) -> dict[str, Any]:
-    return orjson.loads(await ws.receive_from(timeout=10))
+    return ws_protocol.decode(await ws.receive_from(timeout=10))
 
 
 async def collect_until_done(ws: WebsocketCommunicator) -> list[dict[str, Any]]:
@@ -62,28 +77,33 @@ def rebuild(messages: list[dict[str, Any]]) -> str:
     return text
 
 
-async def test_anonymous_socket_is_refused(alice: Any) -> None:
-    turn = await start_turn(alice, "hi", "emulator/echo")
-    ws = await socket(turn.conversation.pk, None)
+async def test_anonymous_socket_is_refused() -> None:
+    ws = communicator(None)
     connected, code = await ws.connect()
     assert not connected
     assert code == CLOSE_UNAUTHENTICATED
 
 
 async def test_another_users_conversation_is_refused(alice: Any, bob: Any) -> None:
-    turn = await start_turn(alice, "hi", "emulator/echo")
+    turn = await start_turn(alice, "hi", "emulator/long?tokens_per_second=200")
+    task = worker.start(turn.job)
     ws = await socket(turn.conversation.pk, bob)
-    connected, code = await ws.connect()
-    assert not connected
-    assert code == CLOSE_NOT_FOUND
+    connected, _ = await connect(ws)
+    assert connected  # bob's own socket; watching alice's conversation is what is refused
+    assert await receive(ws) == {"t": "gone", "c": turn.conversation.pk}
+    assert await ws.receive_nothing(timeout=0.3)  # none of alice's deltas reach bob
+    await get_channel_layer().send(
+        turn.job.owner_channel, ws_protocol.cancel(turn.job.generation_pk)
+    )
+    await asyncio.wait_for(task, 10)
+    await ws.disconnect()
 
 
 async def test_foreign_origin_is_refused(alice: Any) -> None:
-    turn = await start_turn(alice, "hi", "emulator/echo")
     cookie = await sync_to_async(session_cookie)(alice)
     ws = WebsocketCommunicator(
         application,
-        f"/ws/conversations/{turn.conversation.pk}/",
+        "/ws/chat/",
         [(b"origin", b"http://evil.example"), (b"cookie", f"sessionid={cookie}".encode())],
     )
     connected, _ = await ws.connect()
@@ -93,9 +113,11 @@ async def test_foreign_origin_is_refused(alice: Any) -> None:
 async def test_joining_mid_stream_gets_a_snapshot_then_deltas_without_gap(alice: Any) -> None:
     turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=400&long_tokens=500")
     task = worker.start(turn.job)
-    await asyncio.sleep(0.3)  # some text has been sent before this socket exists
+    running = worker._running[turn.job.generation_pk]
+    # Some text has been sent before this socket exists.
+    await eventually(lambda: running.state.seq > 2, what="a few deltas sent")
     ws = await socket(turn.conversation.pk, alice)
-    connected, _ = await ws.connect()
+    connected, _ = await connect(ws)
     assert connected
     received = await collect_until_done(ws)
     await asyncio.wait_for(task, 30)
@@ -116,8 +138,8 @@ async def test_two_sockets_both_stream(alice: Any) -> None:
     turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=400&long_tokens=300")
     first = await socket(turn.conversation.pk, alice)
     second = await socket(turn.conversation.pk, alice)
-    assert (await first.connect())[0]
-    assert (await second.connect())[0]
+    assert (await connect(first))[0]
+    assert (await connect(second))[0]
     task = worker.start(turn.job)
     one, two = await asyncio.gather(collect_until_done(first), collect_until_done(second))
     await asyncio.wait_for(task, 30)
@@ -130,7 +152,7 @@ async def test_two_sockets_both_stream(alice: Any) -> None:
 async def test_closing_every_socket_does_not_stop_the_generation(alice: Any) -> None:
     turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=400&long_tokens=300")
     ws = await socket(turn.conversation.pk, alice)
-    assert (await ws.connect())[0]
+    assert (await connect(ws))[0]
     task = worker.start(turn.job)
     await receive(ws)
     await ws.disconnect()
@@ -142,7 +164,7 @@ async def test_closing_every_socket_does_not_stop_the_generation(alice: Any) -> 
 async def test_stop_from_the_socket_cancels(alice: Any) -> None:
     turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=200")
     ws = await socket(turn.conversation.pk, alice)
-    assert (await ws.connect())[0]
+    assert (await connect(ws))[0]
     task = worker.start(turn.job)
     first = await receive(ws)
     await ws.send_to(text_data=orjson.dumps({"t": "stop", "g": first["g"]}).decode())
@@ -156,7 +178,7 @@ async def test_snapshot_request_after_the_end_answers_done(alice: Any) -> None:
     turn = await start_turn(alice, "hello", "emulator/echo")
     await asyncio.wait_for(worker.start(turn.job), 30)
     ws = await socket(turn.conversation.pk, alice)
-    assert (await ws.connect())[0]
+    assert (await connect(ws))[0]
     assert await ws.receive_nothing(timeout=0.2)  # nothing running: no snapshot
     await ws.send_to(text_data=orjson.dumps({"t": "snapshot", "g": turn.generation.pk}).decode())
     done = await receive(ws)
@@ -170,7 +192,7 @@ async def test_malformed_and_foreign_requests_are_ignored(alice: Any, bob: Any) 
     theirs = await start_turn(bob, "secret", "emulator/long?tokens_per_second=100")
     task = worker.start(theirs.job)
     ws = await socket(mine.conversation.pk, alice)
-    assert (await ws.connect())[0]
+    assert (await connect(ws))[0]
     await ws.send_to(text_data="not json")
     await ws.send_to(text_data='{"t": "stop"}')
     # Another user's generation cannot be stopped or read through this socket.
@@ -180,5 +202,7 @@ async def test_malformed_and_foreign_requests_are_ignored(alice: Any, bob: Any) 
     generation = await Generation.objects.aget(pk=theirs.generation.pk)
     assert generation.status == "streaming"
     await ws.disconnect()
-    await get_channel_layer().send(theirs.job.owner_channel, ws_protocol.cancel())
+    await get_channel_layer().send(
+        theirs.job.owner_channel, ws_protocol.cancel(theirs.job.generation_pk)
+    )
     await asyncio.wait_for(task, 10)

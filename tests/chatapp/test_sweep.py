@@ -47,7 +47,8 @@ async def test_a_generation_running_in_this_process_is_left_alone(alice: Any) ->
     task = worker.start(turn.job)
     assert await sweep_stale_generations(stale_after=0) == 0
     assert (await Generation.objects.aget(pk=turn.generation.pk)).status == "streaming"
-    await get_channel_layer().send(turn.job.owner_channel, ws_protocol.cancel())
+    cancel = ws_protocol.cancel(turn.job.generation_pk)
+    await get_channel_layer().send(turn.job.owner_channel, cancel)
     await asyncio.wait_for(task, 10)
 
 

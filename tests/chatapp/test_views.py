@@ -12,8 +12,12 @@ from django.urls import reverse
 
 from chatapp import worker
 from chatapp.models import Conversation, Generation, Message
+from chatapp.rendering import citation
+from gateway_client import GatewayClient
+from gateway_client.chunks import parse_annotation
+from gateway_client.emulator import EmulatorURL
 
-from .conftest import start_turn
+from .conftest import GroupListener, UpstreamLog, start_turn
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -60,7 +64,7 @@ async def test_pages_run_only_our_own_scripts(alice: Any) -> None:
     assert directives["frame-ancestors"] == "'none'"
 
 
-async def test_first_message_creates_a_titled_conversation_and_redirects(alice: Any) -> None:
+async def test_first_message_swaps_in_the_new_titled_conversation(alice: Any) -> None:
     client = await logged_in(alice)
     response = await client.post(
         reverse("chat:send_new"),
@@ -69,7 +73,17 @@ async def test_first_message_creates_a_titled_conversation_and_redirects(alice: 
     )
     conversation = await Conversation.objects.aget(user=alice)
     assert response.status_code == 200
-    assert response["HX-Redirect"] == reverse("chat:conversation", args=[conversation.pk])
+    # No redirect and no new page: the conversation replaces the empty one in place, the address
+    # bar follows, and the sidebar gains it.
+    url = reverse("chat:conversation", args=[conversation.pk])
+    assert response["HX-Push-Url"] == url
+    assert response["HX-Retarget"] == "main.chat"
+    assert response["HX-Reswap"] == "outerHTML"
+    body = response.content.decode()
+    assert f'<main class="chat" data-conversation="{conversation.pk}"' in body
+    assert 'class="conversation-list" hx-boost="true" hx-swap-oob="true"' in body
+    assert f'href="{url}"' in body
+    assert "<title>Plan a trip to Lisbon · Gateway Chat</title>" in body
     assert conversation.title == "Plan a trip to Lisbon"
     await workers_finished()
     answer = await Message.objects.select_related("generation").aget(role="assistant")
@@ -147,13 +161,17 @@ async def test_other_users_conversation_is_404_everywhere(alice: Any, bob: Any) 
     assert await Conversation.objects.filter(pk=pk, title="private").aexists()
 
 
-async def test_stop_cancels_the_generation(alice: Any) -> None:
+async def test_stop_cancels_the_generation(alice: Any, upstream: UpstreamLog) -> None:
     client = await logged_in(alice)
     turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=100")
+    listener = await GroupListener(turn.conversation.pk).join()
     task = worker.start(turn.job)
-    await asyncio.sleep(0.3)
+    await listener.until("delta")  # some text is out: Stop lands mid-answer
     response = await client.post(reverse("chat:stop", args=[turn.generation.pk]))
     assert response.status_code == 204
+    record = await upstream.finished(await upstream.one(scenario="long"))
+    assert record.final_outcome == "cancelled", "Stop closed the upstream stream"
+    assert record.cancelled_at is not None
     await asyncio.wait_for(task, 5)
     generation = await Generation.objects.select_related("message").aget(pk=turn.generation.pk)
     assert generation.status == "cancelled"
@@ -165,7 +183,25 @@ async def test_stop_cancels_the_generation(alice: Any) -> None:
     assert ">Retry</button>" in html
 
 
-async def test_error_is_shown_in_plain_words_and_retry_starts_a_new_generation(alice: Any) -> None:
+async def sent_alone(emulator_url: EmulatorURL, messages: list[dict[str, Any]]) -> int:
+    """The prompt tokens the emulator counts for `messages` sent by themselves: it counts the
+    request's JSON `messages`, so two requests agree only if they sent the same context size."""
+    url = f"{emulator_url}/numes/api/v1"
+    async with (
+        GatewayClient(url, "test-key") as gw,
+        gw.stream_chat(model="emulator/echo", messages=messages) as stream,
+    ):
+        async for _ in stream:
+            pass
+    assert stream.generation_id
+    record = emulator_url.app.records.get(stream.generation_id)
+    assert record is not None
+    return record.tokens_prompt
+
+
+async def test_error_is_shown_in_plain_words_and_retry_starts_a_new_generation(
+    alice: Any, emulator_url: EmulatorURL, upstream: UpstreamLog
+) -> None:
     client = await logged_in(alice)
     turn = await start_turn(alice, "hello", "emulator/error-before")
     await asyncio.wait_for(worker.start(turn.job), 30)
@@ -184,8 +220,15 @@ async def test_error_is_shown_in_plain_words_and_retry_starts_a_new_generation(a
     retried = await Generation.objects.exclude(pk=generation.pk).select_related("message").aget()
     assert retried.status == "completed"
     assert retried.message.content == "hello"
-    # The failed attempt is not sent as context for its retry.
     assert await Message.objects.filter(conversation=turn.conversation).acount() == 3
+    # The failed attempt is not sent as context for its retry: the emulator counted the prompt
+    # of the question alone (the failed answer would add `{"role": "assistant", ...}`).
+    (failed, retry) = upstream.new()
+    assert failed.scenario == "error-before"
+    assert retry.id == retried.upstream_id
+    assert retry.tokens_prompt == await sent_alone(
+        emulator_url, [{"role": "user", "content": "hello"}]
+    )
 
 
 async def test_model_output_is_rendered_safely(alice: Any) -> None:
@@ -218,12 +261,21 @@ async def test_rename_and_delete(alice: Any) -> None:
     assert not await Conversation.objects.filter(pk=pk).aexists()
 
 
-async def test_deleting_a_conversation_stops_its_generation(alice: Any) -> None:
+async def test_deleting_a_conversation_stops_its_generation(
+    alice: Any, upstream: UpstreamLog
+) -> None:
     turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=100")
+    listener = await GroupListener(turn.conversation.pk).join()
     task = worker.start(turn.job)
-    await asyncio.sleep(0.2)
+    await listener.until("delta")
     client = await logged_in(alice)
-    await client.post(reverse("chat:delete", args=[turn.conversation.pk]), headers=HTMX)
+    response = await client.post(reverse("chat:delete", args=[turn.conversation.pk]), headers=HTMX)
+    assert response["HX-Redirect"] == reverse("chat:home")
+    # Stop reached the gateway: the stream was closed long before its 3,000 tokens.
+    record = await upstream.finished(await upstream.one(scenario="long"))
+    assert record.final_outcome == "cancelled"
+    assert record.cancelled_at is not None
+    assert record.tokens_completion < 1000
     await asyncio.wait_for(task, 5)
     assert not await Generation.objects.aexists()
 
@@ -312,6 +364,12 @@ async def finished_with(user: Any, **fields: Any) -> Message:
     return turn.assistant
 
 
+def stored_citations(*raw: dict[str, Any]) -> list[dict[str, Any]]:
+    """Citations as the worker stores them: checked by the reader, in their page form."""
+    checked = [parse_annotation(entry) for entry in raw]
+    return [{**citation(a), "raw": a.raw} for a in checked if a is not None]
+
+
 async def test_media_are_shown_safely(alice: Any) -> None:
     message = await finished_with(
         alice,
@@ -326,9 +384,19 @@ async def test_media_are_shown_safely(alice: Any) -> None:
             {"kind": "<script>", "data": ""},
         ],
         annotations=[
-            {"type": "url_citation", "url_citation": {"url": "https://ok.example/", "title": "OK"}},
-            {"type": "url_citation", "url_citation": {"url": "javascript:alert(1)", "title": "JS"}},
-            {"url": "data:text/html,<script>", "title": "<i>data</i>"},
+            *stored_citations(
+                {
+                    "type": "url_citation",
+                    "url_citation": {"url": "https://ok.example/", "title": "OK"},
+                },
+                {
+                    "type": "url_citation",
+                    "url_citation": {"url": "javascript:alert(1)", "title": "JS"},
+                },
+                {"type": "file_citation", "title": "<i>data</i>"},
+            ),
+            # Stored before the reader checked citations, or by hand: the page checks again.
+            {"url": "data:text/html,<script>", "title": "bad", "raw": {}},
         ],
     )
     client = await logged_in(alice)
@@ -346,8 +414,9 @@ async def test_media_are_shown_safely(alice: Any) -> None:
     assert '<img class="preview" src="data:image/png;base64,iVBO" alt="p.png"' in html
     assert "&lt;script&gt; received" in html
     assert '<a href="https://ok.example/" rel="noopener nofollow" target="_blank">OK</a>' in html
-    assert "<li>JS</li>" in html
+    assert "<li>JS</li>" not in html  # the reader drops a citation it would not link to
     assert "<li>&lt;i&gt;data&lt;/i&gt;</li>" in html
+    assert "<li>bad</li>" in html
     assert "data:text/html" not in html
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
+from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -13,8 +14,9 @@ from channels.layers import get_channel_layer
 
 from chatapp import worker, ws_protocol
 from chatapp.models import Generation, Message
+from gateway_client.emulator import GenerationRecord
 
-from .conftest import GroupListener, start_turn
+from .conftest import GroupListener, UpstreamLog, eventually, start_turn
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -31,6 +33,25 @@ async def run_turn(user: Any, text: str, model: str) -> tuple[Generation, GroupL
 
 def joined(deltas: list[dict[str, Any]], field: str) -> str:
     return "".join(d.get(field, "") for d in deltas)
+
+
+async def settled_record(upstream: UpstreamLog, generation: Generation) -> GenerationRecord:
+    """The emulator's record of `generation`'s request, once it shows its final outcome."""
+    assert generation.upstream_id, "the gateway's generation ID was recorded"
+    return await upstream.settled(generation.upstream_id)
+
+
+async def assert_cost_from_record(upstream: UpstreamLog, generation: Generation) -> None:
+    """No usage chunk ended the stream, so the cost is reconciled from Numes' generation record:
+    the amount and counts the emulator billed, not an estimate and not `none`."""
+    record = await settled_record(upstream, generation)
+    assert generation.cost_source == Generation.CostSource.RECORD
+    assert generation.cost == Decimal(str(record.total_cost))
+    assert generation.cost > 0
+    assert generation.cost_unit == "credits"
+    assert generation.completion_tokens == record.tokens_completion
+    assert generation.prompt_tokens == record.tokens_prompt
+    assert generation.reconcile_attempts == 1
 
 
 async def test_completed_answer_is_streamed_in_order_and_persisted(alice: Any) -> None:
@@ -78,36 +99,50 @@ async def test_reasoning_streams_apart_from_the_answer(alice: Any) -> None:
 async def test_error_before_the_stream_is_recorded_with_code_and_message(alice: Any) -> None:
     generation, listener = await run_turn(alice, "hello", "emulator/error-before")
     assert generation.status == "failed"
-    assert generation.error_status
-    assert generation.error_status >= 400
-    assert generation.error_message
+    assert generation.error_status == 402
+    assert generation.error_code == "402"
+    assert generation.error_type == "insufficient_credits"
+    assert generation.error_message == "Insufficient credits"
     assert generation.message.content == ""
     assert listener.deltas() == []
+    # Refused before the stream: no generation ID, nothing to reconcile, nothing billed.
+    assert generation.upstream_id == ""
+    assert generation.cost is None
     assert generation.cost_source == Generation.CostSource.NONE
 
 
-async def test_error_midstream_keeps_the_partial_answer(alice: Any) -> None:
+async def test_error_midstream_keeps_the_partial_answer(alice: Any, upstream: UpstreamLog) -> None:
     generation, listener = await run_turn(alice, "hello there", "emulator/error-midstream")
     assert generation.status == "failed"
     assert generation.message.content
     assert joined(listener.deltas(), "content") == generation.message.content
-    assert generation.error_code
-    assert generation.error_message
-    # No usage chunk on a failed stream: the cost comes from the generation record.
-    assert generation.cost_source in {"record", "none"}
+    assert generation.error_status == 503
+    assert generation.error_code == "503"
+    assert generation.error_type == "provider_unavailable"
+    assert generation.error_message == "provider became unavailable"
+    await assert_cost_from_record(upstream, generation)
 
 
-async def test_a_dropped_connection_is_incomplete(alice: Any) -> None:
+async def test_a_dropped_connection_is_incomplete(alice: Any, upstream: UpstreamLog) -> None:
     generation, _ = await run_turn(alice, "hello there", "emulator/drop")
     assert generation.status == "incomplete"
     assert generation.message.content
+    assert generation.error_type == "incomplete"
+    await assert_cost_from_record(upstream, generation)
 
 
-async def test_a_stalled_stream_fails_with_the_partial_kept(alice: Any) -> None:
+async def test_a_stalled_stream_fails_with_the_partial_kept(
+    alice: Any, upstream: UpstreamLog
+) -> None:
     generation, _ = await run_turn(alice, "hello there", "emulator/stall")
     assert generation.status == "failed"
     assert generation.message.content
-    assert "stalled" in generation.error_message or generation.error_code
+    assert generation.error_code == "idle_timeout"
+    assert generation.error_type == "timeout"
+    assert generation.error_message == (
+        "The answer stalled: the gateway went quiet (no new event within 1 s (idle deadline))."
+    )
+    await assert_cost_from_record(upstream, generation)
 
 
 async def test_tool_calls_stream_into_their_own_field(alice: Any) -> None:
@@ -140,40 +175,44 @@ async def test_images_become_safe_attachments(alice: Any) -> None:
     assert images[0]["url"].startswith("data:image/png;base64,")
 
 
-async def test_cancel_before_the_first_token_closes_upstream(alice: Any, emulator_url: Any) -> None:
+async def test_cancel_before_the_first_token_closes_upstream(
+    alice: Any, upstream: UpstreamLog
+) -> None:
     turn = await start_turn(alice, "hello", "emulator/slow-start?slow_start_s=5")
     listener = await GroupListener(turn.conversation.pk).join()
     task = worker.start(turn.job)
-    record = None
-    for _ in range(200):
-        await asyncio.sleep(0.01)
-        record = emulator_url.app.records.latest(scenario="slow-start")
-        if record is not None and record.cancelled_at is None and record.finished_at is None:
-            break
-    assert record is not None
+    record = await upstream.one(scenario="slow-start")
     clicked = time.time()
-    await get_channel_layer().send(turn.job.owner_channel, ws_protocol.cancel())
+    await get_channel_layer().send(
+        turn.job.owner_channel, ws_protocol.cancel(turn.job.generation_pk)
+    )
     done = await listener.until("done", within=2)
     assert done["status"] == "cancelled"
-    for _ in range(100):
-        if record.cancelled_at:
-            break
-        await asyncio.sleep(0.01)
+    record = await upstream.finished(record)
+    assert record.final_outcome == "cancelled"
+    assert record.tokens_completion == 0
     assert record.cancelled_at is not None
     assert record.cancelled_at - clicked < 0.2
     await asyncio.wait_for(task, 10)
     generation = await Generation.objects.aget(pk=turn.generation.pk)
     assert generation.status == "cancelled"
-    assert generation.cost_source in {"record", "none"}
+    # Numes sends nothing, not even headers, before the first token: the generation ID never
+    # arrived, so there is no record to reconcile from and the cost is honestly not reported.
+    assert generation.upstream_id == ""
+    assert generation.cost is None
+    assert generation.cost_source == Generation.CostSource.NONE
+    assert generation.reconcile_attempts == 0
 
 
-async def test_cancel_mid_stream_keeps_partial_text(alice: Any, emulator_url: Any) -> None:
+async def test_cancel_mid_stream_keeps_partial_text(alice: Any, upstream: UpstreamLog) -> None:
     turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=200")
     listener = await GroupListener(turn.conversation.pk).join()
     task = worker.start(turn.job)
     await listener.until("delta")
     await listener.until("delta")
-    await get_channel_layer().send(turn.job.owner_channel, ws_protocol.cancel())
+    await get_channel_layer().send(
+        turn.job.owner_channel, ws_protocol.cancel(turn.job.generation_pk)
+    )
     done = await listener.until("done", within=2)
     assert done["status"] == "cancelled"
     await asyncio.wait_for(task, 30)
@@ -183,12 +222,10 @@ async def test_cancel_mid_stream_keeps_partial_text(alice: Any, emulator_url: An
     assert content
     assert joined(listener.deltas(), "content") == content
     assert generation.last_seq == listener.deltas()[-1]["seq"]
-    record = emulator_url.app.records.get(generation.upstream_id)
-    assert record is not None
+    record = await settled_record(upstream, generation)
+    assert record.final_outcome == "cancelled"
     assert record.cancelled_at is not None
-    # The cancelled stream had no usage chunk: reconciled from the generation record.
-    assert generation.cost_source == Generation.CostSource.RECORD
-    assert generation.cost is not None
+    await assert_cost_from_record(upstream, generation)
 
 
 async def test_snapshot_plus_later_deltas_rebuild_the_text(alice: Any) -> None:
@@ -199,7 +236,9 @@ async def test_snapshot_plus_later_deltas_rebuild_the_text(alice: Any) -> None:
     await listener.until("delta")
     layer = get_channel_layer()
     reply = await layer.new_channel()
-    await layer.send(turn.job.owner_channel, ws_protocol.snapshot_request(reply))
+    await layer.send(
+        turn.job.owner_channel, ws_protocol.snapshot_request(turn.job.generation_pk, reply)
+    )
     snapshot = orjson.loads((await asyncio.wait_for(layer.receive(reply), 5))["text"])
     assert snapshot["t"] == "snapshot"
     assert snapshot["g"] == turn.generation.pk
@@ -214,14 +253,26 @@ async def test_partial_text_is_flushed_while_streaming(alice: Any, settings: Any
     settings.CHAT_FLUSH_INTERVAL = 0.2
     turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=100")
     task = worker.start(turn.job)
-    await asyncio.sleep(0.8)
-    generation = await Generation.objects.select_related("message").aget(pk=turn.generation.pk)
-    assert generation.status == "streaming"
-    assert generation.heartbeat_at is not None
-    assert generation.last_seq > 0
-    flushed = generation.message.content
-    assert flushed
-    await get_channel_layer().send(turn.job.owner_channel, ws_protocol.cancel())
+
+    async def flushed_beyond(content: str) -> Generation | None:
+        """The row once a flush wrote more text than `content`."""
+        row = await Generation.objects.select_related("message").aget(pk=turn.generation.pk)
+        return row if len(row.message.content) > len(content) else None
+
+    # The first output is written at once; later flushes follow every 0.2 s while it streams.
+    first = await eventually(lambda: flushed_beyond(""), what="the first flush")
+    later = await eventually(lambda: flushed_beyond(first.message.content), what="a later flush")
+    for generation in (first, later):
+        assert generation.status == "streaming"
+        assert generation.heartbeat_at is not None
+        assert generation.last_seq > 0
+    assert later.message.content.startswith(first.message.content)
+    assert later.last_seq > first.last_seq
+    assert later.heartbeat_at > first.heartbeat_at
+    flushed = later.message.content
+    await get_channel_layer().send(
+        turn.job.owner_channel, ws_protocol.cancel(turn.job.generation_pk)
+    )
     await asyncio.wait_for(task, 30)
     final = await Message.objects.aget(pk=turn.assistant.pk)
     assert final.content.startswith(flushed)

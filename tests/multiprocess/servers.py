@@ -28,6 +28,8 @@ from psycopg.rows import dict_row
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.typing import Origin
 
+from chatapp import ws_protocol
+
 from .services import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -182,7 +184,7 @@ class Socket:
 
     async def next(self, within: float) -> dict[str, Any]:
         async with asyncio.timeout(within):
-            message: dict[str, Any] = orjson.loads(await self.connection.recv())
+            message: dict[str, Any] = ws_protocol.decode(await self.connection.recv())
         self.received.append((time.monotonic(), message))
         return message
 

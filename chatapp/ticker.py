@@ -1,0 +1,151 @@
+"""The process's one ticker and control channel, serving every running generation together.
+
+A sleeping loop per generation (a wake-up, a send and every second a transaction each) made the
+server's cost grow with each stream until the loops starved one another. Here one task per event
+loop ticks every `CHAT_DELTA_INTERVAL`: each running generation whose pending text is ready (see
+`LiveState.ready`) goes out as one delta, and once per `CHAT_FLUSH_INTERVAL` all of them are
+handed to the writer as one batch (`writer.py`). A tick that comes late finds more text waiting:
+it sends more text, never more messages.
+
+One channel per process receives the control messages for all its generations (Stop, and
+snapshot requests from a socket in any process), so the worker of a generation needs no listener
+of its own. Its name is what `Generation.owner_channel` records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from typing import TYPE_CHECKING, Any
+
+from channels.layers import get_channel_layer
+from django.conf import settings
+
+from . import writer, ws_protocol
+
+if TYPE_CHECKING:
+    from .worker import GenerationWorker
+
+logger = logging.getLogger(__name__)
+
+_tickers: dict[asyncio.AbstractEventLoop, Ticker] = {}
+
+
+class Ticker:
+    def __init__(self, channel: str, layer: Any) -> None:
+        self.channel = channel
+        self.layer = layer
+        self.workers: dict[int, GenerationWorker] = {}
+        self._batch: asyncio.Future[bool] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        context = contextvars.Context()  # outside any request's thread-sensitive executor
+        self._tasks = [
+            loop.create_task(self._tick_forever(), context=context),
+            loop.create_task(self._listen_forever(), context=context),
+        ]
+
+    def add(self, worker: GenerationWorker) -> None:
+        self.workers[worker.job.generation_pk] = worker
+
+    def remove(self, worker: GenerationWorker) -> None:
+        self.workers.pop(worker.job.generation_pk, None)
+
+    # --- Deltas and batches -----------------------------------------------------------------------
+
+    async def _tick_forever(self) -> None:
+        loop = asyncio.get_running_loop()
+        interval = settings.CHAT_DELTA_INTERVAL
+        next_flush = loop.time() + settings.CHAT_FLUSH_INTERVAL
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                now = loop.time()
+                for worker in list(self.workers.values()):
+                    if worker.state.ready(now):
+                        await worker.send_delta()
+                if now >= next_flush:
+                    next_flush = now + settings.CHAT_FLUSH_INTERVAL
+                    self._flush()
+            except Exception:  # a hiccup in the layer must not stop every stream's deltas
+                logger.exception("A tick failed")
+
+    def _flush(self) -> None:
+        """Hand every running generation's state to the writer, unless a batch is still out."""
+        if self._batch is not None and not self._batch.done():
+            return  # the next batch carries whatever this one would have
+        workers = list(self.workers.values())
+        rows = [worker.partial_row() for worker in workers]
+        if not rows:
+            return
+        loop = asyncio.get_running_loop()
+        batch = loop.run_in_executor(writer.executor, writer.write_partials, rows)
+        self._batch = batch
+
+        def written(done: asyncio.Future[bool]) -> None:
+            if not done.cancelled() and done.exception() is None and done.result():
+                for worker, row in zip(workers, rows, strict=True):
+                    worker.flushed_seq = max(worker.flushed_seq, row.seq)
+
+        batch.add_done_callback(written)
+
+    async def flush_now(self) -> None:
+        """Write a batch now and wait for it (tests; shutdown)."""
+        if self._batch is not None:
+            await asyncio.wait([self._batch])
+        self._flush()
+        if self._batch is not None:
+            await asyncio.wait([self._batch])
+
+    # --- Control messages -------------------------------------------------------------------------
+
+    async def _listen_forever(self) -> None:
+        while True:
+            try:
+                message = await self.layer.receive(self.channel)
+                await self._control(message)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("A control message failed")
+
+    async def _control(self, message: dict[str, Any]) -> None:
+        worker = self.workers.get(message.get("g", -1))
+        match message.get("type"):
+            case ws_protocol.CANCEL:
+                if worker is not None:
+                    worker.cancel()
+            case ws_protocol.SNAPSHOT_REQUEST:
+                reply_to = message.get("reply_to")
+                if worker is not None and reply_to:
+                    await worker.send_snapshot(reply_to)
+
+
+async def ticker() -> Ticker:
+    """This loop's ticker, started on first use."""
+    loop = asyncio.get_running_loop()
+    found = _tickers.get(loop)
+    if found is None:
+        for old in [old for old in _tickers if old.is_closed()]:
+            del _tickers[old]
+        layer = get_channel_layer()
+        # Named like the consumers' channels on purpose: channels_redis reads all of a process's
+        # channels that share a prefix through one Redis list, one reader at a time, so a second
+        # prefix would let the control listener and the consumers starve each other.
+        channel = await layer.new_channel()
+        found = _tickers.get(loop)  # another caller may have won the race meanwhile
+        if found is None:
+            found = _tickers[loop] = Ticker(channel, layer)
+            found.start()
+    return found
+
+
+def current_ticker() -> Ticker:
+    """This loop's ticker, which `ticker()` must have started."""
+    found = _tickers.get(asyncio.get_running_loop())
+    if found is None:
+        raise RuntimeError("no ticker on this loop: await ticker() (or owner_channel()) first")
+    return found

@@ -1,0 +1,222 @@
+"""The words under an answer: what went wrong, what it cost, and the meta line."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from chatapp.models import Generation, Message
+from chatapp.presentation import error_text, format_cost, meta_items, warning_texts
+
+
+def generation(content: str = "", reasoning: str = "", **fields: Any) -> Generation:
+    """An unsaved generation and its message: these functions read fields, never the database."""
+    message = Message(role="assistant", content=content, reasoning=reasoning)
+    return Generation(message=message, model="emulator/chat", **fields)
+
+
+REFUSED = {"status": "failed", "error_status": 402, "error_code": "402"}
+
+
+# --- error_text ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        (
+            {**REFUSED, "error_type": "insufficient_credits", "error_message": "No credits "},
+            "The gateway refused the request (HTTP 402, insufficient_credits): No credits",
+        ),
+        (
+            {"status": "failed", "error_status": 429, "error_code": "rate_limited"},
+            "The gateway refused the request (HTTP 429, rate_limited): ",
+        ),
+        (
+            {"status": "failed", "error_status": 400, "error_type": "invalid_request_error"},
+            "The gateway refused the request (HTTP 400, invalid_request_error): ",
+        ),
+    ],
+)
+def test_a_refused_request(fields: dict[str, Any], words: str) -> None:
+    assert error_text(generation(**fields)) == words
+
+
+def test_a_failure_midstream_keeps_the_partial_answer() -> None:
+    failed = generation(
+        "So far",
+        status="failed",
+        error_status=503,
+        error_code="503",
+        error_type="provider_unavailable",
+        error_message="provider became unavailable",
+    )
+    assert error_text(failed) == (
+        "The answer failed (HTTP 503, provider_unavailable): provider became unavailable"
+        " The partial answer is kept."
+    )
+
+
+def test_reasoning_alone_counts_as_a_partial_answer() -> None:
+    failed = generation(reasoning="Thinking…", status="failed", error_message="gone")
+    assert error_text(failed) == "The answer failed: gone The partial answer is kept."
+
+
+def test_a_failure_without_text_or_status() -> None:
+    timed_out = generation(
+        status="failed",
+        error_code="first_token_timeout",
+        error_type="timeout",
+        error_message="The gateway did not start answering in time (no first token within 5 s).",
+    )
+    assert error_text(timed_out) == (
+        "The answer failed (first_token_timeout, timeout): "
+        "The gateway did not start answering in time (no first token within 5 s)."
+    )
+
+
+def test_a_code_equal_to_the_type_is_named_once() -> None:
+    failed = generation(status="failed", error_code="timeout", error_type="timeout")
+    assert error_text(failed) == "The answer failed (timeout): "
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (
+            "Half an ans",
+            "The answer was cut off: the stream ended before the gateway said it was done"
+            " (incomplete). The partial answer is kept.",
+        ),
+        (
+            "",
+            "The answer was cut off: the stream ended before the gateway said it was done"
+            " (incomplete).",
+        ),
+    ],
+)
+def test_an_incomplete_answer(content: str, words: str) -> None:
+    cut = generation(content, status="incomplete", error_type="incomplete", error_message="eof")
+    assert error_text(cut) == words
+
+
+def test_an_interrupted_answer_says_what_the_sweep_wrote() -> None:
+    message = "The server stopped while this answer was being written; the text so far is kept."
+    swept = generation("partial", status="interrupted", error_message=f"  {message} ")
+    assert error_text(swept) == message
+    assert error_text(generation(status="interrupted")) == (
+        "The server stopped while writing this answer."
+    )
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "words"), [(2.5, " Retry after 2.5 s."), (30.0, " Retry after 30 s.")]
+)
+def test_retry_after_is_added(retry_after: float, words: str) -> None:
+    limited = generation(
+        status="failed",
+        error_status=429,
+        error_code="429",
+        error_message="Slow down",
+        retry_after=retry_after,
+    )
+    assert error_text(limited) == "The gateway refused the request (HTTP 429): Slow down" + words
+
+
+@pytest.mark.parametrize("status", ["streaming", "completed", "cancelled"])
+def test_answers_that_did_not_fail_have_no_error_text(status: str) -> None:
+    assert error_text(generation("text", status=status, error_message="ignored")) == ""
+
+
+def test_warnings_in_words() -> None:
+    warned = generation(warnings=["unread_parts", "something_new"])
+    assert warning_texts(warned) == [
+        "The gateway sent parts this app could not read, so the answer shows empty.",
+        "Warning from the stream reader: something_new.",
+    ]
+    assert warning_texts(generation()) == []
+
+
+# --- format_cost --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        ({**REFUSED, "cost_source": "none"}, "not billed (refused before the answer began)"),
+        (
+            {**REFUSED, "cost_source": "none", "upstream_id": "gen-1"},
+            "cost not reported",  # it had begun: the gateway named the generation
+        ),
+        ({**REFUSED, "cost_source": "pending"}, "cost pending"),
+        ({"cost_source": "pending"}, "cost pending"),
+        ({"cost_source": "none"}, "cost not reported"),
+        ({"cost_source": "stream"}, "cost unknown"),
+        (
+            {"cost": Decimal("0.000008600000"), "cost_unit": "credits", "cost_source": "stream"},
+            "0.0000086 credits",
+        ),
+        (
+            {"cost": Decimal("0.000008600000"), "cost_unit": "credits", "cost_source": "record"},
+            "0.0000086 credits",
+        ),
+        (
+            {"cost": Decimal("0.000008600000"), "cost_unit": "credits", "cost_source": "estimate"},
+            "≈0.0000086 credits (estimate)",
+        ),
+        (
+            {"cost": Decimal("10.000000000000"), "cost_unit": "credits", "cost_source": "stream"},
+            "10 credits",
+        ),
+        ({"cost": Decimal("0E-12"), "cost_unit": "credits", "cost_source": "record"}, "0 credits"),
+        (
+            {"cost": Decimal("12.500000000000"), "cost_unit": "micro_usd", "cost_source": "stream"},
+            "12.5 micro_usd",
+        ),
+        ({"cost": Decimal("3"), "cost_unit": "", "cost_source": "stream"}, "3"),
+    ],
+)
+def test_format_cost(fields: dict[str, Any], words: str) -> None:
+    assert format_cost(generation(**fields)) == words
+
+
+# --- meta_items ---------------------------------------------------------------------------------
+
+
+def test_meta_items_of_a_full_record() -> None:
+    done = generation(
+        status="completed",
+        served_model="numes/otter-1",
+        prompt_tokens=11,
+        completion_tokens=42,
+        reasoning_tokens=7,
+        cached_tokens=5,
+        cost=Decimal("0.000215000000"),
+        cost_unit="credits",
+        cost_source="stream",
+        ttft_ms=120,
+        finish_reason="length",
+    )
+    assert meta_items(done) == [
+        "numes/otter-1",
+        "11 in · 42 out (7 reasoning) · 5 cached tokens",
+        "0.000215 credits",
+        "first token 120 ms",
+        "finish: length",
+    ]
+
+
+@pytest.mark.parametrize("finish_reason", ["stop", "error", ""])
+def test_meta_items_leave_out_what_is_not_known_or_not_news(finish_reason: str) -> None:
+    done = generation(status="completed", cost_source="pending", finish_reason=finish_reason)
+    assert meta_items(done) == ["emulator/chat", "cost pending"]
+
+
+def test_meta_items_count_a_missing_side_as_zero() -> None:
+    assert meta_items(generation(completion_tokens=3, cost_source="none")) == [
+        "emulator/chat",
+        "0 in · 3 out tokens",
+        "cost not reported",
+    ]

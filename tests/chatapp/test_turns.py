@@ -1,0 +1,284 @@
+"""Starting a turn: input checks in the user's words, titles, ownership, and the context sent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.http import Http404
+
+from chatapp.models import Conversation, Generation, Message
+from chatapp.turns import (
+    MAX_MESSAGE_CHARS,
+    TurnError,
+    context_for,
+    create_retry,
+    create_turn,
+    title_from,
+)
+
+pytestmark = [pytest.mark.django_db]
+
+OWNER = "owner-channel!1"
+
+
+def said(conversation: Conversation, role: str, content: str = "", **fields: Any) -> Message:
+    return Message.objects.create(conversation=conversation, role=role, content=content, **fields)
+
+
+def answered(
+    conversation: Conversation, content: str, status: str = "completed", **fields: Any
+) -> Message:
+    """An assistant message with its generation in `status`."""
+    message = said(conversation, "assistant", content, **fields)
+    Generation.objects.create(
+        message=message, conversation=conversation, model="emulator/chat", status=status
+    )
+    return message
+
+
+def context_before_new_answer(conversation: Conversation) -> list[dict[str, Any]]:
+    placeholder = said(conversation, "assistant")
+    return context_for(conversation, placeholder)
+
+
+# --- Input checks -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\t \n"])
+def test_an_empty_message_is_refused(alice: Any, text: str) -> None:
+    with pytest.raises(TurnError) as caught:
+        create_turn(alice, None, text, "emulator/chat", OWNER)
+    assert str(caught.value) == "Write a message first."
+    assert not Conversation.objects.exists()
+
+
+def test_a_message_over_the_limit_is_refused(alice: Any) -> None:
+    with pytest.raises(TurnError) as caught:
+        create_turn(alice, None, "x" * (MAX_MESSAGE_CHARS + 1), "emulator/chat", OWNER)
+    assert str(caught.value) == "The message is too long (at most 100,000 characters)."
+    assert not Message.objects.exists()
+
+
+def test_a_message_at_the_limit_is_accepted_and_stripped_first(alice: Any) -> None:
+    text = "x" * MAX_MESSAGE_CHARS
+    turn = create_turn(alice, None, f"  {text}\n\n", "emulator/chat", OWNER)
+    assert turn.user_message is not None
+    assert turn.user_message.content == text
+
+
+def test_no_model_is_refused(alice: Any) -> None:
+    with pytest.raises(TurnError) as caught:
+        create_turn(alice, None, "hello", "", OWNER)
+    assert str(caught.value) == "Choose a model first."
+    assert not Conversation.objects.exists()
+
+
+def test_a_retry_while_the_answer_is_running_is_refused(alice: Any) -> None:
+    turn = create_turn(alice, None, "hello", "emulator/chat", OWNER)
+    assert turn.generation.status == "streaming"
+    with pytest.raises(TurnError) as caught:
+        create_retry(alice, turn.assistant.pk, None, OWNER)
+    assert str(caught.value) == "This answer is still being written."
+    assert Generation.objects.count() == 1
+
+
+# --- Titles -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "title"),
+    [
+        ("Plan a trip to Lisbon\nwith kids", "Plan a trip to Lisbon"),
+        ("\n\n   \n  Indented first line  \nsecond", "Indented first line"),
+        ("a" * 60, "a" * 60),
+        ("a" * 61, "a" * 59 + "…"),
+        ("x" * 58 + " " + "y" * 10, "x" * 58 + "…"),  # no space left before the ellipsis
+        ("   ", ""),
+    ],
+)
+def test_title_from(text: str, title: str) -> None:
+    assert title_from(text) == title
+
+
+def test_the_first_message_titles_a_new_conversation(alice: Any) -> None:
+    turn = create_turn(alice, None, "Otters\nand rivers", "emulator/chat", OWNER)
+    conversation = Conversation.objects.get(pk=turn.conversation.pk)
+    assert conversation.user == alice
+    assert conversation.title == "Otters"
+    assert conversation.model == "emulator/chat"
+
+
+def test_a_later_message_titles_only_an_untitled_conversation(alice: Any) -> None:
+    titled = Conversation.objects.create(user=alice, title="Kept")
+    untitled = Conversation.objects.create(user=alice)
+    create_turn(alice, titled.pk, "Something else", "emulator/chat", OWNER)
+    create_turn(alice, untitled.pk, "Now titled\nbody", "emulator/chat", OWNER)
+    assert Conversation.objects.get(pk=titled.pk).title == "Kept"
+    assert Conversation.objects.get(pk=untitled.pk).title == "Now titled"
+
+
+# --- The turn and its job -----------------------------------------------------------------------
+
+
+def test_a_turn_is_a_question_a_placeholder_and_a_streaming_generation(alice: Any) -> None:
+    turn = create_turn(alice, None, "  hello  ", "emulator/echo", OWNER)
+    question, answer = Message.objects.filter(conversation=turn.conversation)
+    assert (question.role, question.content) == ("user", "hello")
+    assert (answer.role, answer.content) == ("assistant", "")
+    generation = Generation.objects.get(message=answer)
+    assert generation.status == "streaming"
+    assert generation.model == "emulator/echo"
+    assert generation.owner_channel == OWNER
+    assert turn.user_message == question
+    assert turn.assistant == answer
+    assert turn.generation == generation
+    job = turn.job
+    assert job.generation_pk == generation.pk  # our key, not the gateway's generation ID
+    assert job.message_pk == answer.pk
+    assert job.conversation_pk == turn.conversation.pk
+    assert job.model == "emulator/echo"
+    assert job.owner_channel == OWNER
+    assert job.messages == [{"role": "user", "content": "hello"}]
+
+
+def test_a_retry_is_a_new_generation_with_the_failed_ones_model_by_default(alice: Any) -> None:
+    conversation = Conversation.objects.create(user=alice, title="t")
+    said(conversation, "user", "hello")
+    failed = answered(conversation, "", status="failed")
+    turn = create_retry(alice, failed.pk, None, OWNER)
+    assert turn.user_message is None
+    assert turn.generation.model == "emulator/chat"
+    assert turn.assistant.pk > failed.pk
+    # The failed attempt is not context for its retry.
+    assert turn.job.messages == [{"role": "user", "content": "hello"}]
+    other = create_retry(alice, failed.pk, "emulator/echo", OWNER)
+    assert other.generation.model == "emulator/echo"
+    assert Conversation.objects.get(pk=conversation.pk).model == "emulator/echo"
+
+
+# --- Context ------------------------------------------------------------------------------------
+
+
+def test_context_alternates_user_and_assistant(alice: Any) -> None:
+    conversation = Conversation.objects.create(user=alice)
+    said(conversation, "user", "one")
+    answered(conversation, "first answer")
+    said(conversation, "user", "two")
+    answered(conversation, "second answer")
+    said(conversation, "user", "three")
+    assert context_before_new_answer(conversation) == [
+        {"role": "user", "content": "one"},
+        {"role": "assistant", "content": "first answer"},
+        {"role": "user", "content": "two"},
+        {"role": "assistant", "content": "second answer"},
+        {"role": "user", "content": "three"},
+    ]
+
+
+def test_reasoning_details_are_sent_back_unchanged(alice: Any) -> None:
+    details = [{"type": "reasoning.encrypted", "data": "c2lnbmVk", "id": "r1", "index": 0}]
+    conversation = Conversation.objects.create(user=alice)
+    said(conversation, "user", "why?")
+    answered(conversation, "because", reasoning="thinking", reasoning_details=details)
+    said(conversation, "user", "and then?")
+    assert context_before_new_answer(conversation)[1] == {
+        "role": "assistant",
+        "content": "because",
+        "reasoning_details": details,
+    }
+
+
+def test_an_answer_with_only_reasoning_details_is_sent(alice: Any) -> None:
+    details = [{"type": "reasoning.text", "text": "hm", "signature": "sig"}]
+    conversation = Conversation.objects.create(user=alice)
+    said(conversation, "user", "q")
+    answered(conversation, "", reasoning_details=details)
+    said(conversation, "user", "q2")
+    assert context_before_new_answer(conversation)[1] == {
+        "role": "assistant",
+        "content": "",
+        "reasoning_details": details,
+    }
+
+
+def test_a_failed_attempt_without_text_is_left_out(alice: Any) -> None:
+    conversation = Conversation.objects.create(user=alice)
+    said(conversation, "user", "q")
+    answered(conversation, "the answer")
+    answered(conversation, "", status="failed")  # a later retry that failed before any text
+    said(conversation, "user", "q2")
+    assert context_before_new_answer(conversation) == [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "the answer"},
+        {"role": "user", "content": "q2"},
+    ]
+
+
+def test_a_retried_answer_replaces_the_attempt_before_it(alice: Any) -> None:
+    conversation = Conversation.objects.create(user=alice)
+    said(conversation, "user", "q")
+    answered(conversation, "half an answ", status="failed")
+    answered(conversation, "the whole answer")
+    said(conversation, "user", "q2")
+    assert context_before_new_answer(conversation) == [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "the whole answer"},
+        {"role": "user", "content": "q2"},
+    ]
+
+
+def test_a_turn_without_any_answer_sends_the_questions_alone(alice: Any) -> None:
+    conversation = Conversation.objects.create(user=alice)
+    said(conversation, "user", "q")
+    answered(conversation, "", status="failed")
+    said(conversation, "user", "q2")
+    assert context_before_new_answer(conversation) == [
+        {"role": "user", "content": "q"},
+        {"role": "user", "content": "q2"},
+    ]
+
+
+def test_tool_calls_are_not_sent_back(alice: Any) -> None:
+    call = {"index": 0, "id": "call_1", "name": "get_weather", "arguments": "{}"}
+    conversation = Conversation.objects.create(user=alice)
+    said(conversation, "user", "weather?")
+    answered(conversation, "", tool_calls=[call])
+    said(conversation, "user", "well?")
+    assert context_before_new_answer(conversation) == [
+        {"role": "user", "content": "weather?"},
+        {"role": "user", "content": "well?"},
+    ]
+
+
+def test_messages_from_the_answer_on_are_not_context(alice: Any) -> None:
+    conversation = Conversation.objects.create(user=alice)
+    said(conversation, "user", "q")
+    earlier = answered(conversation, "an earlier attempt at this answer")
+    placeholder = said(conversation, "assistant")
+    said(conversation, "user", "asked later")
+    assert context_for(conversation, placeholder) == [{"role": "user", "content": "q"}]
+    assert context_for(conversation, earlier) == [{"role": "user", "content": "q"}]
+
+
+# --- Ownership ----------------------------------------------------------------------------------
+
+
+def test_another_users_conversation_is_not_found(alice: Any, bob: Any) -> None:
+    conversation = Conversation.objects.create(user=alice, title="private")
+    with pytest.raises(Http404, match=r"^No such conversation\.$"):
+        create_turn(bob, conversation.pk, "hello", "emulator/chat", OWNER)
+    with pytest.raises(Http404, match=r"^No such conversation\.$"):
+        create_turn(alice, conversation.pk + 1, "hello", "emulator/chat", OWNER)
+    assert not Message.objects.exists()
+
+
+def test_another_users_message_cannot_be_retried(alice: Any, bob: Any) -> None:
+    conversation = Conversation.objects.create(user=alice)
+    question = said(conversation, "user", "q")
+    failed = answered(conversation, "", status="failed")
+    with pytest.raises(Http404, match=r"^No such message\.$"):
+        create_retry(bob, failed.pk, None, OWNER)
+    with pytest.raises(Http404, match=r"^No such message\.$"):
+        create_retry(alice, question.pk, None, OWNER)  # only answers are retried
+    assert Generation.objects.count() == 1

@@ -1,0 +1,110 @@
+"""The websocket and channel-layer messages: exact shapes, the compact delta, and its decoding."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from chatapp import ws_protocol
+from chatapp.live_state import LiveState
+from gateway_client.events import ReasoningDelta, TextDelta, ToolCallDelta
+
+
+def test_group_name() -> None:
+    assert ws_protocol.group_name(42) == "conversation.42"
+
+
+def test_group_message_is_encoded_once_as_compact_json() -> None:
+    message = ws_protocol.group_message({"t": "updated", "g": 3, "text": "é ✓"})
+    assert message == {"type": "chat.forward", "text": '{"t":"updated","g":3,"text":"é ✓"}'}
+    assert ws_protocol.group_message([3, 1, "Hi"]) == {"type": "chat.forward", "text": '[3,1,"Hi"]'}
+
+
+@pytest.mark.parametrize(
+    ("fields", "payload"),
+    [
+        ({"seq": 1, "content": "Hi"}, [7, 1, "Hi"]),
+        ({"seq": 2, "reasoning": "hm"}, [7, 2, "", "hm"]),
+        ({"seq": 3, "content": "a", "reasoning": "b"}, [7, 3, "a", "b"]),
+        (
+            {"seq": 4, "tool_calls": [{"index": 0, "name": "f"}]},
+            [7, 4, "", "", {"tool_calls": [{"index": 0, "name": "f"}]}],
+        ),
+        (
+            {"seq": 5, "content": "x", "annotations": [{"url": "u", "title": "t"}]},
+            [7, 5, "x", "", {"annotations": [{"url": "u", "title": "t"}]}],
+        ),
+        (
+            {"seq": 6, "attachments": ["image", "file"], "tool_calls": [{"index": 1}]},
+            [7, 6, "", "", {"tool_calls": [{"index": 1}], "attachments": ["image", "file"]}],
+        ),
+    ],
+)
+def test_delta_is_a_bare_array_without_trailing_empty_parts(
+    fields: dict[str, Any], payload: list[Any]
+) -> None:
+    assert ws_protocol.delta(7, fields) == payload
+    text = ws_protocol.group_message(ws_protocol.delta(7, fields))["text"]
+    assert ws_protocol.decode(text) == {"t": "delta", "g": 7, **fields}
+    assert ws_protocol.decode(text.encode()) == {"t": "delta", "g": 7, **fields}
+
+
+def test_a_live_states_delta_decodes_to_what_it_took() -> None:
+    state = LiveState()
+    state.apply(TextDelta("Hello "))
+    state.apply(ReasoningDelta("thinking"))
+    state.apply(ToolCallDelta(0, "call_1", "get_weather", '{"city"'))
+    taken = state.take_delta()
+    assert taken is not None
+    text = ws_protocol.group_message(ws_protocol.delta(9, taken))["text"]
+    assert orjson.loads(text)[:4] == [9, 1, "Hello ", "thinking"]
+    assert ws_protocol.decode(text) == {"t": "delta", "g": 9, **taken}
+
+
+def test_objects_decode_as_they_are() -> None:
+    done = ws_protocol.done(5, 12, "completed")
+    assert ws_protocol.decode(ws_protocol.group_message(done)["text"]) == done
+
+
+def test_browser_bound_payloads() -> None:
+    fields = {"seq": 4, "content": "so far", "reasoning": "", "tool_calls": []}
+    assert ws_protocol.snapshot(5, fields) == {
+        "t": "snapshot",
+        "g": 5,
+        "seq": 4,
+        "content": "so far",
+        "reasoning": "",
+        "tool_calls": [],
+    }
+    assert ws_protocol.done(5, 12, "cancelled") == {
+        "t": "done",
+        "g": 5,
+        "seq": 12,
+        "status": "cancelled",
+    }
+    assert ws_protocol.updated(5) == {"t": "updated", "g": 5}
+    assert ws_protocol.not_found(8) == {"t": "gone", "c": 8}
+
+
+def test_worker_bound_messages_name_the_generation() -> None:
+    assert ws_protocol.cancel(5) == {"type": "generation.cancel", "g": 5}
+    assert ws_protocol.snapshot_request(5, "specific.abc!def") == {
+        "type": "generation.snapshot",
+        "g": 5,
+        "reply_to": "specific.abc!def",
+    }
+
+
+@pytest.mark.parametrize(
+    ("phase", "words"),
+    [
+        ("first_token", "The gateway did not start answering in time (no first token in 5 s)."),
+        ("idle", "The answer stalled: the gateway went quiet (no first token in 5 s)."),
+        ("total", "The answer took longer than the time allowed (no first token in 5 s)."),
+        ("connect", "Could not reach the gateway in time (no first token in 5 s)."),
+    ],
+)
+def test_timeout_message_per_phase(phase: Any, words: str) -> None:
+    assert ws_protocol.timeout_message(phase, "no first token in 5 s") == words
