@@ -1,4 +1,4 @@
-// The conversation websocket protocol (see chatapp/protocol.py) and the composer's keys.
+// The page's websocket protocol (see chatapp/ws_protocol.py) and the composer's keys.
 //
 // Each streaming answer keeps the `seq` of the last delta applied. Deltas at or below it are
 // duplicates and dropped; one beyond the next means a gap: it is held back and a snapshot
@@ -8,7 +8,7 @@
 const streams = new Map(); // generation id -> state of its element
 const early = new Map(); // generation id -> messages that arrived before its element
 let socket = null;
-let socketPath = null;
+let watched = null; // the conversation this socket was last told to watch
 let retryDelay = 250;
 let reconnectTimer = null;
 
@@ -167,17 +167,72 @@ function askSnapshot(st) {
   send({ t: "snapshot", g: st.id });
 }
 
-function refresh(st) {
-  const url = st.el.dataset.fragmentUrl;
-  if (!url || !window.htmx) return;
-  window.htmx.ajax("GET", url, { target: st.el, swap: "outerHTML" });
+// The server's render of an answer is patched into its element rather than swapped in as a new
+// one: a screen reader announces a live region's changes, not a new region's content. So the
+// answer's `.content` (polite, busy while it streams) stays the same node and takes the final
+// text as `aria-busy` goes, which is read once; an error already shown stays the same node too,
+// so a later render (cost reconciled) announces neither again.
+const latestRefresh = new WeakMap(); // element -> token of its newest fragment request
+
+async function refresh(el) {
+  const url = el.dataset.fragmentUrl;
+  if (!url) return;
+  const token = {};
+  latestRefresh.set(el, token);
+  let html;
+  try {
+    const response = await fetch(url, { headers: { "HX-Request": "true" } });
+    if (!response.ok) return;
+    html = await response.text();
+  } catch {
+    return;
+  }
+  if (latestRefresh.get(el) !== token || !el.isConnected) return;
+  const template = document.createElement("template");
+  template.innerHTML = html;
+  const fresh = template.content.querySelector("article.assistant");
+  if (fresh) patchAnswer(el, fresh);
+}
+
+function copyAttributes(el, from) {
+  for (const name of el.getAttributeNames()) if (!from.hasAttribute(name)) el.removeAttribute(name);
+  for (const name of from.getAttributeNames()) el.setAttribute(name, from.getAttribute(name));
+}
+
+function patchAnswer(el, fresh) {
+  const follow = followingBottom();
+  const keep = new Map(); // node of `fresh` -> the element's node that stays in its place
+  const region = el.querySelector(":scope > .content");
+  const nextRegion = fresh.querySelector(":scope > .content");
+  if (region && nextRegion) {
+    if (region.innerHTML !== nextRegion.innerHTML) region.replaceChildren(...nextRegion.childNodes);
+    copyAttributes(region, nextRegion);
+    keep.set(nextRegion, region);
+  }
+  const error = el.querySelector(":scope > .error");
+  const nextError = fresh.querySelector(":scope > .error");
+  if (error && nextError && error.textContent === nextError.textContent) keep.set(nextError, error);
+  // Both renders come from one template, so the kept nodes are in the same order in each.
+  const kept = new Set(keep.values());
+  for (const node of [...el.childNodes]) if (!kept.has(node)) node.remove();
+  let anchor = el.firstChild;
+  for (const node of [...fresh.childNodes]) {
+    if (keep.has(node)) anchor = keep.get(node).nextSibling;
+    else el.insertBefore(node, anchor);
+  }
+  copyAttributes(el, fresh);
+  if (window.htmx) window.htmx.process(el);
+  const st = streams.get(Number(el.dataset.generation));
+  if (st && st.el === el) streams.delete(st.id); // a still-running render restarts from its seq
+  registerAll(el);
+  if (follow) scrollToBottom();
 }
 
 function onDone(st) {
   if (st.done) return;
   st.done = true;
   streams.delete(st.id);
-  refresh(st);
+  refresh(st.el);
 }
 
 function handle(msg) {
@@ -185,7 +240,7 @@ function handle(msg) {
   if (!st) {
     if (msg.t === "updated") {
       const el = document.querySelector(`article.assistant[data-generation="${Number(msg.g)}"]`);
-      if (el) refresh({ el });
+      if (el) refresh(el);
       return;
     }
     const list = early.get(msg.g) || [];
@@ -204,7 +259,7 @@ function handle(msg) {
       onDone(st);
       break;
     case "updated":
-      refresh(st);
+      refresh(st.el);
       break;
   }
 }
@@ -213,31 +268,49 @@ function send(msg) {
   if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify(msg));
 }
 
+// One socket per tab, opened with the page and kept across htmx swaps: the page tells it which
+// conversation it shows, so a new conversation streams without a page load or a new socket.
+function shownConversation() {
+  const main = document.querySelector("main.chat[data-conversation]");
+  return main ? Number(main.dataset.conversation) : null;
+}
+
+function watch() {
+  const id = shownConversation();
+  if (!socket || socket.readyState !== WebSocket.OPEN || id === null || id === watched) return;
+  watched = id;
+  const asked = Date.now();
+  send({ t: "watch", c: id });
+  // The server answers with snapshots of running answers; ask again for any it did not cover
+  // (e.g. an answer that finished between the page render and the watch).
+  setTimeout(() => {
+    for (const st of streams.values()) if (!(st.snapAt >= asked) && !st.done) askSnapshot(st);
+  }, 1000);
+}
+
+// A delta is a bare array, `[g, seq, content, reasoning?, extras?]` (chatapp/ws_protocol.py).
+function deltaFrom(parts) {
+  const msg = { t: "delta", g: parts[0], seq: parts[1], content: parts[2] || "" };
+  if (parts[3]) msg.reasoning = parts[3];
+  if (parts[4]) Object.assign(msg, parts[4]);
+  return msg;
+}
+
 function connect() {
-  const main = document.querySelector("main.chat[data-socket-path]");
-  const path = main ? main.dataset.socketPath : null;
-  if (path === socketPath && socket) return;
-  if (socket) {
-    const old = socket;
-    socket = null;
-    old.onclose = null;
-    old.close();
+  const holder = document.querySelector("[data-socket-path]");
+  if (socket || !holder) {
+    watch();
+    return;
   }
   clearTimeout(reconnectTimer);
-  socketPath = path;
-  if (!path) return;
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-  const ws = new WebSocket(`${scheme}//${location.host}${path}`);
+  const ws = new WebSocket(`${scheme}//${location.host}${holder.dataset.socketPath}`);
   socket = ws;
   ws.onopen = () => {
     retryDelay = 250;
     document.body.dataset.socket = "open";
-    // The server sends snapshots of running answers; ask again for any it did not cover
-    // (e.g. an answer that finished between the page render and this connection).
-    const opened = Date.now();
-    setTimeout(() => {
-      for (const st of streams.values()) if (!(st.snapAt >= opened) && !st.done) askSnapshot(st);
-    }, 1000);
+    watched = null;
+    watch();
   };
   ws.onmessage = (event) => {
     let msg;
@@ -246,16 +319,14 @@ function connect() {
     } catch {
       return;
     }
-    handle(msg);
+    handle(Array.isArray(msg) ? deltaFrom(msg) : msg);
   };
   ws.onclose = () => {
     if (socket !== ws) return;
     socket = null;
+    watched = null;
     document.body.dataset.socket = "closed";
-    reconnectTimer = setTimeout(() => {
-      socketPath = null;
-      connect();
-    }, retryDelay);
+    reconnectTimer = setTimeout(connect, retryDelay);
     retryDelay = Math.min(retryDelay * 2, 5000);
   };
 }

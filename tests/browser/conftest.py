@@ -3,7 +3,9 @@
 The server runs in a subprocess exactly as `make run` starts it (migrate, then Daphne on the ASGI
 app), so these tests cover the whole pipeline: htmx forms, the websocket, the worker, the
 emulator over loopback. The emulator is slower than the unit tests' so that streaming, Stop and
-reload can be observed. `send`, `content` and `wait_for_text` are the steps the tests share.
+reload can be observed. `send`, `content`, `wait_for_text`, `wait_for_more_text` and `poll` are
+the steps the tests share; the waits for the page run in the page (Playwright's
+`wait_for_function`), so the sync API keeps serving the page's events while they wait.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -188,10 +190,31 @@ def content(answer: Any) -> str:
 
 
 def wait_for_text(answer: Any, minimum: int = 1) -> str:
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        text = content(answer)
-        if len(text.strip()) >= minimum:
-            return text
-        time.sleep(0.05)
-    raise AssertionError("no text arrived")
+    """The answer's text once it holds at least `minimum` characters (leading and trailing
+    whitespace aside)."""
+    answer.page.wait_for_function(
+        "([el, n]) => el.querySelector('.content').innerText.trim().length >= n",
+        arg=[answer.element_handle(), minimum],
+    )
+    return content(answer)
+
+
+def wait_for_more_text(answer: Any, than: int, part: str = ".content") -> None:
+    """Wait until `part` of the answer holds more than `than` characters while the answer is
+    still streaming: the text grows in view, not only with the final render."""
+    answer.page.wait_for_function(
+        """([el, part, n]) => el.dataset.status === "streaming"
+            && el.querySelector(part).innerText.length > n""",
+        arg=[answer.element_handle(), part, than],
+    )
+
+
+def poll[T](condition: Callable[[], T | None], what: str, within: float = 15.0) -> T:
+    """Poll a condition outside the page (an emulator record) until it returns something truthy,
+    and return that; fail after `within` seconds."""
+    deadline = time.monotonic() + within
+    while not (value := condition()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {within} s waiting for {what}")
+        time.sleep(0.02)
+    return value

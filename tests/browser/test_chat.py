@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 import re
-import time
 from typing import Any
 
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import content, send, sign_in, wait_for_text
+from .conftest import content, poll, send, sign_in, wait_for_more_text, wait_for_text
 
 pytestmark = [pytest.mark.browser]
 
@@ -18,17 +19,36 @@ WORDS = " ".join(f"w{n:03d}" for n in range(1, 161))  # echoed back in ~4 s at 4
 LONG_WORDS = " ".join(f"w{n:03d}" for n in range(1, 321))
 
 
-def assert_prefix_growing(answer: Any, full: str, seconds: float) -> list[str]:
-    """Every view of the streaming text is a prefix of `full`: no gap and no duplicate."""
-    seen: list[str] = []
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and answer.get_attribute("data-status") == "streaming":
-        text = content(answer).strip()
+RECORD_VIEWS = """el => {
+    // Every state of the answer's text the page shows while it streams, from now on.
+    const box = el.querySelector(".content");
+    const views = (window.streamViews = [box.textContent]);
+    new MutationObserver(() => {
+        if (el.dataset.status === "streaming") views.push(box.textContent);
+    }).observe(box, { childList: true, characterData: true, subtree: true });
+}"""
+
+
+def record_views(answer: Any) -> None:
+    """Record, in the page, every change of the streaming answer's text."""
+    answer.evaluate(RECORD_VIEWS)
+
+
+def wait_for_views(page: Any, count: int) -> int:
+    """Wait until `count` views of the streaming text are recorded (it kept changing while it
+    streamed: the final render is not counted); how many there are."""
+    page.wait_for_function("n => window.streamViews.length >= n", arg=count)
+    return int(page.evaluate("window.streamViews.length"))
+
+
+def assert_prefix_growing(page: Any, full: str) -> list[str]:
+    """Every recorded view of the streaming text is a prefix of `full`, none shorter than the
+    one before: no gap and no duplicate."""
+    seen = [view.strip() for view in page.evaluate("window.streamViews")]
+    for text in seen:
         assert full.startswith(text), f"not a prefix of the answer: {text[-80:]!r}"
-        if seen:
-            assert len(text) >= len(seen[-1])
-        seen.append(text)
-        time.sleep(0.1)
+    for before, after in itertools.pairwise(seen):
+        assert len(after) >= len(before), f"the text shrank: {before[-40:]!r} -> {after[-40:]!r}"
     return seen
 
 
@@ -39,8 +59,7 @@ def test_send_streams_token_by_token_and_shows_the_record(alice: Any, server_url
     expect(answer).to_have_attribute("data-status", "streaming")
     expect(alice.get_by_role("button", name="Stop")).to_be_visible()
     first = wait_for_text(answer)
-    time.sleep(0.3)
-    assert len(content(answer)) > len(first), "text grows while streaming"
+    wait_for_more_text(answer, len(first))  # the text grows while streaming
     expect(answer).to_have_attribute("data-status", "completed", timeout=30_000)
     expect(alice.get_by_role("button", name="Stop")).to_have_count(0)
     meta = answer.locator(".meta").inner_text()
@@ -48,7 +67,9 @@ def test_send_streams_token_by_token_and_shows_the_record(alice: Any, server_url
     assert "tokens" in meta
     assert "credits" in meta
     assert "first token" in meta
-    expect(answer.locator(".content.rendered h2, .content.rendered h1, .content.rendered p").first)
+    expect(
+        answer.locator(".content.rendered h2, .content.rendered h1, .content.rendered p").first
+    ).to_be_visible()
     expect(alice.locator("#conversation-list")).to_contain_text("Explain server-sent events")
     assert "sk-browser-secret" not in alice.content(), "the API key never reaches the browser"
 
@@ -73,13 +94,11 @@ def test_stop_before_the_first_token(alice: Any, paced_emulator: Any) -> None:
     answer = alice.locator("article.assistant").last
     stop = alice.get_by_role("button", name="Stop")
     expect(stop).to_be_visible()
-    record = None
-    for _ in range(100):
-        record = paced_emulator.app.records.latest(scenario="slow-start", finished_at=None)
-        if record is not None:
-            break
-        time.sleep(0.02)
-    assert record is not None
+    records = paced_emulator.app.records
+    record = poll(
+        lambda: records.latest(scenario="slow-start", finished_at=None),
+        "the emulator to take the request",
+    )
     # The click's own moment, in the page (same wall clock as the emulator's record).
     alice.evaluate(
         "document.addEventListener('click', () => { window.stopClickedAt = Date.now() / 1000 },"
@@ -88,6 +107,8 @@ def test_stop_before_the_first_token(alice: Any, paced_emulator: Any) -> None:
     stop.click()
     expect(answer).to_have_attribute("data-status", "cancelled", timeout=5_000)
     clicked = alice.evaluate("window.stopClickedAt")
+    record = records.wait_finished(record.id)
+    assert record.final_outcome == "cancelled"
     assert record.cancelled_at is not None
     assert record.cancelled_at - clicked < 0.2, "upstream closed within 200 ms of the click"
     assert content(answer).strip() == ""
@@ -119,12 +140,13 @@ def test_reload_mid_stream_reattaches_without_gap_or_duplicate(alice: Any) -> No
     expect(answer).to_have_attribute("data-status", "streaming")
     # The page carries the text written so far; the socket's snapshot tops it up at once.
     expect(answer.locator(".content")).not_to_be_empty(timeout=1_000)
-    seen = assert_prefix_growing(answer, LONG_WORDS, seconds=1.5)
+    record_views(answer)
+    before_drop = wait_for_views(alice, 4)
     # A dropped websocket reconnects and continues the same way.
     alice.evaluate("window.chatDropSocket()")
-    seen += assert_prefix_growing(answer, LONG_WORDS, seconds=10)
-    assert len(seen) > 3
+    wait_for_views(alice, before_drop + 4)
     expect(answer).to_have_attribute("data-status", "completed", timeout=30_000)
+    assert_prefix_growing(alice, LONG_WORDS)
     assert content(answer).strip() == LONG_WORDS
 
 
@@ -136,9 +158,8 @@ def test_two_tabs_on_one_conversation_both_stream(alice: Any) -> None:
     answers = [page.locator("article.assistant").last for page in (alice, other)]
     expect(answers[1]).to_have_attribute("data-status", "streaming")
     growth = [wait_for_text(answer, minimum=1) for answer in answers]
-    time.sleep(0.5)
     for answer, before in zip(answers, growth, strict=True):
-        assert len(content(answer)) > len(before)
+        wait_for_more_text(answer, len(before))
     for answer in answers:
         expect(answer).to_have_attribute("data-status", "completed", timeout=15_000)
         assert content(answer).strip() == WORDS
@@ -146,19 +167,27 @@ def test_two_tabs_on_one_conversation_both_stream(alice: Any) -> None:
 
 
 def test_closing_every_tab_does_not_stop_the_generation(
-    browser: Any, server_url: str, alice: Any
+    browser: Any, server_url: str, alice: Any, paced_emulator: Any
 ) -> None:
+    records = paced_emulator.app.records
+    earlier = {record.id for record in records.all()}
     send(alice, WORDS, "emulator/echo")
     expect(alice).to_have_url(re.compile(r"/c/\d+/$"))
     url = alice.url
     wait_for_text(alice.locator("article.assistant").last)
+    (record,) = [r for r in records.all() if r.id not in earlier and r.scenario == "echo"]
     alice.close()
-    time.sleep(0.5)
+    # With no tab open, the gateway keeps streaming to the server.
+    delivered = record.tokens_completion
+    poll(lambda: record.tokens_completion > delivered + 10, "tokens delivered with no tab open")
     again = sign_in(browser, server_url, "alice")
     again.goto(url)
     answer = again.locator("article.assistant").last
     expect(answer).to_have_attribute("data-status", "completed", timeout=15_000)
     assert content(answer).strip() == WORDS
+    record = records.wait_finished(record.id)
+    assert record.final_outcome == "completed"
+    assert record.cancelled_at is None
     again.context.close()
 
 
@@ -199,15 +228,17 @@ def test_another_users_conversation_is_refused(alice: Any, bob: Any, server_url:
     expect(bob.locator("#conversation-list")).not_to_contain_text("alice's secret")
     path = re.search(r"/c/(\d+)/", url)
     assert path is not None
+    # Bob's own socket may not watch Alice's conversation: it is told it is gone, and nothing else.
     outcome = bob.evaluate(
         """(id) => new Promise((resolve) => {
-            const ws = new WebSocket(`ws://${location.host}/ws/conversations/${id}/`);
-            ws.onopen = () => resolve("open");
+            const ws = new WebSocket(`ws://${location.host}/ws/chat/`);
+            ws.onopen = () => ws.send(JSON.stringify({t: "watch", c: Number(id)}));
+            ws.onmessage = (event) => resolve(event.data);
             ws.onclose = () => resolve("closed");
         })""",
         path.group(1),
     )
-    assert outcome == "closed"
+    assert json.loads(outcome) == {"t": "gone", "c": int(path.group(1))}
 
 
 def test_rename_and_delete_a_conversation(alice: Any) -> None:
@@ -244,8 +275,10 @@ def test_sidebar_navigation_switches_the_live_conversation(alice: Any, server_ur
     expect(alice.locator("#conversation-title")).to_have_text("first topic")
     answer = send(alice, WORDS, "emulator/echo")
     expect(answer).to_have_attribute("data-status", "streaming")
-    assert_prefix_growing(answer, WORDS, seconds=1.0)
+    record_views(answer)
+    wait_for_views(alice, 4)  # it streams in view over the new page's socket
     expect(answer).to_have_attribute("data-status", "completed", timeout=15_000)
+    assert_prefix_growing(alice, WORDS)
     assert content(answer).strip() == WORDS
     expect(alice.locator("article.user")).to_have_count(2)
 
@@ -261,7 +294,7 @@ def test_a_lost_delta_is_recovered_with_a_snapshot(alice: Any) -> None:
 
         def from_server(message: str | bytes) -> None:
             text = message if isinstance(message, str) else message.decode()
-            if '"t":"delta"' in text:
+            if text.startswith("["):  # a delta (chatapp/ws_protocol.py)
                 count["delta"] += 1
                 if count["delta"] % 4 == 2:
                     return  # lost
@@ -279,12 +312,13 @@ def test_a_lost_delta_is_recovered_with_a_snapshot(alice: Any) -> None:
 
     send(alice, "warm up", "emulator/echo")
     expect(alice).to_have_url(re.compile(r"/c/\d+/$"))
-    alice.route_web_socket(re.compile(r"/ws/conversations/"), relay)
+    alice.route_web_socket(re.compile(r"/ws/chat/"), relay)
     alice.reload()
     answer = send(alice, WORDS, "emulator/echo")
-    seen = assert_prefix_growing(answer, WORDS, seconds=10)
+    record_views(answer)
+    expect(answer).to_have_attribute("data-status", "completed", timeout=15_000)
+    seen = assert_prefix_growing(alice, WORDS)
     assert any('"t":"snapshot"' in r for r in requests), "the page asked for a snapshot"
     assert snapshots
     assert len(seen[-1]) > len(WORDS) // 2, "text kept flowing after the gaps"
-    expect(answer).to_have_attribute("data-status", "completed", timeout=15_000)
     assert content(answer).strip() == WORDS

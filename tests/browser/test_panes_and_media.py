@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from typing import Any
 
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import content, send, wait_for_text
+from .conftest import content, send, wait_for_more_text, wait_for_text
 
 pytestmark = [pytest.mark.browser]
 
@@ -45,9 +44,7 @@ def test_thinking_streams_in_an_open_pane_then_collapses(alice: Any) -> None:
     expect(thinking).not_to_be_empty()
     first = thinking.inner_text()
     expect(pane).to_have_js_property("open", True)
-    time.sleep(0.3)
-    assert len(thinking.inner_text()) > len(first), "reasoning grows in view"
-    assert answer.get_attribute("data-status") == "streaming"
+    wait_for_more_text(answer, len(first), ".reasoning")  # reasoning grows in view
     wait_for_text(answer)
     expect(pane).to_have_js_property("open", True)  # still open while the answer is written
     expect(answer).to_have_attribute("data-status", "completed", timeout=20_000)
@@ -170,9 +167,13 @@ def test_markup_in_model_text_stays_text(alice: Any) -> None:
         expect(answer.locator(f".content {selector}")).to_have_count(0)
     assert alice.locator('[href^="javascript:" i], [src^="javascript:" i]').count() == 0
     assert alice.locator("[onerror], [onclick]").count() == 0
-    alice.reload()  # the page as stored renders the same way
+    alice.reload()  # the page as stored renders the same way; returns once it has loaded
     expect(alice.locator("article.assistant").last.locator(".content")).to_contain_text(
         "<img src=x onerror=alert(1)>"
     )
-    alice.wait_for_timeout(300)
+    # An open dialog blocks the page until the handler above dismisses it, so this round trip
+    # through the page's event loop returns only after any alert raised so far was recorded.
+    alice.evaluate(
+        "() => new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve)))"
+    )
     assert dialogs == []
