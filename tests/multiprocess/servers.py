@@ -261,12 +261,14 @@ class User:
     async def socket(self, server: Server, conversation_id: int) -> AsyncIterator[Socket]:
         cookie = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
         async with connect(
-            f"ws://127.0.0.1:{server.port}/ws/conversations/{conversation_id}/",
+            f"ws://127.0.0.1:{server.port}/ws/chat/",
             origin=Origin(server.url),
             additional_headers={"Cookie": cookie},
             open_timeout=10,
         ) as connection:
-            yield Socket(connection)
+            socket = Socket(connection)
+            await socket.send({"t": "watch", "c": conversation_id})  # as the page does on open
+            yield socket
 
     # --- The database, read directly -------------------------------------------------------------
 
