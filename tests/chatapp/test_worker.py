@@ -54,7 +54,9 @@ async def assert_cost_from_record(upstream: UpstreamLog, generation: Generation)
     assert generation.reconcile_attempts == 1
 
 
-async def test_completed_answer_is_streamed_in_order_and_persisted(alice: Any) -> None:
+async def test_completed_answer_is_streamed_in_order_and_persisted(
+    alice: Any, upstream: UpstreamLog
+) -> None:
     generation, listener = await run_turn(alice, "Tell me about otters", "emulator/long")
     deltas = listener.deltas()
     assert [d["seq"] for d in deltas] == list(range(1, len(deltas) + 1))
@@ -68,12 +70,15 @@ async def test_completed_answer_is_streamed_in_order_and_persisted(alice: Any) -
     assert done == expected
     assert generation.status == "completed"
     assert generation.last_seq == deltas[-1]["seq"]
-    assert generation.upstream_id
     assert generation.finish_reason == "stop"
-    assert generation.completion_tokens
-    assert generation.prompt_tokens
-    assert generation.cost is not None
-    assert generation.cost_unit
+    # The usage chunk's counts and cost are what the gateway billed.
+    record = await settled_record(upstream, generation)
+    assert record.final_outcome == "completed"
+    assert generation.completion_tokens == record.tokens_completion
+    assert generation.prompt_tokens == record.tokens_prompt
+    assert generation.cost == Decimal(str(record.total_cost))
+    assert generation.cost_unit == "credits"
+    assert generation.cost_source == Generation.CostSource.STREAM
     assert generation.ttft_ms is not None
     assert generation.finished_at is not None
 

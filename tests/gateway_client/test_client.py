@@ -265,7 +265,7 @@ async def test_slow_drip_without_a_whole_event_ends_at_the_idle_deadline() -> No
         await peer.chunk(sse(text("first")))
         for byte in sse(text("never finished")):
             await peer.chunk(bytes([byte]))
-            await asyncio.sleep(0.4)
+            await asyncio.sleep(0.4)  # the pacing under test: a byte well inside the idle deadline
 
     timeouts = FAST.with_(idle=1.0)
     async with raw_server(drip) as (url, _), GatewayClient(url, "k", timeouts=timeouts) as client:
@@ -325,7 +325,7 @@ async def test_an_endless_stream_hits_the_total_deadline() -> None:
         await peer.head()
         while True:
             await peer.chunk(sse(text("x")))
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # the pacing under test: never idle, only ever too long
 
     async with (
         raw_server(endless) as (url, _),

@@ -236,7 +236,7 @@ async def test_cancel_is_seen_upstream_at_once_and_the_record_bills_what_was_del
             generation_id = s.generation_id
         closed_at = time.time()
         assert generation_id
-        record = emulator_url.app.records.wait_finished(generation_id)
+        record = await asyncio.to_thread(emulator_url.app.records.wait_finished, generation_id)
         assert record.cancelled_at is not None
         assert record.cancelled_at - closed_at < 0.1
         looked_up = await client.get_generation(generation_id)

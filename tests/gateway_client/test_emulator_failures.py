@@ -5,6 +5,7 @@ start with (or without) keep-alive comments; and it rejects bad requests in the 
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -115,7 +116,8 @@ async def test_drop_closes_without_done(emulator_url: str, dialect: str) -> None
     assert not result.done
     assert all("error" not in c and "usage" not in c for c in result.chunks)
     generation_id = result.chunks[0]["id"]
-    record = emulator_url.app.records.wait_finished(generation_id)  # type: ignore[attr-defined]
+    records = emulator_url.app.records  # type: ignore[attr-defined]
+    record = await asyncio.to_thread(records.wait_finished, generation_id)
     assert record.final_outcome == "error"
     assert record.tokens_completion > 0
 
@@ -209,7 +211,7 @@ async def test_tiny_slow_start_past_its_stall_limit_fails_empty(emulator_url: st
     assert not result.done
     assert result.chunks[-1]["error"]["code"] == "upstream_stall"
     records = emulator_url.app.records  # type: ignore[attr-defined]
-    record = records.wait_finished(result.chunks[0]["id"])
+    record = await asyncio.to_thread(records.wait_finished, result.chunks[0]["id"])
     assert record.final_outcome == "error"
     assert record.total_cost == 0
 

@@ -13,13 +13,19 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
 import pytest
 
-from gateway_client.emulator import Registry, create_app, serve_in_thread
+from gateway_client.emulator import (
+    EmulatorURL,
+    GenerationRecord,
+    Registry,
+    create_app,
+    serve_in_thread,
+)
 from tests.gateway_client.test_emulator import (
     AUTH,
     BASES,
@@ -37,16 +43,76 @@ async def drain(body: AsyncIterator[bytes]) -> None:
         pass
 
 
+STALL_TOKENS = 8  # what the `stall` scenario delivers before it falls silent
+
+
 def registry(url: str) -> Registry:
     records: Registry = url.app.records  # type: ignore[attr-defined]
     return records
 
 
+async def finished(url: str, key: str) -> GenerationRecord:
+    """The record `key` once its stream has ended; polled off the event loop, which the
+    registry's blocking wait would otherwise stall."""
+    return await asyncio.to_thread(registry(url).wait_finished, key)
+
+
+async def settled(url: str, key: str) -> GenerationRecord:
+    """The record `key` once it shows its final outcome (after the finalisation window)."""
+    return await asyncio.to_thread(registry(url).wait_settled, key)
+
+
+async def eventually[T](condition: Callable[[], T | None], what: str, within: float = 5.0) -> T:
+    """Poll `condition` until it returns something truthy; fail after `within` seconds."""
+    deadline = time.monotonic() + within
+    while not (value := condition()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {within} s waiting for {what}")
+        await asyncio.sleep(0.01)
+    return value
+
+
+async def new_record(url: str, before: set[str], **match: Any) -> GenerationRecord:
+    """The first record not in `before` whose attributes equal `match`."""
+
+    def find() -> GenerationRecord | None:
+        return next(
+            (
+                record
+                for record in registry(url).all()
+                if record.id not in before
+                and all(getattr(record, key) == value for key, value in match.items())
+            ),
+            None,
+        )
+
+    return await eventually(find, f"the emulator to record the request ({match})")
+
+
+@contextlib.asynccontextmanager
+async def serving(**options: Any) -> AsyncIterator[EmulatorURL]:
+    """`serve_in_thread`, entered and left off the event loop: both block (starting polls until
+    the server is up, leaving joins the server's thread)."""
+    manager = serve_in_thread(**options)
+    url = await asyncio.to_thread(manager.__enter__)
+    try:
+        yield url
+    except BaseException as exc:
+        if not await asyncio.to_thread(manager.__exit__, type(exc), exc, exc.__traceback__):
+            raise
+    else:
+        await asyncio.to_thread(manager.__exit__, None, None, None)
+
+
 async def read_then_close(
-    url: str, body: dict[str, Any], data_events: int, **params: Any
+    url: str,
+    body: dict[str, Any],
+    data_events: int,
+    before_close: Callable[[list[Event]], Awaitable[None]] | None = None,
+    **params: Any,
 ) -> tuple[list[Event], float]:
-    """Stream, read `data_events` data events, close the connection; return them and the
-    wall-clock time of the close."""
+    """Stream, read `data_events` data events, await `before_close` (if given), close the
+    connection; return the events and the wall-clock time of the close."""
     events: list[Event] = []
     async with http() as client:
         request = client.build_request("POST", url, json=body, headers=AUTH, params=params)
@@ -55,6 +121,8 @@ async def read_then_close(
             async for event in stream_events:
                 events.append(event)
                 if sum(e.data is not None for e in events) >= data_events:
+                    if before_close is not None:
+                        await before_close(events)
                     break
         closed_at = time.time()
         await response.aclose()
@@ -66,7 +134,7 @@ async def test_disconnect_while_streaming(emulator_url: str, dialect: str) -> No
     url = f"{emulator_url}{BASES[dialect]}/chat/completions"
     events, closed_at = await read_then_close(url, chat_body("long"), 10, tokens_per_second=100)
     chunk_id = events[-1].json["id"]
-    record = registry(emulator_url).wait_finished(chunk_id)
+    record = await finished(emulator_url, chunk_id)
     assert record.final_outcome == "cancelled"
     assert record.outcome == "in_progress", "still finalising"
     assert record.cancelled_at is not None
@@ -74,16 +142,24 @@ async def test_disconnect_while_streaming(emulator_url: str, dialect: str) -> No
     seen = sum(1 for e in events if e.data and e.json["choices"][0]["delta"].get("content"))
     assert seen <= record.tokens_completion <= seen + 15  # 100 tok/s: a few in flight at most
     assert record not in registry(emulator_url).active
-    assert registry(emulator_url).wait_settled(chunk_id).outcome == "cancelled"
+    assert (await settled(emulator_url, chunk_id)).outcome == "cancelled"
 
 
 @pytest.mark.parametrize("dialect", ["numes", "nodul"])
 async def test_disconnect_during_silence(emulator_url: str, dialect: str) -> None:
     """A stalled stream sends nothing, so only watching `receive()` can notice the close."""
     url = f"{emulator_url}{BASES[dialect]}/chat/completions"
-    events, closed_at = await read_then_close(url, chat_body("stall"), 8)
-    await asyncio.sleep(0.05)  # let the stream fall silent
-    record = registry(emulator_url).wait_finished(events[-1].json["id"])
+
+    async def fallen_silent(events: list[Event]) -> None:
+        record = registry(emulator_url).get(events[-1].json["id"])
+        assert record is not None
+        await eventually(
+            lambda: record.tokens_completion == STALL_TOKENS, "every token before the stall"
+        )
+        assert record.settles_at is None, "still open, and silent"
+
+    events, closed_at = await read_then_close(url, chat_body("stall"), 1, fallen_silent)
+    record = await finished(emulator_url, events[-1].json["id"])
     assert record.final_outcome == "cancelled"
     assert record.cancelled_at is not None
     assert record.cancelled_at - closed_at < 0.1
@@ -92,14 +168,14 @@ async def test_disconnect_during_silence(emulator_url: str, dialect: str) -> Non
 async def test_disconnect_before_first_byte(emulator_url: str) -> None:
     """Numes sends nothing at all during a slow start; the client gives up waiting for headers."""
     url = f"{emulator_url}/numes/api/v1/chat/completions"
+    before = {record.id for record in registry(emulator_url).all()}
     async with http() as client:
         with pytest.raises(TimeoutError):
             async with asyncio.timeout(0.4):
                 await client.post(url, json=chat_body("slow-start"), headers=AUTH)
         closed_at = time.time()
-    await asyncio.sleep(0.15)
-    record = registry(emulator_url).latest(dialect="numes", scenario="slow-start")
-    assert record is not None
+    record = await new_record(emulator_url, before, dialect="numes", scenario="slow-start")
+    record = await finished(emulator_url, record.id)
     assert record.final_outcome == "cancelled"
     assert record.cancelled_at is not None
     assert record.cancelled_at - closed_at < 0.1
@@ -110,19 +186,16 @@ async def test_disconnect_during_buffered_generation(emulator_url: str) -> None:
     url = f"{emulator_url}/osmexo/v1/chat/completions"
     body = chat_body("long", stream=False)
     params = {"tokens_per_second": 200}
+    before = {record.id for record in registry(emulator_url).all()}
     async with http() as client:
         with pytest.raises(TimeoutError):
             async with asyncio.timeout(0.3):
                 await client.post(url, json=body, headers=AUTH, params=params)
-    records = registry(emulator_url)
-    record = None
-    for _ in range(100):  # under load the emulator may only now have taken the request
-        record = records.latest(dialect="osmexo", scenario="long", streamed=False)
-        if record is not None:
-            break
-        await asyncio.sleep(0.05)
-    assert record is not None
-    record = await asyncio.to_thread(records.wait_finished, record.id)
+    # Under load the emulator may only now have taken the request.
+    record = await new_record(
+        emulator_url, before, dialect="osmexo", scenario="long", streamed=False
+    )
+    record = await finished(emulator_url, record.id)
     assert record.final_outcome == "cancelled"
     # Billed for what was generated before the hang-up: some tokens, far from the whole answer.
     assert 0 < record.tokens_completion < 1000
@@ -136,7 +209,7 @@ async def test_numes_generation_record(emulator_url: str) -> None:
         url = f"{emulator_url}/numes/api/v1/generation"
         first = (await client.get(url, params={"id": generation_id})).json()["data"]
         assert first["outcome"] == "in_progress"
-        await asyncio.sleep(0.35)
+        await settled(emulator_url, generation_id)  # the finalisation window has passed
         data = (await client.get(url, params={"id": generation_id})).json()["data"]
         assert data["id"] == generation_id
         assert data["outcome"] == "completed"
@@ -169,7 +242,8 @@ async def test_numes_generation_record_of_cancelled_stream(emulator_url: str) ->
     async with http(headers=AUTH) as client:
         lookup = f"{emulator_url}/numes/api/v1/generation"
         outcomes = []
-        for _ in range(60):
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:  # the API shows the outcome once the window passes
             data = (await client.get(lookup, params={"id": generation_id})).json()["data"]
             outcomes.append(data["outcome"])
             if data["outcome"] != "in_progress":
@@ -184,7 +258,7 @@ async def test_numes_generation_record_of_cancelled_stream(emulator_url: str) ->
 @pytest.mark.parametrize("dialect", DIALECTS)
 async def test_every_dialect_records_completed_generations(emulator_url: str, dialect: str) -> None:
     result = await stream(emulator_url, dialect, chat_body("echo"))
-    record = registry(emulator_url).wait_finished(result.chunks[0]["id"])
+    record = await finished(emulator_url, result.chunks[0]["id"])
     assert record.final_outcome == "completed"
     assert record.finish_reason == "stop"
     assert record.dialect == dialect
@@ -220,7 +294,7 @@ async def test_pacing_and_flushing(emulator_url: str) -> None:
 
 
 async def test_prefix_mount(emulator_url: str) -> None:
-    with serve_in_thread(tokens_per_second=2000, ttft_ms=5, prefix="/emulator") as url:
+    async with serving(tokens_per_second=2000, ttft_ms=5, prefix="/emulator") as url:
         async with http(headers=AUTH) as client:
             models = await client.get(f"{url}/emulator/numes/api/v1/models")
             assert models.status_code == 200
@@ -281,7 +355,7 @@ def test_command_line_serves_four_gateways() -> None:
 async def test_shutdown_ends_open_streams_promptly() -> None:
     """Leaving `serve_in_thread` does not wait out a stall (Numes would stay silent 10 min)."""
     async with http() as client:
-        with serve_in_thread(tokens_per_second=2000, ttft_ms=5) as url:
+        async with serving(tokens_per_second=2000, ttft_ms=5) as url:
             request = client.build_request(
                 "POST",
                 f"{url}/numes/api/v1/chat/completions",
