@@ -14,6 +14,7 @@ import pytest
 from chatapp.jobs import Outcome, Status
 from chatapp.live_state import LiveState
 from chatapp.models import Conversation, Generation, Message
+from chatapp.presentation import warning_texts
 from chatapp.persistence import (
     FinalState,
     mark_interrupted,
@@ -133,6 +134,19 @@ async def test_the_final_text_is_what_browsers_were_sent(alice: Any) -> None:
     assert row.request_id == "req-1"
     assert row.ttft_ms is None
     assert row.first_token_at is None
+
+
+async def test_the_readers_warnings_are_kept_and_shown(alice: Any) -> None:
+    generation = await streaming(alice)
+    completion = Completion(outcome="complete", warnings=("unread_parts",))
+    await save_final(
+        generation.pk, sent(), Outcome(Status.COMPLETED, completion=completion), None, None
+    )
+    row = await reread(generation)
+    assert row.warnings == ["unread_parts"]
+    assert warning_texts(row) == [
+        "The gateway sent parts this app could not read, so the answer shows empty."
+    ]
 
 
 @pytest.mark.parametrize(

@@ -105,7 +105,8 @@ async def test_stop_through_b_cancels_the_worker_in_a(
         stream = await socket.follow(generation_pk, within=5)
         done_after = time.time() - stopped_at
     row = await user.generation(generation_pk)
-    record = paced_emulator.app.records.wait_finished(row["upstream_id"], timeout=5)
+    records = paced_emulator.app.records
+    record = await asyncio.to_thread(records.wait_finished, row["upstream_id"], timeout=5)
     assert record.final_outcome == "cancelled"
     assert record.cancelled_at is not None
     upstream_closed_after = record.cancelled_at - stopped_at
@@ -200,5 +201,6 @@ async def test_killing_the_worker_process_leaves_the_sweep_in_b_to_interrupt_it(
     assert row["content"].startswith(flushed["content"])
     assert stream.content.startswith(row["content"])
     assert f"Generation {generation_pk} interrupted" in server_b.log_text()
-    record = paced_emulator.app.records.wait_finished(row["upstream_id"], timeout=5)
+    records = paced_emulator.app.records
+    record = await asyncio.to_thread(records.wait_finished, row["upstream_id"], timeout=5)
     assert record.cancelled_at is not None  # the dead process's connection was closed
