@@ -96,14 +96,33 @@ class LiveState:
         events = self.pending
         if not events:
             return None
+        rich = self._pending_rich
         self.pending = []
         self._pending_text = 0
         self._pending_rich = False
         self.seq += 1
+        sent = self.sent
+        if not rich:
+            # The common delta, text and reasoning only, skips the throwaway fold (the ticker
+            # takes thousands a second under load).
+            content: list[str] = []
+            reasoning: list[str] = []
+            for event in events:
+                sent.add(event)
+                if isinstance(event, TextDelta):
+                    content.append(event.text)
+                elif isinstance(event, ReasoningDelta):
+                    reasoning.append(event.text)
+            delta: dict[str, object] = {"seq": self.seq}
+            if content:
+                delta["content"] = "".join(content)
+            if reasoning:
+                delta["reasoning"] = "".join(reasoning)
+            return delta
         batch = Accumulator()
         for event in events:
             batch.add(event)
-            self.sent.add(event)
+            sent.add(event)
         return {"seq": self.seq, **_visible(batch.completion, sparse=True)}
 
     def sent_part(self) -> Completion:

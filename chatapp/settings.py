@@ -37,6 +37,7 @@ class DatabaseSettings(TypedDict, total=False):
     CONN_MAX_AGE: int
     CONN_HEALTH_CHECKS: bool
     OPTIONS: dict[str, object]
+    TEST: dict[str, str]
 
 
 def database_from_url(url: str) -> DatabaseSettings:
