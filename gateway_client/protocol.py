@@ -5,6 +5,12 @@ the stream would have been read. It never raises on bad input: a malformed paylo
 becomes an `ErrorEvent` (type `protocol_error` / `limit_exceeded`) after the events that came
 before it, so nothing already received is lost. After `[DONE]` or an error, input is ignored.
 
+Most chunks take a fast path that gives exactly the events the general one (orjson, then
+`chunks.parse_chunk`) would: the common shape (one choice's text, role or finish reason, nothing
+else) is decoded straight from bytes into msgspec Structs that admit nothing else, and, once one
+such chunk has been read, the bytes around its text become a template: a chunk with the same
+bytes around its text needs only that string decoded. Anything else goes the general way.
+
 `status_error` reads a response that is not an event stream (an error status, or a 200 of another
 type) into a `StatusError`, from either documented JSON envelope or, for a proxy's HTML page, the
 status and a short excerpt.
@@ -15,19 +21,21 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
 import orjson
 
 from .chunks import error_info, parse_chunk
+from .common_chunks import Template, decode_common, decode_str, learn_template, read_common
 from .errors import ErrorInfo, StatusError
-from .events import Done, ErrorEvent, Event, Finish, Meta, ReasoningDelta, TextDelta
+from .events import Done, ErrorEvent, Event, Finish, Meta
 from .sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_LINE_BYTES, SSEDecoder, _RawLimit
 
 __all__ = ["EventStreamParser", "is_event_stream", "parse_retry_after", "status_error"]
 
 _EXCERPT_CHARS = 200
+_LEARNINGS = 16  # templates learned per stream at most (see `_learn`)
 
 
 class EventStreamParser:
@@ -44,6 +52,8 @@ class EventStreamParser:
         self.failed = False
         self._id: Any = None
         self._model: Any = None
+        self._template: Template | None = None
+        self._learnings_left = _LEARNINGS
 
     @property
     def finished(self) -> bool:
@@ -81,49 +91,59 @@ class EventStreamParser:
 
     def _events(self, payloads: list[bytes]) -> list[Event]:
         events: list[Event] = []
+        template = self._template
         for data in payloads:
             if not data:
                 continue  # a bare `data:` carries no chunk
+            if (
+                template is not None
+                and len(data) >= template.size
+                and data.startswith(template.head)
+                and data.endswith(template.tail)
+            ):
+                try:
+                    text = decode_str(data[template.start : len(data) - template.end])
+                except msgspec.DecodeError:
+                    pass
+                else:  # `_common`'s events, inline: this is the path of nearly every token
+                    if (template.id and template.id != self._id) or (
+                        template.model and template.model != self._model
+                    ):
+                        events.append(self._meta(template.id, template.model))
+                    if text:
+                        events.append(template.kind(text))
+                    if template.reason:
+                        events.append(Finish(template.reason))
+                    continue
             if data[0] == 0x5B and data.strip() == b"[DONE]":  # "["
                 self.done = True
                 events.append(Done())
                 break
-            try:
-                common = _decode_common(data)
-            except msgspec.DecodeError:
-                pass
-            else:
-                # The common shape: at most one of the delta's three text fields set, so the
-                # order of its keys (which a Struct does not keep) cannot matter.
-                choices = common.choices
-                if not choices:
-                    text = reasoning = reason = None
-                else:
-                    choice = choices[0]
-                    delta = choice.delta
-                    text = delta.content
-                    reasoning = delta.reasoning
-                    other = delta.reasoning_content
-                    reason = choice.finish_reason
-                    if choice.index or (text and (reasoning or other)) or (reasoning and other):
-                        common = None
-                    elif other:
-                        reasoning = other
-                if common is not None:
-                    chunk_id = common.id
-                    model = common.model
-                    if (chunk_id and chunk_id != self._id) or (model and model != self._model):
-                        events.append(self._meta(chunk_id, model))
-                    if text:
-                        events.append(TextDelta(text))
-                    elif reasoning:
-                        events.append(ReasoningDelta(reasoning))
-                    if reason:
-                        events.append(Finish(reason))
-                    continue
-            if self._general(data, events):
+            if not self._common(data, events) and self._general(data, events):
                 break
+            template = self._template
         return events
+
+    def _common(self, data: bytes, events: list[Event]) -> bool:
+        """A chunk of the common shape, by its Struct: True if it was one and its events were
+        added. Its template is then learned, for the chunks after it."""
+        try:
+            read = read_common(decode_common(data))
+        except msgspec.DecodeError:
+            return False
+        if read is None:
+            return False
+        chunk_id, model, kind, text, reason = read
+        if (chunk_id and chunk_id != self._id) or (model and model != self._model):
+            events.append(self._meta(chunk_id, model))
+        if text:
+            events.append(kind(text))
+            if self._learnings_left:
+                self._learnings_left -= 1
+                self._template = learn_template(data, text) or self._template
+        if reason:
+            events.append(Finish(reason))
+        return True
 
     def _general(self, data: bytes, events: list[Event]) -> bool:
         """Any chunk, through `parse_chunk`. True if the stream failed."""
@@ -150,48 +170,6 @@ class EventStreamParser:
         self._id = chunk_id or self._id
         self._model = model or self._model
         return Meta(self._id, self._model)
-
-
-# The chunk shape nearly every token arrives in, decoded straight from bytes by msgspec. Every
-# field is declared with the only types it may take (unknown keys and other types fail the decode
-# and the chunk goes through `parse_chunk`), so a chunk read here means exactly what it would mean
-# there: orjson would accept the same bytes (ints within 64 bits, valid UTF-8, nothing skipped
-# unread) and `parse_chunk` would give the same events. `None`-typed fields must be null.
-_Int = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
-
-
-class _Delta(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    content: str | None = None
-    reasoning: str | None = None
-    reasoning_content: str | None = None
-    role: str | None = None
-    refusal: None = None
-    tool_calls: None = None
-    channel: str | None = None
-    token_id: _Int | None = None
-
-
-class _Choice(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    delta: _Delta
-    index: _Int = 0
-    finish_reason: str | None = None
-    native_finish_reason: str | None = None
-    logprobs: None = None
-
-
-class _Chunk(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    choices: list[_Choice]
-    id: str | None = None
-    model: str | None = None
-    object: str | None = None
-    created: _Int | None = None
-    system_fingerprint: str | None = None
-    provider: str | None = None
-    service_tier: str | None = None
-    usage: None = None
-
-
-_decode_common = msgspec.json.Decoder(_Chunk).decode
 
 
 _INVALID = object()

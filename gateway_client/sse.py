@@ -91,8 +91,10 @@ class SSEDecoder:
                 chunk = chunk[1:]
         if not chunk:
             return []
-        has_cr = b"\r" in chunk
-        if not has_cr and b"\n" not in chunk:
+        # `find`, not `in`: `in` first tries its operand as an int, and that TypeError costs more
+        # than the search.
+        has_cr = chunk.find(b"\r") >= 0
+        if not has_cr and chunk.find(b"\n") < 0:
             self._append_partial(chunk, [])
             return []
         if self._partial:
@@ -103,30 +105,9 @@ class SSEDecoder:
         if has_cr:
             self._skip_lf = chunk[-1] == 0x0D
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        # Each piece before the last "\n\n" is an event's lines followed by a blank line. The
-        # common one, a single `data: ` line while no field is pending, is handed out whole.
-        blocks = chunk.split(b"\n\n")
-        rest = blocks.pop()
+        lines = chunk.split(b"\n")
+        rest = lines.pop()
         events: list[RawEvent] = []
-        if blocks:
-            fits = min(self.max_line_bytes, self.max_event_bytes + 5)
-            clean = not self._data and not self._event and self._retry is None
-            for block in blocks:
-                if clean and block[:6] == b"data: " and len(block) <= fits and b"\n" not in block:
-                    events.append((block[6:], b"", self._last_id, None))
-                else:
-                    self._lines(block.split(b"\n"), events)
-                    self._line(b"", events)
-                    clean = self._retry is None
-        if rest:
-            lines, newline, rest = rest.rpartition(b"\n")
-            if newline:
-                self._lines(lines.split(b"\n"), events)
-            if rest:
-                self._append_partial(rest, events)
-        return events
-
-    def _lines(self, lines: list[bytes], events: list[RawEvent]) -> None:
         data = self._data
         max_line = self.max_line_bytes
         for line in lines:
@@ -139,8 +120,20 @@ class SSEDecoder:
                     data.clear()
                     self._data_len = 0
                     raise _RawLimit(f"an event is larger than {self.max_event_bytes} bytes", events)
+            elif not line:
+                if len(data) == 1 and not self._event and self._retry is None:
+                    events.append((data[0], b"", self._last_id, None))  # the common case, inline
+                    data.clear()
+                    self._data_len = 0
+                elif data:
+                    events.append(self._take())
+                else:
+                    self._event = b""
             else:
                 self._line(line, events)
+        if rest:
+            self._append_partial(rest, events)
+        return events
 
     def close_raw(self) -> list[RawEvent]:
         events: list[RawEvent] = []

@@ -143,3 +143,74 @@ def test_same_payloads_as_the_openai_sdk(case: tuple[bytes, list[str]], size: in
     theirs = [e.data for e in OpenAISSEDecoder().iter_bytes(iter(pieces))]
     ours = [e.data for e in decode(data, *range(size, len(data), size))]
     assert ours == theirs
+
+
+# Any line the format has, in any read sizes: every field, the caps, a BOM and every line end.
+any_line = st.one_of(
+    st.builds(lambda text: b"data: " + text, st.sampled_from([b"{}", b"x", b"", b"\xff\xc3"])),
+    st.builds(lambda text: b"data: " + text.encode(), line_text),
+    st.just(b""),
+    st.just(b""),
+    st.sampled_from(
+        [
+            b"data:x",
+            b"data",
+            b"data:  two",
+            b"event: update",
+            b"event",
+            b"id: 7",
+            b"id: a\x00b",
+            b"id",
+            b"retry: 1500",
+            b"retry: soon",
+            b": keep-alive",
+            b":",
+            b"other: field",
+            b"\xef\xbb\xbfdata: bom",
+        ]
+    ),
+)
+
+
+@st.composite
+def any_streams(draw: st.DrawFn) -> bytes:
+    ends = st.sampled_from([b"\n", b"\n", b"\r\n", b"\r"])
+    body = b"".join(line + draw(ends) for line in draw(st.lists(any_line, max_size=14)))
+    if draw(st.booleans()):
+        body = body.rstrip(b"\r\n")  # the last line unterminated
+    return (b"\xef\xbb\xbf" if draw(st.booleans()) else b"") + body
+
+
+def outcome(data: bytes, cuts: list[int], **caps: int) -> tuple[list[ServerSentEvent], str]:
+    """Every event, and the message of the cap that stopped decoding, if one did."""
+    decoder = SSEDecoder(**caps)
+    events: list[ServerSentEvent] = []
+    start = 0
+    try:
+        for cut in [*cuts, len(data)]:
+            events += decoder.feed(data[start:cut])
+            start = cut
+        events += decoder.close()
+    except EventLimitExceeded as exc:
+        return events + exc.events, str(exc)
+    return events, ""
+
+
+caps = st.one_of(
+    st.just({}),
+    st.fixed_dictionaries(
+        {"max_line_bytes": st.integers(4, 40), "max_event_bytes": st.integers(1, 60)}
+    ),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(any_streams(), caps, st.lists(st.integers(min_value=0, max_value=400), max_size=6))
+def test_every_field_and_cap_is_the_same_at_every_split(
+    data: bytes, limits: dict[str, int], cuts: list[int]
+) -> None:
+    expected = outcome(data, list(range(1, len(data))), **limits)
+    assert outcome(data, [], **limits) == expected
+    assert outcome(data, sorted({min(cut, len(data)) for cut in cuts}), **limits) == expected
+    for cut in range(len(data) + 1):
+        assert outcome(data, [cut], **limits) == expected, f"split at {cut}"
