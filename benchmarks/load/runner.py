@@ -1,0 +1,332 @@
+"""Running the benchmark: a level is one fresh stack, one crowd of tabs, samples and a summary.
+
+Every wait has a limit: a level's setup and its round each have a timeout, and all of them are cut
+to what is left of the run's hard deadline (`Deadline`); a level that runs out is reported as
+failed and its processes are stopped in `finally` like every other. The orchestrator (this
+process) does no measured work: it only starts processes, samples, and joins the results.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+from . import metrics
+from .sampler import Sampler, open_db
+from .stack import (
+    PASSWORD,
+    ROOT,
+    USERNAME,
+    EmulatorConfig,
+    Stack,
+    cpu_seconds,
+    die_with_parent,
+    machine_busy_seconds,
+    proc_status_kb,
+    stop,
+    tail,
+)
+
+MODEL = "emulator/long"
+WARMUP_MODEL = "emulator/echo"
+PROMPT = "Explain streaming number {i} under load, with examples"
+SETUP_TIMEOUT_S = 300.0
+
+
+class DeadlineExceeded(Exception):
+    """The run's hard cap was reached."""
+
+
+class Deadline:
+    def __init__(self, seconds: float) -> None:
+        self.end = time.monotonic() + seconds
+
+    def cap(self, seconds: float) -> float:
+        left = self.end - time.monotonic()
+        if left <= 1:
+            raise DeadlineExceeded("the run's deadline has passed")
+        return min(seconds, left)
+
+
+def others_busy_percent(seconds: float = 3.0) -> float:
+    """How busy the machine is without us (run between levels, when none of ours is running)."""
+    before = machine_busy_seconds()
+    time.sleep(seconds)
+    return (machine_busy_seconds() - before) / (seconds * (os.cpu_count() or 1)) * 100
+
+
+def wait_for_quiet(threshold: float, most: float, deadline: Deadline) -> float:
+    """Wait (at most `most` seconds) until other processes use under `threshold` % of the
+    machine: figures taken beside a test suite measure the suite. The last reading."""
+    until = time.monotonic() + deadline.cap(most)
+    busy = others_busy_percent()
+    while busy >= threshold and time.monotonic() < until:
+        busy = others_busy_percent()
+    return busy
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    workdir: Path
+    source: Path
+    template: Path
+    emulator: EmulatorConfig
+    browsers: int
+    level_timeout: float
+    plain: bool
+    cpus: int
+    quiet_threshold: float
+    quiet_wait: float
+
+
+class Crowd:
+    """The simulated-browser process, driven line by line (`ready` / `go` / `done`)."""
+
+    def __init__(self, job: dict[str, Any], workdir: Path) -> None:
+        self.results_path = workdir / "crowd-results.json"
+        self.log = workdir / "crowd.log"
+        job_path = workdir / "crowd-job.json"
+        job_path.write_bytes(orjson.dumps({**job, "results": str(self.results_path)}))
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "benchmarks.load.browser_process", str(job_path)],
+                cwd=ROOT,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
+            )
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self._lines.put(line.strip())
+        self._lines.put(None)
+
+    def expect(self, word: str, seconds: float) -> None:
+        try:
+            line = self._lines.get(timeout=seconds)
+        except queue.Empty:
+            raise TimeoutError(f"the crowd did not say {word!r} within {seconds:.0f} s") from None
+        if line != word:
+            raise RuntimeError(f"the crowd said {line!r}, not {word!r}:\n{tail(self.log)}")
+
+    def say(self, word: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(word + "\n")
+        self.process.stdin.flush()
+
+    def results(self) -> dict[str, Any]:
+        results: dict[str, Any] = orjson.loads(self.results_path.read_bytes())
+        return results
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.say("quit")
+        stop(self.process)
+
+
+def _probe(stack: Stack, crowd: Crowd, client: httpx.Client) -> metrics.Probe:
+    pids = {**stack.pids, "crowd": crowd.process.pid, "orchestrator": os.getpid()}
+    counters = None
+    if not stack.plain:
+        with contextlib.suppress(httpx.HTTPError):
+            counters = client.get(stack.base_url + "/__bench__/db").json()
+    return metrics.Probe(
+        at=time.time(),
+        rss_kb=proc_status_kb(stack.server_pid, "VmRSS"),
+        hwm_kb=proc_status_kb(stack.server_pid, "VmHWM"),
+        cpu={name: cpu_seconds(pid) for name, pid in pids.items()},
+        machine_busy_s=machine_busy_seconds(),
+        counters=counters,
+    )
+
+
+def _max_generation(db: Path) -> int:
+    with contextlib.closing(open_db(db)) as connection:
+        return int(
+            connection.execute("SELECT COALESCE(MAX(id), 0) FROM chatapp_generation").fetchone()[0]
+        )
+
+
+def _final_rows(db: Path, after: int) -> dict[int, dict[str, Any]]:
+    with contextlib.closing(open_db(db)) as connection:
+        connection.row_factory = sqlite3.Row
+        rows = connection.execute(
+            "SELECT g.id, g.status, g.upstream_id, g.last_seq, m.content FROM chatapp_generation g"
+            " JOIN chatapp_message m ON m.id = g.message_id WHERE g.id > ?",
+            (after,),
+        )
+        return {row["id"]: dict(row) for row in rows}
+
+
+def _records(stack: Stack, client: httpx.Client) -> dict[str, dict[str, Any]]:
+    records = client.get(stack.emulator_url + "/__bench__/records").json()
+    return {record["id"]: record for record in records}
+
+
+def _job(stack: Stack, settings: Settings, rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "base": stack.base_url,
+        "username": USERNAME,
+        "password": PASSWORD,
+        "browsers": min(settings.browsers, max(spec["tabs"] for spec in rounds)),
+        "rounds": rounds,
+        "warmup_model": WARMUP_MODEL,
+        "prompt": PROMPT,
+    }
+
+
+def run_level(settings: Settings, concurrency: int, deadline: Deadline) -> dict[str, Any]:
+    """All `concurrency` tabs send at once on a fresh server; the level's summary."""
+    workdir = settings.workdir / f"level-{concurrency}-{time.strftime('%H%M%S')}"
+    workdir.mkdir()
+    busy_before = wait_for_quiet(settings.quiet_threshold, settings.quiet_wait, deadline)
+    timeout = deadline.cap(settings.level_timeout)
+    with (
+        Stack(
+            workdir, settings.source, settings.template, settings.emulator, plain=settings.plain
+        ) as stack,
+        httpx.Client(trust_env=False, timeout=10) as client,
+    ):
+        crowd = Crowd(
+            _job(stack, settings, [{"tabs": concurrency, "model": MODEL, "timeout": timeout}]),
+            workdir,
+        )
+        sampler: Sampler | None = None
+        try:
+            crowd.expect("ready", deadline.cap(SETUP_TIMEOUT_S))
+            after = _max_generation(stack.db)
+            stats = None if settings.plain else stack.base_url + "/__bench__/db"
+            sampler = Sampler(stack.server_pid, stats, stack.db, after)
+            start = _probe(stack, crowd, client)
+            sampler.start()
+            crowd.say("go")
+            crowd.expect("done", deadline.cap(timeout + 30))
+            end = _probe(stack, crowd, client)
+            samples = sampler.stop()
+            sampler = None
+            crowd.expect("finished", deadline.cap(60))
+            results = crowd.results()["rounds"][0]
+            records = _records(stack, client)
+            rows = _final_rows(stack.db, after)
+        finally:
+            if sampler is not None:
+                sampler.stop()
+            crowd.close()
+    summary = metrics.summarize(
+        concurrency,
+        results["observations"],
+        records,
+        rows,
+        samples,
+        start,
+        end,
+        results,
+        settings.emulator.tokens_per_second,
+        settings.cpus,
+    )
+    summary["others_cpu_percent_before"] = busy_before
+    return summary
+
+
+def run_growth(settings: Settings, total: int, wave: int, deadline: Deadline) -> dict[str, Any]:
+    """`total` short answers in waves of `wave` on one server; its RSS after each wave."""
+    workdir = settings.workdir / f"growth-{time.strftime('%H%M%S')}"
+    workdir.mkdir()
+    waves = [min(wave, total - i) for i in range(0, total, wave)]
+    wait_for_quiet(settings.quiet_threshold, settings.quiet_wait, deadline)
+    timeout = deadline.cap(settings.level_timeout)
+    rounds = [{"tabs": n, "model": MODEL, "timeout": timeout} for n in waves]
+    out: list[dict[str, Any]] = []
+    with Stack(
+        workdir, settings.source, settings.template, settings.emulator, plain=settings.plain
+    ) as stack:
+        crowd = Crowd(_job(stack, settings, rounds), workdir)
+        try:
+            done = 0
+            for n in waves:
+                crowd.expect("ready", deadline.cap(SETUP_TIMEOUT_S))
+                crowd.say("go")
+                crowd.expect("done", deadline.cap(timeout + 30))
+                done += n
+                time.sleep(1.0)  # let finished workers and sockets be collected
+                out.append(
+                    {"generations": done, "rss_kb": proc_status_kb(stack.server_pid, "VmRSS")}
+                )
+            crowd.expect("finished", deadline.cap(60))
+            for entry, result in zip(out, crowd.results()["rounds"], strict=True):
+                observations = result["observations"]
+                entry["completed"] = sum(
+                    o["error"] is None and o["fragment_status"] == "completed" for o in observations
+                )
+        finally:
+            crowd.close()
+    first, last = out[0], out[-1]
+    span = last["generations"] - first["generations"]
+    per_1000 = (last["rss_kb"] - first["rss_kb"]) / span * 1000 if span else None
+    return {"waves": out, "per_1000_kb": per_1000}
+
+
+def passes(summary: dict[str, Any], limit_ms: float) -> bool:
+    added, gap = summary["ttft_added_ms"]["p99"], summary["gap_ms"]["p99"]
+    return (
+        summary["completed"] == summary["streams"]
+        and added is not None
+        and gap is not None
+        and added <= limit_ms
+        and gap <= limit_ms
+    )
+
+
+def search_ceiling(
+    settings: Settings, start: int, most: int, limit_ms: float, deadline: Deadline
+) -> tuple[list[dict[str, Any]], int | None, int | None]:
+    """From `start`, double while levels pass (up to `most`) or halve while they fail (down to
+    1), then bisect a few times to within about 10 %: the levels run, the highest passing and the
+    lowest failing concurrency (None when not found)."""
+    summaries: list[dict[str, Any]] = []
+    good: int | None = None
+    bad: int | None = None
+
+    def run(level: int) -> bool:
+        summaries.append(run_level(settings, level, deadline))
+        return passes(summaries[-1], limit_ms)
+
+    try:
+        level = start
+        while good is None or bad is None:
+            if run(level):
+                good = level
+                if bad is None and level * 2 > most:
+                    break
+                level = level * 2 if bad is None else level
+            else:
+                bad = level
+                if good is None and level == 1:
+                    break
+                level = max(1, level // 2) if good is None else level
+        for _ in range(3):
+            if good is None or bad is None or bad - good <= max(1, good // 10):
+                break
+            level = (good + bad) // 2
+            good, bad = (level, bad) if run(level) else (good, level)
+    except DeadlineExceeded:
+        pass
+    return sorted(summaries, key=lambda s: s["concurrency"]), good, bad

@@ -1,0 +1,284 @@
+"""Start and stop the benchmark's servers: the emulator and one Daphne process of the app.
+
+Every process is a child started here, on 127.0.0.1, with its output in the run's directory, and
+is stopped in `finally` (terminate, then kill) whatever happens; the kernel also kills children
+if this process dies first (`PR_SET_PDEATHSIG`), so a killed run leaves nothing behind. Each level
+gets a fresh database: a copy of a template migrated once per run (with the admin account), which
+costs a file copy instead of a `migrate`.
+
+The app (and the emulator, so a run is one consistent version) runs from `source`: this checkout,
+or a git revision exported with `export_revision`, so "before" figures can be taken from a commit
+while the working tree is being changed. The benchmark's own modules always come from this
+checkout (`ROOT`, second on `PYTHONPATH`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import io
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+USERNAME, PASSWORD = "bench", "bench-password-not-secret"
+START_TIMEOUT_S = 60.0
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+_HOST = "127.0.0.1"
+
+
+def die_with_parent() -> None:
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((_HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def spawn(args: list[str], env: dict[str, str], log: Path, source: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            args,
+            cwd=source,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            # Spawned from the main thread: the death signal follows the thread that forked.
+            preexec_fn=die_with_parent,
+        )
+
+
+def stop(process: subprocess.Popen[Any] | None) -> None:
+    if process is None or process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(5)
+
+
+def wait_http(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    with httpx.Client(trust_env=False, timeout=2) as client:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"{log.stem} exited with {process.returncode}:\n{tail(log)}")
+            try:
+                if client.get(url).status_code < 500:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} did not answer within {START_TIMEOUT_S:.0f} s:\n{tail(log)}")
+
+
+def tail(log: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").split("\n")[-lines:])
+    except OSError:
+        return ""
+
+
+APP_PATHS = ("chatapp", "gateway_client", "templates", "static", "manage.py")
+
+
+def export_revision(revision: str, dest: Path) -> str:
+    """The app's files at `revision` into `dest`; the full commit hash."""
+    commit = subprocess.run(
+        ["git", "rev-parse", "--verify", revision + "^{commit}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", commit, *APP_PATHS],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(dest, filter="data")
+    return commit
+
+
+def child_env(source: Path) -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=f"{source}{os.pathsep}{ROOT}", PYTHONUNBUFFERED="1")
+
+
+def server_env(db: Path, emulator_port: int, source: Path) -> dict[str, str]:
+    """The app's settings, from the environment as the README documents them; nothing else of
+    the caller's environment that could point the app elsewhere (Redis, another gateway)."""
+    env = {
+        k: v
+        for k, v in child_env(source).items()
+        if not k.startswith(("LLM_", "REDIS_", "DATABASE_", "DJANGO_", "CHAT_"))
+    }
+    env.update(
+        DJANGO_SETTINGS_MODULE="chatapp.settings",
+        DATABASE_URL=f"sqlite:///{db}",
+        LLM_BASE_URL=f"http://{_HOST}:{emulator_port}/numes/api/v1",
+        LLM_API_KEY="benchmark",
+        DJANGO_SECRET_KEY="load-benchmark-" + "x" * 40,
+        ALLOWED_HOSTS=_HOST,
+        DJANGO_SUPERUSER_USERNAME=USERNAME,
+        DJANGO_SUPERUSER_PASSWORD=PASSWORD,
+        CHAT_LOG_LEVEL="WARNING",
+    )
+    return env
+
+
+def prepare_template(workdir: Path, source: Path) -> Path:
+    """`manage.py migrate` and `ensure_admin` into a database every level copies."""
+    template = workdir / "template.sqlite3"
+    env = server_env(template, 9, source)
+    for command in (["migrate", "--noinput", "-v", "0"], ["ensure_admin"]):
+        result = subprocess.run(
+            [sys.executable, "manage.py", *command],
+            cwd=source,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        if result.returncode:
+            raise RuntimeError(f"manage.py {command[0]} failed:\n{result.stdout}{result.stderr}")
+    return template
+
+
+@dataclass(frozen=True, slots=True)
+class EmulatorConfig:
+    tokens_per_second: float
+    ttft_ms: int
+    long_tokens: int
+
+
+class Stack:
+    """The emulator and one Daphne process on a fresh database, for one level."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        source: Path,
+        template: Path,
+        emulator: EmulatorConfig,
+        *,
+        plain: bool = False,
+    ) -> None:
+        self.dir = workdir
+        self.source = source
+        self.db = workdir / "db.sqlite3"
+        shutil.copyfile(template, self.db)
+        self.emulator_config = emulator
+        self.plain = plain
+        self.emulator: subprocess.Popen[bytes] | None = None
+        self.server: subprocess.Popen[bytes] | None = None
+        self.emulator_url = self.base_url = ""
+
+    def __enter__(self) -> Stack:
+        try:
+            self._start()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        stop(self.server)
+        stop(self.emulator)
+
+    def _start(self) -> None:
+        config = self.emulator_config
+        port = free_port()
+        self.emulator_url = f"http://{_HOST}:{port}"
+        log = self.dir / "emulator.log"
+        self.emulator = spawn(
+            [
+                sys.executable,
+                "-m",
+                "benchmarks.load.emulator_app",
+                f"--port={port}",
+                f"--tokens-per-second={config.tokens_per_second}",
+                f"--ttft-ms={config.ttft_ms}",
+                f"--long-tokens={config.long_tokens}",
+            ],
+            child_env(self.source),
+            log,
+            self.source,
+        )
+        wait_http(self.emulator_url + "/", self.emulator, log)
+        app = (
+            "chatapp.asgi:application"
+            if self.plain
+            else "benchmarks.load.instrumented_app:application"
+        )
+        server_port = free_port()
+        self.base_url = f"http://{_HOST}:{server_port}"
+        log = self.dir / "daphne.log"
+        args = [str(BIN / "daphne"), "-b", _HOST, "-p", str(server_port), app]
+        self.server = spawn(args, server_env(self.db, port, self.source), log, self.source)
+        wait_http(self.base_url + "/accounts/login/", self.server, log)
+
+    @property
+    def server_pid(self) -> int:
+        assert self.server is not None
+        return self.server.pid
+
+    @property
+    def pids(self) -> dict[str, int]:
+        assert self.server is not None
+        assert self.emulator is not None
+        return {"server": self.server.pid, "emulator": self.emulator.pid}
+
+
+def proc_status_kb(pid: int, field: str) -> int | None:
+    """`VmRSS` or `VmHWM` of `pid`, in kB, from /proc (psutil is not installed)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User plus system CPU time of `pid` (its threads included), from /proc/PID/stat."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def machine_busy_seconds() -> float:
+    """CPU time processes used since boot, all CPUs (/proc/stat `user + nice + system`): the
+    kernel's interrupt work (loopback networking, mostly ours) is left out, being no process's."""
+    with open("/proc/stat") as stat:
+        user, nice, system = (int(x) for x in stat.readline().split()[1:4])
+    return (user + nice + system) / _TICKS
