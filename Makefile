@@ -55,7 +55,8 @@ format: install
 	$(BIN)/ruff check --fix .
 
 bench: install
-	$(BIN)/python -m benchmarks
+	$(BIN)/python -m benchmarks reader
+	$(BIN)/python -m benchmarks load
 
 clean:
 	rm -rf $(VENV) staticfiles .pytest_cache

@@ -92,13 +92,8 @@ def _start(
     return Turn(conversation, assistant, generation, job, user_message)
 
 
-def create_turn(
-    user: User,
-    conversation_id: int | None,
-    text: str,
-    model: str,
-    owner_channel: str,
-) -> Turn:
+def checked_message(text: str, model: str) -> str:
+    """The message to send (stripped), or a `TurnError` saying what is wrong with it."""
     text = text.strip()
     if not text:
         raise TurnError("Write a message first.")
@@ -106,6 +101,22 @@ def create_turn(
         raise TurnError(f"The message is too long (at most {MAX_MESSAGE_CHARS:,} characters).")
     if not model:
         raise TurnError("Choose a model first.")
+    return text
+
+
+def first_context(text: str) -> list[dict[str, Any]]:
+    """The context of a new conversation's first answer: what `context_for` gives once stored."""
+    return [{"role": "user", "content": text}]
+
+
+def create_turn(
+    user: User,
+    conversation_id: int | None,
+    text: str,
+    model: str,
+    owner_channel: str,
+) -> Turn:
+    text = checked_message(text, model)
     with transaction.atomic():
         if conversation_id is None:
             conversation = Conversation.objects.create(user=user, title=title_from(text))

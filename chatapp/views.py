@@ -20,10 +20,10 @@ from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect, push_url, reswap, retarget
 
-from . import attachments, sweep, worker, ws_protocol
+from . import attachments, persistence, sweep, worker, ws_protocol
 from .gateway import list_models
 from .models import Conversation, Generation, Message
-from .turns import TurnError, create_retry, create_turn
+from .turns import TurnError, checked_message, create_retry, create_turn, first_context
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -73,9 +73,10 @@ def _page(
     if conversation_id is not None:
         conversation = get_object_or_404(Conversation, pk=conversation_id, user=request.user)
         messages = _messages(conversation)
+    full_page = template == "chatapp/chat.html"
     context = {
         "conversation": conversation,
-        "conversations": _sidebar(request.user),
+        "conversations": _sidebar(request.user) if full_page else [],
         "chat_messages": messages,
         "models": models,
         "selected_model": _default_model(models, conversation),
@@ -116,13 +117,21 @@ def _render_turn(request: HttpRequest, message_ids: list[int]) -> HttpResponse:
 async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> HttpResponse:
     user = await request.auser()
     owner_channel = await worker.owner_channel()
+    text, model = request.POST.get("content", ""), request.POST.get("model", "")
+    early = None
     try:
-        turn = await sync_to_async(create_turn)(
-            user, pk, request.POST.get("content", ""), request.POST.get("model", ""), owner_channel
-        )
+        if pk is None:
+            # A new chat's context is its one message: send it upstream now, so the rows are
+            # written while the gateway prepares its first token.
+            early = worker.open_early(model, first_context(checked_message(text, model)))
+        turn = await persistence.on_record_thread(create_turn, user, pk, text, model, owner_channel)
     except TurnError as exc:
         return await sync_to_async(_composer_error)(request, str(exc))
-    worker.start(turn.job)
+    except BaseException:
+        if early is not None:
+            await early.aclose()
+        raise
+    worker.start(turn.job, early=early)
     if pk is None:
         url = reverse("chat:conversation", args=[turn.conversation.pk])
         if not request.htmx:
@@ -144,8 +153,8 @@ async def retry(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     user = await request.auser()
     owner_channel = await worker.owner_channel()
     try:
-        turn = await sync_to_async(create_retry)(
-            user, pk, request.POST.get("model") or None, owner_channel
+        turn = await persistence.on_record_thread(
+            create_retry, user, pk, request.POST.get("model") or None, owner_channel
         )
     except TurnError as exc:
         return await sync_to_async(_composer_error)(request, str(exc))

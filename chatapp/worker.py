@@ -17,6 +17,7 @@ import contextvars
 import dataclasses
 import logging
 from collections.abc import Awaitable
+from typing import Any
 
 from gateway_client import EventStream, GatewayClient
 from gateway_client.errors import (
@@ -67,11 +68,52 @@ async def _finish_despite_cancel(send: Awaitable[None]) -> None:
         raise
 
 
+class EarlyStream:
+    """An upstream request sent before its generation's rows exist: a new chat's request goes out
+    as soon as the message is checked, and its database work overlaps the gateway's first token
+    instead of delaying it. The worker then reads it as it would a stream it opened itself."""
+
+    def __init__(self, gw: GatewayClient, model: str, messages: list[dict[str, Any]]) -> None:
+        self.stream = gw.stream_chat(model=model, messages=messages)
+        self._opening = asyncio.get_running_loop().create_task(
+            self.stream.__aenter__(), context=contextvars.Context()
+        )
+
+    async def __aenter__(self) -> EventStream:
+        try:
+            return await asyncio.shield(self._opening)
+        except asyncio.CancelledError:
+            await self.aclose()
+            raise
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stream.aclose()
+
+    async def aclose(self) -> None:
+        """Cancel the request, or close the response it got: the generation will not run."""
+        self._opening.cancel()
+        await asyncio.gather(self._opening, return_exceptions=True)
+        await self.stream.aclose()
+
+
+def open_early(model: str, messages: list[dict[str, Any]]) -> EarlyStream:
+    """Send a generation's upstream request now, on the configured gateway's shared client."""
+    return EarlyStream(shared_client(), model, messages)
+
+
 class GenerationWorker:
-    def __init__(self, job: Job, ticker: Ticker, *, config: GatewayConfig | None = None) -> None:
+    def __init__(
+        self,
+        job: Job,
+        ticker: Ticker,
+        *,
+        config: GatewayConfig | None = None,
+        early: EarlyStream | None = None,
+    ) -> None:
         self.job = job
         self.ticker = ticker
         self.config = config or gateway_config()
+        self._early = early
         self.layer: ws_protocol.ChannelLayer = ticker.layer
         self.group = ws_protocol.group_name(job.conversation_pk)
         self.state = LiveState()
@@ -119,7 +161,8 @@ class GenerationWorker:
         job = self.job
         state = self.state
         try:
-            async with gw.stream_chat(model=job.model, messages=job.messages) as stream:
+            opening = self._early or gw.stream_chat(model=job.model, messages=job.messages)
+            async with opening as stream:
                 self._stream = stream
                 self.request_id = stream.request_id
                 loop = asyncio.get_running_loop()
@@ -227,14 +270,16 @@ def running_pks() -> set[int]:
     return set(_running)
 
 
-def start(job: Job, *, config: GatewayConfig | None = None) -> asyncio.Task[None]:
+def start(
+    job: Job, *, config: GatewayConfig | None = None, early: EarlyStream | None = None
+) -> asyncio.Task[None]:
     """Run `job` on the current loop, detached from the request that started it (whose
     `owner_channel()` call started the loop's ticker).
 
     An empty context keeps the task out of the request's thread-sensitive executor (which Django
     shuts down when the response is sent).
     """
-    worker = GenerationWorker(job, current_ticker(), config=config)
+    worker = GenerationWorker(job, current_ticker(), config=config, early=early)
     _running[job.generation_pk] = worker
     task = asyncio.get_running_loop().create_task(worker.run(), context=contextvars.Context())
 

@@ -80,8 +80,9 @@ async def test_first_message_swaps_in_the_new_titled_conversation(alice: Any) ->
     assert response["HX-Retarget"] == "main.chat"
     assert response["HX-Reswap"] == "outerHTML"
     body = response.content.decode()
+    assert "{#" not in body and "comment %}" not in body  # no template comment leaks as text
     assert f'<main class="chat" data-conversation="{conversation.pk}"' in body
-    assert 'class="conversation-list" hx-boost="true" hx-swap-oob="true"' in body
+    assert '<ul hx-swap-oob="afterbegin:#conversation-list"><li class="current"' in body
     assert f'href="{url}"' in body
     assert "<title>Plan a trip to Lisbon · Gateway Chat</title>" in body
     assert conversation.title == "Plan a trip to Lisbon"
