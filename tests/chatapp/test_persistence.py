@@ -14,13 +14,13 @@ import pytest
 from chatapp.jobs import Outcome, Status
 from chatapp.live_state import LiveState
 from chatapp.models import Conversation, Generation, Message
-from chatapp.presentation import warning_texts
 from chatapp.persistence import (
     FinalState,
     mark_interrupted,
     save_final,
     save_reconciled,
 )
+from chatapp.presentation import warning_texts
 from gateway_client.accumulator import Completion
 from gateway_client.client import GenerationRecord
 from gateway_client.errors import ErrorInfo
