@@ -97,15 +97,17 @@ INSTALLED_APPS = [
     "chatapp",
 ]
 
+# Django's own middleware, with the hooks that do no I/O run on the event loop instead of in a
+# thread each (see chatapp.middleware); same classes, same order, same behaviour.
 MIDDLEWARE = [
-    "django.middleware.security.SecurityMiddleware",
-    "django.middleware.csp.ContentSecurityPolicyMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "chatapp.middleware.Security",
+    "chatapp.middleware.ContentSecurityPolicy",
+    "chatapp.middleware.Session",
+    "chatapp.middleware.Common",
+    "chatapp.middleware.Csrf",
+    "chatapp.middleware.Authentication",
+    "chatapp.middleware.Messages",
+    "chatapp.middleware.XFrameOptions",
     "django_htmx.middleware.HtmxMiddleware",
 ]
 
