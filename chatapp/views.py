@@ -125,11 +125,11 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
             # written while the gateway prepares its first token.
             early = worker.open_early(model, first_context(checked_message(text, model)))
         turn = await persistence.on_record_thread(create_turn, user, pk, text, model, owner_channel)
-    except TurnError as exc:
-        return await sync_to_async(_composer_error)(request, str(exc))
-    except BaseException:
-        if early is not None:
+    except BaseException as exc:
+        if early is not None:  # no generation will read it: cancel the request upstream
             await early.aclose()
+        if isinstance(exc, TurnError):
+            return await sync_to_async(_composer_error)(request, str(exc))
         raise
     worker.start(turn.job, early=early)
     if pk is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -457,3 +458,31 @@ async def test_attachments_are_downloads_never_pages(alice: Any) -> None:
     assert accented["Content-Disposition"] == "attachment; filename*=utf-8''r%C3%A9sum%C3%A9.csv"
     assert (await fetch(0)).status_code == 404, "images are shown from their URL, not served"
     assert (await fetch(9)).status_code == 404
+
+
+async def test_a_new_chat_is_sent_upstream_before_its_rows_are_written(
+    alice: Any, upstream: UpstreamLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first message's request goes out at once; if the turn then cannot be stored, that
+    request is cancelled upstream rather than left running (and billing) with no generation."""
+
+    def failing_create_turn(*args: Any) -> Any:
+        # On the records thread, so waiting here blocks no loop: the emulator has the request
+        # before the turn is stored.
+        deadline = time.monotonic() + 5
+        while not upstream.new(scenario="long"):
+            assert time.monotonic() < deadline, "the request did not reach the gateway first"
+            time.sleep(0.005)
+        raise RuntimeError("the database is gone")
+
+    monkeypatch.setattr("chatapp.views.create_turn", failing_create_turn)
+    client = await logged_in(alice)
+    with pytest.raises(RuntimeError, match="the database is gone"):
+        await client.post(
+            reverse("chat:send_new"),
+            {"content": "otters", "model": "emulator/long?tokens_per_second=100"},
+            headers=HTMX,
+        )
+    record = await upstream.finished(await upstream.one(scenario="long"))
+    assert record.final_outcome == "cancelled"
+    assert not await Conversation.objects.aexists()
