@@ -67,16 +67,17 @@ def _page(
     models: list[str],
     error: str | None,
     template: str = "chatapp/chat.html",
+    *,
+    sidebar: bool = True,
 ) -> HttpResponse:
     conversation = None
     messages: list[Message] = []
     if conversation_id is not None:
         conversation = get_object_or_404(Conversation, pk=conversation_id, user=request.user)
         messages = _messages(conversation)
-    full_page = template == "chatapp/chat.html"
     context = {
         "conversation": conversation,
-        "conversations": _sidebar(request.user) if full_page else [],
+        "conversations": _sidebar(request.user) if sidebar else [],
         "chat_messages": messages,
         "models": models,
         "selected_model": _default_model(models, conversation),
@@ -140,7 +141,12 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
         # watching it at once, with no page load and no new socket before its first token.
         models, error = await list_models()
         response = await sync_to_async(_page)(
-            request, turn.conversation.pk, models, error, "chatapp/_new_conversation.html"
+            request,
+            turn.conversation.pk,
+            models,
+            error,
+            "chatapp/_new_conversation.html",
+            sidebar=False,  # the fragment adds the one new entry
         )
         return push_url(reswap(retarget(response, "main.chat"), "outerHTML"), url)
     ids = [turn.user_message.pk, turn.assistant.pk] if turn.user_message else [turn.assistant.pk]
