@@ -62,25 +62,26 @@ class Ticker:
         next_flush = loop.time() + settings.CHAT_FLUSH_INTERVAL
         while True:
             await asyncio.sleep(interval)
-            try:
-                now = loop.time()
-                for worker in list(self.workers.values()):
+            now = loop.time()
+            for worker in list(self.workers.values()):
+                try:
                     if worker.state.ready(now):
                         await worker.send_delta()
-                if now >= next_flush:
-                    next_flush = now + settings.CHAT_FLUSH_INTERVAL
-                    self._flush()
-            except Exception:  # a hiccup in the layer must not stop every stream's deltas
-                logger.exception("A tick failed")
+                except Exception:  # a hiccup in the layer must not stop the other streams
+                    logger.exception("Generation %s: a delta failed", worker.job.generation_pk)
+            # A batch still out defers the next one to a later tick, not to the next interval.
+            if now >= next_flush and self._flush():
+                next_flush = now + settings.CHAT_FLUSH_INTERVAL
 
-    def _flush(self) -> None:
-        """Hand every running generation's state to the writer, unless a batch is still out."""
+    def _flush(self) -> bool:
+        """Hand every running generation's state to the writer, unless a batch is still out;
+        whether a batch was started (or there was nothing to write)."""
         if self._batch is not None and not self._batch.done():
-            return  # the next batch carries whatever this one would have
+            return False
         workers = list(self.workers.values())
         rows = [worker.partial_row() for worker in workers]
         if not rows:
-            return
+            return True
         loop = asyncio.get_running_loop()
         batch = loop.run_in_executor(writer.executor, writer.write_partials, rows)
         self._batch = batch
@@ -91,14 +92,7 @@ class Ticker:
                     worker.flushed_seq = max(worker.flushed_seq, row.seq)
 
         batch.add_done_callback(written)
-
-    async def flush_now(self) -> None:
-        """Write a batch now and wait for it (tests; shutdown)."""
-        if self._batch is not None:
-            await asyncio.wait([self._batch])
-        self._flush()
-        if self._batch is not None:
-            await asyncio.wait([self._batch])
+        return True
 
     # --- Control messages -------------------------------------------------------------------------
 
