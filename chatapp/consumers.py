@@ -90,6 +90,7 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
             if owner:
                 request = ws_protocol.snapshot_request(generation_pk, self.channel_name)
                 await self.channel_layer.send(owner, request)
+        await self.send(text_data=orjson.dumps(ws_protocol.watching(conversation_pk)).decode())
 
     async def _generation_request(
         self, kind: Literal["snapshot", "stop"], generation_pk: int

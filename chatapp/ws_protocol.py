@@ -13,6 +13,8 @@ message of type `chat.forward`, so a consumer forwards them without decoding or 
   up to and including delta `n`.
 - `{"t": "done", "g": id, "seq": n, "status"}`: terminal; the browser fetches the final render.
 - `{"t": "updated", "g": id}`: the record changed (cost reconciled); refetch the render.
+- `{"t": "watching", "c": id}`: the answer to a watch: the socket now gets the conversation's
+  messages, and snapshots of its running answers are on their way.
 - `{"t": "gone", "c": id}`: the conversation the page asked to watch is not there (or not the
   user's).
 
@@ -127,6 +129,12 @@ def snapshot(generation_pk: int, fields: dict[str, object]) -> dict[str, object]
 
 def done(generation_pk: int, seq: int, status: Generation.Status) -> dict[str, object]:
     return {"t": "done", "g": generation_pk, "seq": seq, "status": status}
+
+
+def watching(conversation_pk: int) -> dict[str, object]:
+    """The socket now receives the conversation's messages (and its running answers' snapshots
+    have been asked for)."""
+    return {"t": "watching", "c": conversation_pk}
 
 
 def not_found(conversation_pk: int) -> dict[str, object]:

@@ -111,6 +111,8 @@ class _Streams:
             self.handle(msg, time.time())
 
     def handle(self, msg: dict[str, Any], now: float) -> None:
+        if msg.get("t") in ("watching", "gone"):  # about the conversation, not an answer
+            return
         generation: int = msg.get("g", -1)
         st = self.streams.get(generation)
         if st is None:

@@ -236,6 +236,7 @@ function onDone(st) {
 }
 
 function handle(msg) {
+  if (msg.t === "watching" || msg.t === "gone") return; // about the conversation, not an answer
   const st = streams.get(msg.g);
   if (!st) {
     if (msg.t === "updated") {

@@ -43,11 +43,15 @@ async def socket(conversation_pk: int, user: Any | None) -> WebsocketCommunicato
     return ws
 
 
-async def connect(ws: WebsocketCommunicator) -> tuple[bool, int | None]:
-    """Connect, then watch the conversation, as the page does right after its socket opens."""
+async def connect(ws: WebsocketCommunicator, *, owned: bool = True) -> tuple[bool, int | None]:
+    """Connect, then watch the conversation, as the page does right after its socket opens; for
+    an `owned` conversation, until the server says the socket watches it."""
     connected, code = await ws.connect()
     if connected:
-        await ws.send_to(text_data=orjson.dumps({"t": "watch", "c": ws.watching}).decode())  # type: ignore[attr-defined]
+        conversation = ws.watching  # type: ignore[attr-defined]
+        await ws.send_to(text_data=orjson.dumps({"t": "watch", "c": conversation}).decode())
+        if owned:
+            assert await receive(ws) == {"t": "watching", "c": conversation}
     return connected, code
 
 
@@ -88,7 +92,7 @@ async def test_another_users_conversation_is_refused(alice: Any, bob: Any) -> No
     turn = await start_turn(alice, "hi", "emulator/long?tokens_per_second=200")
     task = worker.start(turn.job)
     ws = await socket(turn.conversation.pk, bob)
-    connected, _ = await connect(ws)
+    connected, _ = await connect(ws, owned=False)
     assert connected  # bob's own socket; watching alice's conversation is what is refused
     assert await receive(ws) == {"t": "gone", "c": turn.conversation.pk}
     assert await ws.receive_nothing(timeout=0.3)  # none of alice's deltas reach bob

@@ -86,6 +86,7 @@ def test_browser_bound_payloads() -> None:
     }
     assert ws_protocol.updated(5) == {"t": "updated", "g": 5}
     assert ws_protocol.not_found(8) == {"t": "gone", "c": 8}
+    assert ws_protocol.watching(8) == {"t": "watching", "c": 8}
 
 
 def test_worker_bound_messages_name_the_generation() -> None:

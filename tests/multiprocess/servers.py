@@ -188,6 +188,12 @@ class Socket:
         self.received.append((time.monotonic(), message))
         return message
 
+    async def watched(self, conversation_id: int, *, within: float) -> None:
+        """Until the server says this socket watches the conversation."""
+        async with asyncio.timeout(within):
+            while (await self.next(within)) != {"t": "watching", "c": conversation_id}:
+                pass
+
     async def follow(
         self,
         generation_pk: int,
@@ -268,6 +274,7 @@ class User:
         ) as connection:
             socket = Socket(connection)
             await socket.send({"t": "watch", "c": conversation_id})  # as the page does on open
+            await socket.watched(conversation_id, within=10)
             yield socket
 
     # --- The database, read directly -------------------------------------------------------------
