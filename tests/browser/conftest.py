@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -207,14 +207,3 @@ def wait_for_more_text(answer: Any, than: int, part: str = ".content") -> None:
             && el.querySelector(part).innerText.length > n""",
         arg=[answer.element_handle(), part, than],
     )
-
-
-def poll[T](condition: Callable[[], T | None], what: str, within: float = 15.0) -> T:
-    """Poll a condition outside the page (an emulator record) until it returns something truthy,
-    and return that; fail after `within` seconds."""
-    deadline = time.monotonic() + within
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {within} s waiting for {what}")
-        time.sleep(0.02)
-    return value

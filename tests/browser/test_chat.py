@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import content, poll, send, sign_in, wait_for_more_text, wait_for_text
+from tests.waiting import poll
+
+from .conftest import content, send, sign_in, wait_for_more_text, wait_for_text
 
 pytestmark = [pytest.mark.browser]
 
@@ -97,7 +99,7 @@ def test_stop_before_the_first_token(alice: Any, paced_emulator: Any) -> None:
     records = paced_emulator.app.records
     record = poll(
         lambda: records.latest(scenario="slow-start", finished_at=None),
-        "the emulator to take the request",
+        what="the emulator to take the request",
     )
     # The click's own moment, in the page (same wall clock as the emulator's record).
     alice.evaluate(
@@ -179,7 +181,9 @@ def test_closing_every_tab_does_not_stop_the_generation(
     alice.close()
     # With no tab open, the gateway keeps streaming to the server.
     delivered = record.tokens_completion
-    poll(lambda: record.tokens_completion > delivered + 10, "tokens delivered with no tab open")
+    poll(
+        lambda: record.tokens_completion > delivered + 10, what="tokens delivered with no tab open"
+    )
     again = sign_in(browser, server_url, "alice")
     again.goto(url)
     answer = again.locator("article.assistant").last

@@ -7,9 +7,7 @@ database thread, which cannot see a test transaction that is never committed.
 from __future__ import annotations
 
 import asyncio
-import inspect
-import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,6 +18,7 @@ from django.contrib.auth import get_user_model
 from chatapp import worker, ws_protocol
 from chatapp.turns import Turn, create_turn
 from gateway_client.emulator import EmulatorURL, GenerationRecord
+from tests.waiting import eventually
 
 
 @pytest.fixture(autouse=True)
@@ -60,23 +59,6 @@ def bob(django_user_model: Any, password: str) -> Any:
 async def start_turn(user: Any, text: str, model: str, conversation_id: int | None = None) -> Turn:
     owner = await worker.owner_channel()
     return await sync_to_async(create_turn)(user, conversation_id, text, model, owner)
-
-
-async def eventually[T](
-    condition: Callable[[], T | Awaitable[T | None] | None], *, what: str, within: float = 10.0
-) -> T:
-    """Poll `condition` (plain or async) until it returns something truthy, and return that;
-    fail after `within` seconds. The loop yields between polls, so the worker keeps running."""
-    deadline = time.monotonic() + within
-    while True:
-        value = condition()
-        if inspect.isawaitable(value):
-            value = await value
-        if value:
-            return value  # type: ignore[return-value]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {within} s waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 class UpstreamLog:

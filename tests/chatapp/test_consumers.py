@@ -16,8 +16,9 @@ from chatapp import worker, ws_protocol
 from chatapp.asgi import application
 from chatapp.consumers import CLOSE_UNAUTHENTICATED
 from chatapp.models import Generation, Message
+from tests.waiting import eventually
 
-from .conftest import eventually, start_turn
+from .conftest import start_turn
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

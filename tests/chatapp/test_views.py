@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import pytest
@@ -17,6 +16,7 @@ from chatapp.rendering import citation
 from gateway_client import GatewayClient
 from gateway_client.chunks import parse_annotation
 from gateway_client.emulator import EmulatorURL
+from tests.waiting import poll
 
 from .conftest import GroupListener, UpstreamLog, start_turn
 
@@ -469,10 +469,9 @@ async def test_a_new_chat_is_sent_upstream_before_its_rows_are_written(
     def failing_create_turn(*args: Any) -> Any:
         # On the records thread, so waiting here blocks no loop: the emulator has the request
         # before the turn is stored.
-        deadline = time.monotonic() + 5
-        while not upstream.new(scenario="long"):
-            assert time.monotonic() < deadline, "the request did not reach the gateway first"
-            time.sleep(0.005)
+        poll(
+            lambda: upstream.new(scenario="long"), what="the request to reach the gateway", within=5
+        )
         raise RuntimeError("the database is gone")
 
     monkeypatch.setattr("chatapp.views.create_turn", failing_create_turn)

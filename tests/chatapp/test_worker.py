@@ -15,8 +15,9 @@ from channels.layers import get_channel_layer
 from chatapp import worker, ws_protocol
 from chatapp.models import Generation, Message
 from gateway_client.emulator import GenerationRecord
+from tests.waiting import eventually
 
-from .conftest import GroupListener, UpstreamLog, eventually, start_turn
+from .conftest import GroupListener, UpstreamLog, start_turn
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

@@ -36,6 +36,7 @@ from tests.gateway_client.test_emulator import (
     iter_events,
     stream,
 )
+from tests.waiting import eventually
 
 
 async def drain(body: AsyncIterator[bytes]) -> None:
@@ -62,16 +63,6 @@ async def settled(url: str, key: str) -> GenerationRecord:
     return await asyncio.to_thread(registry(url).wait_settled, key)
 
 
-async def eventually[T](condition: Callable[[], T | None], what: str, within: float = 5.0) -> T:
-    """Poll `condition` until it returns something truthy; fail after `within` seconds."""
-    deadline = time.monotonic() + within
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {within} s waiting for {what}")
-        await asyncio.sleep(0.01)
-    return value
-
-
 async def new_record(url: str, before: set[str], **match: Any) -> GenerationRecord:
     """The first record not in `before` whose attributes equal `match`."""
 
@@ -86,7 +77,7 @@ async def new_record(url: str, before: set[str], **match: Any) -> GenerationReco
             None,
         )
 
-    return await eventually(find, f"the emulator to record the request ({match})")
+    return await eventually(find, what=f"the emulator to record the request ({match})")
 
 
 @contextlib.asynccontextmanager
@@ -154,7 +145,7 @@ async def test_disconnect_during_silence(emulator_url: str, dialect: str) -> Non
         record = registry(emulator_url).get(events[-1].json["id"])
         assert record is not None
         await eventually(
-            lambda: record.tokens_completion == STALL_TOKENS, "every token before the stall"
+            lambda: record.tokens_completion == STALL_TOKENS, what="every token before the stall"
         )
         assert record.settles_at is None, "still open, and silent"
 
