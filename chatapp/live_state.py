@@ -31,8 +31,8 @@ from gateway_client.events import (
 from .attachments import MediaKind, image_attachment
 from .rendering import citation
 
-# A delta goes out once it has this many bytes of text, or its oldest part is this old, or it is
-# the answer's first output, or it carries more than text (a tool call, a citation, media).
+# A delta goes out once it has this many characters of text, or its oldest part is this old (s), or
+# it is the answer's first output, or it carries more than text (a tool call, a citation, media).
 MIN_DELTA_TEXT = 16
 MAX_DELTA_DELAY = 0.075
 
@@ -50,10 +50,10 @@ class LiveState:
     def ready(self, now: float) -> bool:
         """Whether the pending part should go out at `now` (seconds, any monotonic clock).
 
-        Text is coalesced up to ~100 ms so that each message carries enough of it to outweigh its
-        envelope (at 50 tokens/s a 50 ms delta held ~10 bytes of text in ~15 of framing); the
-        first output and anything but text go at once. A late tick sends more text, never more
-        messages.
+        Text is coalesced for up to `MAX_DELTA_DELAY` so that each message carries enough of it to
+        outweigh its envelope (at 50 tokens/s a 50 ms delta held ~10 bytes of text in ~15 of
+        framing); the first output and anything but text go at once. A late tick sends more text,
+        never more messages.
         """
         if not self.pending:
             return False

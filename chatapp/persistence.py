@@ -1,4 +1,5 @@
-"""Database writes of a running generation: periodic partial flushes, the final state, the cost.
+"""A generation's records: its final state, its reconciled cost, its interruption, all written on
+one records thread (`on_record_thread`, which new turns use too).
 
 Partial answers are the writer's (`writer.py`: every running generation in one batch). The final
 state (message and generation together) is one transaction: the text sent, and everything else

@@ -19,7 +19,6 @@ import contextvars
 import logging
 from typing import TYPE_CHECKING, Any
 
-from channels.layers import get_channel_layer
 from django.conf import settings
 
 from . import writer, ws_protocol
@@ -33,7 +32,7 @@ _tickers: dict[asyncio.AbstractEventLoop, Ticker] = {}
 
 
 class Ticker:
-    def __init__(self, channel: str, layer: Any) -> None:
+    def __init__(self, channel: str, layer: ws_protocol.ChannelLayer) -> None:
         self.channel = channel
         self.layer = layer
         self.workers: dict[int, GenerationWorker] = {}
@@ -125,7 +124,7 @@ async def ticker() -> Ticker:
     if found is None:
         for old in [old for old in _tickers if old.is_closed()]:
             del _tickers[old]
-        layer = get_channel_layer()
+        layer = ws_protocol.channel_layer()
         # Named like the consumers' channels on purpose: channels_redis reads all of a process's
         # channels that share a prefix through one Redis list, one reader at a time, so a second
         # prefix would let the control listener and the consumers starve each other.
