@@ -103,7 +103,7 @@ class Generation(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
 
-    # The worker's own channel: cancel and snapshot requests go there, from any process.
+    # The channel of the process running it (its ticker's): Stop and snapshot requests go there.
     owner_channel = models.CharField(max_length=200, blank=True)
     last_seq = models.PositiveIntegerField(default=0)
 
