@@ -28,6 +28,7 @@ from .events import Cost
 from .protocol import parse_retry_after, status_error
 from .speech import SpeechStream
 from .stream import EventStream
+from .transport import GatewayTransport
 
 __all__ = ["GatewayClient", "GenerationRecord", "ModelInfo"]
 
@@ -80,7 +81,7 @@ class GatewayClient:
         self.limits = limits or Limits()
         self.max_retry_wait = max_retry_wait
         self._http = httpx.AsyncClient(
-            transport=transport,
+            transport=transport or GatewayTransport(),
             headers={
                 "Authorization": f"Bearer {api_key}",
                 "User-Agent": _USER_AGENT,
@@ -88,10 +89,7 @@ class GatewayClient:
             },
             # Read deadlines are ours (first token, idle, total); httpx only bounds the connect.
             timeout=httpx.Timeout(None, connect=self.timeouts.connect),
-            # One client serves a whole server process: a stream holds its connection for minutes,
-            # so the pool must not cap concurrent streams (httpx's default is 100, and a request
-            # past it would wait, unbounded, for a free connection).
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+            # The pool (uncapped: one client serves a whole server process) is the transport's.
             follow_redirects=False,
         )
 
