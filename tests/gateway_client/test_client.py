@@ -228,6 +228,17 @@ async def test_connection_refused_is_a_connect_error() -> None:
             await collect(client)
 
 
+async def test_a_gateway_hanging_up_before_answering_is_a_connect_error_not_a_timeout() -> None:
+    async def hang_up(peer: Peer) -> None:
+        peer.writer.close()
+
+    async with raw_server(hang_up) as (url, _), GatewayClient(url, "k", timeouts=FAST) as client:
+        with pytest.raises(ConnectError) as caught:
+            await collect(client)
+    assert not isinstance(caught.value, GatewayTimeout)
+    assert "within" not in str(caught.value)
+
+
 async def test_no_response_hits_the_first_token_deadline() -> None:
     async def silent(peer: Peer) -> None:
         await peer.wait_closed_by_client()
