@@ -232,11 +232,32 @@ async def test_a_gateway_hanging_up_before_answering_is_a_connect_error_not_a_ti
     async def hang_up(peer: Peer) -> None:
         peer.writer.close()
 
-    async with raw_server(hang_up) as (url, _), GatewayClient(url, "k", timeouts=FAST) as client:
+    async with (
+        raw_server(hang_up) as (url, peers),
+        GatewayClient(url, "k", timeouts=FAST) as client,
+    ):
         with pytest.raises(ConnectError) as caught:
             await collect(client)
     assert not isinstance(caught.value, GatewayTimeout)
     assert "within" not in str(caught.value)
+    assert len(peers) == 2, "sent once more on a new connection, then given up"
+
+
+async def test_a_kept_alive_connection_closed_by_the_server_is_not_a_failure() -> None:
+    async def answer_then_close_on_the_next(peer: Peer) -> None:
+        await peer.head()
+        await peer.chunk(sse(text("one"), "[DONE]"))
+        await peer.end()
+        # The next request comes on this kept-alive connection just as the server's keep-alive
+        # timeout closes it: no byte of a response.
+        await peer.reader.readuntil(b"\r\n\r\n")
+        peer.writer.close()
+
+    server = raw_server(answer_then_close_on_the_next)
+    async with server as (url, peers), GatewayClient(url, "k", timeouts=FAST) as client:
+        assert TextDelta("one") in await collect(client)
+        assert TextDelta("one") in await collect(client), "sent again on a new connection"
+    assert len(peers) == 2
 
 
 async def test_no_response_hits_the_first_token_deadline() -> None:
