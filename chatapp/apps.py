@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.db.models.signals import post_delete, post_save
 
 
 class ChatappConfig(AppConfig):
     name = "chatapp"
     verbose_name = "Chat"
+
+    def ready(self) -> None:
+        from .gateway import forget_configs
+        from .models import Gateway
+
+        # An admin's change to a gateway takes effect at once in this process (others within
+        # `gateway.CONFIGS_TTL`).
+        post_save.connect(forget_configs, sender=Gateway, dispatch_uid="chatapp.gateway.saved")
+        post_delete.connect(forget_configs, sender=Gateway, dispatch_uid="chatapp.gateway.gone")

@@ -1,7 +1,9 @@
-"""Where the gateway is, the process's client for it, and the calls the views make to it.
+"""The configured gateways, the process's client for each, and the calls the views make to them.
 
-With no `LLM_BASE_URL` the built-in emulator is started in this process on first use, on its own
-thread and loopback port, so `make run` needs no other process. Streams go over real loopback
+Gateways are `Gateway` rows (managed in the admin). `LLM_BASE_URL` / `LLM_API_KEY` create and
+keep in step the "Default gateway" row; with no `LLM_BASE_URL` the default is the built-in
+emulator, started in this process on first use, on its own thread and loopback port, so
+`make run` needs no other process. Streams go over real loopback
 HTTP: an in-process ASGI transport would buffer whole bodies and defeat streaming.
 
 One long-lived `GatewayClient` per gateway per event loop is borrowed by every generation. A
@@ -21,34 +23,68 @@ import logging
 import threading
 import time
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from gateway_client import GatewayClient, Timeouts
+from gateway_client import GatewayClient, ModelInfo, Timeouts
 from gateway_client.dialects import default_timeouts, guess_dialect
 from gateway_client.errors import GatewayError
+
+from . import key_vault, pricing
+from .errors import ChatAppError
+from .models import Gateway
+from .units import default_unit
 
 logger = logging.getLogger(__name__)
 
 EMULATOR_API_KEY = "emulator-key"
 MODELS_TTL = 60.0
+CONFIGS_TTL = 10.0
+DEFAULT_NAME = "Default gateway"  # the row LLM_BASE_URL / LLM_API_KEY create and keep in step
+EMULATOR_NAME = "Emulator"  # the row standing for the built-in emulator when nothing is set
 
 _emulator_lock = threading.Lock()
 _emulator: tuple[AbstractContextManager[str], str] | None = None
-_models_cache: dict[str, tuple[float, list[str]]] = {}
+_models_cache: dict[GatewayConfig, tuple[float, list[ModelInfo]]] = {}
 _clients: dict[tuple[asyncio.AbstractEventLoop, GatewayConfig], GatewayClient] = {}
+_configs: tuple[float, tuple[object, ...], dict[int, GatewayConfig], int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class GatewayConfig:
+    """What the worker needs of a `Gateway` row, resolved: its URL (the emulator's included) and
+    its key, kept out of `repr` so that no log line can carry it."""
+
+    pk: int
+    name: str
     base_url: str
-    api_key: str
+    api_key: str = field(repr=False)
+    dialect: str | None
+    cost_unit: str
     emulated: bool
 
 
-def emulator_base_url() -> str:
-    """Start the emulator once per process (thread-safe) and return its Numes base URL."""
+@dataclass(frozen=True, slots=True)
+class ModelChoice:
+    value: str  # what the picker posts: `choice_value(gateway, model)`
+    model: str
+    label: str
+    hint: str
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayModels:
+    """One group of the model picker: a gateway's models, or why there are none."""
+
+    config: GatewayConfig
+    choices: list[ModelChoice]
+    error: str | None
+
+
+def emulator_root() -> str:
+    """Start the emulator once per process (thread-safe) and return its root URL."""
     global _emulator
     with _emulator_lock:
         if _emulator is None:
@@ -59,21 +95,196 @@ def emulator_base_url() -> str:
             url = manager.__enter__()
             _emulator = (manager, url)
             logger.info("Started the built-in gateway emulator at %s", url)
-        return f"{_emulator[1]}/numes/api/v1"
+        return _emulator[1]
 
 
-def gateway_config() -> GatewayConfig:
+def emulator_base_url() -> str:
+    return f"{emulator_root()}/numes/api/v1"
+
+
+def choice_value(gateway_pk: int, model: str) -> str:
+    return f"g{gateway_pk}:{model}"
+
+
+def parse_choice(value: str) -> tuple[int | None, str]:
+    """A picker value → (gateway pk, model); a bare model ID means the default gateway."""
+    if value.startswith("g"):
+        head, sep, model = value[1:].partition(":")
+        if sep and head.isdigit():
+            return int(head), model
+    return None, value
+
+
+def _settings_key() -> tuple[object, ...]:
+    return (
+        settings.LLM_BASE_URL,
+        settings.LLM_API_KEY,
+        settings.LLM_DIALECT,
+        settings.LLM_COST_UNIT,
+    )
+
+
+def _ensure_default() -> Gateway:
+    """The gateway the environment configures (`LLM_*`), or the emulator when it configures none:
+    created, or brought in step with the environment."""
     if settings.LLM_BASE_URL:
-        return GatewayConfig(settings.LLM_BASE_URL, settings.LLM_API_KEY or "", emulated=False)
-    return GatewayConfig(emulator_base_url(), EMULATOR_API_KEY, emulated=True)
+        dialect = settings.LLM_DIALECT or guess_dialect(settings.LLM_BASE_URL) or ""
+        wanted = {
+            "base_url": settings.LLM_BASE_URL,
+            "dialect": dialect,
+            "cost_unit": settings.LLM_COST_UNIT or default_unit(dialect),
+            "emulated": False,
+            "api_key_env": "",
+        }
+        name = DEFAULT_NAME
+    else:
+        wanted = {
+            "base_url": "/numes/api/v1",
+            "dialect": "numes",
+            "cost_unit": default_unit("numes"),
+            "emulated": True,
+            "api_key_env": "",
+        }
+        name = EMULATOR_NAME
+    gateway, created = Gateway.objects.get_or_create(name=name, defaults=wanted)
+    changed = [key for key, value in wanted.items() if getattr(gateway, key) != value]
+    key = settings.LLM_API_KEY if settings.LLM_BASE_URL else ""
+    if key and (not gateway.api_key_encrypted or _stored_key(gateway) != key):
+        gateway.api_key_encrypted = key_vault.encrypt(key)
+        changed.append("api_key_encrypted")
+    if changed and not created:
+        for field_name in changed:
+            if field_name in wanted:
+                setattr(gateway, field_name, wanted[field_name])
+        gateway.save(update_fields=changed)
+    elif created and "api_key_encrypted" in changed:
+        gateway.save(update_fields=["api_key_encrypted"])
+    return gateway
 
 
-def timeouts(base_url: str) -> Timeouts | None:
+def _stored_key(gateway: Gateway) -> str | None:
+    try:
+        return key_vault.decrypt(gateway.api_key_encrypted)
+    except key_vault.KeyUnavailable:
+        return None
+
+
+def resolve(gateway: Gateway) -> GatewayConfig:
+    """A row → its config; `KeyUnavailable` when its key cannot be read."""
+    if gateway.emulated:
+        base_url = emulator_root() + gateway.base_url
+        api_key = EMULATOR_API_KEY
+    else:
+        base_url = gateway.base_url.rstrip("/")
+        api_key = key_vault.resolve(gateway.api_key_encrypted, gateway.api_key_env)
+    return GatewayConfig(
+        gateway.pk,
+        gateway.name,
+        base_url,
+        api_key,
+        gateway.dialect or None,
+        gateway.cost_unit,
+        gateway.emulated,
+    )
+
+
+def _load() -> tuple[dict[int, GatewayConfig], int]:
+    default = _ensure_default()
+    configs: dict[int, GatewayConfig] = {}
+    for gateway in Gateway.objects.filter(enabled=True):
+        try:
+            configs[gateway.pk] = resolve(gateway)
+        except key_vault.KeyUnavailable as exc:
+            logger.warning("Gateway %r is unusable: %s", gateway.name, exc)
+    return configs, default.pk
+
+
+def configs() -> tuple[dict[int, GatewayConfig], int]:
+    """Every usable enabled gateway by pk, and the default's pk (cached for `CONFIGS_TTL`, and
+    dropped when a gateway is saved in this process). Database work: call off the event loop."""
+    global _configs
+    now = time.monotonic()
+    key = _settings_key()
+    if _configs is None or now - _configs[0] > CONFIGS_TTL or _configs[1] != key:
+        found, default_pk = _load()
+        _configs = (now, key, found, default_pk)
+    return _configs[2], _configs[3]
+
+
+def forget_configs(**_: object) -> None:
+    """Drop the cached configs (a gateway was saved or deleted; tests between databases)."""
+    global _configs
+    _configs = None
+
+
+def config_for(gateway_pk: int | None) -> GatewayConfig:
+    """The config of gateway `gateway_pk` (None: the default). Raises `GatewayUnavailable`."""
+    found, default_pk = configs()
+    config = found.get(default_pk if gateway_pk is None else gateway_pk)
+    if config is None:
+        raise GatewayUnavailable("That gateway is not available; choose another model.")
+    return config
+
+
+async def aconfig_for(gateway_pk: int | None) -> GatewayConfig:
+    """`config_for` from the event loop: no thread hop while the cache is fresh (a new chat's
+    upstream request is sent before anything else is done)."""
+    cached = _configs
+    fresh = cached is not None and time.monotonic() - cached[0] <= CONFIGS_TTL
+    if cached is not None and fresh and cached[1] == _settings_key():
+        config = cached[2].get(cached[3] if gateway_pk is None else gateway_pk)
+        if config is not None:
+            return config
+    return await sync_to_async(config_for)(gateway_pk)
+
+
+def default_config() -> GatewayConfig:
+    return config_for(None)
+
+
+# The emulator's four dialects, as `add_emulator_gateways` adds them (path under its root).
+EMULATED = (
+    ("numes", "Numes", "/numes/api/v1"),
+    ("osmexo", "Osmexo", "/osmexo/v1"),
+    ("tiny", "tiny-3b", "/tiny/v1"),
+    ("nodul", "Nodul", "/nodul/api/v1"),
+)
+
+
+def add_emulator_gateways() -> list[Gateway]:
+    """The emulator's four dialects as four gateways (idempotent), so that all four can be tried
+    side by side offline. Numes is the default "Emulator" row when nothing else is configured."""
+    default = _ensure_default()
+    rows = []
+    for dialect, title, path in EMULATED:
+        if default.emulated and default.base_url == path:
+            rows.append(default)
+            continue
+        row, _ = Gateway.objects.update_or_create(
+            name=f"Emulator ({title})",
+            defaults={
+                "base_url": path,
+                "dialect": dialect,
+                "cost_unit": default_unit(dialect),
+                "emulated": True,
+                "enabled": True,
+            },
+        )
+        rows.append(row)
+    forget_configs()
+    return rows
+
+
+class GatewayUnavailable(ChatAppError):
+    """The gateway asked for is disabled, unknown or has no readable key."""
+
+
+def timeouts(config: GatewayConfig) -> Timeouts | None:
     """The deadlines set in the environment over the dialect's defaults; None when none is set,
     so the client keeps refining its defaults from what the gateway's headers reveal."""
     if not settings.LLM_TIMEOUTS:
         return None
-    dialect = settings.LLM_DIALECT or guess_dialect(base_url)
+    dialect = config.dialect or guess_dialect(config.base_url)
     return default_timeouts(dialect).with_(**settings.LLM_TIMEOUTS)
 
 
@@ -81,30 +292,51 @@ def make_client(config: GatewayConfig) -> GatewayClient:
     return GatewayClient(
         config.base_url,
         config.api_key,
-        dialect=settings.LLM_DIALECT,
-        timeouts=timeouts(config.base_url),
+        dialect=config.dialect,
+        timeouts=timeouts(config),
     )
 
 
-async def list_models() -> tuple[list[str], str | None]:
-    """The gateway's model IDs (cached briefly) and an error message when it could not say."""
-    config = gateway_config()
-    cached = _models_cache.get(config.base_url)
+async def list_models(config: GatewayConfig) -> tuple[list[ModelInfo], str | None]:
+    """The gateway's models (cached briefly) and an error message when it could not say."""
+    cached = _models_cache.get(config)
     if cached and time.monotonic() - cached[0] < MODELS_TTL:
         return cached[1], None
     try:
-        models = sorted(m.id for m in await shared_client(config).list_models())
+        models = sorted(await shared_client(config).list_models(), key=lambda m: m.id)
     except GatewayError as exc:
-        logger.warning("Could not list models from %s: %s", config.base_url, exc)
+        logger.warning("Could not list models from %s: %s", config.name, exc)
         return (cached[1] if cached else []), f"Could not load the model list: {exc}"
-    _models_cache[config.base_url] = (time.monotonic(), models)
+    _models_cache[config] = (time.monotonic(), models)
+    await pricing.remember_listed(config, models)
     return models, None
 
 
-def shared_client(config: GatewayConfig | None = None) -> GatewayClient:
-    """The client for `config` (the configured gateway by default) on the running loop."""
+async def catalog() -> list[GatewayModels]:
+    """The model picker: every usable enabled gateway's models, the default gateway first; a
+    gateway that is down is a group with its reason, and the others still work."""
+    found, default_pk = await sync_to_async(configs)()
+    ordered = sorted(found.values(), key=lambda c: (c.pk != default_pk, c.name.lower()))
+    listed = await asyncio.gather(*(list_models(config) for config in ordered))
+    groups = []
+    for config, (models, error) in zip(ordered, listed, strict=True):
+        choices = [
+            ModelChoice(
+                choice_value(config.pk, info.id),
+                info.id,
+                info.name or info.id,
+                info.description or "",
+            )
+            for info in models
+        ]
+        groups.append(GatewayModels(config, choices, error))
+    return groups
+
+
+def shared_client(config: GatewayConfig) -> GatewayClient:
+    """The client for `config` on the running loop."""
     loop = asyncio.get_running_loop()
-    key = (loop, config or gateway_config())
+    key = (loop, config)
     gw = _clients.get(key)
     if gw is None:
         for stale in [stale for stale in _clients if stale[0].is_closed()]:

@@ -12,6 +12,7 @@ from typing import Any
 from gateway_client.accumulator import Completion
 from gateway_client.errors import ErrorInfo
 
+from .gateway import GatewayConfig
 from .models import Generation
 
 Status = Generation.Status
@@ -25,6 +26,7 @@ class Job:
     generation_pk: int
     message_pk: int
     conversation_pk: int
+    gateway: GatewayConfig
     model: str
     messages: list[dict[str, Any]]
     owner_channel: str

@@ -11,12 +11,85 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from .units import CostUnit
+
+
+class Gateway(models.Model):
+    """One OpenAI-compatible gateway a user can chat through.
+
+    The API key is stored encrypted (`key_vault`), or named as an environment variable; it is
+    never rendered back in a form, sent to a browser or logged. `emulated` is the built-in
+    emulator, whose URL is only known once it runs: its `base_url` is a path under it.
+    """
+
+    class Dialect(models.TextChoices):
+        AUTO = "", "auto-detect"
+        NUMES = "numes", "Numes"
+        OSMEXO = "osmexo", "Osmexo"
+        TINY = "tiny", "tiny-3b"
+        NODUL = "nodul", "Nodul"
+
+    name = models.CharField(max_length=100, unique=True)
+    base_url = models.CharField(
+        "base URL", max_length=500, help_text="e.g. https://api.numes.ai/api/v1"
+    )
+    dialect = models.CharField(max_length=16, choices=Dialect.choices, blank=True)
+    cost_unit = models.CharField(
+        max_length=16,
+        choices=CostUnit.choices,
+        help_text="What the gateway's usage.cost counts in for this key (Numes: USD credits, "
+        "or satoshis for a BTC key). Osmexo's x_llm_cost_micro is always micro-USD.",
+    )
+    enabled = models.BooleanField(default=True)
+    emulated = models.BooleanField(default=False, editable=False)
+    api_key_encrypted = models.TextField(blank=True, editable=False)
+    api_key_env = models.CharField(
+        "API key environment variable",
+        max_length=100,
+        blank=True,
+        help_text="Read the key from this environment variable instead of storing it.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ModelPrice(models.Model):
+    """A model's price per token, in its gateway's cost unit: what estimates multiply by."""
+
+    class Source(models.TextChoices):
+        ADMIN = "admin", "set by an admin"
+        GATEWAY = "gateway", "the gateway's /models"
+
+    gateway = models.ForeignKey(Gateway, on_delete=models.CASCADE, related_name="prices")
+    model = models.CharField(max_length=200)
+    prompt = models.DecimalField("per prompt token", max_digits=24, decimal_places=15)
+    completion = models.DecimalField("per completion token", max_digits=24, decimal_places=15)
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.ADMIN)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["gateway", "model"]
+        constraints = [
+            models.UniqueConstraint(fields=["gateway", "model"], name="one_price_per_model")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model} @ {self.gateway}"
+
 
 class Conversation(models.Model):
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations"
     )
     title = models.CharField(max_length=200, blank=True)
+    gateway = models.ForeignKey(
+        Gateway, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
     model = models.CharField(max_length=200, blank=True, help_text="Last model used.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -69,13 +142,21 @@ class Generation(models.Model):
         RECORD = "record", "generation record"
         ESTIMATE = "estimate", "estimate"
         PENDING = "pending", "pending"
-        NONE = "none", "not reported"
+        UNAVAILABLE = "unavailable", "unavailable"
+        NOT_BILLED = "not_billed", "not billed"
 
     message = models.OneToOneField(Message, on_delete=models.CASCADE, related_name="generation")
     conversation = models.ForeignKey(
         Conversation, on_delete=models.CASCADE, related_name="generations"
     )
+    # PROTECT: a gateway with history is disabled, not deleted, so its totals stay whole.
+    gateway = models.ForeignKey(
+        Gateway, on_delete=models.PROTECT, null=True, blank=True, related_name="generations"
+    )
     model = models.CharField(max_length=200)
+    # The dialect that served it (the gateway's, or detected from the stream): it decides whether
+    # a generation record can be asked for, and how a missing cost is explained.
+    dialect = models.CharField(max_length=16, blank=True)
     status = models.CharField(
         max_length=16, choices=Status.choices, default=Status.STREAMING, db_index=True
     )
@@ -90,11 +171,14 @@ class Generation(models.Model):
     cached_tokens = models.PositiveIntegerField(null=True, blank=True)
     usage = models.JSONField(null=True, blank=True)
 
-    cost = models.DecimalField(max_digits=24, decimal_places=12, null=True, blank=True)
-    cost_unit = models.CharField(max_length=32, blank=True)
+    cost = models.DecimalField(max_digits=30, decimal_places=15, null=True, blank=True)
+    cost_unit = models.CharField(max_length=16, choices=CostUnit.choices, blank=True)
     cost_source = models.CharField(
-        max_length=16, choices=CostSource.choices, default=CostSource.PENDING
+        max_length=16, choices=CostSource.choices, default=CostSource.PENDING, db_index=True
     )
+    # Why the cost is what it is when the gateway did not report it: the basis of an estimate,
+    # or the reason none could be made ("tiny-3b streams report no usage and no price is ...").
+    cost_note = models.CharField(max_length=300, blank=True)
     reconcile_attempts = models.PositiveSmallIntegerField(default=0)
 
     started_at = models.DateTimeField(auto_now_add=True)
@@ -117,7 +201,10 @@ class Generation(models.Model):
 
     class Meta:
         ordering = ["-started_at", "-id"]
-        indexes = [models.Index(fields=["status", "heartbeat_at"])]
+        indexes = [
+            models.Index(fields=["status", "heartbeat_at"]),
+            models.Index(fields=["started_at", "cost_unit"]),
+        ]
 
     def __str__(self) -> str:
         return f"{self.model} ({self.status})"

@@ -1,4 +1,4 @@
-"""A generation's records: its final state, its reconciled cost, its interruption, all written on
+"""A generation's records: its final state, its settled cost, its interruption, all written on
 one records thread (`on_record_thread`, which new turns use too).
 
 Partial answers are the writer's (`writer.py`: every running generation in one batch). The final
@@ -16,19 +16,19 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
-from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from . import attachments
+from .costing import not_billed_reason, record_expected, settle_cost_now
 from .models import Conversation, Generation
 from .rendering import citation
+from .units import exact, stream_unit
 
 if TYPE_CHECKING:
     from gateway_client.accumulator import Completion
-    from gateway_client.client import GenerationRecord
     from gateway_client.errors import ErrorInfo
 
     from .jobs import Outcome
@@ -83,33 +83,33 @@ def _on_final_thread[**P, R](function: Callable[P, R]) -> Callable[P, Awaitable[
 
 @dataclass(frozen=True, slots=True)
 class FinalState:
-    """What reconciliation needs to know once the final state is written."""
+    """What reconciliation needs to know once the final state is written: whether the cost is
+    still `pending`, and whether the gateway keeps a record to ask (`costing.record_expected`)."""
 
     upstream_id: str
     cost_pending: bool
-
-
-def _decimal(amount: float | int | None) -> Decimal | None:
-    return None if amount is None else Decimal(str(amount))
+    record_expected: bool = False
 
 
 _COUNTS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens")
 
 
-def _apply_counts_and_cost(
-    generation: Generation, report: Completion | GenerationRecord, source: Generation.CostSource
-) -> None:
-    """Copy the token counts and cost a `Completion` or a generation record reported; `source`
-    names where a cost that is not an estimate came from."""
+def _apply_stream_counts_and_cost(generation: Generation, completion: Completion) -> None:
+    """Copy the token counts and cost the stream's usage chunk reported."""
     for name in _COUNTS:
-        value = getattr(report, name, None)
+        value = getattr(completion, name, None)
         if value is not None:
             setattr(generation, name, value)
-    cost = report.cost
+    cost = completion.cost
     if cost is not None:
-        generation.cost = _decimal(cost.amount)
-        generation.cost_unit = cost.unit
-        generation.cost_source = Generation.CostSource.ESTIMATE if cost.estimated else source
+        gateway_unit = generation.gateway.cost_unit if generation.gateway else ""
+        generation.cost = exact(cost.amount)
+        generation.cost_unit = stream_unit(cost.unit, gateway_unit)
+        if cost.estimated:
+            generation.cost_source = Generation.CostSource.ESTIMATE
+            generation.cost_note = "estimated by the gateway (the provider reported no usage)"
+        else:
+            generation.cost_source = Generation.CostSource.STREAM
 
 
 @_on_final_thread
@@ -119,14 +119,16 @@ def save_final(
     outcome: Outcome,
     ttft_ms: int | None,
     request_id: str | None,
+    dialect: str | None = None,
 ) -> FinalState:
-    """Write the terminal state in one transaction; returns what reconciliation needs."""
+    """Write the terminal state in one transaction; returns what reconciliation needs.
+    `dialect`: the one the stream was read as (else the gateway's)."""
     completion = outcome.completion
     now = timezone.now()
     with transaction.atomic():
         generation = (
-            Generation.objects.select_for_update()
-            .select_related("message")
+            Generation.objects.select_for_update(of=("self",))  # the gateway join is an outer one
+            .select_related("message", "gateway")
             .filter(pk=generation_pk)
             .first()
         )
@@ -161,18 +163,25 @@ def save_final(
             generation.finish_reason = (completion.finish_reason or "")[:64]
             generation.warnings = list(completion.warnings)
             _apply_usage(generation, completion)
-        if generation.cost is None:
-            generation.cost_source = (
-                Generation.CostSource.PENDING if upstream_id else Generation.CostSource.NONE
-            )
+        generation.dialect = (
+            dialect or (generation.gateway.dialect if generation.gateway else "") or ""
+        )
         if outcome.error is not None:
             _apply_error(generation, outcome.error)
             generation.retry_after = outcome.retry_after
+        if generation.cost is None:
+            free = not_billed_reason(generation, bool(sent.content or sent.reasoning))
+            if free is not None:
+                generation.cost_source = Generation.CostSource.NOT_BILLED
+                generation.cost_note = free
+            else:
+                generation.cost_source = Generation.CostSource.PENDING
         generation.save()
         Conversation.objects.filter(pk=generation.conversation_id).update(updated_at=now)
     return FinalState(
         upstream_id=generation.upstream_id,
         cost_pending=generation.cost_source == Generation.CostSource.PENDING,
+        record_expected=record_expected(generation),
     )
 
 
@@ -186,23 +195,11 @@ def _apply_error(generation: Generation, error: ErrorInfo) -> None:
 def _apply_usage(generation: Generation, completion: Completion) -> None:
     if completion.usage is not None:
         generation.usage = completion.usage
-    _apply_counts_and_cost(generation, completion, Generation.CostSource.STREAM)
+    _apply_stream_counts_and_cost(generation, completion)
 
 
-@_on_final_thread
-def save_reconciled(generation_pk: int, record: GenerationRecord | None) -> bool:
-    """Fill cost and counts from the gateway's generation record, or give up (`none`)."""
-    with transaction.atomic():
-        generation = Generation.objects.select_for_update().filter(pk=generation_pk).first()
-        if generation is None or generation.cost_source != Generation.CostSource.PENDING:
-            return False  # idempotent: someone reconciled it already
-        generation.reconcile_attempts += 1
-        if record is not None:
-            _apply_counts_and_cost(generation, record, Generation.CostSource.RECORD)
-        if generation.cost_source == Generation.CostSource.PENDING:
-            generation.cost_source = Generation.CostSource.NONE
-        generation.save()
-    return True
+# One reconciliation round on the records thread (see `costing.settle_cost_now`).
+settle_cost = _on_final_thread(settle_cost_now)
 
 
 @_on_final_thread
@@ -220,12 +217,8 @@ def mark_interrupted(generation_pks: list[int]) -> list[tuple[int, int, int]]:
             generation.error_message = (
                 "The server stopped while this answer was being written; the text so far is kept."
             )
-            if generation.cost is None:
-                generation.cost_source = (
-                    Generation.CostSource.PENDING
-                    if generation.upstream_id
-                    else Generation.CostSource.NONE
-                )
+            if generation.cost is None:  # settled by the sweep: a record, an estimate or a reason
+                generation.cost_source = Generation.CostSource.PENDING
             generation.save()
             done.append((generation.pk, generation.conversation_id, generation.last_seq))
     return done

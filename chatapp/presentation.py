@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
-
 from .models import Generation
+from .units import CostUnit, Money
 
 Status = Generation.Status
 CostSource = Generation.CostSource
@@ -58,23 +57,29 @@ def warning_texts(generation: Generation) -> list[str]:
     ]
 
 
-def format_cost(generation: Generation) -> str:
+def money(generation: Generation) -> Money | None:
     if generation.cost is None:
-        refused = (generation.error_status or 0) >= 400 and not generation.upstream_id
-        if refused and generation.cost_source == CostSource.NONE:
-            return "not billed (refused before the answer began)"
-        match generation.cost_source:
-            case CostSource.PENDING:
-                return "cost pending"
-            case CostSource.NONE:
-                return "cost not reported"
-            case _:
-                return "cost unknown"
-    amount = generation.cost.normalize() if generation.cost != 0 else Decimal(0)
-    text = f"{amount:f} {generation.cost_unit}".strip()
-    if generation.cost_source == CostSource.ESTIMATE:
-        text = f"≈{text} (estimate)"
-    return text
+        return None
+    unit = generation.cost_unit if generation.cost_unit in CostUnit.values else CostUnit.CREDITS
+    return Money(generation.cost, CostUnit(unit))
+
+
+def format_cost(generation: Generation) -> str:
+    """The cost as a user reads it: the amount in its unit, or what stands for it and why."""
+    amount = money(generation)
+    if amount is not None:
+        if generation.cost_source == CostSource.ESTIMATE:
+            return f"≈{amount} (estimate)"
+        return str(amount)
+    note = generation.cost_note
+    match generation.cost_source:
+        case CostSource.PENDING:
+            return "cost pending"
+        case CostSource.NOT_BILLED:
+            return f"not billed ({note})" if note else "not billed"
+        case CostSource.UNAVAILABLE:
+            return f"cost unavailable: {note}" if note else "cost unavailable"
+    return "cost unknown"
 
 
 def meta_items(generation: Generation) -> list[str]:

@@ -212,6 +212,8 @@ LLM_API_KEY = os.environ.get("LLM_API_KEY", "")
 LLM_DEFAULT_MODEL = os.environ.get("LLM_DEFAULT_MODEL", "")
 # numes | osmexo | tiny | nodul; unset: guessed from the URL, then from the response headers.
 LLM_DIALECT = os.environ.get("LLM_DIALECT") or None
+# What the default gateway's usage.cost counts in (usd, sat, pnp, credits); unset: the dialect's.
+LLM_COST_UNIT = os.environ.get("LLM_COST_UNIT", "")
 # Seconds; each unset one keeps the dialect's default (gateway_client.dialects).
 LLM_TIMEOUTS = {
     phase: float(os.environ[f"LLM_{phase.upper()}_TIMEOUT"])
@@ -237,3 +239,12 @@ LOGGING = {
         "chatapp": {"handlers": ["console"], "level": os.environ.get("CHAT_LOG_LEVEL", "INFO")},
     },
 }
+
+# Cost ledger (issue 9). US dollars per unit for converted totals, e.g. "sat=0.00095,pnp=1.2"
+# (micro-USD converts exactly without it); a Fernet key for gateway API keys at rest (default:
+# derived from SECRET_KEY, see chatapp/key_vault.py).
+CHAT_COST_RATES = os.environ.get("CHAT_COST_RATES", "")
+# The first wait before asking a generation record again (it doubles, six asks in all): Numes
+# writes the record shortly after the stream ends, and may say `in_progress` briefly.
+CHAT_RECORD_FIRST_WAIT = 0.25
+CHAT_KEY_ENCRYPTION_KEY = os.environ.get("CHAT_KEY_ENCRYPTION_KEY", "")

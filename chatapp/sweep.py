@@ -13,19 +13,18 @@ import contextvars
 import logging
 from datetime import timedelta
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from gateway_client.errors import GatewayError
-
-from . import persistence, worker, ws_protocol
-from .gateway import shared_client
+from . import persistence, reconcile, worker, ws_protocol
+from .costing import record_expected
+from .gateway import GatewayUnavailable, config_for, shared_client
 from .models import Generation
 
 logger = logging.getLogger(__name__)
 
-RECONCILE_MAX_ATTEMPTS = 3
 
 _sweepers: dict[asyncio.AbstractEventLoop, asyncio.Task[None]] = {}
 
@@ -54,31 +53,32 @@ async def sweep_stale_generations(stale_after: float | None = None) -> int:
     return len(interrupted)
 
 
-async def reconcile_pending() -> int:
-    """Ask the gateway for costs still `pending` that no live worker is reconciling."""
+async def reconcile_pending(limit: int = 20) -> int:
+    """Settle costs still `pending` that no live worker is settling; how many changed."""
     cutoff = timezone.now() - timedelta(seconds=60)
     pending = [
         g
         async for g in Generation.objects.filter(
-            cost_source=Generation.CostSource.PENDING,
-            finished_at__lt=cutoff,
-            reconcile_attempts__lt=RECONCILE_MAX_ATTEMPTS,
-        ).exclude(upstream_id="")[:20]
+            cost_source=Generation.CostSource.PENDING, finished_at__lt=cutoff
+        ).order_by("finished_at")[:limit]
     ]
-    if not pending:
-        return 0
     done = 0
-    gw = shared_client()
     for generation in pending:
-        try:
-            async with asyncio.timeout(20):
-                record = await gw.get_generation(generation.upstream_id)
-        except (GatewayError, TimeoutError) as exc:
-            logger.info("No record for generation %s: %s", generation.upstream_id, exc)
-            record = None
-        if await persistence.save_reconciled(generation.pk, record):
+        if await settle_one(generation):
             done += 1
     return done
+
+
+async def settle_one(generation: Generation) -> bool:
+    """One reconciliation round for `generation`; True when its cost changed."""
+    try:
+        config = await sync_to_async(config_for)(generation.gateway_id)
+    except GatewayUnavailable:
+        return False  # disabled since: its cost stays pending until it is enabled again
+    lookup = await reconcile.look_up(
+        shared_client(config), generation.upstream_id, expected=record_expected(generation)
+    )
+    return (await persistence.settle_cost(generation.pk, lookup)).changed
 
 
 async def _sweep_forever() -> None:

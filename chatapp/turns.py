@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 from django.http import Http404
 
+from .errors import ChatAppError
+from .gateway import GatewayConfig, config_for
 from .jobs import Job
 from .models import Conversation, Generation, Message
 
@@ -24,7 +26,7 @@ TITLE_LENGTH = 60
 MAX_MESSAGE_CHARS = 100_000
 
 
-class TurnError(ValueError):
+class TurnError(ChatAppError, ValueError):
     """The user's input cannot start a turn; the message is for the user."""
 
 
@@ -71,20 +73,27 @@ def _owned_conversation(user: User, conversation_id: int) -> Conversation:
 
 def _start(
     conversation: Conversation,
+    gateway: GatewayConfig,
     model: str,
     owner_channel: str,
     user_message: Message | None = None,
 ) -> Turn:
     assistant = Message.objects.create(conversation=conversation, role=Message.Role.ASSISTANT)
     generation = Generation.objects.create(
-        message=assistant, conversation=conversation, model=model, owner_channel=owner_channel
+        message=assistant,
+        conversation=conversation,
+        gateway_id=gateway.pk,
+        model=model,
+        owner_channel=owner_channel,
     )
+    conversation.gateway_id = gateway.pk
     conversation.model = model
-    conversation.save(update_fields=["model", "updated_at"])
+    conversation.save(update_fields=["gateway", "model", "updated_at"])
     job = Job(
         generation_pk=generation.pk,
         message_pk=assistant.pk,
         conversation_pk=conversation.pk,
+        gateway=gateway,
         model=model,
         messages=context_for(conversation, assistant),
         owner_channel=owner_channel,
@@ -115,7 +124,9 @@ def create_turn(
     text: str,
     model: str,
     owner_channel: str,
+    gateway: GatewayConfig | None = None,
 ) -> Turn:
+    """The user's message and a generation answering it (`gateway` None: the default one)."""
     text = checked_message(text, model)
     with transaction.atomic():
         if conversation_id is None:
@@ -128,11 +139,18 @@ def create_turn(
         question = Message.objects.create(
             conversation=conversation, role=Message.Role.USER, content=text
         )
-        return _start(conversation, model, owner_channel, question)
+        return _start(conversation, gateway or config_for(None), model, owner_channel, question)
 
 
-def create_retry(user: User, message_id: int, model: str | None, owner_channel: str) -> Turn:
-    """A new generation for the turn that `message_id` (an assistant message) answered."""
+def create_retry(
+    user: User,
+    message_id: int,
+    choice: tuple[GatewayConfig, str] | str | None,
+    owner_channel: str,
+) -> Turn:
+    """A new generation for the turn that `message_id` (an assistant message) answered, with
+    the gateway and model chosen (a bare model: on the answer's gateway; None: the answer's model
+    too)."""
     with transaction.atomic():
         try:
             failed = Message.objects.select_related("conversation", "generation").get(
@@ -142,4 +160,6 @@ def create_retry(user: User, message_id: int, model: str | None, owner_channel: 
             raise Http404("No such message.") from None
         if failed.generation.is_running:
             raise TurnError("This answer is still being written.")
-        return _start(failed.conversation, model or failed.generation.model, owner_channel)
+        if not isinstance(choice, tuple):
+            choice = (config_for(failed.generation.gateway_id), choice or failed.generation.model)
+        return _start(failed.conversation, *choice, owner_channel)

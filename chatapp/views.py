@@ -21,8 +21,16 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect, push_url, reswap, retarget
 
 from . import attachments, persistence, sweep, worker, ws_protocol
-from .gateway import list_models
+from .gateway import (
+    GatewayConfig,
+    GatewayModels,
+    GatewayUnavailable,
+    aconfig_for,
+    catalog,
+    parse_choice,
+)
 from .models import Conversation, Generation, Message
+from .spend import conversation_spend, month_spend
 from .turns import TurnError, checked_message, create_retry, create_turn, first_context
 
 if TYPE_CHECKING:
@@ -50,22 +58,27 @@ def _messages(conversation: Conversation) -> list[Message]:
     return list(conversation.messages.select_related("generation"))
 
 
-def _default_model(models: list[str], conversation: Conversation | None) -> str:
-    for candidate in (
-        conversation.model if conversation else "",
-        settings.LLM_DEFAULT_MODEL,
-        PREFERRED_MODEL,
-    ):
-        if candidate and candidate in models:
-            return candidate
-    return models[0] if models else ""
+def _selected(groups: list[GatewayModels], conversation: Conversation | None) -> str:
+    """The picker value to preselect: the conversation's gateway and model, else the preferred
+    model on the default gateway (the first group), else the first model listed."""
+    wanted: list[tuple[int | None, str]] = []
+    if conversation and conversation.model:
+        wanted.append((conversation.gateway_id, conversation.model))
+    wanted += [(None, settings.LLM_DEFAULT_MODEL), (None, PREFERRED_MODEL)]
+    for gateway_pk, model in wanted:
+        for index, group in enumerate(groups):
+            if (gateway_pk is None and index != 0) or gateway_pk not in (None, group.config.pk):
+                continue
+            for choice in group.choices:
+                if model and choice.model == model:
+                    return choice.value
+    return next((group.choices[0].value for group in groups if group.choices), "")
 
 
 def _page(
     request: AuthenticatedRequest,
     conversation_id: int | None,
-    models: list[str],
-    error: str | None,
+    groups: list[GatewayModels],
     template: str = "chatapp/chat.html",
     *,
     sidebar: bool = True,
@@ -79,9 +92,10 @@ def _page(
         "conversation": conversation,
         "conversations": _sidebar(request.user) if sidebar else [],
         "chat_messages": messages,
-        "models": models,
-        "selected_model": _default_model(models, conversation),
-        "models_error": error,
+        "conversation_spend": conversation_spend(conversation) if conversation else None,
+        "month_spend": month_spend(request.user) if sidebar else None,
+        "model_groups": groups,
+        "selected_model": _selected(groups, conversation),
     }
     return render(request, template, context)
 
@@ -90,16 +104,14 @@ def _page(
 @require_GET
 async def home(request: AuthenticatedRequest) -> HttpResponse:
     sweep.ensure_sweeper()
-    models, error = await list_models()
-    return await sync_to_async(_page)(request, None, models, error)
+    return await sync_to_async(_page)(request, None, await catalog())
 
 
 @login_required
 @require_GET
 async def conversation_page(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     sweep.ensure_sweeper()
-    models, error = await list_models()
-    return await sync_to_async(_page)(request, pk, models, error)
+    return await sync_to_async(_page)(request, pk, await catalog())
 
 
 def _composer_error(request: HttpRequest, text: str) -> HttpResponse:
@@ -113,23 +125,32 @@ def _render_turn(request: HttpRequest, message_ids: list[int]) -> HttpResponse:
     return render(request, "chatapp/_messages.html", {"chat_messages": list(messages)})
 
 
+async def _chosen(value: str) -> tuple[GatewayConfig, str]:
+    """The picker's value → the gateway to use and the model on it."""
+    gateway_pk, model = parse_choice(value)
+    return await aconfig_for(gateway_pk), model
+
+
 @login_required
 @require_POST
 async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> HttpResponse:
     user = await request.auser()
     owner_channel = await worker.owner_channel()
-    text, model = request.POST.get("content", ""), request.POST.get("model", "")
+    text = request.POST.get("content", "")
     early = None
     try:
+        config, model = await _chosen(request.POST.get("model", ""))
         if pk is None:
             # A new chat's context is its one message: send it upstream now, so the rows are
             # written while the gateway prepares its first token.
-            early = worker.open_early(model, first_context(checked_message(text, model)))
-        turn = await persistence.on_record_thread(create_turn, user, pk, text, model, owner_channel)
+            early = worker.open_early(config, model, first_context(checked_message(text, model)))
+        turn = await persistence.on_record_thread(
+            create_turn, user, pk, text, model, owner_channel, config
+        )
     except BaseException as exc:
         if early is not None:  # no generation will read it: cancel the request upstream
             await early.aclose()
-        if isinstance(exc, TurnError):
+        if isinstance(exc, TurnError | GatewayUnavailable):
             return await sync_to_async(_composer_error)(request, str(exc))
         raise
     worker.start(turn.job, early=early)
@@ -139,12 +160,10 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
             return HttpResponseRedirect(url)
         # The new conversation is swapped into this page: the tab's socket, already open, starts
         # watching it at once, with no page load and no new socket before its first token.
-        models, error = await list_models()
         response = await sync_to_async(_page)(
             request,
             turn.conversation.pk,
-            models,
-            error,
+            await catalog(),
             "chatapp/_new_conversation.html",
             sidebar=False,  # the fragment adds the one new entry
         )
@@ -159,10 +178,10 @@ async def retry(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     user = await request.auser()
     owner_channel = await worker.owner_channel()
     try:
-        turn = await persistence.on_record_thread(
-            create_retry, user, pk, request.POST.get("model") or None, owner_channel
-        )
-    except TurnError as exc:
+        value = request.POST.get("model", "")
+        choice = await _chosen(value) if value else None
+        turn = await persistence.on_record_thread(create_retry, user, pk, choice, owner_channel)
+    except (TurnError, GatewayUnavailable) as exc:
         return await sync_to_async(_composer_error)(request, str(exc))
     worker.start(turn.job)
     return await sync_to_async(_render_turn)(request, [turn.assistant.pk])
@@ -186,9 +205,17 @@ async def stop(request: AuthenticatedRequest, pk: int) -> HttpResponse:
 @require_GET
 def message_fragment(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     message = get_object_or_404(
-        Message.objects.select_related("generation"), pk=pk, conversation__user=request.user
+        Message.objects.select_related("generation", "conversation"),
+        pk=pk,
+        conversation__user=request.user,
     )
-    return render(request, "chatapp/_message.html", {"message": message})
+    # With the running totals, which this answer's cost (just settled, perhaps) changes.
+    context = {
+        "message": message,
+        "conversation_spend": conversation_spend(message.conversation),
+        "month_spend": month_spend(request.user),
+    }
+    return render(request, "chatapp/_message_fragment.html", context)
 
 
 @login_required

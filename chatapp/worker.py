@@ -29,8 +29,8 @@ from gateway_client.errors import (
     StatusError,
 )
 
-from . import persistence, ws_protocol
-from .gateway import GatewayConfig, gateway_config, shared_client
+from . import persistence, reconcile, ws_protocol
+from .gateway import GatewayConfig, shared_client
 from .jobs import Job, Outcome, Status
 from .live_state import LiveState
 from .persistence import FinalState
@@ -96,9 +96,9 @@ class EarlyStream:
         await self.stream.aclose()
 
 
-def open_early(model: str, messages: list[dict[str, Any]]) -> EarlyStream:
-    """Send a generation's upstream request now, on the configured gateway's shared client."""
-    return EarlyStream(shared_client(), model, messages)
+def open_early(config: GatewayConfig, model: str, messages: list[dict[str, Any]]) -> EarlyStream:
+    """Send a generation's upstream request now, on its gateway's shared client."""
+    return EarlyStream(shared_client(config), model, messages)
 
 
 class GenerationWorker:
@@ -107,12 +107,11 @@ class GenerationWorker:
         job: Job,
         ticker: Ticker,
         *,
-        config: GatewayConfig | None = None,
         early: EarlyStream | None = None,
     ) -> None:
         self.job = job
         self.ticker = ticker
-        self.config = config or gateway_config()
+        self.config = job.gateway
         self._early = early
         self.layer: ws_protocol.ChannelLayer = ticker.layer
         self.group = ws_protocol.group_name(job.conversation_pk)
@@ -238,27 +237,25 @@ class GenerationWorker:
             if outcome.completion is None:
                 outcome = dataclasses.replace(outcome, completion=self._stream.completion)
         final = await persistence.save_final(
-            self.job.generation_pk, self.state, outcome, self._ttft_ms(), self.request_id
+            self.job.generation_pk,
+            self.state,
+            outcome,
+            self._ttft_ms(),
+            self.request_id,
+            self._stream.dialect if self._stream is not None else None,
         )
         done = ws_protocol.done(self.job.generation_pk, self.state.seq, outcome.status)
         await self.layer.group_send(self.group, ws_protocol.group_message(done))
         return final
 
     async def _reconcile(self, gw: GatewayClient, final: FinalState) -> None:
-        upstream_id = final.upstream_id
-        record = None
-        # Only Numes documents `GET /generation`; elsewhere the stream was the only report.
-        dialect = self._stream.dialect if self._stream is not None else gw.dialect
-        if upstream_id and dialect in (None, "numes"):
-            try:
-                async with asyncio.timeout(RECONCILE_TIMEOUT):
-                    record = await gw.get_generation(upstream_id)
-            except (GatewayError, TimeoutError) as exc:
-                logger.info("No generation record for %s: %s", upstream_id, exc)
-            except Exception:
-                logger.exception("Reconciling %s failed", upstream_id)
-        changed = await persistence.save_reconciled(self.job.generation_pk, record)
-        if changed:
+        try:
+            lookup = await reconcile.look_up(gw, final.upstream_id, expected=final.record_expected)
+            settled = await persistence.settle_cost(self.job.generation_pk, lookup)
+        except Exception:  # the answer is saved; the sweep settles its cost later
+            logger.exception("Settling the cost of generation %s failed", self.job.generation_pk)
+            return
+        if settled.changed:
             updated = ws_protocol.updated(self.job.generation_pk)
             await self.layer.group_send(self.group, ws_protocol.group_message(updated))
 
@@ -270,16 +267,14 @@ def running_pks() -> set[int]:
     return set(_running)
 
 
-def start(
-    job: Job, *, config: GatewayConfig | None = None, early: EarlyStream | None = None
-) -> asyncio.Task[None]:
+def start(job: Job, *, early: EarlyStream | None = None) -> asyncio.Task[None]:
     """Run `job` on the current loop, detached from the request that started it (whose
     `owner_channel()` call started the loop's ticker).
 
     An empty context keeps the task out of the request's thread-sensitive executor (which Django
     shuts down when the response is sent).
     """
-    worker = GenerationWorker(job, current_ticker(), config=config, early=early)
+    worker = GenerationWorker(job, current_ticker(), early=early)
     _running[job.generation_pk] = worker
     task = asyncio.get_running_loop().create_task(worker.run(), context=contextvars.Context())
 

@@ -37,8 +37,14 @@ _USER_AGENT = "gateway-chat/0.1 (+gateway_client)"
 
 @dataclass(frozen=True, slots=True)
 class ModelInfo:
+    """A `/models` entry. Prices are per token in the gateway's cost unit, as the gateway wrote
+    them (Numes and Nodul list `pricing` as decimal strings; the others list none)."""
+
     id: str
     name: str | None = None
+    description: str | None = None
+    prompt_price: str | None = None
+    completion_price: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,11 +292,7 @@ class GatewayClient:
             items = response.json().get("data") or []
         except ValueError as exc:
             raise status_error(200, response.headers.get("content-type"), response.content) from exc
-        return [
-            ModelInfo(str(item["id"]), item.get("name"))
-            for item in items
-            if isinstance(item, dict) and item.get("id")
-        ]
+        return [_model_info(item) for item in items if isinstance(item, dict) and item.get("id")]
 
     def _url(self, path: str) -> str:
         return f"{self.base_url}/{path}"
@@ -298,6 +300,28 @@ class GatewayClient:
 
 def _reason(exc: Exception) -> str:
     return str(exc) or type(exc).__name__
+
+
+def _price(pricing: Any, key: str) -> str | None:
+    value = pricing.get(key) if isinstance(pricing, dict) else None
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return None
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _model_info(item: dict[str, Any]) -> ModelInfo:
+    def text(key: str) -> str | None:
+        value = item.get(key)
+        return value if isinstance(value, str) and value else None
+
+    pricing = item.get("pricing")
+    return ModelInfo(
+        str(item["id"]),
+        text("name"),
+        text("description"),
+        _price(pricing, "prompt"),
+        _price(pricing, "completion"),
+    )
 
 
 def _generation_record(generation_id: str, payload: Any) -> GenerationRecord:

@@ -245,10 +245,11 @@ class Tab:
     async def ask(self, content: str, model: str, obs: Observation) -> None:
         """Send `content` from the loaded page; return once the answer's final fragment is in."""
         page = self.page
-        if page is None or model not in page.models:
+        choice = page.option_for(model) if page is not None else None
+        if page is None or choice is None:
             raise PageError(f"the page offers no model {model!r}")
         obs.post_start = time.time()
-        fields = {"csrfmiddlewaretoken": page.form_token, "model": model, "content": content}
+        fields = {"csrfmiddlewaretoken": page.form_token, "model": choice, "content": content}
         headers = {**self.htmx_headers("messages"), "HX-Trigger": "composer", "Origin": self.base}
         response = await self.client.post(page.send_path, data=fields, headers=headers)
         obs.post_end = obs.page_at = time.time()

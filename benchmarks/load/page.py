@@ -49,10 +49,18 @@ class Page:
     csrf_header: str
     form_token: str
     send_path: str
-    models: tuple[str, ...]
+    models: tuple[str, ...]  # the picker's option values: `g<gateway>:<model>`
     socket_path: str | None
     answers: tuple[Answer, ...]
     assets: tuple[str, ...]
+
+    def option_for(self, model: str) -> str | None:
+        """The picker value that chooses `model` (on the first gateway listing it)."""
+        for value in self.models:
+            head, sep, listed = value.partition(":")
+            if value == model or (sep and head.startswith("g") and listed == model):
+                return value
+        return None
 
 
 def _attrs(tag: str) -> dict[str, str]:

@@ -192,6 +192,10 @@ async function refresh(el) {
   template.innerHTML = html;
   const fresh = template.content.querySelector("article.assistant");
   if (fresh) patchAnswer(el, fresh);
+  // The running totals this answer's cost changes come with it.
+  for (const total of template.content.querySelectorAll("p.spend[id]")) {
+    document.getElementById(total.id)?.replaceWith(total);
+  }
 }
 
 function copyAttributes(el, from) {

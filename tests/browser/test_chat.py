@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 
 from tests.waiting import poll
 
-from .conftest import content, send, sign_in, wait_for_more_text, wait_for_text
+from .conftest import choose_model, content, send, sign_in, wait_for_more_text, wait_for_text
 
 pytestmark = [pytest.mark.browser]
 
@@ -67,8 +67,15 @@ def test_send_streams_token_by_token_and_shows_the_record(alice: Any, server_url
     meta = answer.locator(".meta").inner_text()
     assert "emulator/chat" in meta
     assert "tokens" in meta
-    assert "credits" in meta
+    cost = re.search(r"\$0\.\d+", meta)
+    assert cost, f"the answer's cost in dollars (Numes USD credits): {meta!r}"
     assert "first token" in meta
+    # The conversation's running total follows the answer's cost, without a reload.
+    expect(alice.locator("#conversation-spend")).to_contain_text(f"This conversation: {cost[0]}")
+    # (Other tests' answers of this user count too: only the unit is checked here.)
+    expect(alice.locator("#month-spend")).to_contain_text(
+        re.compile(r"Your spend this month: \$\d")
+    )
     expect(
         answer.locator(".content.rendered h2, .content.rendered h1, .content.rendered p").first
     ).to_be_visible()
@@ -78,7 +85,7 @@ def test_send_streams_token_by_token_and_shows_the_record(alice: Any, server_url
 
 def test_enter_sends_and_shift_enter_is_a_newline(alice: Any) -> None:
     box = alice.get_by_label("Message")
-    alice.get_by_label("Model").select_option("emulator/echo")
+    choose_model(alice, "emulator/echo")
     box.click()
     box.type("line one")
     box.press("Shift+Enter")

@@ -3,63 +3,159 @@
 from __future__ import annotations
 
 import asyncio
+from decimal import Decimal
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
 
-from chatapp import gateway, worker
-from chatapp.models import Generation
+from chatapp import gateway, key_vault, worker, ws_protocol
+from chatapp.gateway import GatewayConfig
+from chatapp.models import Gateway, Generation, ModelPrice
 from chatapp.presentation import error_text
+from chatapp.turns import create_turn
+from chatapp.units import default_unit
 
-from .conftest import start_turn
+from .conftest import GroupListener
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
-async def run(user: Any, model: str, base_url: str) -> Generation:
-    turn = await start_turn(user, "hello there", model)
-    config = gateway.GatewayConfig(base_url, "test-key", emulated=False)
-    await asyncio.wait_for(worker.start(turn.job, config=config), 30)
+async def gateway_at(base_url: str, dialect: str = "", unit: str = "credits") -> GatewayConfig:
+    row = await Gateway.objects.acreate(
+        name=base_url,
+        base_url=base_url,
+        dialect=dialect,
+        cost_unit=unit,
+        api_key_encrypted=key_vault.encrypt("test-key"),
+    )
+    gateway.forget_configs()
+    return await gateway.aconfig_for(row.pk)
+
+
+async def run(user: Any, model: str, base_url: str, dialect: str = "") -> Generation:
+    config = await gateway_at(base_url, dialect)
+    owner = await worker.owner_channel()
+    turn = await sync_to_async(create_turn)(user, None, "hello there", model, owner, config)
+    await asyncio.wait_for(worker.start(turn.job), 30)
     return await Generation.objects.select_related("message").aget(pk=turn.generation.pk)
 
 
 async def test_without_llm_base_url_the_built_in_emulator_serves(settings: Any) -> None:
     settings.LLM_BASE_URL = None
-    config = gateway.gateway_config()
+    config = await gateway.aconfig_for(None)
     assert config.emulated
+    assert config.name == gateway.EMULATOR_NAME
     assert config.base_url.endswith("/numes/api/v1")
     assert config.base_url.startswith("http://127.0.0.1:")
-    gateway._models_cache.clear()
-    models, error = await gateway.list_models()
-    assert error is None
-    assert "emulator/chat" in models
+    [group] = await gateway.catalog()
+    assert group.error is None
+    chat = next(choice for choice in group.choices if choice.model == "emulator/chat")
+    assert chat.value == f"g{config.pk}:emulator/chat"
+    assert chat.label == "Emulator: chat"
+    assert chat.hint, "the scenario's description is the option's hint"
 
 
-async def test_an_unreachable_gateway_is_reported_not_raised(settings: Any) -> None:
-    settings.LLM_BASE_URL = "http://127.0.0.1:9/v1"
-    models, error = await gateway.list_models()
-    assert models == []
-    assert error is not None
-    assert error.startswith("Could not load the model list")
+async def test_llm_base_url_creates_then_updates_the_default_gateway(
+    settings: Any, emulator_url: str
+) -> None:
+    first = await gateway.aconfig_for(None)
+    assert (first.name, first.base_url, first.api_key) == (
+        gateway.DEFAULT_NAME,
+        f"{emulator_url}/numes/api/v1",
+        "test-key",
+    )
+    settings.LLM_API_KEY = "rotated-key"
+    settings.LLM_COST_UNIT = "sat"
+    second = await gateway.aconfig_for(None)
+    assert second.pk == first.pk
+    assert (second.api_key, second.cost_unit) == ("rotated-key", "sat")
+    row = await Gateway.objects.aget(pk=first.pk)
+    assert "rotated-key" not in row.api_key_encrypted, "stored encrypted"
+    assert key_vault.decrypt(row.api_key_encrypted) == "rotated-key"
+    assert "rotated-key" not in repr(second), "a config never prints its key"
 
 
-async def test_tiny_has_no_usage_chunk_and_no_record(alice: Any, emulator_url: str) -> None:
-    generation = await run(alice, "emulator/chat", f"{emulator_url}/tiny/v1")
+async def test_a_gateway_that_is_down_is_a_group_with_its_reason(emulator_url: str) -> None:
+    down = await gateway_at("http://127.0.0.1:9/v1")
+    groups = await gateway.catalog()
+    assert [g.config.name for g in groups] == [gateway.DEFAULT_NAME, down.name]
+    assert groups[0].error is None, "the others still work"
+    assert groups[0].choices
+    assert groups[1].choices == []
+    assert groups[1].error is not None
+    assert groups[1].error.startswith("Could not load the model list")
+
+
+async def test_the_emulators_four_dialects_are_four_gateways(settings: Any) -> None:
+    settings.LLM_BASE_URL = None
+    rows = await sync_to_async(gateway.add_emulator_gateways)()
+    again = await sync_to_async(gateway.add_emulator_gateways)()
+    assert [r.pk for r in again] == [r.pk for r in rows], "idempotent"
+    groups = await gateway.catalog()
+    assert [(g.config.dialect, g.config.cost_unit) for g in groups] == [
+        ("numes", "usd"),
+        ("nodul", "pnp"),
+        ("osmexo", "micro_usd"),
+        ("tiny", "credits"),
+    ]
+    assert all(g.error is None and g.choices for g in groups)
+
+
+def test_picker_values_name_the_gateway_and_keep_colons_in_model_ids() -> None:
+    assert gateway.parse_choice(gateway.choice_value(3, "openai/gpt:free")) == (
+        3,
+        "openai/gpt:free",
+    )
+    assert gateway.parse_choice("emulator/echo") == (None, "emulator/echo")
+    assert gateway.parse_choice("gpt-4:latest") == (None, "gpt-4:latest")
+
+
+async def test_tiny_has_no_usage_and_without_a_price_says_so(alice: Any, emulator_url: str) -> None:
+    generation = await run(alice, "emulator/chat", f"{emulator_url}/tiny/v1", "tiny")
     assert generation.status == "completed"
     assert generation.cost is None
-    assert generation.cost_source == Generation.CostSource.NONE
+    assert generation.cost_source == Generation.CostSource.UNAVAILABLE
+    assert generation.cost_note == (
+        "tiny-3b streams report no usage and no price is configured for emulator/chat"
+    )
+
+
+async def test_tiny_with_a_price_is_estimated_from_the_text(alice: Any, emulator_url: str) -> None:
+    config = await gateway_at(f"{emulator_url}/tiny/v1", "tiny")
+    await ModelPrice.objects.acreate(
+        gateway_id=config.pk, model="emulator/chat", prompt="0.0000001", completion="0.0000002"
+    )
+    owner = await worker.owner_channel()
+    turn = await sync_to_async(create_turn)(
+        alice, None, "hello there", "emulator/chat", owner, config
+    )
+    await asyncio.wait_for(worker.start(turn.job), 30)
+    generation = await Generation.objects.select_related("message").aget(pk=turn.generation.pk)
+    assert generation.cost_source == Generation.CostSource.ESTIMATE
+    prompt = -(-len("hello there") // 4)
+    completion = -(-len(generation.message.content) // 4)
+    assert generation.cost == Decimal(prompt) * Decimal("0.0000001") + Decimal(
+        completion
+    ) * Decimal("0.0000002")
+    assert generation.cost_unit == "credits"
+    assert generation.cost_note.startswith(
+        f"estimated: {prompt} prompt + {completion} completion tokens counted from the text"
+    )
 
 
 async def test_osmexo_estimated_usage_is_marked_estimate(alice: Any, emulator_url: str) -> None:
-    generation = await run(alice, "emulator/long", f"{emulator_url}/osmexo/v1")
+    generation = await run(alice, "emulator/long", f"{emulator_url}/osmexo/v1", "osmexo")
     assert generation.status == "completed"
     assert generation.cost is not None
     assert generation.cost_unit == "micro_usd"
     assert generation.cost_source == Generation.CostSource.ESTIMATE
+    assert generation.cost_note.startswith("estimated by the gateway")
 
 
 async def test_rate_limit_says_when_to_retry(alice: Any, emulator_url: str) -> None:
-    generation = await run(alice, "emulator/error-before", f"{emulator_url}/nodul/api/v1")
+    generation = await run(alice, "emulator/error-before", f"{emulator_url}/nodul/api/v1", "nodul")
     assert generation.status == "failed"
     assert generation.error_status == 429
     assert generation.retry_after is not None
@@ -69,7 +165,79 @@ async def test_rate_limit_says_when_to_retry(alice: Any, emulator_url: str) -> N
 
 
 async def test_tiny_in_band_stall_keeps_partial(alice: Any, emulator_url: str) -> None:
-    generation = await run(alice, "emulator/stall", f"{emulator_url}/tiny/v1")
+    generation = await run(alice, "emulator/stall", f"{emulator_url}/tiny/v1", "tiny")
     assert generation.status == "failed"
     assert generation.message.content
     assert generation.error_code
+
+
+async def test_keys_never_reach_a_log_or_a_page(
+    alice: Any, caplog: Any, emulator_url: str, settings: Any
+) -> None:
+    secret = "sk-never-shown-4242"
+    settings.LLM_API_KEY = secret
+    await Gateway.objects.acreate(
+        name="Down",
+        base_url="http://127.0.0.1:9/v1",
+        cost_unit="usd",
+        api_key_encrypted=key_vault.encrypt(secret),
+    )
+    caplog.set_level("DEBUG")
+    groups = await gateway.catalog()
+    assert any(group.error for group in groups)
+    generation = await run(alice, "emulator/error-before", f"{emulator_url}/numes/api/v1")
+    assert generation.status == "failed"
+    assert secret not in caplog.text
+    assert secret not in repr(groups)
+    assert secret not in generation.error_message
+
+
+async def cancelled_midway(user: Any, config: GatewayConfig) -> Generation:
+    owner = await worker.owner_channel()
+    model = "emulator/long?tokens_per_second=200"
+    turn = await sync_to_async(create_turn)(user, None, "otters", model, owner, config)
+    listener = await GroupListener(turn.conversation.pk).join()
+    task = worker.start(turn.job)
+    await listener.until("delta")
+    await get_channel_layer().send(owner, ws_protocol.cancel(turn.job.generation_pk))
+    await asyncio.wait_for(task, 30)
+    return await Generation.objects.select_related("message").aget(pk=turn.generation.pk)
+
+
+@pytest.mark.parametrize(
+    ("dialect", "path", "listed_price", "source", "unit"),
+    [
+        ("numes", "/numes/api/v1", True, "record", "usd"),  # the generation record
+        ("nodul", "/nodul/api/v1", True, "estimate", "pnp"),  # no record: /models pricing
+        ("osmexo", "/osmexo/v1", False, "unavailable", ""),  # no record, no price listed
+        ("tiny", "/tiny/v1", False, "unavailable", ""),
+    ],
+)
+async def test_a_cancelled_stream_on_each_dialect_has_a_cost_an_estimate_or_a_reason(
+    alice: Any,
+    emulator_url: str,
+    dialect: str,
+    path: str,
+    listed_price: bool,
+    source: str,
+    unit: str,
+) -> None:
+    config = await gateway_at(f"{emulator_url}{path}", dialect, default_unit(dialect))
+    _, error = await gateway.list_models(config)  # learns the prices a listing gives
+    assert error is None
+    assert await ModelPrice.objects.filter(gateway_id=config.pk).aexists() == listed_price
+    generation = await cancelled_midway(alice, config)
+    assert generation.status == "cancelled"
+    assert generation.message.content
+    assert generation.dialect == dialect
+    assert generation.cost_source == source, generation.cost_note
+    if source == "unavailable":
+        assert generation.cost is None
+        assert "no price is configured for emulator/long" in generation.cost_note
+    else:
+        assert generation.cost is not None
+        assert generation.cost > 0
+        assert generation.cost_unit == unit
+    if source == "estimate":
+        assert generation.cost_note.startswith("estimated: ")
+        assert "at the listed price for emulator/long" in generation.cost_note

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from chatapp.costing import MAX_RECORD_ATTEMPTS, Lookup
 from chatapp.jobs import Outcome, Status
 from chatapp.live_state import LiveState
 from chatapp.models import Conversation, Generation, Message
@@ -18,7 +19,7 @@ from chatapp.persistence import (
     FinalState,
     mark_interrupted,
     save_final,
-    save_reconciled,
+    settle_cost,
 )
 from chatapp.presentation import warning_texts
 from gateway_client.accumulator import Completion
@@ -173,20 +174,25 @@ async def test_save_final_writes_the_error_info(
     generation = await streaming(alice)
     outcome = Outcome(Status.FAILED, error, retry_after=2.5)
     final = await save_final(generation.pk, LiveState(), outcome, None, None)
-    assert final == FinalState(upstream_id="", cost_pending=False)
+    refused = columns[0] is not None
+    assert final == FinalState(upstream_id="", cost_pending=not refused)
     row = await reread(generation)
     assert row.status == "failed"
     assert (row.error_status, row.error_code, row.error_type, row.error_message) == columns
     assert row.retry_after == 2.5
     assert row.message.content == ""
-    assert row.cost_source == "none", "refused before a generation ID: nothing to reconcile"
+    # Refused with an HTTP status before a generation ID: not billed; a dropped connection may
+    # have been: left to be estimated or explained.
+    assert row.cost_source == ("not_billed" if refused else "pending")
+    if refused:
+        assert row.cost_note == "refused before the answer began"
 
 
 @pytest.mark.parametrize(
     ("generation_id", "cost", "source", "pending"),
     [
         ("gen-1", None, "pending", True),
-        (None, None, "none", False),
+        (None, None, "pending", True),  # no ID, yet not refused: estimated or explained later
         ("gen-1", Cost(12, "micro_usd", True), "estimate", False),
     ],
 )
@@ -196,8 +202,10 @@ async def test_whether_the_cost_is_left_to_reconcile(
     generation = await streaming(alice)
     completion = Completion(outcome="error", generation_id=generation_id, cost=cost)
     outcome = Outcome(Status.FAILED, ErrorInfo(None, None, None, "x"), completion=completion)
-    final = await save_final(generation.pk, LiveState(), outcome, None, None)
-    assert final == FinalState(upstream_id=generation_id or "", cost_pending=pending)
+    final = await save_final(generation.pk, LiveState(), outcome, None, None, "numes")
+    assert final == FinalState(
+        upstream_id=generation_id or "", cost_pending=pending, record_expected=bool(generation_id)
+    )
     assert (await reread(generation)).cost_source == source
 
 
@@ -212,14 +220,14 @@ async def test_save_final_after_the_conversation_was_deleted(alice: Any) -> None
     assert not await Generation.objects.aexists()
 
 
-# --- save_reconciled ----------------------------------------------------------------------------
+# --- settle_cost --------------------------------------------------------------------------------
 
 
 async def test_reconciling_fills_the_cost_from_the_record_once(alice: Any) -> None:
     generation = await streaming(
         alice, status="cancelled", upstream_id="gen-1", cost_source="pending", reasoning_tokens=2
     )
-    assert await save_reconciled(generation.pk, record()) is True
+    assert (await settle_cost(generation.pk, Lookup(record()))).changed is True
     row = await reread(generation)
     assert row.cost_source == "record"
     assert row.cost == Decimal("0.0000086")
@@ -229,28 +237,51 @@ async def test_reconciling_fills_the_cost_from_the_record_once(alice: Any) -> No
     assert row.reconcile_attempts == 1
     # Idempotent: a second reconciliation (another process, the sweep) changes nothing.
     later = record(cost=Cost(99, "credits", False), prompt_tokens=1)
-    assert await save_reconciled(generation.pk, later) is False
+    assert (await settle_cost(generation.pk, Lookup(later))).changed is False
     again = await reread(generation)
     assert (again.cost, again.prompt_tokens, again.reconcile_attempts) == (row.cost, 11, 1)
 
 
-@pytest.mark.parametrize("found", [None, record(cost=None)])
-async def test_reconciling_without_a_cost_gives_up_as_not_reported(
-    alice: Any, found: GenerationRecord | None
+async def test_a_final_record_without_a_cost_and_no_price_is_unavailable_with_the_reason(
+    alice: Any,
 ) -> None:
-    generation = await streaming(alice, status="failed", upstream_id="gen-1", cost_source="pending")
-    assert await save_reconciled(generation.pk, found) is True
+    generation = await streaming(
+        alice, status="failed", upstream_id="gen-1", cost_source="pending", dialect="numes"
+    )
+    assert (await settle_cost(generation.pk, Lookup(record(cost=None)))).changed is True
     row = await reread(generation)
     assert row.cost is None
-    assert row.cost_source == "none"
-    assert row.reconcile_attempts == 1
-    assert await save_reconciled(generation.pk, record()) is False
-    assert (await reread(generation)).cost_source == "none"
+    assert row.cost_source == "unavailable"
+    assert row.cost_note == (
+        f"Numes reported no cost for this answer and no price is configured for {row.model}"
+    )
+    assert (await settle_cost(generation.pk, Lookup(record()))).changed is False
 
 
-@pytest.mark.parametrize("source", ["stream", "estimate", "record", "none"])
+async def test_a_gateway_that_is_down_leaves_the_cost_pending_without_counting(
+    alice: Any,
+) -> None:
+    generation = await streaming(alice, status="failed", upstream_id="gen-1", cost_source="pending")
+    for _ in range(10):
+        assert (await settle_cost(generation.pk, Lookup(reached=False))).changed is False
+    row = await reread(generation)
+    assert (row.cost_source, row.reconcile_attempts) == ("pending", 0)
+    assert (await settle_cost(generation.pk, Lookup(record()))).changed is True
+    assert (await reread(generation)).cost_source == "record"
+
+
+async def test_a_record_not_found_is_asked_again_then_given_up(alice: Any) -> None:
+    generation = await streaming(alice, status="failed", upstream_id="gen-1", cost_source="pending")
+    for _ in range(MAX_RECORD_ATTEMPTS - 1):
+        assert (await settle_cost(generation.pk, Lookup())).changed is False
+    assert (await reread(generation)).cost_source == "pending"
+    assert (await settle_cost(generation.pk, Lookup())).changed is True
+    assert (await reread(generation)).cost_source == "unavailable"
+
+
+@pytest.mark.parametrize("source", ["stream", "estimate", "record", "unavailable", "not_billed"])
 async def test_reconciling_leaves_a_settled_cost_alone(alice: Any, source: str) -> None:
-    cost = None if source == "none" else Decimal("0.5")
+    cost = None if source in ("unavailable", "not_billed") else Decimal("0.5")
     generation = await streaming(
         alice,
         status="completed",
@@ -259,7 +290,7 @@ async def test_reconciling_leaves_a_settled_cost_alone(alice: Any, source: str) 
         cost_unit="credits",
         cost_source=source,
     )
-    assert await save_reconciled(generation.pk, record()) is False
+    assert (await settle_cost(generation.pk, Lookup(record()))).changed is False
     row = await reread(generation)
     assert (row.cost, row.cost_source, row.reconcile_attempts) == (cost, source, 0)
 
@@ -267,7 +298,7 @@ async def test_reconciling_leaves_a_settled_cost_alone(alice: Any, source: str) 
 async def test_reconciling_a_deleted_generation_does_nothing(alice: Any) -> None:
     generation = await streaming(alice, cost_source="pending")
     await Conversation.objects.filter(pk=generation.conversation_id).adelete()
-    assert await save_reconciled(generation.pk, record()) is False
+    assert (await settle_cost(generation.pk, Lookup(record()))).changed is False
 
 
 # --- mark_interrupted ---------------------------------------------------------------------------
@@ -290,7 +321,7 @@ async def test_only_streaming_generations_are_interrupted(alice: Any) -> None:
             (costed.pk, costed.conversation_id, 0),
         ]
     )
-    for generation, source in ((named, "pending"), (unnamed, "none"), (costed, "stream")):
+    for generation, source in ((named, "pending"), (unnamed, "pending"), (costed, "stream")):
         row = await reread(generation)
         assert row.status == "interrupted"
         assert row.finished_at is not None

@@ -145,14 +145,26 @@ def test_warnings_in_words() -> None:
 @pytest.mark.parametrize(
     ("fields", "words"),
     [
-        ({**REFUSED, "cost_source": "none"}, "not billed (refused before the answer began)"),
         (
-            {**REFUSED, "cost_source": "none", "upstream_id": "gen-1"},
-            "cost not reported",  # it had begun: the gateway named the generation
+            {
+                **REFUSED,
+                "cost_source": "not_billed",
+                "cost_note": "refused before the answer began",
+            },
+            "not billed (refused before the answer began)",
+        ),
+        (
+            {
+                **REFUSED,
+                "cost_source": "unavailable",
+                "upstream_id": "gen-1",
+                "cost_note": "Numes reported no cost for this answer and no price is configured",
+            },
+            "cost unavailable: Numes reported no cost for this answer and no price is configured",
         ),
         ({**REFUSED, "cost_source": "pending"}, "cost pending"),
         ({"cost_source": "pending"}, "cost pending"),
-        ({"cost_source": "none"}, "cost not reported"),
+        ({"cost_source": "unavailable"}, "cost unavailable"),
         ({"cost_source": "stream"}, "cost unknown"),
         (
             {"cost": Decimal("0.000008600000"), "cost_unit": "credits", "cost_source": "stream"},
@@ -173,9 +185,16 @@ def test_warnings_in_words() -> None:
         ({"cost": Decimal("0E-12"), "cost_unit": "credits", "cost_source": "record"}, "0 credits"),
         (
             {"cost": Decimal("12.500000000000"), "cost_unit": "micro_usd", "cost_source": "stream"},
-            "12.5 micro_usd",
+            "$0.0000125",
         ),
-        ({"cost": Decimal("3"), "cost_unit": "", "cost_source": "stream"}, "3"),
+        ({"cost": Decimal("3"), "cost_unit": "", "cost_source": "stream"}, "3 credits"),
+        ({"cost": Decimal("130"), "cost_unit": "micro_usd", "cost_source": "stream"}, "$0.000130"),
+        ({"cost": Decimal("0.5"), "cost_unit": "usd", "cost_source": "stream"}, "$0.50"),
+        ({"cost": Decimal("120"), "cost_unit": "sat", "cost_source": "record"}, "120 sat"),
+        (
+            {"cost": Decimal("0.0000081"), "cost_unit": "pnp", "cost_source": "stream"},
+            "0.0000081 PnP",
+        ),
     ],
 )
 def test_format_cost(fields: dict[str, Any], words: str) -> None:
@@ -215,8 +234,8 @@ def test_meta_items_leave_out_what_is_not_known_or_not_news(finish_reason: str) 
 
 
 def test_meta_items_count_a_missing_side_as_zero() -> None:
-    assert meta_items(generation(completion_tokens=3, cost_source="none")) == [
+    assert meta_items(generation(completion_tokens=3, cost_source="unavailable")) == [
         "emulator/chat",
         "0 in · 3 out tokens",
-        "cost not reported",
+        "cost unavailable",
     ]

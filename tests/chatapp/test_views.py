@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import pytest
@@ -10,8 +11,8 @@ from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 from django.urls import reverse
 
-from chatapp import worker
-from chatapp.models import Conversation, Generation, Message
+from chatapp import gateway, key_vault, worker
+from chatapp.models import Conversation, Gateway, Generation, Message
 from chatapp.rendering import citation
 from gateway_client import GatewayClient
 from gateway_client.chunks import parse_annotation
@@ -47,12 +48,68 @@ async def test_home_has_model_picker_message_box_and_send(alice: Any) -> None:
     html = response.content.decode()
     assert response.status_code == 200
     assert '<label for="model">Model</label>' in html
-    assert '<option value="emulator/chat" selected>' in html
-    assert '<option value="emulator/stall"' in html
+    pk = (await Gateway.objects.aget(name=gateway.DEFAULT_NAME)).pk
+    assert f'<optgroup label="{gateway.DEFAULT_NAME}">' in html
+    assert re.search(
+        rf'<option value="g{pk}:emulator/chat" title="[^"]+" selected>Emulator: chat<', html
+    )
+    assert f'<option value="g{pk}:emulator/stall"' in html
     assert '<label for="message" class="visually-hidden">Message</label>' in html
     assert ">Send</button>" in html
     assert "vendor/htmx.min.js" in html
     assert "test-key" not in html  # the API key never reaches the browser
+
+
+async def test_two_gateways_serve_one_users_conversations_side_by_side(
+    alice: Any, emulator_url: EmulatorURL
+) -> None:
+    osmexo = await Gateway.objects.acreate(
+        name="Osmexo",
+        base_url=f"{emulator_url}/osmexo/v1",
+        dialect="osmexo",
+        cost_unit="micro_usd",
+        api_key_encrypted=key_vault.encrypt("osmexo-key"),
+    )
+    gateway.forget_configs()
+    client = await logged_in(alice)
+    home = (await client.get(reverse("chat:home"))).content.decode()
+    assert '<optgroup label="Osmexo">' in home
+    for value in ("emulator/echo", gateway.choice_value(osmexo.pk, "emulator/echo")):
+        response = await client.post(
+            reverse("chat:send_new"), {"content": "side by side", "model": value}, headers=HTMX
+        )
+        assert response.status_code == 200
+    await workers_finished()
+    rows = [
+        (g.conversation.gateway.name, g.gateway.name, g.status, g.cost_unit)
+        async for g in Generation.objects.select_related(
+            "gateway", "conversation__gateway"
+        ).order_by("pk")
+    ]
+    assert rows == [
+        (gateway.DEFAULT_NAME, gateway.DEFAULT_NAME, "completed", "usd"),
+        ("Osmexo", "Osmexo", "completed", "micro_usd"),
+    ]
+    # Each conversation's page preselects its own gateway's model.
+    osmexo_conversation = await Conversation.objects.aget(gateway=osmexo)
+    page = await client.get(reverse("chat:conversation", args=[osmexo_conversation.pk]))
+    value = gateway.choice_value(osmexo.pk, "emulator/echo")
+    assert re.search(rf'<option value="{value}"[^>]* selected>', page.content.decode())
+
+
+async def test_a_disabled_gateway_is_refused_with_a_word(alice: Any) -> None:
+    off = await Gateway.objects.acreate(
+        name="Off", base_url="http://127.0.0.1:9/v1", cost_unit="usd", enabled=False
+    )
+    client = await logged_in(alice)
+    response = await client.post(
+        reverse("chat:send_new"),
+        {"content": "hi", "model": gateway.choice_value(off.pk, "m")},
+        headers=HTMX,
+    )
+    assert response.status_code == 200
+    assert "That gateway is not available; choose another model." in response.content.decode()
+    assert not await Generation.objects.aexists()
 
 
 async def test_pages_run_only_our_own_scripts(alice: Any) -> None:

@@ -49,7 +49,7 @@ async def assert_cost_from_record(upstream: UpstreamLog, generation: Generation)
     assert generation.cost_source == Generation.CostSource.RECORD
     assert generation.cost == Decimal(str(record.total_cost))
     assert generation.cost > 0
-    assert generation.cost_unit == "credits"
+    assert generation.cost_unit == "usd", "the default Numes gateway bills in US dollars"
     assert generation.completion_tokens == record.tokens_completion
     assert generation.prompt_tokens == record.tokens_prompt
     assert generation.reconcile_attempts == 1
@@ -78,7 +78,7 @@ async def test_completed_answer_is_streamed_in_order_and_persisted(
     assert generation.completion_tokens == record.tokens_completion
     assert generation.prompt_tokens == record.tokens_prompt
     assert generation.cost == Decimal(str(record.total_cost))
-    assert generation.cost_unit == "credits"
+    assert generation.cost_unit == "usd", "the default Numes gateway bills in US dollars"
     assert generation.cost_source == Generation.CostSource.STREAM
     assert generation.ttft_ms is not None
     assert generation.finished_at is not None
@@ -114,7 +114,8 @@ async def test_error_before_the_stream_is_recorded_with_code_and_message(alice: 
     # Refused before the stream: no generation ID, nothing to reconcile, nothing billed.
     assert generation.upstream_id == ""
     assert generation.cost is None
-    assert generation.cost_source == Generation.CostSource.NONE
+    assert generation.cost_source == Generation.CostSource.NOT_BILLED
+    assert generation.cost_note == "refused before the answer began"
 
 
 async def test_error_midstream_keeps_the_partial_answer(alice: Any, upstream: UpstreamLog) -> None:
@@ -203,10 +204,14 @@ async def test_cancel_before_the_first_token_closes_upstream(
     generation = await Generation.objects.aget(pk=turn.generation.pk)
     assert generation.status == "cancelled"
     # Numes sends nothing, not even headers, before the first token: the generation ID never
-    # arrived, so there is no record to reconcile from and the cost is honestly not reported.
+    # arrived, so there is no record to ask; with no price known, the reason is on record.
     assert generation.upstream_id == ""
     assert generation.cost is None
-    assert generation.cost_source == Generation.CostSource.NONE
+    assert generation.cost_source == Generation.CostSource.UNAVAILABLE
+    assert generation.cost_note == (
+        "Numes reported no cost for this answer and no price is configured for "
+        "emulator/slow-start?slow_start_s=5"
+    )
     assert generation.reconcile_attempts == 0
 
 

@@ -1,0 +1,60 @@
+"""Gateway API keys at rest: Fernet (the `cryptography` package), never a home-made cipher.
+
+The Fernet key is `CHAT_KEY_ENCRYPTION_KEY` when set (a urlsafe-base64 32-byte key, e.g. from
+`Fernet.generate_key()`), else derived from `SECRET_KEY` with HKDF-SHA256, so a default install
+encrypts without another secret to manage; rotating `SECRET_KEY` then means re-entering the keys.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+
+from cryptography.fernet import Fernet, InvalidToken
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from django.conf import settings
+
+from .errors import ChatAppError
+
+__all__ = ["KeyUnavailable", "decrypt", "encrypt", "resolve"]
+
+
+class KeyUnavailable(ChatAppError):
+    """A gateway's key cannot be read (no key, a missing variable, or the wrong Fernet key)."""
+
+
+def _fernet() -> Fernet:
+    configured = settings.CHAT_KEY_ENCRYPTION_KEY
+    if configured:
+        return Fernet(configured)
+    derived = HKDF(
+        algorithm=hashes.SHA256(), length=32, salt=None, info=b"chatapp gateway api keys"
+    ).derive(settings.SECRET_KEY.encode())
+    return Fernet(base64.urlsafe_b64encode(derived))
+
+
+def encrypt(api_key: str) -> str:
+    return _fernet().encrypt(api_key.encode()).decode()
+
+
+def decrypt(token: str) -> str:
+    try:
+        return _fernet().decrypt(token.encode()).decode()
+    except InvalidToken:
+        raise KeyUnavailable(
+            "the stored API key cannot be decrypted (was SECRET_KEY or "
+            "CHAT_KEY_ENCRYPTION_KEY changed?); enter it again in the admin"
+        ) from None
+
+
+def resolve(encrypted: str, env_name: str) -> str:
+    """The key itself: from the named environment variable, else the stored one."""
+    if env_name:
+        value = os.environ.get(env_name, "")
+        if not value:
+            raise KeyUnavailable(f"the environment variable {env_name} is not set")
+        return value
+    if not encrypted:
+        raise KeyUnavailable("no API key is configured")
+    return decrypt(encrypted)

@@ -1,0 +1,24 @@
+"""What a user sees of their own spend: a conversation's running total and this month's, per
+unit (the admin's `cost_summary` totals, scoped to the user's own generations)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.utils import timezone
+
+from .cost_summary import GroupTotals, totals
+from .models import Conversation, Generation
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+
+def conversation_spend(conversation: Conversation) -> GroupTotals:
+    return totals(Generation.objects.filter(conversation=conversation))
+
+
+def month_spend(user: User) -> GroupTotals:
+    """Since the first of this month, UTC (the server's TIME_ZONE)."""
+    start = timezone.now().replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    return totals(Generation.objects.filter(conversation__user=user, started_at__gte=start))

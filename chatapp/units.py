@@ -1,0 +1,99 @@
+"""The units gateways bill in, exact amounts in them, and how each one reads.
+
+The four gateways charge in different units (Numes: the key's currency, USD credits or satoshis;
+Osmexo: micro-USD; Nodul: PnP; tiny-3b: credits), so amounts are only ever added within one unit.
+Amounts are `Decimal`s: a JSON number arrives as a float, and `Decimal(repr(float))` gives back the
+literal the gateway wrote for any literal of up to 15 significant digits (every documented amount
+is far shorter), where `Decimal(float)` would give its binary approximation.
+
+An operator may set rates to one display currency (`CHAT_COST_RATES`); totals are then also shown
+converted, and always marked as such.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import models
+
+__all__ = ["CostUnit", "Money", "default_unit", "exact", "stream_unit"]
+
+
+class CostUnit(models.TextChoices):
+    USD = "usd", "US dollars"
+    MICRO_USD = "micro_usd", "micro-USD"
+    SAT = "sat", "satoshis"
+    PNP = "pnp", "PnP"
+    CREDITS = "credits", "credits"
+
+
+_DIALECT_UNITS = {
+    "numes": CostUnit.USD,
+    "osmexo": CostUnit.MICRO_USD,
+    "tiny": CostUnit.CREDITS,
+    "nodul": CostUnit.PNP,
+}
+_MICRO = Decimal("0.000001")
+
+
+def default_unit(dialect: str | None) -> CostUnit:
+    """What a gateway of `dialect` bills in unless its key says otherwise (Numes BTC keys: sat)."""
+    return _DIALECT_UNITS.get(dialect or "", CostUnit.CREDITS)
+
+
+def stream_unit(reported: str, gateway_unit: str) -> CostUnit:
+    """The unit of an amount the client read: `micro_usd` (Osmexo's `x_llm_cost_micro`) is one,
+    `credits` (`usage.cost`, "the key's currency") is whatever the gateway is configured to bill."""
+    if reported == "micro_usd":
+        return CostUnit.MICRO_USD
+    return CostUnit(gateway_unit) if gateway_unit in CostUnit.values else CostUnit.CREDITS
+
+
+def exact(amount: int | float | str | Decimal) -> Decimal:
+    if isinstance(amount, float):
+        return Decimal(repr(amount))
+    return Decimal(amount)
+
+
+def _digits(amount: Decimal, min_places: int = 0) -> str:
+    text = format(amount.normalize(), "f") if amount else "0"
+    whole, _, places = text.partition(".")
+    places = places.ljust(min_places, "0")
+    return f"{whole}.{places}" if places else whole
+
+
+@dataclass(frozen=True, slots=True)
+class Money:
+    """An exact amount in one unit."""
+
+    amount: Decimal
+    unit: CostUnit
+
+    def __str__(self) -> str:
+        match self.unit:
+            case CostUnit.USD:
+                return "$" + _digits(self.amount, 2)
+            case CostUnit.MICRO_USD:  # micro-USD reads as dollars: 130 -> $0.000130
+                return "$" + _digits(self.amount * _MICRO, 6)
+            case CostUnit.SAT:
+                return f"{_digits(self.amount)} sat"
+            case CostUnit.PNP:
+                return f"{_digits(self.amount)} PnP"
+        return f"{_digits(self.amount)} credits"
+
+    def converted(self) -> Money | None:
+        """In the operator's display currency, when they set a rate for this unit."""
+        rate = rates().get(self.unit)
+        return None if rate is None else Money(self.amount * rate, CostUnit.USD)
+
+
+def rates() -> dict[str, Decimal]:
+    """`CHAT_COST_RATES`, e.g. "sat=0.00095,pnp=1.2": US dollars per unit."""
+    found: dict[str, Decimal] = {CostUnit.MICRO_USD: _MICRO, CostUnit.USD: Decimal(1)}
+    for item in settings.CHAT_COST_RATES.split(","):
+        unit, _, rate = item.partition("=")
+        if unit.strip() in CostUnit.values and rate.strip():
+            found[unit.strip()] = Decimal(rate.strip())
+    return found
