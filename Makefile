@@ -57,6 +57,7 @@ format: install
 bench: install
 	$(BIN)/python -m benchmarks reader
 	$(BIN)/python -m benchmarks load
+	$(BIN)/python -m benchmarks admin
 
 clean:
 	rm -rf $(VENV) staticfiles .pytest_cache

@@ -1,7 +1,8 @@
 """`python -m benchmarks [reader]`: the stream reader against its peers (`benchmarks.reader`).
 
 `python -m benchmarks load [options]` runs the end-to-end load benchmark instead (`benchmarks.load`,
-see benchmarks/README.md); with no sub-command the reader benchmark runs, as `make bench` does.
+see benchmarks/README.md), and `python -m benchmarks admin [options]` the cost admin pages over
+100,000 generations (`benchmarks.admin_costs`); with no sub-command the reader benchmark runs.
 """
 
 from __future__ import annotations
@@ -13,6 +14,10 @@ if __name__ == "__main__":
         from benchmarks.load.cli import main as load_main
 
         sys.exit(load_main(sys.argv[2:]))
+    if sys.argv[1:2] == ["admin"]:
+        from benchmarks.admin_costs import main as admin_main
+
+        sys.exit(admin_main(sys.argv[2:]))
     from benchmarks.reader import main
 
     sys.exit(main(sys.argv[2:] if sys.argv[1:2] == ["reader"] else sys.argv[1:]))

@@ -1,21 +1,35 @@
-"""Admin registrations with the columns an operator scans first: who, which model, state, cost."""
+"""The admin: conversations, gateways with write-only keys, and model prices. The cost ledger
+(generations, the summary, the CSV export) is `generation_admin`'s, registered from here."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from django import forms
 from django.contrib import admin
+from django.http import (
+    HttpRequest,
+)
 
-from .models import Conversation, Generation, Message
+from . import (
+    generation_admin,  # noqa: F401  (registers GenerationAdmin)
+    key_vault,
+)
+from .models import Conversation, Gateway, Generation, Message, ModelPrice
 
 if TYPE_CHECKING:  # generic in django-stubs only: Django's admin classes are not subscriptable
     _MessageInline = admin.TabularInline[Message, Conversation]
     _ConversationAdmin = admin.ModelAdmin[Conversation]
     _MessageAdmin = admin.ModelAdmin[Message]
     _GenerationAdmin = admin.ModelAdmin[Generation]
+    _GatewayAdmin = admin.ModelAdmin[Gateway]
+    _ModelPriceAdmin = admin.ModelAdmin[ModelPrice]
+    _GatewayForm = forms.ModelForm[Gateway]
 else:
     _MessageInline = admin.TabularInline
     _ConversationAdmin = _MessageAdmin = _GenerationAdmin = admin.ModelAdmin
+    _GatewayAdmin = _ModelPriceAdmin = admin.ModelAdmin
+    _GatewayForm = forms.ModelForm
 
 
 class MessageInline(_MessageInline):
@@ -28,10 +42,11 @@ class MessageInline(_MessageInline):
 
 @admin.register(Conversation)
 class ConversationAdmin(_ConversationAdmin):
-    list_display = ("__str__", "user", "model", "created_at", "updated_at")
-    list_filter = ("model",)
+    list_display = ("__str__", "user", "gateway", "model", "created_at", "updated_at")
+    list_filter = ("gateway", "model")
     search_fields = ("title", "user__username")
     raw_id_fields = ("user",)
+    list_select_related = ("user", "gateway")
     inlines = [MessageInline]
 
 
@@ -47,29 +62,89 @@ class MessageAdmin(_MessageAdmin):
         return obj.content[:80]
 
 
-@admin.register(Generation)
-class GenerationAdmin(_GenerationAdmin):
-    list_display = (
-        "id",
-        "user",
-        "model",
-        "status",
-        "finish_reason",
-        "prompt_tokens",
-        "completion_tokens",
-        "cost",
-        "cost_unit",
-        "cost_source",
-        "ttft_ms",
-        "started_at",
-        "upstream_id",
-    )
-    list_filter = ("status", "cost_source", "model", "started_at")
-    search_fields = ("upstream_id", "request_id", "conversation__user__username")
-    raw_id_fields = ("message", "conversation")
-    date_hierarchy = "started_at"
-    list_select_related = ("conversation__user",)
+# --- Gateways and prices ----------------------------------------------------------------------
 
-    @admin.display(ordering="conversation__user__username")
-    def user(self, obj: Generation) -> str:
-        return obj.conversation.user.get_username()
+
+class GatewayForm(_GatewayForm):
+    """The key is write-only: never rendered back (not even masked), kept when left blank."""
+
+    api_key = forms.CharField(
+        label="API key",
+        required=False,
+        strip=True,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Stored encrypted. Leave blank to keep the stored key.",
+    )
+    clear_api_key = forms.BooleanField(label="Clear the stored key", required=False)
+
+    class Meta:
+        model = Gateway
+        fields = ("name", "base_url", "dialect", "cost_unit", "enabled", "api_key_env")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if cleaned.get("api_key") and cleaned.get("clear_api_key"):
+            raise forms.ValidationError("Enter a new key or clear the stored one, not both.")
+        return cleaned
+
+    def save(self, commit: bool = True) -> Gateway:
+        gateway = super().save(commit=False)
+        if self.cleaned_data.get("clear_api_key"):
+            gateway.api_key_encrypted = ""
+        elif key := self.cleaned_data.get("api_key"):
+            gateway.api_key_encrypted = key_vault.encrypt(key)
+        if commit:
+            gateway.save()
+        return gateway
+
+
+@admin.register(Gateway)
+class GatewayAdmin(_GatewayAdmin):
+    form = GatewayForm
+    list_display = ("name", "base_url", "dialect", "cost_unit", "enabled", "emulated", "key")
+    list_filter = ("enabled", "dialect", "cost_unit")
+    search_fields = ("name", "base_url")
+    readonly_fields = ("emulated", "key", "created_at")
+    fieldsets = (
+        (None, {"fields": ("name", "base_url", "dialect", "cost_unit", "enabled", "emulated")}),
+        ("API key", {"fields": ("key", "api_key", "clear_api_key", "api_key_env")}),
+        (None, {"fields": ("created_at",)}),
+    )
+
+    @admin.display(description="key in use")
+    def key(self, obj: Gateway) -> str:
+        if obj.api_key_env:
+            return f"from ${obj.api_key_env}"
+        return "stored (encrypted)" if obj.api_key_encrypted else "none"
+
+    def get_deleted_objects(
+        self, objs: Any, request: HttpRequest
+    ) -> tuple[list[Any], dict[Any, Any], set[Any], list[Any]]:
+        # A gateway with history is disabled, not deleted (the foreign keys PROTECT it). Say so
+        # with counts: Django's default would load and list every protected generation.
+        generations = Generation.objects.filter(gateway__in=objs).count()
+        conversations = Conversation.objects.filter(gateway__in=objs).count()
+        if generations or conversations:
+            protected = [
+                f"{generations:,} generation(s) and {conversations:,} conversation(s) "
+                "that keep their cost history: disable the gateway instead"
+            ]
+            return [], {}, set(), protected
+        return super().get_deleted_objects(objs, request)
+
+
+@admin.register(ModelPrice)
+class ModelPriceAdmin(_ModelPriceAdmin):
+    list_display = ("gateway", "model", "prompt", "completion", "source", "updated_at")
+    list_filter = ("gateway", "source")
+    search_fields = ("model",)
+    readonly_fields = ("source", "updated_at")
+    list_select_related = ("gateway",)
+
+    def save_model(self, request: HttpRequest, obj: ModelPrice, form: Any, change: Any) -> None:
+        # A price an admin saved is theirs: a gateway's /models listing no longer overwrites it.
+        obj.source = ModelPrice.Source.ADMIN
+        super().save_model(request, obj, form, change)
+
+
+# --- The cost ledger --------------------------------------------------------------------------

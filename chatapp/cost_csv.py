@@ -1,0 +1,155 @@
+"""The filtered generations as a CSV file that opens as it should in a spreadsheet.
+
+Choices, for Excel and LibreOffice alike: UTF-8 with a byte-order mark (without one, Excel reads a
+CSV in the machine's code page and mangles any non-ASCII name); commas and CRLF line ends (RFC
+4180); amounts as exact plain decimals with a dot, in the unit the `cost_unit` column names (no
+exponent, no thousands separator, no rounding; a spreadsheet set to a comma-decimal locale needs
+"import as text/decimal: dot"); times in ISO 8601 UTC, millisecond precision, e.g.
+`2026-12-01T10:27:03.120Z`. Rows are chronological.
+
+The file is streamed in chunks of rows: under ASGI from an async iterator (each chunk read in
+Django's database thread), under WSGI from a plain one, so neither server holds it whole.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import io
+from collections.abc import AsyncIterator, Iterator
+from decimal import Decimal
+
+from asgiref.sync import sync_to_async
+from django.db.models import QuerySet
+from django.http import StreamingHttpResponse
+
+from .models import Generation
+
+__all__ = ["COLUMNS", "chunks", "plain", "response"]
+
+COLUMNS = (
+    "generation",
+    "started_at",
+    "finished_at",
+    "user",
+    "gateway",
+    "model",
+    "status",
+    "generation_id",
+    "request_id",
+    "prompt_tokens",
+    "completion_tokens",
+    "reasoning_tokens",
+    "cached_tokens",
+    "cost",
+    "cost_unit",
+    "cost_source",
+    "cost_note",
+    "ttft_ms",
+    "duration_ms",
+    "conversation",
+)
+_FIELDS = (
+    "pk",
+    "started_at",
+    "finished_at",
+    "conversation__user__username",
+    "gateway__name",
+    "model",
+    "status",
+    "upstream_id",
+    "request_id",
+    "prompt_tokens",
+    "completion_tokens",
+    "reasoning_tokens",
+    "cached_tokens",
+    "cost",
+    "cost_unit",
+    "cost_source",
+    "cost_note",
+    "ttft_ms",
+    "conversation_id",
+)  # COLUMNS' sources, but for duration_ms, worked out from the two times
+_TEXT = {"user", "gateway", "model", "generation_id", "request_id", "cost_note"}
+_TEXT_AT = frozenset(index for index, name in enumerate(COLUMNS) if name in _TEXT)
+# A spreadsheet evaluates a cell starting with one of these as a formula (tab and CR because some
+# strip them first): a model or user named "=HYPERLINK(...)" would run on the operator's machine.
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+CHUNK_ROWS = 2000
+
+
+def plain(amount: Decimal) -> str:
+    """`amount` exactly, without exponent or trailing zeros: 0.000008100000000 -> 0.0000081."""
+    text = format(amount, "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def _time(moment: datetime.datetime | None) -> str:
+    if moment is None:
+        return ""
+    utc = moment.astimezone(datetime.UTC)
+    return utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _text(value: str) -> str:
+    return "'" + value if value.startswith(_FORMULA_STARTS) else value
+
+
+def _cell(value: object, text: bool) -> str:
+    match value:
+        case None:
+            return ""
+        case datetime.datetime():
+            return _time(value)
+        case Decimal():
+            return plain(value)
+        case str() if text:
+            return _text(value)
+    return str(value)
+
+
+def _row(values: tuple[object, ...]) -> list[str]:
+    started, finished = values[1], values[2]
+    duration = None
+    if isinstance(started, datetime.datetime) and isinstance(finished, datetime.datetime):
+        duration = round((finished - started).total_seconds() * 1000)
+    cells = (*values[:-1], duration, values[-1])
+    return [_cell(value, index in _TEXT_AT) for index, value in enumerate(cells)]
+
+
+def chunks(queryset: QuerySet[Generation]) -> Iterator[str]:
+    """The file's text: the byte-order mark and header, then `CHUNK_ROWS` rows at a time."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)  # the default dialect: commas, minimal quoting, CRLF
+    buffer.write("\ufeff")
+    writer.writerow(COLUMNS)
+    rows = queryset.order_by("started_at", "pk").values_list(*_FIELDS)
+    for count, values in enumerate(rows.iterator(chunk_size=CHUNK_ROWS), start=1):
+        writer.writerow(_row(values))
+        if count % CHUNK_ROWS == 0:
+            yield buffer.getvalue()
+            buffer.seek(0)
+            buffer.truncate()
+    yield buffer.getvalue()
+
+
+def _next(pieces: Iterator[str]) -> str | None:
+    return next(pieces, None)
+
+
+async def _in_database_thread(pieces: Iterator[str]) -> AsyncIterator[str]:
+    read = sync_to_async(_next, thread_sensitive=True)
+    while (piece := await read(pieces)) is not None:
+        yield piece
+
+
+def response(
+    queryset: QuerySet[Generation], filename: str, *, asynchronous: bool
+) -> StreamingHttpResponse:
+    pieces = chunks(queryset)
+    content = _in_database_thread(pieces) if asynchronous else pieces
+    return StreamingHttpResponse(
+        content,
+        content_type="text/csv; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+    )

@@ -1,0 +1,300 @@
+"""The cost ledger in the admin: generations read-only, with the filtered rows' totals per unit,
+the cost summary page (per day, model, user and gateway, and a chart) and the CSV export.
+
+Generations are records of what a gateway billed, so no one adds or edits them here (deleting
+needs its permission). The cost summary and the CSV export are views of `GenerationAdmin`: they
+build the same `ChangeList` the list does, so they take the same filters and search, and a link
+between the three keeps its query string.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import admin, messages
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.views.main import ChangeList
+from django.core.exceptions import PermissionDenied
+from django.core.handlers.asgi import ASGIRequest
+from django.db.models import QuerySet
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBase,
+    HttpResponseRedirect,
+    QueryDict,
+)
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
+
+from . import cost_chart, cost_csv, cost_summary
+from .cost_summary import GroupTotals
+from .models import Generation
+from .units import CostUnit, Money
+
+if TYPE_CHECKING:  # generic in django-stubs only: Django's admin classes are not subscriptable
+    _GenerationAdmin = admin.ModelAdmin[Generation]
+else:
+    _GenerationAdmin = admin.ModelAdmin
+
+SUMMARY_DAYS = 30  # the summary's range when none is chosen
+SERIES_VAR = "series"  # the summary's own parameter, not a filter
+
+
+def _day(text: str | None) -> datetime.date | None:
+    return datetime.date.fromisoformat(text) if text else None
+
+
+def _midnight(day: datetime.date) -> datetime.datetime:
+    return datetime.datetime.combine(day, datetime.time.min, tzinfo=datetime.UTC)
+
+
+class StartedBetween(admin.ListFilter):
+    """Generations started from one UTC day to another, both included; either may be open."""
+
+    title = "date range (UTC)"
+    template = "admin/chatapp/generation/date_range_filter.html"
+    parameters = ("started_from", "started_to")
+
+    def __init__(
+        self, request: HttpRequest, params: dict[str, list[str]], model: Any, model_admin: Any
+    ) -> None:
+        super().__init__(request, params, model, model_admin)
+        for name in self.parameters:
+            if name in params:
+                self.used_parameters[name] = params.pop(name)[-1]
+        try:
+            self.start = _day(self.value("started_from"))
+            self.end = _day(self.value("started_to"))
+        except ValueError as error:
+            raise IncorrectLookupParameters(error) from error
+
+    def value(self, name: str) -> str:
+        return str(self.used_parameters.get(name, ""))
+
+    def has_output(self) -> bool:
+        return True
+
+    def expected_parameters(self) -> list[str | None]:
+        return list(self.parameters)
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.start:
+            queryset = queryset.filter(started_at__gte=_midnight(self.start))
+        if self.end:
+            queryset = queryset.filter(started_at__lt=_midnight(self.end + datetime.timedelta(1)))
+        return queryset
+
+    def choices(self, changelist: ChangeList) -> Any:
+        yield {
+            "start": self.value("started_from"),
+            "end": self.value("started_to"),
+            # The form replaces the query string: it carries the other filters along.
+            "kept": [
+                (name, value)
+                for name, values in changelist.filter_params.items()
+                if name not in self.parameters
+                for value in values
+            ],
+            "clear": changelist.get_query_string(remove=list(self.parameters)),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _Table:
+    caption: str
+    heading: str
+    rows: list[tuple[GroupTotals, str]]  # a group and the list filtered to it
+
+
+@admin.register(Generation)
+class GenerationAdmin(_GenerationAdmin):
+    list_display = (
+        "started_at",
+        "user",
+        "gateway",
+        "model",
+        "status",
+        "prompt_tokens",
+        "completion_tokens",
+        "reasoning_tokens",
+        "cached_tokens",
+        "cost_shown",
+        "cost_source",
+        "ttft_ms",
+        "duration",
+        "conversation_link",
+    )
+    list_filter = (
+        StartedBetween,
+        "conversation__user",
+        "gateway",
+        "model",
+        "status",
+        "cost_source",
+        "cost_unit",
+    )
+    search_fields = ("upstream_id", "request_id", "conversation__user__username")
+    search_help_text = "Generation ID, request ID or user name."
+    list_select_related = ("conversation__user", "gateway")
+    # Rows are inserted as they start, so the key's order is the time order: the database reads
+    # the newest rows off the table (or a filter's index) and stops at a page, where ordering by
+    # started_at, id would sort every matching row first.
+    ordering = ("-pk",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Generation | None = None) -> bool:
+        return False
+
+    @admin.display(ordering="conversation__user__username")
+    def user(self, obj: Generation) -> str:
+        return obj.conversation.user.get_username()
+
+    @admin.display(description="cost", ordering="cost")
+    def cost_shown(self, obj: Generation) -> str:
+        if obj.cost is None or obj.cost_unit not in CostUnit.values:
+            return "-"
+        return str(Money(obj.cost, CostUnit(obj.cost_unit)))
+
+    @admin.display(description="duration", ordering="finished_at")
+    def duration(self, obj: Generation) -> str:
+        if obj.finished_at is None:
+            return "-"
+        return f"{(obj.finished_at - obj.started_at).total_seconds():.1f} s"
+
+    @admin.display(description="conversation", ordering="conversation_id")
+    def conversation_link(self, obj: Generation) -> str:
+        url = reverse("admin:chatapp_conversation_change", args=[obj.conversation_id])
+        return format_html('<a href="{}">#{}</a>', url, obj.conversation_id)
+
+    def get_urls(self) -> list[URLPattern]:
+        view = self.admin_site.admin_view
+        return [
+            path("summary/", view(self.summary_view), name="chatapp_generation_summary"),
+            path("export.csv", view(self.export_view), name="chatapp_generation_export"),
+            *super().get_urls(),
+        ]
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        response = super().changelist_view(request, extra_context)
+        context = getattr(response, "context_data", None)
+        if context and "cl" in context:  # not a redirect: the filtered rows' totals
+            context["cost_totals"] = cost_summary.totals(context["cl"].queryset)
+            context["cost_query"] = _without_page(request.GET).urlencode()
+        return response
+
+    def _changelist(self, request: HttpRequest, default_range: bool) -> ChangeList:
+        """The list's `ChangeList` for `request`'s filters (and the summary's default range)."""
+        params = _without_page(request.GET)
+        params.pop(SERIES_VAR, None)
+        if default_range and not any(name in params for name in StartedBetween.parameters):
+            today = timezone.now().astimezone(datetime.UTC).date()
+            params["started_from"] = (today - datetime.timedelta(SUMMARY_DAYS - 1)).isoformat()
+            params["started_to"] = today.isoformat()
+        filtered = copy.copy(request)
+        filtered.GET = QueryDict(params.urlencode())
+        return self.get_changelist_instance(filtered)
+
+    def summary_view(self, request: HttpRequest) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        try:
+            changelist = self._changelist(request, default_range=True)
+        except IncorrectLookupParameters:
+            messages.error(request, "Those filters are not valid; showing the default range.")
+            return HttpResponseRedirect(reverse("admin:chatapp_generation_summary"))
+        by_model = request.GET.get(SERIES_VAR) == "model"
+        summary = cost_summary.summarize(changelist.queryset, by_model)
+        query = changelist.get_query_string()[1:]
+        links = _Links(reverse("admin:chatapp_generation_changelist"), changelist)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Cost summary",
+            "cl": changelist,
+            "summary": summary,
+            "chart": cost_chart.draw(summary.daily, _days(changelist, summary)),
+            "by_model": by_model,
+            "query": query,
+            "sources": [(count, links.source(count.source)) for count in summary.sources],
+            "tables": [
+                _Table("Per day (UTC)", "day", [(g, links.day(g.key)) for g in summary.days]),
+                _Table("Per model", "model", [(g, links.model(g.key)) for g in summary.models]),
+                _Table("Per user", "user", [(g, links.user(g.key)) for g in summary.users]),
+                _Table(
+                    "Per gateway", "gateway", [(g, links.gateway(g.key)) for g in summary.gateways]
+                ),
+            ],
+        }
+        return TemplateResponse(request, "admin/chatapp/generation/summary.html", context)
+
+    def export_view(self, request: HttpRequest) -> HttpResponseBase:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        try:
+            changelist = self._changelist(request, default_range=False)
+        except IncorrectLookupParameters:
+            return HttpResponse(
+                "Those filters are not valid.", status=400, content_type="text/plain"
+            )
+        stamp = timezone.now().astimezone(datetime.UTC).strftime("%Y%m%d-%H%M%S")
+        return cost_csv.response(
+            changelist.queryset,
+            f"generations-{stamp}.csv",
+            asynchronous=isinstance(request, ASGIRequest),
+        )
+
+
+def _without_page(query: QueryDict) -> QueryDict:
+    params = query.copy()
+    params.pop("p", None)
+    return params
+
+
+def _days(changelist: ChangeList, summary: cost_summary.CostSummary) -> list[datetime.date]:
+    """The chart's days: every day from the first with generations to the last, within the
+    chosen range (an open range, or one reaching back years, would squeeze the bars to lines)."""
+    spec = next(spec for spec in changelist.filter_specs if isinstance(spec, StartedBetween))
+    seen = [datetime.date.fromisoformat(group.key) for group in summary.days]
+    if not seen:
+        return []
+    start = max(min(seen), spec.start or min(seen))
+    end = min(max(seen), spec.end or max(seen))
+    return [start + datetime.timedelta(offset) for offset in range((end - start).days + 1)]
+
+
+class _Links:
+    """The list, filtered as the summary is and then to one group."""
+
+    def __init__(self, url: str, changelist: ChangeList) -> None:
+        self.url = url
+        self.changelist = changelist
+
+    def to(self, params: dict[str, str], remove: tuple[str, ...] = ()) -> str:
+        return self.url + self.changelist.get_query_string(params, remove=list(remove))
+
+    def source(self, source: str) -> str:
+        return self.to({"cost_source__exact": source})
+
+    def day(self, key: str) -> str:
+        return self.to({"started_from": key, "started_to": key})
+
+    def model(self, key: str) -> str:
+        return self.to({"model": key}, remove=("model__isnull",))
+
+    def user(self, key: str) -> str:
+        return self.to({"conversation__user__id__exact": key})
+
+    def gateway(self, key: str) -> str:
+        if not key:  # generations from before gateways were rows
+            return self.to({"gateway__isnull": "True"}, remove=("gateway__id__exact",))
+        return self.to({"gateway__id__exact": key}, remove=("gateway__isnull",))
