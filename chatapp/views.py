@@ -92,7 +92,11 @@ def _page(
         "conversation": conversation,
         "conversations": _sidebar(request.user) if sidebar else [],
         "chat_messages": messages,
-        "conversation_spend": conversation_spend(conversation) if conversation else None,
+        # Full pages only: a new conversation has spent nothing yet (and its answer's fragment
+        # brings the running total once there is one).
+        "conversation_spend": conversation_spend(conversation)
+        if conversation and sidebar
+        else None,
         "month_spend": month_spend(request.user) if sidebar else None,
         "model_groups": groups,
         "selected_model": _selected(groups, conversation),
@@ -209,12 +213,11 @@ def message_fragment(request: AuthenticatedRequest, pk: int) -> HttpResponse:
         pk=pk,
         conversation__user=request.user,
     )
-    # With the running totals, which this answer's cost (just settled, perhaps) changes.
-    context = {
-        "message": message,
-        "conversation_spend": conversation_spend(message.conversation),
-        "month_spend": month_spend(request.user),
-    }
+    # With the conversation's running total, which this answer's cost (just settled, perhaps)
+    # changes. Not the month's: that query spans all the user's answers, and every answer's end
+    # fetches this fragment (at 200 answers ending together it was most of the database's time);
+    # the sidebar's month total is rendered with each page.
+    context = {"message": message, "conversation_spend": conversation_spend(message.conversation)}
     return render(request, "chatapp/_message_fragment.html", context)
 
 

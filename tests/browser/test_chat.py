@@ -72,7 +72,8 @@ def test_send_streams_token_by_token_and_shows_the_record(alice: Any, server_url
     assert "first token" in meta
     # The conversation's running total follows the answer's cost, without a reload.
     expect(alice.locator("#conversation-spend")).to_contain_text(f"This conversation: {cost[0]}")
-    # (Other tests' answers of this user count too: only the unit is checked here.)
+    # The month's total is the page's (other tests' answers of this user count too).
+    alice.reload()
     expect(alice.locator("#month-spend")).to_contain_text(
         re.compile(r"Your spend this month: \$\d")
     )
