@@ -219,23 +219,31 @@ def forget_configs(**_: object) -> None:
 
 def config_for(gateway_pk: int | None) -> GatewayConfig:
     """The config of gateway `gateway_pk` (None: the default). Raises `GatewayUnavailable`."""
-    found, default_pk = configs()
+    return _pick(*configs(), gateway_pk)
+
+
+def _pick(
+    found: dict[int, GatewayConfig], default_pk: int, gateway_pk: int | None
+) -> GatewayConfig:
     config = found.get(default_pk if gateway_pk is None else gateway_pk)
     if config is None:
         raise GatewayUnavailable("That gateway is not available; choose another model.")
     return config
 
 
-async def aconfig_for(gateway_pk: int | None) -> GatewayConfig:
-    """`config_for` from the event loop: no thread hop while the cache is fresh (a new chat's
-    upstream request is sent before anything else is done)."""
+async def aconfigs() -> tuple[dict[int, GatewayConfig], int]:
+    """`configs` from the event loop: no thread hop while the cache is fresh (a new chat's
+    upstream request is sent before anything else is done, and its page render lists them)."""
     cached = _configs
     fresh = cached is not None and time.monotonic() - cached[0] <= CONFIGS_TTL
     if cached is not None and fresh and cached[1] == _settings_key():
-        config = cached[2].get(cached[3] if gateway_pk is None else gateway_pk)
-        if config is not None:
-            return config
-    return await sync_to_async(config_for)(gateway_pk)
+        return cached[2], cached[3]
+    return await sync_to_async(configs)()
+
+
+async def aconfig_for(gateway_pk: int | None) -> GatewayConfig:
+    """`config_for` from the event loop (see `aconfigs`)."""
+    return _pick(*await aconfigs(), gateway_pk)
 
 
 def default_config() -> GatewayConfig:
@@ -315,7 +323,7 @@ async def list_models(config: GatewayConfig) -> tuple[list[ModelInfo], str | Non
 async def catalog() -> list[GatewayModels]:
     """The model picker: every usable enabled gateway's models, the default gateway first; a
     gateway that is down is a group with its reason, and the others still work."""
-    found, default_pk = await sync_to_async(configs)()
+    found, default_pk = await aconfigs()
     ordered = sorted(found.values(), key=lambda c: (c.pk != default_pk, c.name.lower()))
     listed = await asyncio.gather(*(list_models(config) for config in ordered))
     groups = []
