@@ -50,6 +50,7 @@ _emulator: tuple[AbstractContextManager[str], str] | None = None
 _models_cache: dict[GatewayConfig, tuple[float, list[ModelInfo]]] = {}
 _clients: dict[tuple[asyncio.AbstractEventLoop, GatewayConfig], GatewayClient] = {}
 _configs: tuple[float, tuple[object, ...], dict[int, GatewayConfig], int] | None = None
+_refreshing: asyncio.Future[tuple[dict[int, GatewayConfig], int]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,13 +200,13 @@ def _load() -> tuple[dict[int, GatewayConfig], int]:
     return configs, default.pk
 
 
-def configs() -> tuple[dict[int, GatewayConfig], int]:
+def configs(*, force: bool = False) -> tuple[dict[int, GatewayConfig], int]:
     """Every usable enabled gateway by pk, and the default's pk (cached for `CONFIGS_TTL`, and
     dropped when a gateway is saved in this process). Database work: call off the event loop."""
     global _configs
     now = time.monotonic()
     key = _settings_key()
-    if _configs is None or now - _configs[0] > CONFIGS_TTL or _configs[1] != key:
+    if force or _configs is None or now - _configs[0] > CONFIGS_TTL or _configs[1] != key:
         found, default_pk = _load()
         _configs = (now, key, found, default_pk)
     return _configs[2], _configs[3]
@@ -213,8 +214,8 @@ def configs() -> tuple[dict[int, GatewayConfig], int]:
 
 def forget_configs(**_: object) -> None:
     """Drop the cached configs (a gateway was saved or deleted; tests between databases)."""
-    global _configs
-    _configs = None
+    global _configs, _refreshing
+    _configs = _refreshing = None
 
 
 def config_for(gateway_pk: int | None) -> GatewayConfig:
@@ -232,13 +233,30 @@ def _pick(
 
 
 async def aconfigs() -> tuple[dict[int, GatewayConfig], int]:
-    """`configs` from the event loop: no thread hop while the cache is fresh (a new chat's
-    upstream request is sent before anything else is done, and its page render lists them)."""
+    """`configs` from the event loop, with no thread hop while the cache is fresh: a new chat's
+    upstream request is sent before anything else is done. A stale cache is served while one
+    refresh runs for everyone; only an empty (or invalidated) one is waited for, once for all
+    (50 new chats arriving together after an idle spell refreshed it 50 times, 0.2 s of their
+    first tokens)."""
+    global _refreshing
+    if _refreshing is not None and _refreshing.get_loop() is not asyncio.get_running_loop():
+        _refreshing = None  # a refresh begun on a loop since closed (tests run one loop each)
     cached = _configs
-    fresh = cached is not None and time.monotonic() - cached[0] <= CONFIGS_TTL
-    if cached is not None and fresh and cached[1] == _settings_key():
+    if cached is not None and cached[1] == _settings_key():
+        if time.monotonic() - cached[0] > CONFIGS_TTL and _refreshing is None:
+            _refreshing = asyncio.ensure_future(_refresh())
         return cached[2], cached[3]
-    return await sync_to_async(configs)()
+    if _refreshing is None:
+        _refreshing = asyncio.ensure_future(_refresh())
+    return await asyncio.shield(_refreshing)
+
+
+async def _refresh() -> tuple[dict[int, GatewayConfig], int]:
+    global _refreshing
+    try:
+        return await sync_to_async(configs)(force=True)
+    finally:
+        _refreshing = None
 
 
 async def aconfig_for(gateway_pk: int | None) -> GatewayConfig:

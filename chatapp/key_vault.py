@@ -8,6 +8,7 @@ encrypts without another secret to manage; rotating `SECRET_KEY` then means re-e
 from __future__ import annotations
 
 import base64
+import functools
 import os
 
 from cryptography.fernet import Fernet, InvalidToken
@@ -25,12 +26,16 @@ class KeyUnavailable(ChatAppError):
 
 
 def _fernet() -> Fernet:
-    configured = settings.CHAT_KEY_ENCRYPTION_KEY
+    return _fernet_for(settings.CHAT_KEY_ENCRYPTION_KEY, settings.SECRET_KEY)
+
+
+@functools.lru_cache(maxsize=4)
+def _fernet_for(configured: str, secret_key: str) -> Fernet:
     if configured:
         return Fernet(configured)
     derived = HKDF(
         algorithm=hashes.SHA256(), length=32, salt=None, info=b"chatapp gateway api keys"
-    ).derive(settings.SECRET_KEY.encode())
+    ).derive(secret_key.encode())
     return Fernet(base64.urlsafe_b64encode(derived))
 
 

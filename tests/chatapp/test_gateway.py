@@ -241,3 +241,26 @@ async def test_a_cancelled_stream_on_each_dialect_has_a_cost_an_estimate_or_a_re
     if source == "estimate":
         assert generation.cost_note.startswith("estimated: ")
         assert "at the listed price for emulator/long" in generation.cost_note
+
+
+async def test_configs_are_refreshed_once_for_many_new_chats_at_once(monkeypatch: Any) -> None:
+    loads = 0
+    load = gateway._load
+
+    def counting_load() -> Any:
+        nonlocal loads
+        loads += 1
+        return load()
+
+    monkeypatch.setattr(gateway, "_load", counting_load)
+    first = await asyncio.gather(*(gateway.aconfig_for(None) for _ in range(20)))
+    assert loads == 1, "an empty cache is filled once for all"
+    assert len({config.pk for config in first}) == 1
+    # Past its TTL the cache is still served, at once, while one refresh runs.
+    assert gateway._configs is not None
+    gateway._configs = (gateway._configs[0] - gateway.CONFIGS_TTL - 1, *gateway._configs[1:])
+    stale = await asyncio.gather(*(gateway.aconfig_for(None) for _ in range(20)))
+    assert stale == first
+    assert gateway._refreshing is not None
+    await gateway._refreshing
+    assert loads == 2
