@@ -281,6 +281,11 @@ async def test_partial_text_is_flushed_while_streaming(alice: Any, settings: Any
     assert later.last_seq > first.last_seq
     assert later.heartbeat_at > first.heartbeat_at
     flushed = later.message.content
+    # Cancel once more has been sent than the last flush wrote, so the final write must add it.
+    running = worker._running[turn.job.generation_pk]
+    await eventually(
+        lambda: len(running.state.content) > len(flushed) or None, what="text past the flush"
+    )
     await get_channel_layer().send(
         turn.job.owner_channel, ws_protocol.cancel(turn.job.generation_pk)
     )
