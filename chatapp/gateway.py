@@ -99,10 +99,6 @@ def emulator_root() -> str:
         return _emulator[1]
 
 
-def emulator_base_url() -> str:
-    return f"{emulator_root()}/numes/api/v1"
-
-
 def choice_value(gateway_pk: int, model: str) -> str:
     return f"g{gateway_pk}:{model}"
 
@@ -126,40 +122,37 @@ def _settings_key() -> tuple[object, ...]:
 
 
 def _ensure_default() -> Gateway:
-    """The gateway the environment configures (`LLM_*`), or the emulator when it configures none:
-    created, or brought in step with the environment."""
-    if settings.LLM_BASE_URL:
-        dialect = settings.LLM_DIALECT or guess_dialect(settings.LLM_BASE_URL) or ""
-        wanted = {
-            "base_url": settings.LLM_BASE_URL,
-            "dialect": dialect,
-            "cost_unit": settings.LLM_COST_UNIT or default_unit(dialect),
-            "emulated": False,
-            "api_key_env": "",
-        }
-        name = DEFAULT_NAME
-    else:
-        wanted = {
-            "base_url": "/numes/api/v1",
-            "dialect": "numes",
-            "cost_unit": default_unit("numes"),
-            "emulated": True,
-            "api_key_env": "",
-        }
-        name = EMULATOR_NAME
-    gateway, created = Gateway.objects.get_or_create(name=name, defaults=wanted)
-    changed = [key for key, value in wanted.items() if getattr(gateway, key) != value]
-    key = settings.LLM_API_KEY if settings.LLM_BASE_URL else ""
+    """The gateway the environment configures (`LLM_*`), created or brought in step with it; or,
+    when it configures none, the emulator's row (created once; an admin may then edit it)."""
+    if not settings.LLM_BASE_URL:
+        emulator, _ = Gateway.objects.get_or_create(
+            name=EMULATOR_NAME,
+            defaults={
+                "base_url": "/numes/api/v1",
+                "dialect": "numes",
+                "cost_unit": default_unit("numes"),
+                "emulated": True,
+            },
+        )
+        return emulator
+    dialect = settings.LLM_DIALECT or guess_dialect(settings.LLM_BASE_URL) or ""
+    wanted = {
+        "base_url": settings.LLM_BASE_URL,
+        "dialect": dialect,
+        "cost_unit": settings.LLM_COST_UNIT or default_unit(dialect),
+        "emulated": False,
+        "api_key_env": "",
+    }
+    gateway, _ = Gateway.objects.get_or_create(name=DEFAULT_NAME, defaults=wanted)
+    changed = [name for name, value in wanted.items() if getattr(gateway, name) != value]
+    for name in changed:
+        setattr(gateway, name, wanted[name])
+    key = settings.LLM_API_KEY
     if key and (not gateway.api_key_encrypted or _stored_key(gateway) != key):
         gateway.api_key_encrypted = key_vault.encrypt(key)
         changed.append("api_key_encrypted")
-    if changed and not created:
-        for field_name in changed:
-            if field_name in wanted:
-                setattr(gateway, field_name, wanted[field_name])
+    if changed:
         gateway.save(update_fields=changed)
-    elif created and "api_key_encrypted" in changed:
-        gateway.save(update_fields=["api_key_encrypted"])
     return gateway
 
 
@@ -262,10 +255,6 @@ async def _refresh() -> tuple[dict[int, GatewayConfig], int]:
 async def aconfig_for(gateway_pk: int | None) -> GatewayConfig:
     """`config_for` from the event loop (see `aconfigs`)."""
     return _pick(*await aconfigs(), gateway_pk)
-
-
-def default_config() -> GatewayConfig:
-    return config_for(None)
 
 
 # The emulator's four dialects, as `add_emulator_gateways` adds them (path under its root).
