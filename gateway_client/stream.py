@@ -36,6 +36,7 @@ from .events import (
     ToolCallDelta,
 )
 from .protocol import EventStreamParser, is_event_stream
+from .think_tags import ThinkTags
 
 if TYPE_CHECKING:
     from .client import GatewayClient
@@ -151,6 +152,7 @@ class EventStream:
         loop = asyncio.get_running_loop()
         parser = self._parser
         accumulator = self._accumulator
+        think = ThinkTags()  # `<think>` at the start of content: reasoning, not the answer
         pieces = response.aiter_bytes()
         received = 0
         max_body = self._client.limits.max_body_bytes
@@ -183,6 +185,9 @@ class EventStream:
                         ),
                     )
                 events = parser.feed(piece)
+            events = think.feed(events)
+            if ended or parser.finished:
+                events += think.close()
             if events:
                 now = loop.time()
                 self._last_event_at = now

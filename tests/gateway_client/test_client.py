@@ -25,7 +25,7 @@ from gateway_client import (
     StatusError,
     Timeouts,
 )
-from gateway_client.events import Done, TextDelta
+from gateway_client.events import Done, ReasoningDelta, TextDelta
 
 from .rawserver import Peer, raw_server
 
@@ -400,3 +400,21 @@ async def test_leaving_the_block_closes_the_connection_at_once() -> None:
         closed = loop.time()
         noticed = await asyncio.wait_for(seen.get(), 2)
     assert noticed - closed < 0.1
+
+
+async def test_think_tags_at_the_start_of_content_are_reasoning_across_chunks() -> None:
+    async def thinking(peer: Peer) -> None:
+        await peer.head()
+        for piece in ("<thi", "nk>Compare ", "both.</thi", "nk>\n\nThe second.", "[DONE]"):
+            await peer.chunk(sse(piece if piece == "[DONE]" else text(piece)))
+        await peer.end()
+
+    server = raw_server(thinking)
+    async with server as (url, _), GatewayClient(url, "k", timeouts=FAST) as client:
+        stream = client.stream_chat(model="m", messages=[])
+        async with stream:
+            events = [event async for event in stream]
+    assert [e.text for e in events if isinstance(e, ReasoningDelta)] == ["Compare ", "both."]
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["The second."]
+    assert stream.completion.content == "The second."
+    assert stream.completion.reasoning == "Compare both."
