@@ -25,11 +25,12 @@ def error_text(generation: Generation) -> str:
     message = generation.error_message.strip()
     has_text = bool(generation.message.content or generation.message.reasoning)
     kept = " The partial answer is kept." if has_text else ""
+    said = f": {_sentence(message)}" if message else "."
     match generation.status:
         case Status.FAILED if not has_text and generation.error_status:
-            text = f"The gateway refused the request{_code(generation)}: {message}"
+            text = f"The gateway refused the request{_code(generation)}{said}"
         case Status.FAILED:
-            text = f"The answer failed{_code(generation)}: {message}{kept}"
+            text = f"The answer failed{_code(generation)}{said}{kept}"
         case Status.INCOMPLETE:
             text = (
                 "The answer was cut off: the stream ended before the gateway said it was done"
@@ -42,6 +43,11 @@ def error_text(generation: Generation) -> str:
     if generation.retry_after:
         text += f" Retry after {generation.retry_after:g} s."
     return text
+
+
+def _sentence(message: str) -> str:
+    """The gateway's message as a sentence, so that ours can follow it."""
+    return message if message.endswith((".", "!", "?", "…")) else message + "."
 
 
 WARNINGS = {

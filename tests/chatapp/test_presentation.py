@@ -28,15 +28,15 @@ REFUSED = {"status": "failed", "error_status": 402, "error_code": "402"}
     [
         (
             {**REFUSED, "error_type": "insufficient_credits", "error_message": "No credits "},
-            "The gateway refused the request (HTTP 402, insufficient_credits): No credits",
+            "The gateway refused the request (HTTP 402, insufficient_credits): No credits.",
         ),
         (
             {"status": "failed", "error_status": 429, "error_code": "rate_limited"},
-            "The gateway refused the request (HTTP 429, rate_limited): ",
+            "The gateway refused the request (HTTP 429, rate_limited).",
         ),
         (
             {"status": "failed", "error_status": 400, "error_type": "invalid_request_error"},
-            "The gateway refused the request (HTTP 400, invalid_request_error): ",
+            "The gateway refused the request (HTTP 400, invalid_request_error).",
         ),
     ],
 )
@@ -54,14 +54,14 @@ def test_a_failure_midstream_keeps_the_partial_answer() -> None:
         error_message="provider became unavailable",
     )
     assert error_text(failed) == (
-        "The answer failed (HTTP 503, provider_unavailable): provider became unavailable"
+        "The answer failed (HTTP 503, provider_unavailable): provider became unavailable."
         " The partial answer is kept."
     )
 
 
 def test_reasoning_alone_counts_as_a_partial_answer() -> None:
     failed = generation(reasoning="Thinking…", status="failed", error_message="gone")
-    assert error_text(failed) == "The answer failed: gone The partial answer is kept."
+    assert error_text(failed) == "The answer failed: gone. The partial answer is kept."
 
 
 def test_a_failure_without_text_or_status() -> None:
@@ -79,7 +79,7 @@ def test_a_failure_without_text_or_status() -> None:
 
 def test_a_code_equal_to_the_type_is_named_once() -> None:
     failed = generation(status="failed", error_code="timeout", error_type="timeout")
-    assert error_text(failed) == "The answer failed (timeout): "
+    assert error_text(failed) == "The answer failed (timeout)."
 
 
 @pytest.mark.parametrize(
@@ -122,7 +122,7 @@ def test_retry_after_is_added(retry_after: float, words: str) -> None:
         error_message="Slow down",
         retry_after=retry_after,
     )
-    assert error_text(limited) == "The gateway refused the request (HTTP 429): Slow down" + words
+    assert error_text(limited) == "The gateway refused the request (HTTP 429): Slow down." + words
 
 
 @pytest.mark.parametrize("status", ["streaming", "completed", "cancelled"])
