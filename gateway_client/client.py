@@ -211,6 +211,11 @@ class GatewayClient:
                 f"could not connect to {request.url.host} within {self.timeouts.connect:g} s",
                 phase="connect",
             ) from exc
+        except (httpx.ReadError, httpx.RemoteProtocolError) as exc:
+            # Connected, then dropped before any response: not "could not reach".
+            raise ConnectError(
+                f"{request.url.host} closed the connection before answering: {_reason(exc)}"
+            ) from exc
         except httpx.TransportError as exc:
             raise ConnectError(f"could not reach {request.url.host}: {_reason(exc)}") from exc
 

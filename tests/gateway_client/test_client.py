@@ -224,7 +224,7 @@ async def test_connection_refused_is_a_connect_error() -> None:
     async with raw_server(lambda peer: asyncio.sleep(0)) as (url, _):
         pass  # the port is closed again
     async with GatewayClient(url, "k", timeouts=FAST) as client:
-        with pytest.raises(ConnectError):
+        with pytest.raises(ConnectError, match="^could not reach 127.0.0.1: "):
             await collect(client)
 
 
@@ -239,7 +239,7 @@ async def test_a_gateway_hanging_up_before_answering_is_a_connect_error_not_a_ti
         with pytest.raises(ConnectError) as caught:
             await collect(client)
     assert not isinstance(caught.value, GatewayTimeout)
-    assert "within" not in str(caught.value)
+    assert str(caught.value).startswith("127.0.0.1 closed the connection before answering: ")
     assert len(peers) == 2, "sent once more on a new connection, then given up"
 
 
