@@ -224,7 +224,7 @@ async def test_connection_refused_is_a_connect_error() -> None:
     async with raw_server(lambda peer: asyncio.sleep(0)) as (url, _):
         pass  # the port is closed again
     async with GatewayClient(url, "k", timeouts=FAST) as client:
-        with pytest.raises(ConnectError, match="^could not reach 127.0.0.1: "):
+        with pytest.raises(ConnectError, match=r"^could not reach 127\.0\.0\.1: "):
             await collect(client)
 
 
