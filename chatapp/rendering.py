@@ -21,9 +21,17 @@ from markdown_it.utils import EnvType, OptionsDict
 
 from gateway_client.events import Annotation
 
-_md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable(
-    ["table", "strikethrough"]
-)
+from .highlight import highlighted
+
+
+def _highlight(code: str, language: str, attributes: str) -> str:
+    return highlighted(code, language)
+
+
+_md = MarkdownIt(
+    "commonmark",
+    {"html": False, "linkify": False, "typographer": False, "highlight": _highlight},
+).enable(["table", "strikethrough"])
 
 
 def _image_or_link(
@@ -46,7 +54,7 @@ ALLOWED_TAGS = frozenset(
     {
         "p", "br", "hr", "strong", "em", "del", "s", "code", "pre", "blockquote",
         "ul", "ol", "li", "h1", "h2", "h3", "h4", "h5", "h6", "a", "img",
-        "table", "thead", "tbody", "tr", "th", "td",
+        "table", "thead", "tbody", "tr", "th", "td", "span",
     }
 )  # fmt: skip
 ALLOWED_ATTRIBUTES = {
@@ -56,9 +64,11 @@ ALLOWED_ATTRIBUTES = {
     "th": {"align"},
     "td": {"align"},
     "code": {"class"},
+    "span": {"class"},  # Pygments' token classes (`highlight.py`)
 }
 _SAFE_DATA_IMAGE = re.compile(r"^data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/=\s]*$", re.I)
 _CODE_CLASS = re.compile(r"^language-[\w+#.-]{1,40}$")
+_TOKEN_CLASS = re.compile(r"^[a-z]{1,3}[0-9]?$")
 
 
 def linkable_url(value: str) -> str | None:
@@ -87,7 +97,8 @@ def _filter(tag: str, attribute: str, value: str) -> str | None:
     if attribute == "src":
         return showable_image_url(value) if tag == "img" else None
     if attribute == "class":
-        return value if _CODE_CLASS.match(value) else None
+        allowed = _TOKEN_CLASS if tag == "span" else _CODE_CLASS
+        return value if allowed.match(value) else None
     return value
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 
+from chatapp.highlight import MAX_CODE_CHARS, stylesheet
 from chatapp.rendering import ALLOWED_TAGS, render_markdown
 
 
@@ -70,3 +72,37 @@ def test_remote_markdown_image_becomes_a_link_never_an_img() -> None:
     assert "<img" not in html
     assert '<a href="https://evil.example/leak.png?c=secret" target="_blank"' in html
     assert ">chart</a>" in html
+
+
+# --- Code highlighting --------------------------------------------------------------------------
+
+
+def test_code_in_a_known_language_is_highlighted_with_classes_only() -> None:
+    html = render_markdown('```python\ndef f(x):\n    return "<script>"  # hi\n```')
+    assert html.startswith('<pre><code class="language-python"><span class="k">def</span>')
+    assert '<span class="nf">f</span>' in html
+    assert '<span class="s2">"&lt;script&gt;"</span>' in html, "the code's text stays escaped"
+    assert "style=" not in html, "colours come from classes (the CSP forbids inline style)"
+
+
+@pytest.mark.parametrize("info", ["", "no-such-language", 'python" onclick="x'])
+def test_code_in_another_or_no_language_stays_plain(info: str) -> None:
+    html = render_markdown(f"```{info}\n<b>x</b> = 1\n```")
+    assert "<span" not in html
+    assert "&lt;b&gt;x&lt;/b&gt; = 1" in html
+    assert "onclick" not in html
+
+
+def test_a_huge_code_block_is_left_plain() -> None:
+    code = "x = 1\n" * (MAX_CODE_CHARS // 6 + 1)
+    assert "<span" not in render_markdown(f"```python\n{code}```")
+
+
+def test_model_text_cannot_forge_token_spans() -> None:
+    html = render_markdown('<span class="k">forged</span> and `<span class="k">x</span>`')
+    assert "<span" not in html
+
+
+def test_the_stylesheet_is_the_generated_one() -> None:
+    path = Path(__file__).resolve().parents[2] / "static" / "chatapp" / "highlight.css"
+    assert path.read_text() == stylesheet(), "regenerate with chatapp.highlight.stylesheet()"
