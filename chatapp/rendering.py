@@ -50,6 +50,23 @@ def _image_or_link(
 
 _md.add_render_rule("image", _image_or_link)
 
+
+def _aligned_cell(
+    renderer: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    """A table column's alignment as a class: markdown-it writes it as an inline `style`, which
+    the sanitizer drops (and the CSP would block)."""
+    token = tokens[idx]
+    style = str(token.attrGet("style") or "")
+    if style.startswith("text-align:"):
+        token.attrs.pop("style", None)
+        token.attrSet("class", "align-" + style.removeprefix("text-align:"))
+    return str(renderer.renderToken(tokens, idx, options, env))
+
+
+_md.add_render_rule("th_open", _aligned_cell)
+_md.add_render_rule("td_open", _aligned_cell)
+
 ALLOWED_TAGS = frozenset(
     {
         "p", "br", "hr", "strong", "em", "del", "s", "code", "pre", "blockquote",
@@ -61,14 +78,15 @@ ALLOWED_ATTRIBUTES = {
     "a": {"href", "title"},
     "img": {"src", "alt", "title"},
     "ol": {"start"},
-    "th": {"align"},
-    "td": {"align"},
+    "th": {"class"},
+    "td": {"class"},
     "code": {"class"},
     "span": {"class"},  # Pygments' token classes (`highlight.py`)
 }
 _SAFE_DATA_IMAGE = re.compile(r"^data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/=\s]*$", re.I)
 _CODE_CLASS = re.compile(r"^language-[\w+#.-]{1,40}$")
 _TOKEN_CLASS = re.compile(r"^[a-z]{1,3}[0-9]?$")
+_ALIGN_CLASS = re.compile(r"^align-(left|center|right)$")
 
 
 def linkable_url(value: str) -> str | None:
@@ -97,7 +115,9 @@ def _filter(tag: str, attribute: str, value: str) -> str | None:
     if attribute == "src":
         return showable_image_url(value) if tag == "img" else None
     if attribute == "class":
-        allowed = _TOKEN_CLASS if tag == "span" else _CODE_CLASS
+        allowed = {"span": _TOKEN_CLASS, "th": _ALIGN_CLASS, "td": _ALIGN_CLASS}.get(
+            tag, _CODE_CLASS
+        )
         return value if allowed.match(value) else None
     return value
 

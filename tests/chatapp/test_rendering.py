@@ -106,3 +106,12 @@ def test_model_text_cannot_forge_token_spans() -> None:
 def test_the_stylesheet_is_the_generated_one() -> None:
     path = Path(__file__).resolve().parents[2] / "static" / "chatapp" / "highlight.css"
     assert path.read_text() == stylesheet(), "regenerate with chatapp.highlight.stylesheet()"
+
+
+def test_table_columns_keep_their_alignment_as_classes() -> None:
+    html = render_markdown("| a | b | c | d |\n|:--|:-:|--:|---|\n| 1 | 2 | 3 | 4 |")
+    assert '<th class="align-left">a</th>' in html
+    assert '<th class="align-center">b</th>' in html
+    assert '<td class="align-right">3</td>' in html
+    assert "<td>4</td>" in html
+    assert "style" not in html
