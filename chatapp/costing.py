@@ -31,7 +31,9 @@ from .models import Generation, Message
 from .units import CostUnit, exact, stream_unit
 
 if TYPE_CHECKING:
+    from gateway_client.accumulator import Completion
     from gateway_client.client import GenerationRecord
+    from gateway_client.events import Cost
 
 CostSource = Generation.CostSource
 
@@ -118,17 +120,28 @@ def estimate_or_explain(generation: Generation, message: Message) -> None:
     )[:300]
 
 
-def apply_record(generation: Generation, record: GenerationRecord) -> bool:
-    """Copy a settled record's counts and cost; True when it carried a cost."""
-    for name in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens"):
-        value = getattr(record, name)
+_COUNTS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens")
+
+
+def apply_reported(generation: Generation, report: Completion | GenerationRecord) -> Cost | None:
+    """Copy the token counts and the cost (in its unit) a stream or a record reported; the
+    cost, for the caller to name its source, or None when there was none."""
+    for name in _COUNTS:
+        value = getattr(report, name)
         if value is not None:
             setattr(generation, name, value)
-    if record.cost is None:
+    cost = report.cost
+    if cost is not None:
+        gateway_unit = generation.gateway.cost_unit if generation.gateway else ""
+        generation.cost = exact(cost.amount)
+        generation.cost_unit = stream_unit(cost.unit, gateway_unit)
+    return cost
+
+
+def apply_record(generation: Generation, record: GenerationRecord) -> bool:
+    """Copy a settled record's counts and cost; True when it carried a cost."""
+    if apply_reported(generation, record) is None:
         return False
-    unit = generation.gateway.cost_unit if generation.gateway else ""
-    generation.cost = exact(record.cost.amount)
-    generation.cost_unit = stream_unit(record.cost.unit, unit)
     generation.cost_source = CostSource.RECORD
     generation.cost_note = ""
     return True

@@ -22,10 +22,9 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from . import attachments
-from .costing import not_billed_reason, record_expected, settle_cost_now
+from .costing import apply_reported, not_billed_reason, record_expected, settle_cost_now
 from .models import Conversation, Generation
 from .rendering import citation
-from .units import exact, stream_unit
 
 if TYPE_CHECKING:
     from gateway_client.accumulator import Completion
@@ -91,25 +90,14 @@ class FinalState:
     record_expected: bool = False
 
 
-_COUNTS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens")
-
-
 def _apply_stream_counts_and_cost(generation: Generation, completion: Completion) -> None:
     """Copy the token counts and cost the stream's usage chunk reported."""
-    for name in _COUNTS:
-        value = getattr(completion, name, None)
-        if value is not None:
-            setattr(generation, name, value)
-    cost = completion.cost
-    if cost is not None:
-        gateway_unit = generation.gateway.cost_unit if generation.gateway else ""
-        generation.cost = exact(cost.amount)
-        generation.cost_unit = stream_unit(cost.unit, gateway_unit)
-        if cost.estimated:
-            generation.cost_source = Generation.CostSource.ESTIMATE
-            generation.cost_note = "estimated by the gateway (the provider reported no usage)"
-        else:
-            generation.cost_source = Generation.CostSource.STREAM
+    cost = apply_reported(generation, completion)
+    if cost is not None and cost.estimated:
+        generation.cost_source = Generation.CostSource.ESTIMATE
+        generation.cost_note = "estimated by the gateway (the provider reported no usage)"
+    elif cost is not None:
+        generation.cost_source = Generation.CostSource.STREAM
 
 
 @_on_final_thread
