@@ -27,49 +27,32 @@ from .models import Generation
 
 __all__ = ["COLUMNS", "chunks", "plain", "response"]
 
-COLUMNS = (
-    "generation",
-    "started_at",
-    "finished_at",
-    "user",
-    "gateway",
-    "model",
-    "status",
-    "generation_id",
-    "request_id",
-    "prompt_tokens",
-    "completion_tokens",
-    "reasoning_tokens",
-    "cached_tokens",
-    "cost",
-    "cost_unit",
-    "cost_source",
-    "cost_note",
-    "ttft_ms",
-    "duration_ms",
-    "conversation",
+# Each column and the field it is read from (duration_ms is worked out from the two times).
+_SOURCES = (
+    ("generation", "pk"),
+    ("started_at", "started_at"),
+    ("finished_at", "finished_at"),
+    ("user", "conversation__user__username"),
+    ("gateway", "gateway__name"),
+    ("model", "model"),
+    ("status", "status"),
+    ("generation_id", "upstream_id"),
+    ("request_id", "request_id"),
+    ("prompt_tokens", "prompt_tokens"),
+    ("completion_tokens", "completion_tokens"),
+    ("reasoning_tokens", "reasoning_tokens"),
+    ("cached_tokens", "cached_tokens"),
+    ("cost", "cost"),
+    ("cost_unit", "cost_unit"),
+    ("cost_source", "cost_source"),
+    ("cost_note", "cost_note"),
+    ("ttft_ms", "ttft_ms"),
+    ("duration_ms", None),
+    ("conversation", "conversation_id"),
 )
-_FIELDS = (
-    "pk",
-    "started_at",
-    "finished_at",
-    "conversation__user__username",
-    "gateway__name",
-    "model",
-    "status",
-    "upstream_id",
-    "request_id",
-    "prompt_tokens",
-    "completion_tokens",
-    "reasoning_tokens",
-    "cached_tokens",
-    "cost",
-    "cost_unit",
-    "cost_source",
-    "cost_note",
-    "ttft_ms",
-    "conversation_id",
-)  # COLUMNS' sources, but for duration_ms, worked out from the two times
+COLUMNS = tuple(column for column, _ in _SOURCES)
+_FIELDS = tuple(field for _, field in _SOURCES if field is not None)
+_DURATION_AT = COLUMNS.index("duration_ms")
 _TEXT = {"user", "gateway", "model", "generation_id", "request_id", "cost_note"}
 _TEXT_AT = frozenset(index for index, name in enumerate(COLUMNS) if name in _TEXT)
 # A spreadsheet evaluates a cell starting with one of these as a formula (tab and CR because some
@@ -113,7 +96,7 @@ def _row(values: tuple[object, ...]) -> list[str]:
     duration = None
     if isinstance(started, datetime.datetime) and isinstance(finished, datetime.datetime):
         duration = round((finished - started).total_seconds() * 1000)
-    cells = (*values[:-1], duration, values[-1])
+    cells = (*values[:_DURATION_AT], duration, *values[_DURATION_AT:])
     return [_cell(value, index in _TEXT_AT) for index, value in enumerate(cells)]
 
 
