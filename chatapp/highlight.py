@@ -5,19 +5,25 @@ strict); `static/chatapp/highlight.css` colours them for light and dark themes. 
 Pygments knows is highlighted, and only blocks up to `MAX_CODE_CHARS` (a model can write an
 enormous block; lexing is linear but not free): anything else stays plain escaped text.
 The HTML still goes through the one sanitizer (`rendering.sanitize`).
+
+Only tokens the stylesheet colours get a span, and a run of one class gets one: whitespace, plain
+names and punctuation are text. Pygments' own formatter spans every token, which made a code
+block's HTML five times its source, sent once while the answer streams and again in the page.
 """
 
 from __future__ import annotations
 
-from pygments import highlight as pygments_highlight
+from functools import cache
+from html import escape
+
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
+from pygments.token import STANDARD_TYPES, _TokenType
 from pygments.util import ClassNotFound
 
 __all__ = ["MAX_CODE_CHARS", "highlighted"]
 
 MAX_CODE_CHARS = 50_000
-_FORMATTER = HtmlFormatter(nowrap=True)
 
 
 def highlighted(code: str, language: str) -> str:
@@ -28,7 +34,32 @@ def highlighted(code: str, language: str) -> str:
         lexer = get_lexer_by_name(language, stripnl=False, ensurenl=False)
     except ClassNotFound:
         return ""
-    return pygments_highlight(code, lexer, _FORMATTER)
+    parts: list[str] = []
+    run_class, run = "", list[str]()
+    for ttype, value in lexer.get_tokens(code):
+        css = _css_class(ttype)
+        if css != run_class and run:
+            parts.append(_span(run_class, "".join(run)))
+            run = []
+        run_class = css
+        run.append(value)
+    if run:
+        parts.append(_span(run_class, "".join(run)))
+    return "".join(parts)
+
+
+def _span(css: str, text: str) -> str:
+    text = escape(text, quote=False)
+    return f'<span class="{css}">{text}</span>' if css else text
+
+
+@cache
+def _css_class(ttype: _TokenType) -> str:
+    """The token's class if the stylesheet colours it, else "" (shown as plain text)."""
+    while ttype not in STANDARD_TYPES and ttype.parent is not None:
+        ttype = ttype.parent
+    css = STANDARD_TYPES.get(ttype, "")
+    return css if css in _styled_classes() else ""
 
 
 _SCOPE = ".content pre code"
@@ -36,11 +67,32 @@ LIGHT_STYLE = "default"
 DARK_STYLE = "github-dark"
 
 
-def _token_rules(style: str) -> list[str]:
-    """Pygments' rules for token classes only (not its `pre`, line-number or background rules:
-    the page styles blocks itself)."""
+# Whitespace is invisible whatever its colour.
+_UNSTYLED = frozenset({"w"})
+
+
+def _style_rules(style: str) -> dict[str, str]:
+    """Pygments' rules for token classes only, by class (not its `pre`, line-number or
+    background rules: the page styles blocks itself)."""
     css: str = HtmlFormatter(style=style).get_style_defs(_SCOPE)  # type: ignore[no-untyped-call]
-    return [line for line in css.splitlines() if line.startswith(_SCOPE + " .")]
+    prefix = _SCOPE + " ."
+    rules = {}
+    for line in css.splitlines():
+        if line.startswith(prefix):
+            rules[line.removeprefix(prefix).split(" ", 1)[0]] = line
+    return rules
+
+
+@cache
+def _styled_classes() -> frozenset[str]:
+    """The classes the light theme colours: the others look like the text around them (the
+    dark theme's rules for them are its text colour)."""
+    return frozenset(_style_rules(LIGHT_STYLE)) - _UNSTYLED
+
+
+def _token_rules(style: str) -> list[str]:
+    styled = _styled_classes()
+    return [rule for css, rule in _style_rules(style).items() if css in styled]
 
 
 def stylesheet() -> str:
