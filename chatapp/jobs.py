@@ -30,6 +30,8 @@ class Job:
     model: str
     messages: list[dict[str, Any]]
     owner_channel: str
+    max_tokens: int | None = None
+    """The output budget to ask for; None leaves it to the gateway."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -154,6 +154,9 @@ class Generation(models.Model):
         Gateway, on_delete=models.PROTECT, null=True, blank=True, related_name="generations"
     )
     model = models.CharField(max_length=200)
+    max_tokens = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The budget the request asked for (empty: the gateway's)."
+    )
     # The dialect that served it (the gateway's, or detected from the stream): it decides whether
     # a generation record can be asked for, and how a missing cost is explained.
     dialect = models.CharField(max_length=16, blank=True)
@@ -184,6 +187,12 @@ class Generation(models.Model):
     started_at = models.DateTimeField(auto_now_add=True)
     first_token_at = models.DateTimeField(null=True, blank=True)
     ttft_ms = models.PositiveIntegerField("time to first token (ms)", null=True, blank=True)
+    thinking_ms = models.PositiveIntegerField(
+        "thinking time (ms)",
+        null=True,
+        blank=True,
+        help_text="How long the model reasoned before its answer began, ms.",
+    )
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
 

@@ -1,8 +1,18 @@
-"""Plain words for a generation's state: the error line and the meta line under an answer."""
+"""Plain words for a generation's state: the error line, the finish note and the meta line under
+an answer.
+
+A `finish_reason` other than `stop` is a state a user can read, not only a code in the meta line:
+`length` says the answer (or the thinking before it) ran out of its token budget, and offers a
+larger budget when only thinking arrived, as the Osmexo docs advise; `content_filter` says a
+filter stopped or withheld the answer.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .models import Generation
+from .turns import larger_budget
 from .units import CostUnit, Money
 
 Status = Generation.Status
@@ -63,6 +73,44 @@ def warning_texts(generation: Generation) -> list[str]:
     ]
 
 
+@dataclass(frozen=True, slots=True)
+class FinishNote:
+    """Why an answer ended where it did; `larger_budget`: "Continue with a larger budget" is
+    offered."""
+
+    text: str
+    larger_budget: bool = False
+
+
+def finish_note(generation: Generation) -> FinishNote | None:
+    """The note under an answer that ended for a reason other than being done, else None."""
+    if generation.is_running:
+        return None
+    message = generation.message
+    answered = bool(message.content.strip())
+    match generation.finish_reason:
+        case "length" if message.reasoning and not answered:
+            return FinishNote(
+                "The token budget ran out while the model was thinking, before it answered.",
+                larger_budget=larger_budget(generation) is not None,
+            )
+        case "length":
+            tokens = generation.completion_tokens or generation.max_tokens
+            budget = f" ({tokens:,} tokens)" if tokens else ""
+            return FinishNote(f"The answer was cut off at the token budget{budget}.")
+        case "content_filter" if answered or message.reasoning:
+            return FinishNote(
+                "A content filter (the gateway's or the model provider's) stopped the answer"
+                " here; what arrived before it is kept."
+            )
+        case "content_filter":
+            return FinishNote(
+                "A content filter (the gateway's or the model provider's) withheld the answer,"
+                " so there is nothing to show."
+            )
+    return None
+
+
 def money(generation: Generation) -> Money | None:
     if generation.cost is None:
         return None
@@ -100,6 +148,7 @@ def meta_items(generation: Generation) -> list[str]:
     items.append(format_cost(generation))
     if generation.ttft_ms is not None:
         items.append(f"first token {generation.ttft_ms} ms")
-    if generation.finish_reason and generation.finish_reason not in ("stop", "error"):
+    # "length" and "content_filter" are said in words by `finish_note`.
+    if generation.finish_reason not in ("", "stop", "error", "length", "content_filter"):
         items.append(f"finish: {generation.finish_reason}")
     return items

@@ -4,6 +4,10 @@ the context sent upstream.
 Context is every user message plus, per earlier turn, the latest assistant answer that has text
 (a retried failure is replaced by its retry). Reasoning details go back unchanged, as Numes requires
 for signed or encrypted reasoning; tool calls are not sent back since the app runs no tools.
+
+An answer that ran out of its token budget is continued as a retry with a larger one: the Osmexo
+docs say to raise the budget and retry when thinking used it all, with 4,096 "a safe default" for a
+reasoning model. So `larger_budget` asks for twice what the answer used, at least 4,096.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ if TYPE_CHECKING:
 
 TITLE_LENGTH = 60
 MAX_MESSAGE_CHARS = 100_000
+SAFE_BUDGET = 4_096  # Osmexo's "safe default" max_tokens for a reasoning model
+MAX_BUDGET = 32_768
 
 
 class TurnError(ChatAppError, ValueError):
@@ -77,6 +83,7 @@ def _start(
     model: str,
     owner_channel: str,
     user_message: Message | None = None,
+    max_tokens: int | None = None,
 ) -> Turn:
     assistant = Message.objects.create(conversation=conversation, role=Message.Role.ASSISTANT)
     generation = Generation.objects.create(
@@ -84,6 +91,7 @@ def _start(
         conversation=conversation,
         gateway_id=gateway.pk,
         model=model,
+        max_tokens=max_tokens,
         owner_channel=owner_channel,
     )
     conversation.gateway_id = gateway.pk
@@ -97,6 +105,7 @@ def _start(
         model=model,
         messages=context_for(conversation, assistant),
         owner_channel=owner_channel,
+        max_tokens=max_tokens,
     )
     return Turn(conversation, assistant, generation, job, user_message)
 
@@ -152,14 +161,43 @@ def create_retry(
     the gateway and model chosen (a bare model: on the answer's gateway; None: the answer's model
     too)."""
     with transaction.atomic():
-        try:
-            failed = Message.objects.select_related("conversation", "generation").get(
-                pk=message_id, role=Message.Role.ASSISTANT, conversation__user=user
-            )
-        except Message.DoesNotExist:
-            raise Http404("No such message.") from None
-        if failed.generation.is_running:
-            raise TurnError("This answer is still being written.")
+        failed = _finished_answer(user, message_id)
         if not isinstance(choice, tuple):
             choice = (config_for(failed.generation.gateway_id), choice or failed.generation.model)
         return _start(failed.conversation, *choice, owner_channel)
+
+
+def larger_budget(generation: Generation) -> int | None:
+    """The `max_tokens` for another try at an answer that ran out of its budget: twice what it
+    used (its budget, else its completion tokens, reasoning included), at least `SAFE_BUDGET`, at
+    most `MAX_BUDGET`; None when that would be no larger."""
+    used = generation.max_tokens or generation.completion_tokens
+    budget = min(MAX_BUDGET, max(SAFE_BUDGET, 2 * (used or 0)))
+    return budget if used is None or budget > used else None
+
+
+def create_continuation(user: User, message_id: int, owner_channel: str) -> Turn:
+    """A retry of the answer `message_id`, which ran out of its token budget, on its gateway and
+    model with a `larger_budget`."""
+    with transaction.atomic():
+        cut = _finished_answer(user, message_id)
+        budget = larger_budget(cut.generation)
+        if cut.generation.finish_reason != "length" or budget is None:
+            raise TurnError("Only an answer that ran out of its token budget gets a larger one.")
+        gateway = config_for(cut.generation.gateway_id)
+        return _start(
+            cut.conversation, gateway, cut.generation.model, owner_channel, max_tokens=budget
+        )
+
+
+def _finished_answer(user: User, message_id: int) -> Message:
+    """The user's assistant message `message_id`, with its generation, once that has ended."""
+    try:
+        answer = Message.objects.select_related("conversation", "generation").get(
+            pk=message_id, role=Message.Role.ASSISTANT, conversation__user=user
+        )
+    except Message.DoesNotExist:
+        raise Http404("No such message.") from None
+    if answer.generation.is_running:
+        raise TurnError("This answer is still being written.")
+    return answer

@@ -6,6 +6,10 @@ finish reason, and how the stream ends (normally, or by one of the failure modes
 `max_tokens` budget is applied here, so truncation yields `finish_reason: "length"` everywhere.
 Dialects decide how a piece looks on the wire; the streaming engine decides when it is sent.
 
+`length` thinks at length, then answers: with no `max_tokens` its default budget ends the thinking
+(`finish_reason: "length"` and no content, as a reasoning model does), and a budget large enough
+for the whole script gets the thinking and then the answer, so a retry with a larger budget works.
+
 `tools` calls the request's first tool; a request without tools (a plain chat client) gets a call
 to `DEMO_TOOL`, `get_weather`, so a tool call can be seen without writing a tool loop.
 """
@@ -265,9 +269,11 @@ def _answer_pieces(
         case "reasoning" if reasoning:
             steps = _tokens("reasoning", reasoning_text(prompt))
             return [*steps, Piece("reasoning_end"), *_tokens("content", markdown_answer(prompt))]
-        case "length":
-            kind: PieceKind = "reasoning" if reasoning else "content"
-            return _tokens(kind, budget_reasoning(prompt))
+        case "length" if reasoning:
+            thinking = _tokens("reasoning", budget_reasoning(prompt))
+            return [*thinking, Piece("reasoning_end"), *_tokens("content", markdown_answer(prompt))]
+        case "length":  # thinking aloud, in the answer itself
+            return _tokens("content", budget_reasoning(prompt) + "\n\n" + markdown_answer(prompt))
         case "long":
             return _tokens("content", long_answer(prompt, options.long_tokens))
         case "echo":

@@ -8,7 +8,14 @@ from typing import Any
 import pytest
 
 from chatapp.models import Generation, Message
-from chatapp.presentation import error_text, format_cost, meta_items, warning_texts
+from chatapp.presentation import (
+    FinishNote,
+    error_text,
+    finish_note,
+    format_cost,
+    meta_items,
+    warning_texts,
+)
 
 
 def generation(content: str = "", reasoning: str = "", **fields: Any) -> Generation:
@@ -139,6 +146,80 @@ def test_warnings_in_words() -> None:
     assert warning_texts(generation()) == []
 
 
+# --- finish_note --------------------------------------------------------------------------------
+
+THOUGHT_ONLY = "The token budget ran out while the model was thinking, before it answered."
+FILTERED = "A content filter (the gateway's or the model provider's)"
+
+
+@pytest.mark.parametrize(
+    ("fields", "note"),
+    [
+        (
+            {"completion_tokens": 1234, "max_tokens": 2000},
+            FinishNote("The answer was cut off at the token budget (1,234 tokens)."),
+        ),
+        (
+            {"max_tokens": 4096},
+            FinishNote("The answer was cut off at the token budget (4,096 tokens)."),
+        ),
+        ({}, FinishNote("The answer was cut off at the token budget.")),
+    ],
+)
+def test_an_answer_cut_at_the_budget_says_so_and_how_large_it_was(
+    fields: dict[str, Any], note: FinishNote
+) -> None:
+    cut = generation("Half an ans", "thought", status="completed", finish_reason="length", **fields)
+    assert finish_note(cut) == note
+
+
+@pytest.mark.parametrize(
+    ("fields", "offered"),
+    [
+        ({"completion_tokens": 48}, True),  # the gateway's default budget: 4,096 is larger
+        ({"max_tokens": 4096, "completion_tokens": 4096}, True),  # 8,192 next
+        ({"max_tokens": 32_768, "completion_tokens": 32_768}, False),  # the most we ask for
+        ({"completion_tokens": 40_000}, False),  # a gateway default beyond it
+    ],
+)
+def test_a_budget_spent_on_thinking_offers_a_larger_one(
+    fields: dict[str, Any], offered: bool
+) -> None:
+    thought = generation("", "Let me think", status="completed", finish_reason="length", **fields)
+    assert finish_note(thought) == FinishNote(THOUGHT_ONLY, larger_budget=offered)
+
+
+def test_whitespace_is_no_answer() -> None:
+    thought = generation("\n ", "Let me think", status="completed", finish_reason="length")
+    assert finish_note(thought) == FinishNote(THOUGHT_ONLY, larger_budget=True)
+
+
+@pytest.mark.parametrize(
+    ("content", "reasoning", "words"),
+    [
+        (
+            "The first half",
+            "",
+            f"{FILTERED} stopped the answer here; what arrived before it is kept.",
+        ),
+        ("", "Thinking", f"{FILTERED} stopped the answer here; what arrived before it is kept."),
+        ("", "", f"{FILTERED} withheld the answer, so there is nothing to show."),
+    ],
+)
+def test_a_content_filter_is_explained(content: str, reasoning: str, words: str) -> None:
+    filtered = generation(content, reasoning, status="completed", finish_reason="content_filter")
+    assert finish_note(filtered) == FinishNote(words)
+
+
+@pytest.mark.parametrize("finish_reason", ["stop", "tool_calls", "error", ""])
+def test_other_endings_have_no_note(finish_reason: str) -> None:
+    assert finish_note(generation("text", status="completed", finish_reason=finish_reason)) is None
+
+
+def test_a_running_answer_has_no_note_yet() -> None:
+    assert finish_note(generation("", "thinking", finish_reason="length")) is None
+
+
 # --- format_cost --------------------------------------------------------------------------------
 
 
@@ -216,18 +297,19 @@ def test_meta_items_of_a_full_record() -> None:
         cost_unit="credits",
         cost_source="stream",
         ttft_ms=120,
-        finish_reason="length",
+        finish_reason="tool_calls",
     )
     assert meta_items(done) == [
         "numes/otter-1",
         "11 in · 42 out (7 reasoning) · 5 cached tokens",
         "0.000215 credits",
         "first token 120 ms",
-        "finish: length",
+        "finish: tool_calls",
     ]
 
 
-@pytest.mark.parametrize("finish_reason", ["stop", "error", ""])
+# "length" and "content_filter" have a note of their own (`finish_note`), not a code here.
+@pytest.mark.parametrize("finish_reason", ["stop", "error", "", "length", "content_filter"])
 def test_meta_items_leave_out_what_is_not_known_or_not_news(finish_reason: str) -> None:
     done = generation(status="completed", cost_source="pending", finish_reason=finish_reason)
     assert meta_items(done) == ["emulator/chat", "cost pending"]

@@ -12,8 +12,10 @@ from chatapp.turns import (
     MAX_MESSAGE_CHARS,
     TurnError,
     context_for,
+    create_continuation,
     create_retry,
     create_turn,
+    larger_budget,
     title_from,
 )
 
@@ -157,6 +159,83 @@ def test_a_retry_is_a_new_generation_with_the_failed_ones_model_by_default(alice
     assert Conversation.objects.get(pk=conversation.pk).model == "emulator/echo"
 
 
+def thought_until_the_budget_ran_out(conversation: Conversation, **fields: Any) -> Message:
+    """An answer whose budget ran out while it thought (`fields`: its generation's)."""
+    message = said(conversation, "assistant", reasoning="Let me think")
+    Generation.objects.create(
+        message=message,
+        conversation=conversation,
+        model="emulator/length",
+        status="completed",
+        finish_reason="length",
+        **fields,
+    )
+    return message
+
+
+@pytest.mark.parametrize(
+    ("fields", "budget"),
+    [
+        ({}, 4096),  # nothing known: Osmexo's safe default for a reasoning model
+        ({"completion_tokens": 48}, 4096),  # the gateway's default budget, at least 4,096
+        ({"completion_tokens": 3000}, 6000),
+        ({"max_tokens": 4096, "completion_tokens": 4000}, 8192),  # the budget asked, doubled
+        ({"max_tokens": 20_000}, 32_768),  # at most
+        ({"max_tokens": 32_768}, None),
+        ({"completion_tokens": 40_000}, None),  # the gateway's default was already larger
+    ],
+)
+def test_larger_budget(fields: dict[str, Any], budget: int | None) -> None:
+    assert larger_budget(Generation(model="m", **fields)) == budget
+
+
+def test_a_continuation_is_a_retry_with_a_larger_budget(alice: Any) -> None:
+    conversation = Conversation.objects.create(user=alice, title="t")
+    said(conversation, "user", "hello")
+    cut = thought_until_the_budget_ran_out(conversation, completion_tokens=48)
+    turn = create_continuation(alice, cut.pk, OWNER)
+    assert turn.user_message is None
+    assert turn.assistant.pk > cut.pk
+    assert turn.generation.model == "emulator/length"
+    assert turn.generation.max_tokens == 4096
+    assert Generation.objects.get(pk=turn.generation.pk).max_tokens == 4096
+    assert turn.job.max_tokens == 4096
+    assert turn.job.model == "emulator/length"
+    assert turn.job.messages == [{"role": "user", "content": "hello"}]
+    # Its own budget ran out too: twice that, next.
+    Generation.objects.filter(pk=turn.generation.pk).update(
+        status="completed", finish_reason="length", completion_tokens=4096
+    )
+    again = create_continuation(alice, turn.assistant.pk, OWNER)
+    assert again.job.max_tokens == again.generation.max_tokens == 8192
+
+
+def test_a_retry_asks_for_the_gateways_budget(alice: Any) -> None:
+    conversation = Conversation.objects.create(user=alice, title="t")
+    said(conversation, "user", "hello")
+    failed = answered(conversation, "", status="failed")
+    turn = create_retry(alice, failed.pk, None, OWNER)
+    assert turn.generation.max_tokens is None
+    assert turn.job.max_tokens is None
+
+
+def test_only_an_answer_that_ran_out_of_budget_is_continued(alice: Any) -> None:
+    conversation = Conversation.objects.create(user=alice, title="t")
+    said(conversation, "user", "hello")
+    done = answered(conversation, "the whole answer")
+    most = thought_until_the_budget_ran_out(conversation, max_tokens=32_768)
+    for message in (done, most):
+        with pytest.raises(TurnError) as caught:
+            create_continuation(alice, message.pk, OWNER)
+        assert str(caught.value) == (
+            "Only an answer that ran out of its token budget gets a larger one."
+        )
+    running = create_turn(alice, conversation.pk, "more", "emulator/length", OWNER)
+    with pytest.raises(TurnError, match=r"^This answer is still being written\.$"):
+        create_continuation(alice, running.assistant.pk, OWNER)
+    assert Generation.objects.count() == 3
+
+
 # --- Context ------------------------------------------------------------------------------------
 
 
@@ -281,4 +360,13 @@ def test_another_users_message_cannot_be_retried(alice: Any, bob: Any) -> None:
         create_retry(bob, failed.pk, None, OWNER)
     with pytest.raises(Http404, match=r"^No such message\.$"):
         create_retry(alice, question.pk, None, OWNER)  # only answers are retried
+    assert Generation.objects.count() == 1
+
+
+def test_another_users_answer_cannot_be_continued(alice: Any, bob: Any) -> None:
+    conversation = Conversation.objects.create(user=alice)
+    said(conversation, "user", "q")
+    cut = thought_until_the_budget_ran_out(conversation)
+    with pytest.raises(Http404, match=r"^No such message\.$"):
+        create_continuation(bob, cut.pk, OWNER)
     assert Generation.objects.count() == 1

@@ -418,6 +418,34 @@ async def test_length_runs_out_in_reasoning(emulator_url: str, dialect: str) -> 
     assert result.chunks[-1]["usage"]["completion_tokens"] == 20
 
 
+@pytest.mark.parametrize("dialect", DIALECTS)
+async def test_length_with_a_budget_for_the_whole_script_thinks_then_answers(
+    emulator_url: str, dialect: str
+) -> None:
+    result = await stream(emulator_url, dialect, chat_body("length", max_tokens=4096))
+    assert result.finish_reasons == ["stop"]
+    assert result.done
+    assert "## About “Explain Lisbon trams" in result.content
+    if dialect == "tiny":  # no reasoning: it thinks aloud before the answer
+        assert result.content.startswith("Let me think about Lisbon")
+        return
+    field_name = "reasoning_content" if dialect == "osmexo" else "reasoning"
+    thinking = result.field(field_name)
+    assert thinking.startswith("Let me think about Lisbon")
+    assert thinking not in result.content
+    content_at = next(
+        i for i, c in enumerate(result.chunks) if c["choices"][0]["delta"].get("content")
+    )
+    assert all(
+        not c["choices"][0]["delta"].get(field_name)
+        for c in result.chunks[content_at:]
+        if c["choices"]
+    )
+    usage = result.chunks[-1]["usage"]
+    assert 48 < usage["completion_tokens"] < 4096
+    assert usage["completion_tokens_details"]["reasoning_tokens"] < usage["completion_tokens"]
+
+
 async def test_long_streams_chunk_by_chunk(emulator_url: str) -> None:
     started = time.monotonic()
     result = await stream(emulator_url, "numes", chat_body("long"), tokens_per_second=20000)
