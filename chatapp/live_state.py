@@ -29,6 +29,7 @@ from gateway_client.events import (
 )
 
 from .attachments import MediaKind, image_attachment
+from .live_blocks import BlockSettler, SettledChunk
 from .rendering import citation
 
 # A delta goes out once it has this many characters of text, or its oldest part is this old (s), or
@@ -42,6 +43,9 @@ class LiveState:
     seq: int = 0
     pending: list[Event] = field(default_factory=list)
     sent: Accumulator = field(default_factory=Accumulator)
+    blocks: BlockSettler = field(default_factory=BlockSettler)
+    thinking_since: float | None = None  # when the first reasoning arrived (the `apply` clock)
+    thinking_until: float | None = None  # when the answer after it began
     _audio_seen: bool = False
     _pending_text: int = 0  # characters of text and reasoning waiting in `pending`
     _pending_since: float = 0.0
@@ -71,6 +75,11 @@ class LiveState:
                 if not text:
                     return False
                 self._pending_text += len(text)
+                if isinstance(event, ReasoningDelta):
+                    if self.thinking_since is None:
+                        self.thinking_since = now
+                elif self.thinking_since is not None and self.thinking_until is None:
+                    self.thinking_until = now
             case ImageOutput():
                 if image_attachment(event) is None:  # previews, SVG, unsafe URLs: never shown
                     return False
@@ -91,17 +100,30 @@ class LiveState:
         self.pending.append(event)
         return True
 
-    def take_delta(self) -> dict[str, object] | None:
-        """Move what is pending to `sent` and return it as the next numbered delta, if any."""
+    @classmethod
+    def for_answer(cls, doc_id: str) -> LiveState:
+        """The state of an answer whose blocks render as its final render will (`doc_id`, and
+        the citations arrived so far)."""
+        state = cls()
+        sent = state.sent
+        state.blocks = BlockSettler(doc_id, lambda: [citation(a) for a in sent.annotations])
+        return state
+
+    def take_delta(self, *, last: bool = False) -> dict[str, object] | None:
+        """Move what is pending to `sent` and return it as the next numbered delta, if any.
+
+        A delta also carries the HTML of the blocks its text settled (`live_blocks`); the `last`
+        one, taken when the answer has ended, settles all the rest.
+        """
         events = self.pending
-        if not events:
+        if not events and not last:
             return None
         rich = self._pending_rich
         self.pending = []
         self._pending_text = 0
         self._pending_rich = False
-        self.seq += 1
         sent = self.sent
+        delta: dict[str, object]
         if not rich:
             # The common delta, text and reasoning only, skips the throwaway fold (the ticker
             # takes thousands a second under load).
@@ -113,17 +135,27 @@ class LiveState:
                     content.append(event.text)
                 elif isinstance(event, ReasoningDelta):
                     reasoning.append(event.text)
-            delta: dict[str, object] = {"seq": self.seq}
+            delta = {}
             if content:
                 delta["content"] = "".join(content)
             if reasoning:
                 delta["reasoning"] = "".join(reasoning)
-            return delta
-        batch = Accumulator()
-        for event in events:
-            batch.add(event)
-            sent.add(event)
-        return {"seq": self.seq, **_visible(batch.completion, sparse=True)}
+        else:
+            batch = Accumulator()
+            for event in events:
+                batch.add(event)
+                sent.add(event)
+            delta = _visible(batch.completion, sparse=True)
+        text = delta.get("content")
+        chunk = self.blocks.feed(text) if isinstance(text, str) else None
+        if last:
+            chunk = _joined(chunk, self.blocks.finish())
+        if chunk is not None:
+            delta["settled"] = chunk.to_wire()
+        if not delta:
+            return None
+        self.seq += 1
+        return {"seq": self.seq, **delta}
 
     def sent_part(self) -> Completion:
         return self.sent.completion
@@ -139,9 +171,28 @@ class LiveState:
     def tool_calls(self) -> list[dict[str, Any]]:
         return [call.to_dict() for call in self.sent_part().tool_calls]
 
-    def snapshot(self) -> dict[str, object]:
+    def thinking_ms(self, now: float) -> int | None:
+        """How long the model has reasoned (until its answer began, else until `now`)."""
+        if self.thinking_since is None:
+            return None
+        until = now if self.thinking_until is None else self.thinking_until
+        return max(0, round((until - self.thinking_since) * 1000))
+
+    def snapshot(self, now: float = 0.0) -> dict[str, object]:
         """Everything sent so far, numbered: a browser may replace its copy with this."""
-        return {"seq": self.seq, **_visible(self.sent_part(), sparse=False)}
+        settled = [0, self.blocks.settled, self.blocks.html]
+        fields = {"seq": self.seq, **_visible(self.sent_part(), sparse=False), "settled": settled}
+        thinking = self.thinking_ms(now)
+        if thinking is not None:  # a page shows "Thinking… N s", or "Thought for N s"
+            fields["thinking"] = [thinking, self.thinking_until is not None]
+        return fields
+
+
+def _joined(first: SettledChunk | None, second: SettledChunk | None) -> SettledChunk | None:
+    """One chunk for two consecutive ones (either may be missing)."""
+    if first is None or second is None:
+        return first or second
+    return SettledChunk(first.start, second.end, first.html + second.html)
 
 
 def _visible(part: Completion, *, sparse: bool) -> dict[str, object]:

@@ -108,6 +108,8 @@ def save_final(
     ttft_ms: int | None,
     request_id: str | None,
     dialect: str | None = None,
+    *,
+    thinking_ms: int | None = None,
 ) -> FinalState:
     """Write the terminal state in one transaction; returns what reconciliation needs.
     `dialect`: the one the stream was read as (else the gateway's)."""
@@ -139,6 +141,7 @@ def save_final(
         generation.heartbeat_at = now
         generation.last_seq = state.seq
         generation.ttft_ms = ttft_ms
+        generation.thinking_ms = thinking_ms
         if ttft_ms is not None:
             generation.first_token_at = generation.started_at + timedelta(milliseconds=ttft_ms)
         upstream_id = completion.generation_id if completion else None

@@ -1,23 +1,35 @@
 """Model output → safe HTML. Model text is untrusted: this is the only place it becomes markup.
 
 markdown-it-py renders with raw HTML disabled (so `<script>` arrives as text), then nh3 keeps a
-small allow-list of tags; links keep only absolute http(s) URLs, markdown images only raster
-`data:image/*` URLs (never SVG, which can carry script; a remote image becomes a link). Links
-get `rel="noopener nofollow"` and open in a new tab. A citation's page form is made here too, so
-the page and the live stream agree on it.
+small allow-list of tags; links keep only absolute http(s) URLs (and a footnote's same-page
+`#fn…` anchors), markdown images only raster `data:image/*` URLs (never SVG, which can carry
+script; a remote image becomes a link). Links get `rel="noopener nofollow"`; web links open in a
+new tab. A citation's page form is made here too, so the page and the live stream agree on it.
+
+Everything below is a render rule or a token rule of markdown-it, never a rewrite of its HTML,
+and a pure function of the text, the citations and the `doc_id`, so a part of an answer renders
+as it does within the whole (except a footnote whose reference and note are in different parts:
+markdown-it links them only within one render). Code blocks get a language label and a Copy
+button (`static/chatapp/answer_tools.js`); task lists (mdit-py-plugins) render as disabled
+checkboxes, the sanitizer forcing `type="checkbox" disabled`; footnote ids carry the `doc_id`, so
+two answers on one page do not share them.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import nh3
 from markdown_it import MarkdownIt
-from markdown_it.common.utils import escapeHtml
+from markdown_it.common.utils import escapeHtml, unescapeAll
 from markdown_it.renderer import RendererHTML
+from markdown_it.rules_core import block, normalize
+from markdown_it.rules_core.state_core import StateCore
 from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
+from mdit_py_plugins.footnote import footnote_plugin
+from mdit_py_plugins.tasklists import tasklists_plugin
 
 from gateway_client.events import Annotation
 
@@ -28,10 +40,15 @@ def _highlight(code: str, language: str, attributes: str) -> str:
     return highlighted(code, language)
 
 
-_md = MarkdownIt(
-    "commonmark",
-    {"html": False, "linkify": False, "typographer": False, "highlight": _highlight},
-).enable(["table", "strikethrough"])
+_md = (
+    MarkdownIt(
+        "commonmark",
+        {"html": False, "linkify": False, "typographer": False, "highlight": _highlight},
+    )
+    .enable(["table", "strikethrough"])
+    .use(tasklists_plugin)
+    .use(footnote_plugin, inline=False)
+)
 
 
 def _image_or_link(
@@ -45,10 +62,101 @@ def _image_or_link(
     if _SAFE_DATA_IMAGE.match(src):
         return str(renderer.image(tokens, idx, options, env))
     alt = renderer.renderInlineAsText(token.children or [], options, env)
-    return f'<a href="{escapeHtml(src)}">{escapeHtml(alt or src)}</a>'
+    target = ' target="_blank"' if linkable_url(src) else ""
+    return f'<a href="{escapeHtml(src)}"{target}>{escapeHtml(alt or src)}</a>'
 
 
 _md.add_render_rule("image", _image_or_link)
+
+
+def _link_open(
+    renderer: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    """A web link opens in a new tab; a same-page one (a footnote's) does not."""
+    token = tokens[idx]
+    if linkable_url(str(token.attrGet("href") or "")):
+        token.attrSet("target", "_blank")
+    return str(renderer.renderToken(tokens, idx, options, env))
+
+
+_md.add_render_rule("link_open", _link_open)
+
+
+def _code_block(
+    renderer: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    """A code block under a head with its language (the model's word, escaped) and a Copy button.
+    markdown-it's own rule writes the `<pre><code>`, so the first line starts right after
+    `<code>`, level with the others."""
+    token = tokens[idx]
+    words = unescapeAll(token.info).split(maxsplit=1) if token.type == "fence" else []
+    language = words[0] if words else ""
+    default = renderer.fence if token.type == "fence" else renderer.code_block
+    pre = str(default(tokens, idx, options, env)).removesuffix("\n")
+    return (
+        '<div class="code-block"><div class="code-head">'
+        f'<span class="code-lang">{escapeHtml(language)}</span>'
+        '<button type="button" class="copy-code">Copy</button></div>'
+        f"{pre}</div>\n"
+    )
+
+
+_md.add_render_rule("fence", _code_block)
+_md.add_render_rule("code_block", _code_block)
+
+_CITATION_MARK = re.compile(r"\[([1-9][0-9]{0,2})\]")
+
+
+def _citation_refs(state: StateCore) -> None:
+    """`[n]` in text, outside code and links, becomes a link to citation n when it has a web
+    URL. Runs before `text_join`, so an escaped `\\[1]` stays text."""
+    citations = state.env.get("citations") or ()
+    if not citations:
+        return
+    for inline in state.tokens:
+        if inline.type != "inline" or not inline.children:
+            continue
+        children: list[Token] = []
+        in_link = 0
+        for child in inline.children:
+            in_link += {"link_open": 1, "link_close": -1}.get(child.type, 0)
+            if child.type == "text" and not in_link and "[" in child.content:
+                children += _linked_marks(state, child, citations)
+            else:
+                children.append(child)
+        inline.children = children
+
+
+def _linked_marks(
+    state: StateCore, token: Token, citations: Sequence[Mapping[str, object]]
+) -> list[Token]:
+    parts: list[Token] = []
+    done = 0
+    for match in _CITATION_MARK.finditer(token.content):
+        number = int(match[1])
+        cited = citations[number - 1] if number <= len(citations) else {}
+        url = cited.get("url")
+        href = linkable_url(url) if isinstance(url, str) else None
+        if href is None:
+            continue
+        title = cited.get("title")
+        link = Token("link_open", "a", 1, level=token.level)
+        link.attrs = {"href": state.md.normalizeLink(href), "class": "citation-ref"}
+        link.attrs["title"] = title if isinstance(title, str) else href
+        parts += [
+            Token("text", "", 0, content=token.content[done : match.start()], level=token.level),
+            link,
+            Token("text", "", 0, content=match[0], level=token.level + 1),
+            Token("link_close", "a", -1, level=token.level),
+        ]
+        done = match.end()
+    if not parts:
+        return [token]
+    parts.append(Token("text", "", 0, content=token.content[done:], level=token.level))
+    return [part for part in parts if part.type != "text" or part.content]
+
+
+_md.core.ruler.before("text_join", "citation_refs", _citation_refs)
 
 
 def _aligned_cell(
@@ -72,21 +180,64 @@ ALLOWED_TAGS = frozenset(
         "p", "br", "hr", "strong", "em", "del", "s", "code", "pre", "blockquote",
         "ul", "ol", "li", "h1", "h2", "h3", "h4", "h5", "h6", "a", "img",
         "table", "thead", "tbody", "tr", "th", "td", "span",
+        "div", "button", "input", "sup", "section",
     }
 )  # fmt: skip
 ALLOWED_ATTRIBUTES = {
-    "a": {"href", "title"},
+    "a": {"href", "title", "class", "id"},
     "img": {"src", "alt", "title"},
-    "ol": {"start"},
+    "ol": {"start", "class"},
+    "ul": {"class"},
+    "li": {"class", "id"},
     "th": {"class"},
     "td": {"class"},
     "code": {"class"},
     "span": {"class"},  # Pygments' token classes (`highlight.py`)
+    "div": {"class"},
+    "button": {"class"},
+    "input": {"class"},
+    "sup": {"class"},
+    "section": {"class"},
+    "hr": {"class"},
+}
+# Attributes kept only with one of these values, and ones set on every such tag whatever it said:
+# a button cannot submit a form, nor a checkbox be ticked or typed into.
+_ALLOWED_VALUES = {
+    "a": {"target": {"_blank"}},
+    "input": {"type": {"checkbox"}, "checked": {"checked", ""}, "disabled": {"disabled", ""}},
+}
+_FORCED_VALUES = {
+    "button": {"type": "button"},
+    "input": {"type": "checkbox", "disabled": "disabled"},
+}
+_CLASSES = {  # besides the patterns below
+    "span": {"code-lang"},
+    "a": {"citation-ref", "footnote-backref"},
+    "ol": {"footnotes-list"},
+    "ul": {"contains-task-list"},
+    "li": {"footnote-item", "task-list-item"},
+    "div": {"code-block", "code-head"},
+    "button": {"copy-code", "copy-answer"},
+    "input": {"task-list-item-checkbox"},
+    "sup": {"footnote-ref"},
+    "section": {"footnotes"},
+    "hr": {"footnotes-sep"},
 }
 _SAFE_DATA_IMAGE = re.compile(r"^data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/=\s]*$", re.I)
 _CODE_CLASS = re.compile(r"^language-[\w+#.-]{1,40}$")
 _TOKEN_CLASS = re.compile(r"^[a-z]{1,3}[0-9]?$")
 _ALIGN_CLASS = re.compile(r"^align-(left|center|right)$")
+_CLASS_PATTERNS = {
+    "span": _TOKEN_CLASS,
+    "th": _ALIGN_CLASS,
+    "td": _ALIGN_CLASS,
+    "code": _CODE_CLASS,
+}
+# A footnote's number (`:k` for its k-th reference), after the `doc_id` prefix if any.
+_NOTE_NUMBER = r"(-[A-Za-z0-9]{1,32}-)?[0-9]{1,4}(:[0-9]{1,4})?"
+_NOTE_ID = {"li": re.compile(f"fn{_NOTE_NUMBER}"), "a": re.compile(f"fnref{_NOTE_NUMBER}")}
+_NOTE_HREF = re.compile(f"#fn(ref)?{_NOTE_NUMBER}")
+_DOC_ID = re.compile(r"[A-Za-z0-9]{1,32}")
 
 
 def linkable_url(value: str) -> str | None:
@@ -111,14 +262,16 @@ def citation(annotation: Annotation) -> dict[str, str | None]:
 
 def _filter(tag: str, attribute: str, value: str) -> str | None:
     if attribute == "href":
-        return linkable_url(value)
+        return value if _NOTE_HREF.fullmatch(value) else linkable_url(value)
     if attribute == "src":
         return showable_image_url(value) if tag == "img" else None
+    if attribute == "id":
+        pattern = _NOTE_ID.get(tag)
+        return value if pattern and pattern.fullmatch(value) else None
     if attribute == "class":
-        allowed = {"span": _TOKEN_CLASS, "th": _ALIGN_CLASS, "td": _ALIGN_CLASS}.get(
-            tag, _CODE_CLASS
-        )
-        return value if allowed.match(value) else None
+        pattern = _CLASS_PATTERNS.get(tag)
+        allowed = value in _CLASSES.get(tag, ()) or (pattern and pattern.match(value))
+        return value if allowed else None
     return value
 
 
@@ -129,15 +282,42 @@ def sanitize(html: str) -> str:
         attributes={tag: set(attrs) for tag, attrs in ALLOWED_ATTRIBUTES.items()},
         attribute_filter=_filter,
         url_schemes={"http", "https", "data"},
+        tag_attribute_values={
+            tag: {name: set(values) for name, values in attrs.items()}
+            for tag, attrs in _ALLOWED_VALUES.items()
+        },
+        set_tag_attribute_values={tag: dict(attrs) for tag, attrs in _FORCED_VALUES.items()},
         link_rel="noopener nofollow",
-        set_tag_attribute_values={"a": {"target": "_blank"}},
         strip_comments=True,
     )
     return cleaned
 
 
-def render_markdown(text: str) -> str:
-    """Sanitized HTML for model-written markdown."""
+def render_markdown(
+    text: str, citations: Sequence[Mapping[str, object]] | None = None, *, doc_id: str = ""
+) -> str:
+    """Sanitized HTML for model-written markdown. `[n]` links to `citations[n - 1]` (as
+    `citation()` gives them); `doc_id` (letters and digits, e.g. `doc_id_for(message.pk)`)
+    prefixes footnote ids, so each answer's are its own."""
     if not text:
         return ""
-    return sanitize(_md.render(text))
+    env: dict[str, object] = {"citations": citations or ()}
+    if doc_id:
+        if not _DOC_ID.fullmatch(doc_id):
+            raise ValueError(f"doc_id must be 1 to 32 letters or digits, not {doc_id!r}")
+        env["docId"] = doc_id
+    return sanitize(_md.render(text, env))
+
+
+def doc_id_for(message_pk: int) -> str:
+    """The `doc_id` of a message's answer, the same in its final render and its live blocks."""
+    return f"m{message_pk}"
+
+
+def parse_blocks(text: str) -> list[Token]:
+    """The block-level tokens of `text` as the renderer parses it, without the inline pass: the
+    structure `live_blocks` settles a streaming answer by."""
+    state = StateCore(text, _md, {})
+    normalize(state)
+    block(state)
+    return state.tokens

@@ -164,7 +164,10 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     }
     # Tests on a file too: Django's in-memory test database is shared-cache, where a busy table
     # fails at once instead of waiting out the timeout, which the writer's thread would hit.
-    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / ".test-db.sqlite3")}
+    # CHAT_TEST_DATABASE names another file, so that two test runs can share a checkout.
+    DATABASES["default"]["TEST"] = {
+        "NAME": os.environ.get("CHAT_TEST_DATABASE") or str(BASE_DIR / ".test-db.sqlite3")
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Channels -------------------------------------------------------------------------------------
@@ -227,6 +230,8 @@ CHAT_DELTA_INTERVAL = 0.05  # seconds between coalesced deltas on the channel la
 CHAT_FLUSH_INTERVAL = 1.0  # seconds between partial-text writes (and heartbeats)
 CHAT_STALE_AFTER = 15.0  # a streaming generation with an older heartbeat is interrupted
 CHAT_SWEEP_INTERVAL = 10.0
+# Seconds without a token before a streaming answer says "waiting for the gateway… N s".
+CHAT_STALL_NOTICE = float(os.environ.get("CHAT_STALL_NOTICE", "6"))
 
 # --- Logging --------------------------------------------------------------------------------------
 

@@ -16,7 +16,9 @@ chat_patterns = [
     path("c/<int:pk>/rename/", views.rename, name="rename"),
     path("c/<int:pk>/delete/", views.delete, name="delete"),
     path("m/<int:pk>/", views.message_fragment, name="message"),
+    path("m/<int:pk>/source/", views.message_source, name="message_source"),
     path("m/<int:pk>/retry/", views.retry, name="retry"),
+    path("m/<int:pk>/continue/", views.continue_answer, name="continue"),
     path("m/<int:pk>/attachments/<int:index>/", views.attachment, name="attachment"),
     path("g/<int:pk>/stop/", views.stop, name="stop"),
 ]

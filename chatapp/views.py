@@ -31,7 +31,14 @@ from .gateway import (
 )
 from .models import Conversation, Generation, Message
 from .spend import conversation_spend, month_spend
-from .turns import TurnError, checked_message, create_retry, create_turn, first_context
+from .turns import (
+    TurnError,
+    checked_message,
+    create_continuation,
+    create_retry,
+    create_turn,
+    first_context,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -100,6 +107,7 @@ def _page(
         "month_spend": month_spend(request.user) if sidebar else None,
         "model_groups": groups,
         "selected_model": _selected(groups, conversation),
+        "stall_notice_ms": round(settings.CHAT_STALL_NOTICE * 1000),
     }
     return render(request, template, context)
 
@@ -193,6 +201,20 @@ async def retry(request: AuthenticatedRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
+async def continue_answer(request: AuthenticatedRequest, pk: int) -> HttpResponse:
+    """A retry of the answer `pk`, which ran out of its token budget, with a larger budget."""
+    user = await request.auser()
+    owner_channel = await worker.owner_channel()
+    try:
+        turn = await persistence.on_record_thread(create_continuation, user, pk, owner_channel)
+    except (TurnError, GatewayUnavailable) as exc:
+        return await sync_to_async(_composer_error)(request, str(exc))
+    worker.start(turn.job)
+    return await sync_to_async(_render_turn)(request, [turn.assistant.pk])
+
+
+@login_required
+@require_POST
 async def stop(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     """Ask the generation's worker, in whatever process it runs, to close the upstream stream."""
     user = await request.auser()
@@ -219,6 +241,18 @@ def message_fragment(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     # the sidebar's month total is rendered with each page.
     context = {"message": message, "conversation_spend": conversation_spend(message.conversation)}
     return render(request, "chatapp/_message_fragment.html", context)
+
+
+@login_required
+@require_GET
+def message_source(request: AuthenticatedRequest, pk: int) -> HttpResponse:
+    """A message's text as written (the model's markdown), for the answer's Copy button."""
+    message = get_object_or_404(Message, pk=pk, conversation__user=request.user)
+    response = HttpResponse(message.content, content_type="text/plain; charset=utf-8")
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    response["Cache-Control"] = "private"
+    return response
 
 
 @login_required

@@ -34,6 +34,7 @@ from .gateway import GatewayConfig, shared_client
 from .jobs import Job, Outcome, Status
 from .live_state import LiveState
 from .persistence import FinalState
+from .rendering import doc_id_for
 from .ticker import Ticker, current_ticker, ticker
 from .writer import PartialRow
 
@@ -73,8 +74,14 @@ class EarlyStream:
     as soon as the message is checked, and its database work overlaps the gateway's first token
     instead of delaying it. The worker then reads it as it would a stream it opened itself."""
 
-    def __init__(self, gw: GatewayClient, model: str, messages: list[dict[str, Any]]) -> None:
-        self.stream = gw.stream_chat(model=model, messages=messages)
+    def __init__(
+        self,
+        gw: GatewayClient,
+        model: str,
+        messages: list[dict[str, Any]],
+        max_tokens: int | None = None,
+    ) -> None:
+        self.stream = gw.stream_chat(model=model, messages=messages, max_tokens=max_tokens)
         self._opening = asyncio.get_running_loop().create_task(
             self.stream.__aenter__(), context=contextvars.Context()
         )
@@ -96,9 +103,14 @@ class EarlyStream:
         await self.stream.aclose()
 
 
-def open_early(config: GatewayConfig, model: str, messages: list[dict[str, Any]]) -> EarlyStream:
+def open_early(
+    config: GatewayConfig,
+    model: str,
+    messages: list[dict[str, Any]],
+    max_tokens: int | None = None,
+) -> EarlyStream:
     """Send a generation's upstream request now, on its gateway's shared client."""
-    return EarlyStream(shared_client(config), model, messages)
+    return EarlyStream(shared_client(config), model, messages, max_tokens)
 
 
 class GenerationWorker:
@@ -115,7 +127,7 @@ class GenerationWorker:
         self._early = early
         self.layer: ws_protocol.ChannelLayer = ticker.layer
         self.group = ws_protocol.group_name(job.conversation_pk)
-        self.state = LiveState()
+        self.state = LiveState.for_answer(doc_id_for(job.message_pk))
         self.flushed_seq = 0  # the last seq the writer has on disk
         self.request_id: str | None = None
         self._stream: EventStream | None = None
@@ -160,7 +172,9 @@ class GenerationWorker:
         job = self.job
         state = self.state
         try:
-            opening = self._early or gw.stream_chat(model=job.model, messages=job.messages)
+            opening = self._early or gw.stream_chat(
+                model=job.model, messages=job.messages, max_tokens=job.max_tokens
+            )
             async with opening as stream:
                 self._stream = stream
                 self.request_id = stream.request_id
@@ -191,9 +205,9 @@ class GenerationWorker:
 
     # --- What the ticker asks of a worker ---------------------------------------------------------
 
-    async def send_delta(self) -> None:
+    async def send_delta(self, *, last: bool = False) -> None:
         async with self._sending:
-            delta = self.state.take_delta()
+            delta = self.state.take_delta(last=last)
             if delta is not None:
                 message = ws_protocol.group_message(
                     ws_protocol.delta(self.job.generation_pk, delta)
@@ -202,7 +216,8 @@ class GenerationWorker:
 
     async def send_snapshot(self, reply_to: str) -> None:
         async with self._sending:  # exact at its seq: no delta is between taken and sent
-            snapshot = ws_protocol.snapshot(self.job.generation_pk, self.state.snapshot())
+            now = asyncio.get_running_loop().time()
+            snapshot = ws_protocol.snapshot(self.job.generation_pk, self.state.snapshot(now))
         await self.layer.send(reply_to, ws_protocol.group_message(snapshot))
 
     def partial_row(self) -> PartialRow:
@@ -231,7 +246,8 @@ class GenerationWorker:
         return None if seconds is None else round(seconds * 1000)
 
     async def _finish(self, outcome: Outcome) -> FinalState:
-        await self.send_delta()  # everything received reaches the browsers before `done`
+        # Everything received reaches the browsers before `done`, its last blocks rendered.
+        await self.send_delta(last=True)
         if self._stream is not None:  # on cancel and crashes too: whatever arrived counts
             self.request_id = self.request_id or self._stream.request_id
             if outcome.completion is None:
@@ -243,6 +259,7 @@ class GenerationWorker:
             self._ttft_ms(),
             self.request_id,
             self._stream.dialect if self._stream is not None else None,
+            thinking_ms=self.state.thinking_ms(asyncio.get_running_loop().time()),
         )
         done = ws_protocol.done(self.job.generation_pk, self.state.seq, outcome.status)
         await self.layer.group_send(self.group, ws_protocol.group_message(done))

@@ -8,9 +8,12 @@ message of type `chat.forward`, so a consumer forwards them without decoding or 
   most of the traffic, so they are a bare JSON array: ~12 bytes of envelope around the text instead
   of ~40 for an object. Trailing empty parts are left out; `extras` is an object with any of
   `tool_calls`, `annotations`, `attachments` (`attachments` names kinds only: `image`, `file`,
-  `audio`; the media themselves come with the final render).
-- `{"t": "snapshot", "g": id, "seq": n, "content", "reasoning", "tool_calls", ...}`: everything
-  up to and including delta `n`.
+  `audio`; the media themselves come with the final render), and `settled`.
+- `settled`: `[start, end, html]`, the sanitized HTML of the answer's content from UTF-16 offset
+  `start` to `end`, sent once when those blocks settle (`live_blocks.py`); the browser shows the
+  content after `end` as text. A delta's `start` is the previous `end`.
+- `{"t": "snapshot", "g": id, "seq": n, "content", "reasoning", "tool_calls", ..., "settled"}`:
+  everything up to and including delta `n` (`settled` starts at 0).
 - `{"t": "done", "g": id, "seq": n, "status"}`: terminal; the browser fetches the final render.
 - `{"t": "updated", "g": id}`: the record changed (cost reconciled); refetch the render.
 - `{"t": "watching", "c": id}`: the answer to a watch: the socket now gets the conversation's
@@ -105,7 +108,7 @@ def delta(generation_pk: int, fields: dict[str, object]) -> list[object]:
     return payload
 
 
-_EXTRAS = ("tool_calls", "annotations", "attachments")
+_EXTRAS = ("tool_calls", "annotations", "attachments", "settled")
 
 
 def decode(text: str | bytes) -> dict[str, Any]:

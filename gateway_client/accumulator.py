@@ -217,6 +217,11 @@ class Accumulator:
         return "".join(self._content)
 
     @property
+    def annotations(self) -> list[Annotation]:
+        """The citations so far (a copy), without building the whole `completion`."""
+        return list(self._annotations)
+
+    @property
     def outcome(self) -> Outcome:
         if self.error is not None:
             return "error"

@@ -7,16 +7,40 @@ from collections.abc import Mapping
 from django import template
 from django.utils.safestring import SafeString, mark_safe
 
-from .. import attachments, presentation
-from ..models import Generation
-from ..rendering import linkable_url, render_markdown, showable_image_url
+from .. import attachments, live_blocks, presentation
+from ..models import Generation, Message
+from ..rendering import doc_id_for, linkable_url, render_markdown, showable_image_url
 
 register = template.Library()
 
 
 @register.filter
-def markdown(text: str) -> SafeString:
-    return mark_safe(render_markdown(text))  # sanitized by nh3 in render_markdown
+def partial_answer(message: Message) -> live_blocks.PartialAnswer:
+    """A streaming answer's settled blocks (sanitized HTML, as `answer_html` makes) and its
+    tail."""
+    partial = live_blocks.partial_answer(
+        message.content, _citations(message), doc_id_for(message.pk)
+    )
+    return live_blocks.PartialAnswer(mark_safe(partial.html), partial.settled, partial.tail)
+
+
+@register.filter
+def seconds(milliseconds: int) -> str:
+    """A duration in whole seconds, at least 1 ("Thought for 1 s", not "0 s")."""
+    return str(max(1, round(milliseconds / 1000)))
+
+
+@register.filter
+def answer_html(message: Message) -> SafeString:
+    """A finished answer as `render_markdown` renders it, its `[n]` linked to its citations and its
+    footnote ids its own."""
+    html = render_markdown(message.content, _citations(message), doc_id=doc_id_for(message.pk))
+    return mark_safe(html)  # sanitized by nh3 in render_markdown
+
+
+def _citations(message: Message) -> list[dict[str, object]]:
+    stored = message.annotations if isinstance(message.annotations, list) else []
+    return [item if isinstance(item, dict) else {} for item in stored]
 
 
 @register.filter
@@ -59,3 +83,8 @@ def playable(attachment: Mapping[str, object]) -> bool:
 @register.filter
 def download_name(attachment: Mapping[str, object]) -> str:
     return attachments.safe_filename(attachment.get("filename"), "file")
+
+
+@register.filter
+def finish_note(generation: Generation) -> presentation.FinishNote | None:
+    return presentation.finish_note(generation)

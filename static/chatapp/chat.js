@@ -2,8 +2,9 @@
 //
 // Each streaming answer keeps the `seq` of the last delta applied. Deltas at or below it are
 // duplicates and dropped; one beyond the next means a gap: it is held back and a snapshot
-// requested, which replaces the text so far. Model text only ever enters the page as text nodes;
-// the final, sanitized HTML comes from the server once the answer is done.
+// requested, which replaces the text so far. Model text enters the page as text nodes, or as the
+// server's sanitized HTML of its settled blocks (chatapp/live_blocks.py): those replace the start
+// of the unsettled tail, which is shown as text. The server's final render then equals the page.
 
 const streams = new Map(); // generation id -> state of its element
 const early = new Map(); // generation id -> messages that arrived before its element
@@ -17,7 +18,15 @@ function streamFor(el) {
   let st = streams.get(id);
   if (st && st.el === el) return st;
   st = { id, el, seq: Number(el.dataset.seq || 0), held: new Map(), askedAt: 0, done: false };
+  const box = el.querySelector(":scope > .content");
+  st.settledEnd = Number(box.dataset.settled || 0);
+  st.tail = box.querySelector(":scope > .live-tail")?.textContent || "";
+  st.tailEl = null;
+  st.lastActivity = Date.now();
+  st.thinkStart = null;
+  st.thinkEnd = null;
   streams.set(id, st);
+  drawTail(st);
   for (const msg of early.get(id) || []) handle(msg);
   early.delete(id);
   return st;
@@ -95,6 +104,105 @@ function scrollToBottom() {
   if (box) box.scrollTop = box.scrollHeight;
 }
 
+// The unsettled tail, shown as text: as code when it opens a fence, so code streams looking like
+// code (it is highlighted once its fence closes and the block settles).
+const FENCE_OPEN = /^ {0,3}(`{3,}|~{3,})[ \t]*([^\s`]*)[^\n]*\n/;
+
+function drawTail(st) {
+  const box = part(st, ".content");
+  let el = box.querySelector(":scope > .live-tail");
+  if (!st.tail) {
+    if (el) el.remove();
+    st.tailEl = null;
+    return;
+  }
+  if (!el) {
+    el = document.createElement("div");
+    box.append(el);
+  }
+  const shown = st.tail.replace(/^([ \t]*\r?\n)+/, ""); // blank lines before a block show as space
+  const fence = FENCE_OPEN.exec(shown);
+  st.tailOpened = shown.includes("\n"); // its first line, which says what it is, is complete
+  if (fence) {
+    el.className = "live-tail code-block";
+    const head = document.createElement("div");
+    head.className = "code-head";
+    const label = document.createElement("span");
+    label.className = "code-lang";
+    label.textContent = fence[2];
+    head.append(label);
+    const pre = document.createElement("pre");
+    const code = document.createElement("code");
+    code.textContent = shown.slice(fence[0].length);
+    pre.append(code);
+    el.replaceChildren(head, pre);
+    st.tailEl = code;
+  } else {
+    el.className = "live-tail";
+    el.textContent = shown;
+    st.tailEl = el;
+  }
+}
+
+function appendTail(st, text) {
+  st.tail += text;
+  if (!st.tailEl || (!st.tailOpened && text.includes("\n"))) drawTail(st);
+  else appendText(st.tailEl, text);
+}
+
+// `[start, end, html]`: the sanitized HTML of the content from UTF-16 offset `start` to `end`.
+function applySettled(st, settled) {
+  const [start, end, html] = settled;
+  if (start !== st.settledEnd || end - start > st.tail.length) {
+    askSnapshot(st); // this page's blocks were split elsewhere (it rendered before the stream)
+    return;
+  }
+  const box = part(st, ".content");
+  const tail = box.querySelector(":scope > .live-tail");
+  const template = document.createElement("template");
+  template.innerHTML = html;
+  box.insertBefore(template.content, tail);
+  st.tail = st.tail.slice(end - start);
+  st.settledEnd = end;
+  drawTail(st);
+}
+
+function showThinking(st) {
+  const summary = part(st, ".reasoning-pane > summary");
+  if (!summary || st.thinkStart === null) return;
+  const seconds = (ms) => Math.max(1, Math.round(ms / 1000));
+  const text =
+    st.thinkEnd === null
+      ? `Thinking… ${Math.floor((Date.now() - st.thinkStart) / 1000)} s`
+      : `Thought for ${seconds(st.thinkEnd - st.thinkStart)} s`;
+  if (summary.textContent !== text) summary.textContent = text;
+}
+
+// A stream that goes quiet says so, with the time, instead of an unchanging "writing…".
+function showStall(st, stallAfter) {
+  const meta = part(st, ".message-footer .meta");
+  if (!meta) return;
+  if (st.writing === undefined) st.writing = meta.textContent;
+  const quiet = Date.now() - st.lastActivity;
+  const text =
+    stallAfter > 0 && quiet >= stallAfter
+      ? st.writing.replace(/writing…$/, `waiting for the gateway… ${Math.floor(quiet / 1000)} s`)
+      : st.writing;
+  if (meta.textContent !== text) meta.textContent = text;
+  st.el.classList.toggle("stalled", text !== st.writing);
+}
+
+function tickStreams() {
+  const holder = document.querySelector("[data-stall-notice]");
+  const stallAfter = holder ? Number(holder.dataset.stallNotice) : 0;
+  for (const st of streams.values()) {
+    if (st.done || !st.el.isConnected) continue;
+    showThinking(st);
+    showStall(st, stallAfter);
+  }
+}
+setInterval(tickStreams, 250);
+
 function applyFields(st, msg) {
   const follow = followingBottom();
   applyParts(st, msg);
@@ -102,8 +210,20 @@ function applyFields(st, msg) {
 }
 
 function applyParts(st, msg) {
-  if (msg.content) appendText(part(st, ".content"), msg.content);
+  st.lastActivity = Date.now();
+  if (msg.content) {
+    appendTail(st, msg.content);
+    if (st.thinkStart !== null && st.thinkEnd === null) {
+      st.thinkEnd = Date.now(); // the answer began: the thinking is over
+      showThinking(st);
+    }
+  }
+  if (msg.settled) applySettled(st, msg.settled);
   if (msg.reasoning) {
+    if (st.thinkStart === null) {
+      st.thinkStart = Date.now();
+      showThinking(st);
+    }
     // The pane is open while streaming (unless the user closed it); keep its end in view.
     part(st, ".reasoning-pane").hidden = false;
     const box = part(st, ".reasoning");
@@ -147,15 +267,28 @@ function onSnapshot(st, msg) {
   st.askedAt = 0;
   st.snapAt = Date.now();
   if (msg.seq < st.seq) return;
-  part(st, ".content").textContent = msg.content || "";
+  const [, end, html] = msg.settled || [0, 0, ""];
+  const box = part(st, ".content");
+  const template = document.createElement("template");
+  template.innerHTML = html;
+  box.replaceChildren(template.content);
+  st.settledEnd = end;
+  st.tail = (msg.content || "").slice(end);
+  drawTail(st);
   part(st, ".reasoning").textContent = msg.reasoning || "";
   part(st, ".reasoning-pane").hidden = !msg.reasoning;
+  if (msg.thinking) {
+    const [ms, over] = msg.thinking;
+    st.thinkStart = Date.now() - ms;
+    st.thinkEnd = over ? Date.now() : null;
+    showThinking(st);
+  }
   part(st, ".tool-calls").textContent = "";
   part(st, ".tool-calls-pane").hidden = true;
   part(st, ".citations").textContent = "";
   part(st, ".citations").hidden = true;
   part(st, ".attachments").textContent = "";
-  applyParts(st, { ...msg, content: "", reasoning: "" });
+  applyParts(st, { ...msg, content: "", reasoning: "", settled: null });
   st.seq = msg.seq;
   drainHeld(st);
 }
@@ -203,13 +336,27 @@ function copyAttributes(el, from) {
   for (const name of from.getAttributeNames()) el.setAttribute(name, from.getAttribute(name));
 }
 
+// The live blocks are the final render's (the same server renderer): only a block that differs
+// (markdown that reaches across blocks, such as a footnote) is replaced, so nothing else moves.
+function patchChildren(region, next) {
+  if (region.innerHTML === next.innerHTML) return;
+  const old = [...region.childNodes];
+  const fresh = [...next.childNodes];
+  fresh.forEach((node, i) => {
+    if (i < old.length && old[i].isEqualNode(node)) return;
+    if (i < old.length) old[i].replaceWith(node);
+    else region.append(node);
+  });
+  for (const node of old.slice(fresh.length)) node.remove();
+}
+
 function patchAnswer(el, fresh) {
   const follow = followingBottom();
   const keep = new Map(); // node of `fresh` -> the element's node that stays in its place
   const region = el.querySelector(":scope > .content");
   const nextRegion = fresh.querySelector(":scope > .content");
   if (region && nextRegion) {
-    if (region.innerHTML !== nextRegion.innerHTML) region.replaceChildren(...nextRegion.childNodes);
+    patchChildren(region, nextRegion);
     copyAttributes(region, nextRegion);
     keep.set(nextRegion, region);
   }
@@ -352,7 +499,8 @@ function setupComposer() {
 }
 
 function init(root) {
-  if (root === document) scrollToBottom();
+  // A page, or a new conversation swapped in after its first message: its end is in view.
+  if (root === document || (root.matches && root.matches("main.chat"))) scrollToBottom();
   streams.forEach((st, id) => {
     if (!st.el.isConnected) streams.delete(id);
   });

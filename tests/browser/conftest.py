@@ -75,6 +75,7 @@ def server_env(tmp_path_factory: pytest.TempPathFactory, paced_emulator: str) ->
         "LLM_BASE_URL": f"{paced_emulator}/numes/api/v1",
         "LLM_API_KEY": "sk-browser-secret",
         "LLM_IDLE_TIMEOUT": "2",
+        "CHAT_STALL_NOTICE": "1",
         "PYTHONUNBUFFERED": "1",
         "SERVER_DIR": str(directory),
     }

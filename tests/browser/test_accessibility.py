@@ -3,7 +3,8 @@ streams and changed once by its final render; no live region wraps the conversat
 message is an article named by who wrote it; an error is announced once.
 
 A mutation observer in the page stands in for the screen reader: it counts the changes it would
-announce (a live region's content changing while the region is not busy, an alert arriving) on
+announce (a live region's content changing while the region is not busy, a region ceasing to be
+busy, which is when ARIA has what changed while it was busy read, an alert arriving) on
 `<html data-announced data-alerts>`. It starts once the page has loaded, as content present at
 load is not announced.
 """
@@ -45,6 +46,11 @@ document.addEventListener("DOMContentLoaded", () => {
     const alerts = new Set();
     for (const record of records) {
       const target = element(record.target);
+      if (record.type === "attributes") {
+        // A region no longer busy: what changed while it was is read now.
+        if (record.oldValue === "true" && target.matches("[aria-live]")) regions.add(target);
+        continue;
+      }
       const region = target && target.closest("[aria-live]");
       if (region) regions.add(region);
       const alert = target && target.closest('[role="alert"]');
@@ -60,7 +66,13 @@ document.addEventListener("DOMContentLoaded", () => {
     }
     for (const alert of alerts) if (alert.isConnected && alert.textContent.trim()) counts.alerts++;
     show();
-  }).observe(document, { subtree: true, childList: true, characterData: true });
+  }).observe(document, {
+    subtree: true,
+    childList: true,
+    characterData: true,
+    attributeFilter: ["aria-busy"],
+    attributeOldValue: true,
+  });
   show();
 });
 """

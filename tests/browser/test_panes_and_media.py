@@ -35,7 +35,7 @@ def loaded_image(page: Any, image: Any) -> int:
     return int(image.evaluate("img => img.naturalWidth"))
 
 
-def test_thinking_streams_in_an_open_pane_then_collapses(alice: Any) -> None:
+def test_thinking_streams_in_an_open_pane_timed_then_collapses(alice: Any) -> None:
     send(alice, "Why is the sky blue?", "emulator/reasoning")
     expect(alice).to_have_url(re.compile(r"/c/\d+/$"))
     answer = alice.locator("article.assistant").last
@@ -44,10 +44,14 @@ def test_thinking_streams_in_an_open_pane_then_collapses(alice: Any) -> None:
     expect(thinking).not_to_be_empty()
     first = thinking.inner_text()
     expect(pane).to_have_js_property("open", True)
+    # Its title counts the seconds while the model thinks, then says how long it thought.
+    expect(pane.locator("summary")).to_have_text(re.compile(r"^Thinking… \d+ s$"))
     wait_for_more_text(answer, len(first), ".reasoning")  # reasoning grows in view
     wait_for_text(answer)
     expect(pane).to_have_js_property("open", True)  # still open while the answer is written
+    expect(pane.locator("summary")).to_have_text(re.compile(r"^Thought for \d+ s$"))
     expect(answer).to_have_attribute("data-status", "completed", timeout=20_000)
+    expect(pane.locator("summary")).to_have_text(re.compile(r"^Thought for \d+ s$"))
     expect(pane).to_have_js_property("open", False)
     expect(thinking).not_to_be_visible()
     pane.locator("summary").click()

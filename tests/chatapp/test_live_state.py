@@ -133,3 +133,36 @@ def test_citations_and_media_reach_browsers_without_their_payloads() -> None:
     assert snapshot["attachments"] == ["file", "audio"]
     assert snapshot["annotations"] == delta["annotations"]
     assert "UklGRg" not in str(snapshot)
+
+
+def test_deltas_carry_each_settled_block_once_and_the_last_one_settles_the_rest() -> None:
+    state = LiveState()
+    state.apply(TextDelta("# Plan\n\nFirst"))
+    first = state.take_delta()
+    state.apply(TextDelta(" step.\n\n- a\n"))
+    second = state.take_delta()
+    last = state.take_delta(last=True)
+    assert first == {
+        "seq": 1,
+        "content": "# Plan\n\nFirst",
+        "settled": [0, 7, "<h1>Plan</h1>\n"],
+    }
+    assert second == {
+        "seq": 2,
+        "content": " step.\n\n- a\n",
+        "settled": [7, 21, "<p>First step.</p>\n"],
+    }
+    assert last == {"seq": 3, "settled": [21, 25, "<ul>\n<li>a</li>\n</ul>\n"]}
+    assert state.take_delta(last=True) is None  # nothing is left to settle or send
+    html = "<h1>Plan</h1>\n<p>First step.</p>\n<ul>\n<li>a</li>\n</ul>\n"
+    assert state.snapshot()["settled"] == [0, 25, html]
+
+
+def test_a_snapshot_says_how_long_the_model_has_thought_and_whether_it_is_over() -> None:
+    state = LiveState()
+    assert "thinking" not in state.snapshot(now=1.0)
+    state.apply(ReasoningDelta("hmm"), now=10.0)
+    assert state.snapshot(now=12.5)["thinking"] == [2500, False]
+    state.apply(TextDelta("Answer"), now=14.0)
+    assert state.snapshot(now=20.0)["thinking"] == [4000, True]
+    assert state.thinking_ms(now=99.0) == 4000

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from chatapp.highlight import MAX_CODE_CHARS, stylesheet
-from chatapp.rendering import ALLOWED_TAGS, render_markdown
+from chatapp.rendering import ALLOWED_TAGS, doc_id_for, render_markdown, sanitize
 
 
 class Elements(HTMLParser):
@@ -77,9 +77,14 @@ def test_remote_markdown_image_becomes_a_link_never_an_img() -> None:
 # --- Code highlighting --------------------------------------------------------------------------
 
 
+def code_of(html: str) -> str:
+    """What a rendered code block holds inside its `<code>`."""
+    return html.split("<code", 1)[1].split(">", 1)[1].split("</code>", 1)[0]
+
+
 def test_code_in_a_known_language_is_highlighted_with_classes_only() -> None:
     html = render_markdown('```python\ndef f(x):\n    return "<script>"  # hi\n```')
-    assert html.startswith('<pre><code class="language-python"><span class="k">def</span>')
+    assert '<pre><code class="language-python"><span class="k">def</span>' in html
     assert '<span class="nf">f</span>' in html
     assert '<span class="s2">"&lt;script&gt;"</span>' in html, "the code's text stays escaped"
     assert "style=" not in html, "colours come from classes (the CSP forbids inline style)"
@@ -88,14 +93,14 @@ def test_code_in_a_known_language_is_highlighted_with_classes_only() -> None:
 @pytest.mark.parametrize("info", ["", "no-such-language", 'python" onclick="x'])
 def test_code_in_another_or_no_language_stays_plain(info: str) -> None:
     html = render_markdown(f"```{info}\n<b>x</b> = 1\n```")
-    assert "<span" not in html
+    assert "<span" not in code_of(html)
     assert "&lt;b&gt;x&lt;/b&gt; = 1" in html
     assert "onclick" not in html
 
 
 def test_a_huge_code_block_is_left_plain() -> None:
     code = "x = 1\n" * (MAX_CODE_CHARS // 6 + 1)
-    assert "<span" not in render_markdown(f"```python\n{code}```")
+    assert "<span" not in code_of(render_markdown(f"```python\n{code}```"))
 
 
 def test_model_text_cannot_forge_token_spans() -> None:
@@ -115,3 +120,175 @@ def test_table_columns_keep_their_alignment_as_classes() -> None:
     assert '<td class="align-right">3</td>' in html
     assert "<td>4</td>" in html
     assert "style" not in html
+
+
+# --- Code blocks' head, task lists, footnotes, citation markers -----------------------------------
+
+CITED = [
+    {"url": "https://one.example/a?b=1&c=2", "title": "One"},
+    {"url": "javascript:alert(1)", "title": "Script"},
+    {"url": None, "title": "No link"},
+    {"url": "https://four.example/", "title": '"><script>alert(4)</script>'},
+]
+
+
+def test_a_code_block_has_a_head_with_its_language_and_a_copy_button() -> None:
+    html = render_markdown("```python\ndef f(x):\n    return x\n```")
+    assert html.startswith(
+        '<div class="code-block"><div class="code-head"><span class="code-lang">python</span>'
+        '<button class="copy-code" type="button">Copy</button></div>'
+        '<pre><code class="language-python"><span class="k">def</span>'
+    ), "the first line starts right after <code>, level with the next"
+    assert html.endswith("</code></pre></div>\n")
+
+
+@pytest.mark.parametrize("text", ["```\nplain\n```", "    plain", "~~~ \nplain\n~~~"])
+def test_a_code_block_without_a_language_has_an_empty_label_and_a_copy_button(text: str) -> None:
+    html = render_markdown(text)
+    assert '<span class="code-lang"></span>' in html
+    assert '<button class="copy-code" type="button">Copy</button>' in html
+    assert "<pre><code>plain\n</code></pre>" in html
+
+
+@pytest.mark.parametrize(
+    ("info", "label"),
+    [
+        ('"><script>alert(1)</script>', '"&gt;&lt;script&gt;alert(1)&lt;/script&gt;'),
+        ("<img/src=x/onerror=alert(1)>", "&lt;img/src=x/onerror=alert(1)&gt;"),
+        ("c++ extra words", "c++"),
+    ],
+)
+def test_the_language_label_is_the_models_first_word_escaped(info: str, label: str) -> None:
+    html = render_markdown(f"```{info}\ncode\n```")
+    assert f'<span class="code-lang">{label}</span>' in html
+    assert {tag for tag, _ in Elements(html).found} <= {"div", "span", "button", "pre", "code"}
+
+
+def test_task_lists_render_as_disabled_checkboxes() -> None:
+    html = render_markdown("- [ ] to do\n- [x] done\n- plain <input type=text>")
+    assert '<ul class="contains-task-list">' in html
+    assert (
+        '<li class="task-list-item"><input class="task-list-item-checkbox" disabled="disabled"'
+        ' type="checkbox"> to do</li>'
+    ) in html
+    assert '<input class="task-list-item-checkbox" checked="checked" disabled="disabled"' in html
+    assert "<li>plain &lt;input type=text&gt;</li>" in html
+    assert html.count("<input") == 2
+
+
+def test_the_sanitizer_keeps_only_inert_checkboxes_and_buttons() -> None:
+    html = sanitize(
+        '<input type="text" name="content" form="composer" value="x" autofocus onfocus="f()">'
+        '<button type="submit" form="composer" formaction="https://e.example" class="retry">b'
+        '</button><div class="message" id="messages">d</div>'
+    )
+    # (nh3 adds the two forced attributes of a bare input in no fixed order.)
+    assert Elements(html).found == [
+        ("input", {"type": "checkbox", "disabled": "disabled"}),
+        ("button", {"type": "button"}),
+        ("div", {}),
+    ]
+    assert html.endswith(">b</button><div>d</div>")
+
+
+def test_footnotes_link_both_ways_with_ids_of_their_answer() -> None:
+    text = "Claim[^1] and again[^1], other[^b].\n\n[^1]: The note.\n[^b]: Second <b>note</b>."
+    html = render_markdown(text, doc_id=doc_id_for(5))
+    assert (
+        '<sup class="footnote-ref"><a href="#fn-m5-1" id="fnref-m5-1" rel="noopener nofollow">'
+        "[1]</a></sup>"
+    ) in html
+    assert '<a href="#fn-m5-1" id="fnref-m5-1:1" rel="noopener nofollow">[1:1]</a>' in html
+    assert '<li id="fn-m5-1" class="footnote-item"><p>The note.' in html
+    assert '<a href="#fnref-m5-1" class="footnote-backref" rel="noopener nofollow">' in html
+    assert "Second &lt;b&gt;note&lt;/b&gt;." in html
+    assert '<section class="footnotes">' in html
+    assert "target" not in html, "a same-page link stays in the page"
+    ids = {attrs["id"] for _, attrs in Elements(html).found if "id" in attrs}
+    again = Elements(render_markdown(text, doc_id="m6")).found
+    other = {attrs["id"] for _, attrs in again if "id" in attrs}
+    assert ids
+    assert not ids & other, "two answers on one page share no id"
+
+
+@pytest.mark.parametrize("doc_id", ["m-5", 'm5"><script>', "x" * 33])
+def test_a_doc_id_is_letters_and_digits(doc_id: str) -> None:
+    with pytest.raises(ValueError, match="doc_id must be 1 to 32 letters or digits"):
+        render_markdown("x[^1]\n\n[^1]: n", doc_id=doc_id)
+
+
+@pytest.mark.parametrize(
+    "href", ["#composer", "#fn1x", "#fn-m5-", "#fnref1:1:1", "#FN1", "/#fn1", "javascript:#fn1"]
+)
+def test_same_page_links_other_than_a_footnotes_lose_their_target(href: str) -> None:
+    html = sanitize(f'<a href="{href}" id="composer">x</a><li id="messages">y</li>')
+    assert html == '<a rel="noopener nofollow">x</a><li>y</li>'
+
+
+def test_citation_markers_link_to_their_citation() -> None:
+    html = render_markdown("Otters hold hands [1], see [4].", CITED)
+    assert (
+        '<a href="https://one.example/a?b=1&amp;c=2" class="citation-ref" title="One"'
+        ' target="_blank" rel="noopener nofollow">[1]</a>'
+    ) in html
+    assert 'title="&quot;&gt;&lt;script&gt;alert(4)&lt;/script&gt;"' in html
+    assert "<script" not in html
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "`[1]` in code",
+        "```\n[1] in a block\n```",
+        "    [1] indented",
+        "[0] [5] [01] out of range",
+        "[2] is a script, [3] has no link",
+        "\\[1] is escaped",
+        "[1](https://other.example) [see [1]](https://other.example) are links already",
+    ],
+)
+def test_citation_markers_elsewhere_stay_as_written(text: str) -> None:
+    html = render_markdown(text, CITED)
+    assert "citation-ref" not in html
+    assert "one.example" not in html
+    assert "javascript" not in html
+
+
+def test_without_citations_a_marker_is_text() -> None:
+    assert render_markdown("Cited [1].") == "<p>Cited [1].</p>\n"
+    assert render_markdown("Cited [1].", []) == "<p>Cited [1].</p>\n"
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        ["# Title\n\n", "```python\nx = 1\n```\n", "- [ ] a\n- [x] b\n\n", "See [1].\n"],
+        ["| a | b |\n|:-|-:|\n| 1 | 2 |\n\n", "    code\n\n", "> quote [4]\n"],
+    ],
+)
+def test_a_part_of_an_answer_renders_as_it_does_in_the_whole(parts: list[str]) -> None:
+    whole = render_markdown("".join(parts), CITED, doc_id="m1")
+    assert "".join(render_markdown(part, CITED, doc_id="m1") for part in parts) == whole
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[^1]\n\n[^1]: <script>alert(1)</script> [x](javascript:alert(1))",
+        '- [x] <img src=x onerror=alert(1)>\n- [ ] <input type="text" autofocus onfocus=alert(1)>',
+        "```<script>\n</code></pre><script>alert(1)</script>\n```",
+        "[1]",
+    ],
+)
+def test_nothing_executable_survives_the_new_markup(text: str) -> None:
+    html = render_markdown(text, [{"url": "javascript:alert(1)", "title": "<b onclick=x>"}])
+    for tag, attrs in Elements(html).found:
+        assert tag in ALLOWED_TAGS
+        assert not any(name.startswith("on") or name == "style" for name in attrs)
+        assert tag != "input" or (attrs.get("type"), attrs.get("disabled")) == (
+            "checkbox",
+            "disabled",
+        )
+        href = attrs.get("href") or ""
+        assert not href or href.startswith(("https://", "#fn"))
+    assert "<script" not in html

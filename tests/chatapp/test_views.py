@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from typing import Any
 
@@ -206,7 +207,9 @@ async def test_other_users_conversation_is_404_everywhere(alice: Any, bob: Any) 
         ("post", reverse("chat:rename", args=[pk])),
         ("post", reverse("chat:delete", args=[pk])),
         ("get", reverse("chat:message", args=[message_pk])),
+        ("get", reverse("chat:message_source", args=[message_pk])),
         ("post", reverse("chat:retry", args=[message_pk])),
+        ("post", reverse("chat:continue", args=[message_pk])),
         ("post", reverse("chat:stop", args=[turn.generation.pk])),
         ("get", reverse("chat:attachment", args=[message_pk, 0])),
     ]:
@@ -302,6 +305,37 @@ async def test_model_output_is_rendered_safely(alice: Any) -> None:
     assert "&lt;script&gt;" in html
     assert 'href="javascript' not in html
     assert 'href="https://example.org" target="_blank" rel="noopener nofollow"' in html
+
+
+async def test_an_answers_markdown_is_copied_from_its_source_for_its_owner_only(
+    alice: Any, bob: Any
+) -> None:
+    text = "# Ünïcode\n\n```python\nx = '<b>'\n```\n\nSee [1] and note[^1].\n\n[^1]: A note."
+    turn = await start_turn(alice, text, "emulator/echo")
+    await asyncio.wait_for(worker.start(turn.job), 30)
+    await Message.objects.filter(pk=turn.assistant.pk).aupdate(
+        annotations=[{"url": "https://cited.example/", "title": "Cited"}]
+    )
+    client = await logged_in(alice)
+    url = reverse("chat:message_source", args=[turn.assistant.pk])
+    response = await client.get(url)
+    assert response.status_code == 200
+    assert response["Content-Type"] == "text/plain; charset=utf-8"
+    assert response["X-Content-Type-Options"] == "nosniff"
+    assert response.content.decode() == text
+    html = (await client.get(reverse("chat:message", args=[turn.assistant.pk]))).content.decode()
+    assert (
+        f'<button type="button" class="copy-answer" data-source-url="{url}"'
+        ' aria-label="Copy the answer as Markdown">Copy</button>'
+    ) in html
+    assert '<button class="copy-code" type="button">Copy</button>' in html
+    assert 'href="https://cited.example/" class="citation-ref" title="Cited"' in html
+    assert f'<li id="fn-m{turn.assistant.pk}-1" class="footnote-item">' in html
+    assert (await (await logged_in(bob)).get(url)).status_code == 404
+    assert (await client.post(url)).status_code == 405
+    anonymous = await AsyncClient().get(url)
+    assert anonymous.status_code == 302
+    assert anonymous["Location"].startswith(reverse("login"))
 
 
 async def test_rename_and_delete(alice: Any) -> None:
@@ -542,3 +576,96 @@ async def test_a_new_chat_is_sent_upstream_before_its_rows_are_written(
     record = await upstream.finished(await upstream.one(scenario="long"))
     assert record.final_outcome == "cancelled"
     assert not await Conversation.objects.aexists()
+
+
+@pytest.fixture
+def received(emulator_url: EmulatorURL, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """The bodies of the chat requests the emulator receives from now on, as it parsed them."""
+    app = emulator_url.app
+    handle = app._handle
+    bodies: list[dict[str, Any]] = []
+
+    async def recording(dialect: Any, route: str, channel: Any, body: bytes, query: str) -> None:
+        if route == "chat/completions":
+            bodies.append(json.loads(body))
+        await handle(dialect, route, channel, body, query)
+
+    monkeypatch.setattr(app, "_handle", recording)
+    return bodies
+
+
+async def test_thinking_that_ran_out_of_budget_continues_with_a_larger_one(
+    alice: Any, bob: Any, upstream: UpstreamLog, received: list[dict[str, Any]]
+) -> None:
+    turn = await start_turn(alice, "Why is the sea salty?", "emulator/length")
+    await asyncio.wait_for(worker.start(turn.job), 30)
+    cut = await upstream.finished(await upstream.one(scenario="length"))
+    assert (cut.finish_reason, cut.tokens_completion) == ("length", 48)  # the default budget
+    client = await logged_in(alice)
+    html = (await client.get(reverse("chat:message", args=[turn.assistant.pk]))).content.decode()
+    assert "The token budget ran out while the model was thinking, before it answered." in html
+    url = reverse("chat:continue", args=[turn.assistant.pk])
+    assert f'hx-post="{url}"' in html
+    assert ">Continue with a larger budget</button>" in html
+    assert ">Retry</button>" not in html  # it is a complete answer, not a failure
+
+    assert (await (await logged_in(bob)).post(url, headers=HTMX)).status_code == 404
+    assert (await client.get(url)).status_code == 405
+    response = await client.post(url, headers=HTMX)
+    assert 'data-status="streaming"' in response.content.decode()
+    await workers_finished()
+
+    continued = (
+        await Generation.objects.exclude(pk=turn.generation.pk).select_related("message").aget()
+    )
+    assert continued.max_tokens == 4096
+    assert continued.model == "emulator/length"
+    assert continued.gateway_id == turn.generation.gateway_id
+    assert (continued.status, continued.finish_reason) == ("completed", "stop")
+    assert continued.message.reasoning.startswith("Let me think")
+    assert "## About" in continued.message.content
+    # What the gateway was asked: the gateway's default budget first, then 4,096 for the same
+    # question (the cut answer is not context for its continuation).
+    first, second = (body for body in received if body["model"] == "emulator/length")
+    assert "max_tokens" not in first
+    assert second["max_tokens"] == 4096
+    assert (
+        second["messages"]
+        == first["messages"]
+        == [{"role": "user", "content": "Why is the sea salty?"}]
+    )
+    record = await upstream.finished(await upstream.one(id=continued.upstream_id))
+    assert (record.finish_reason, record.final_outcome) == ("stop", "completed")
+    html = (await client.get(reverse("chat:message", args=[continued.message.pk]))).content.decode()
+    assert "finish-note" not in html
+    assert "Continue with a larger budget" not in html
+
+
+async def test_an_answer_cut_at_the_budget_says_so(alice: Any, emulator_url: EmulatorURL) -> None:
+    tiny = await Gateway.objects.acreate(
+        name="tiny-3b",
+        base_url=f"{emulator_url}/tiny/v1",
+        dialect="tiny",
+        cost_unit="credits",
+        api_key_encrypted=key_vault.encrypt("tiny-key"),
+    )
+    gateway.forget_configs()
+    client = await logged_in(alice)
+    response = await client.post(
+        reverse("chat:send_new"),
+        {
+            "content": "Why is the sea salty?",
+            "model": gateway.choice_value(tiny.pk, "emulator/length"),
+        },
+        headers=HTMX,
+    )
+    assert response.status_code == 200
+    await workers_finished()
+    generation = await Generation.objects.select_related("message").aget()
+    assert generation.finish_reason == "length"
+    assert generation.message.content.startswith("Let me think")  # no reasoning field: aloud
+    html = (
+        await client.get(reverse("chat:message", args=[generation.message.pk]))
+    ).content.decode()
+    assert "The answer was cut off at the token budget" in html
+    assert "Continue with a larger budget" not in html

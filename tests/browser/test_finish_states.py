@@ -1,0 +1,155 @@
+"""How an answer ended, in words, in real Chromium: cut off at the token budget, or out of budget
+while thinking, and "Continue with a larger budget" answering in full.
+
+The `length` scenario's default budget (48 tokens) ends it; on tiny-3b, which streams no
+reasoning, the answer itself is cut, so the module adds a tiny-3b gateway on the paced emulator.
+With `CHAT_SCREENSHOTS` set to a directory, the states are saved there at desktop and phone sizes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.waiting import poll
+
+from .conftest import ROOT, send
+
+pytestmark = [pytest.mark.browser]
+
+CUT_OFF = "The answer was cut off at the token budget"
+THOUGHT_ONLY = "The token budget ran out while the model was thinking, before it answered."
+SIZES = {"desktop": (1280, 800), "phone": (390, 844)}
+
+
+def _manage_shell(env: dict[str, str], code: str) -> str:
+    command = [sys.executable, str(ROOT / "manage.py"), "shell", "-v0", "-c", code]
+    return subprocess.run(
+        command, env=env, cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout
+
+
+@pytest.fixture(scope="module")
+def tiny_gateway(server_env: dict[str, str], paced_emulator: str) -> Iterator[int]:
+    """A tiny-3b gateway on the paced emulator (its key: the server's `LLM_API_KEY`), disabled
+    again afterwards so that other modules' pickers are as they were."""
+    fields = {
+        "base_url": f"{paced_emulator}/tiny/v1",
+        "dialect": "tiny",
+        "cost_unit": "credits",
+        "api_key_env": "LLM_API_KEY",
+        "enabled": True,
+    }
+    pk = _manage_shell(
+        server_env,
+        "from chatapp.models import Gateway; "
+        f"row, _ = Gateway.objects.update_or_create(name='tiny-3b', defaults={fields!r}); "
+        "print(row.pk)",
+    )
+    yield int(pk)
+    _manage_shell(
+        server_env,
+        f"from chatapp.models import Gateway; Gateway.objects.filter(pk={int(pk)}).update("
+        "enabled=False)",
+    )
+
+
+@pytest.fixture
+def received(paced_emulator: Any, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """The bodies of the chat requests the paced emulator receives from now on."""
+    app = paced_emulator.app
+    handle = app._handle
+    bodies: list[dict[str, Any]] = []
+
+    async def recording(dialect: Any, route: str, channel: Any, body: bytes, query: str) -> None:
+        if route == "chat/completions":
+            bodies.append(json.loads(body))
+        await handle(dialect, route, channel, body, query)
+
+    monkeypatch.setattr(app, "_handle", recording)
+    return bodies
+
+
+def finished(answer: Any) -> Any:
+    expect(answer).to_have_attribute("data-status", "completed", timeout=30_000)
+    expect(answer.locator(".content.rendered")).to_be_attached()
+    return answer
+
+
+def choose_on(page: Any, gateway_pk: int, model: str) -> None:
+    """Pick `model` on gateway `gateway_pk`, reloading until the server lists that gateway (it
+    caches its gateways for a few seconds, and this one was added by another process)."""
+    value = f"g{gateway_pk}:{model}"
+
+    def listed() -> bool:
+        if page.locator(f'#model option[value="{value}"]').count():
+            return True
+        page.reload()
+        return False
+
+    poll(listed, what=f"the picker to list {value}", within=30)
+    page.get_by_label("Model").select_option(value)
+
+
+def screenshots(page: Any, name: str) -> None:
+    directory = os.environ.get("CHAT_SCREENSHOTS")
+    if not directory:
+        return
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    size = page.viewport_size
+    for label, (width, height) in SIZES.items():
+        page.set_viewport_size({"width": width, "height": height})
+        page.locator("article.assistant").last.scroll_into_view_if_needed()
+        page.screenshot(path=str(Path(directory) / f"{name}-{label}.png"))
+    page.set_viewport_size(size)
+
+
+def test_an_answer_cut_at_the_budget_says_so(alice: Any, tiny_gateway: int) -> None:
+    choose_on(alice, tiny_gateway, "emulator/length")
+    alice.get_by_label("Message").fill("Why is the sea salty?")
+    alice.get_by_label("Message").press("Enter")
+    expect(alice).to_have_url(re.compile(r"/c/\d+/$"))
+    answer = finished(alice.locator("article.assistant").last)
+    expect(answer.locator(".content")).to_contain_text("Let me think about")
+    expect(answer.locator(".finish-note")).to_have_text(re.compile(rf"^{CUT_OFF}\b.*\.$"))
+    expect(answer.get_by_role("button", name="Continue with a larger budget")).to_have_count(0)
+    expect(answer.get_by_role("button", name="Retry")).to_have_count(0)
+    screenshots(alice, "cut-off")
+
+
+def test_thinking_out_of_budget_continues_with_a_larger_one(
+    alice: Any, received: list[dict[str, Any]]
+) -> None:
+    send(alice, "Why is the sea salty?", "emulator/length")
+    expect(alice).to_have_url(re.compile(r"/c/\d+/$"))
+    cut = finished(alice.locator("article.assistant").last)
+    expect(cut.locator(".finish-note")).to_have_text(THOUGHT_ONLY)
+    expect(cut.locator("details.reasoning-pane")).to_contain_text("Let me think about")
+    assert cut.locator(".content").inner_text().strip() == ""
+    more = cut.get_by_role("button", name="Continue with a larger budget")
+    expect(more).to_be_visible()
+    screenshots(alice, "thinking-ran-out")
+
+    more.click()
+    expect(alice.locator("article.assistant")).to_have_count(2)
+    answer = alice.locator("article.assistant").last
+    expect(answer).to_have_attribute("data-status", "streaming")
+    answer = finished(answer)
+    expect(answer.locator(".content h2")).to_contain_text("About")
+    expect(answer.locator("details.reasoning-pane")).to_contain_text("Let me think about")
+    expect(answer.locator(".finish-note")).to_have_count(0)
+    expect(answer.get_by_role("button", name="Continue with a larger budget")).to_have_count(0)
+    # What the gateway was asked: its own default budget, then Osmexo's safe default of 4,096.
+    first, second = (body for body in received if body["model"] == "emulator/length")
+    assert "max_tokens" not in first
+    assert second["max_tokens"] == 4096
+    screenshots(alice, "continued")
