@@ -58,6 +58,7 @@ bench: install
 	$(BIN)/python -m benchmarks reader
 	$(BIN)/python -m benchmarks load
 	$(BIN)/python -m benchmarks admin
+	$(BIN)/python -m benchmarks markdown
 
 clean:
 	rm -rf $(VENV) staticfiles .pytest_cache

@@ -2,7 +2,9 @@
 
 `python -m benchmarks load [options]` runs the end-to-end load benchmark instead (`benchmarks.load`,
 see benchmarks/README.md), and `python -m benchmarks admin [options]` the cost admin pages over
-100,000 generations (`benchmarks.admin_costs`); with no sub-command the reader benchmark runs.
+100,000 generations (`benchmarks.admin_costs`), and `python -m benchmarks markdown` what live
+markdown costs on a 4,000-token answer (`benchmarks.live_markdown`); with no sub-command the
+reader benchmark runs.
 """
 
 from __future__ import annotations
@@ -14,6 +16,10 @@ if __name__ == "__main__":
         from benchmarks.load.cli import main as load_main
 
         sys.exit(load_main(sys.argv[2:]))
+    if sys.argv[1:2] == ["markdown"]:
+        from benchmarks.live_markdown import main as markdown_main
+
+        sys.exit(markdown_main(sys.argv[2:]))
     if sys.argv[1:2] == ["admin"]:
         from benchmarks.admin_costs import main as admin_main
 

@@ -5,7 +5,8 @@ install). Websockets pass the allowed-hosts origin check and the session auth st
 itself refuses anonymous users and conversations they do not own.
 
 At shutdown the process's gateway clients are closed: Daphne speaks no ASGI lifespan, so there a
-Twisted shutdown trigger does it; servers that do (uvicorn) get a lifespan handler.
+Twisted shutdown trigger does it; servers that do (uvicorn) get a lifespan handler. Under Daphne
+the websockets also negotiate permessage-deflate (`ws_compression.py`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from .gateway import close_clients  # noqa: E402
 from .routing import websocket_urlpatterns  # noqa: E402
+from .ws_compression import enable as enable_ws_compression  # noqa: E402
 
 
 async def lifespan(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -53,6 +55,7 @@ def _close_clients_when_daphne_stops() -> None:
 
 
 _close_clients_when_daphne_stops()
+enable_ws_compression()
 
 application = ProtocolTypeRouter(
     {

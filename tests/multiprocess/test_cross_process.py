@@ -204,3 +204,21 @@ async def test_killing_the_worker_process_leaves_the_sweep_in_b_to_interrupt_it(
     records = paced_emulator.app.records
     record = await asyncio.to_thread(records.wait_finished, row["upstream_id"], timeout=5)
     assert record.cancelled_at is not None  # the dead process's connection was closed
+
+
+async def test_sockets_negotiate_permessage_deflate_with_a_small_window(
+    user: User, server_a: Server
+) -> None:
+    conversation_id = await conversation(user, server_a)
+    async with user.socket(server_a, conversation_id) as socket:
+        response = socket.connection.response
+        assert response is not None
+        extensions = response.headers["Sec-WebSocket-Extensions"]
+        assert "permessage-deflate" in extensions
+        # The server's own window needs no word: a smaller one is always readable.
+        assert "client_max_window_bits=12" in extensions
+        # What arrives through the compressed socket is the answer, whole.
+        generation_pk = await user.send(server_a, conversation_id, "Tell me of otters", SHORT)
+        stream = await socket.follow(generation_pk, within=20)
+    row = await user.generation(generation_pk)
+    assert stream.content == row["content"]
