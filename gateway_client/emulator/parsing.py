@@ -48,7 +48,8 @@ SCENARIOS: dict[str, str] = {
     "stall": "A few tokens, then silence with the connection open (tiny-3b: upstream_stall).",
     "drop": "A few tokens, then the connection closes without [DONE].",
     "slow-start": "A long wait for the first token, with the gateway's keep-alive comments.",
-    "length": "Reasoning until max_tokens runs out: finish_reason length, no content.",
+    "length": "Thinks past max_tokens (default 48): finish_reason length, no content; answers in"
+    " full when the budget allows.",
     "long": "A few thousand tokens of markdown.",
     "echo": "Answers with the last user message verbatim.",
 }
