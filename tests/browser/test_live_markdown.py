@@ -164,3 +164,39 @@ def test_a_reload_mid_stream_shows_the_same_blocks_and_carries_on(alice: Any) ->
     assert alice.evaluate("window.liveViews")[-1] == box.inner_html()
     expect(box.locator("h2")).to_have_count(1)
     expect(box).to_contain_text("t200")
+
+
+AT_END = """() => {
+    const box = document.getElementById("messages");
+    return box.scrollHeight > box.clientHeight
+        && box.scrollHeight - box.scrollTop - box.clientHeight < 80;
+}"""
+
+
+def test_the_page_follows_the_end_unless_the_user_scrolled_up(alice: Any) -> None:
+    alice.set_viewport_size({"width": 390, "height": 844})
+    answer = streaming_answer(alice, MARKDOWN + TAIL)
+    alice.wait_for_function(
+        """el => el.dataset.status === "streaming" && el.querySelector(".content table")""",
+        arg=answer.element_handle(),
+    )
+    alice.wait_for_function(AT_END)  # blocks that grow the answer keep its end in view
+    expect(answer).to_have_attribute("data-status", "completed", timeout=30_000)
+    expect(answer.locator(".content.rendered")).to_be_attached()
+    alice.wait_for_function(AT_END)  # and so does the final render
+
+    answer = streaming_answer(alice, MARKDOWN + TAIL)
+    alice.wait_for_function(
+        """el => el.dataset.status === "streaming" && el.querySelector(".content table")""",
+        arg=answer.element_handle(),
+    )
+    alice.evaluate("document.getElementById('messages').scrollTop = 0")
+    length = len(answer.locator(".content").inner_text())
+    alice.wait_for_function(  # more arrives, and the page stays where the user put it
+        """([el, n]) => el.querySelector(".content").innerText.length > n + 200""",
+        arg=[answer.element_handle(), length],
+    )
+    assert alice.evaluate("document.getElementById('messages').scrollTop") == 0
+    expect(answer).to_have_attribute("data-status", "completed", timeout=30_000)
+    expect(answer.locator(".content.rendered")).to_be_attached()
+    assert alice.evaluate("document.getElementById('messages').scrollTop") == 0
