@@ -82,7 +82,40 @@ class ModelPrice(models.Model):
         return f"{self.model} @ {self.gateway}"
 
 
-class Conversation(models.Model):
+class AnswerSettings(models.Model):
+    """What a conversation asks of its answers: a system prompt and the sampling parameters.
+    Empty values leave them to the gateway (`request_options.py` says how each is sent)."""
+
+    class ReasoningEffort(models.TextChoices):
+        DEFAULT = "", "the model's default"
+        NONE = "none", "none"
+        LOW = "low", "low"
+        MEDIUM = "medium", "medium"
+        HIGH = "high", "high"
+
+    system_prompt = models.TextField(blank=True)
+    temperature = models.FloatField(null=True, blank=True)
+    max_tokens = models.PositiveIntegerField(null=True, blank=True)
+    reasoning_effort = models.CharField(
+        max_length=16, choices=ReasoningEffort.choices, blank=True
+    )
+
+    class Meta:
+        abstract = True
+
+
+class ChatDefaults(AnswerSettings):
+    """A user's settings for new conversations (each conversation then keeps its own copy)."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_defaults"
+    )
+
+    def __str__(self) -> str:
+        return f"Defaults of {self.user}"
+
+
+class Conversation(AnswerSettings):
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations"
     )
@@ -91,6 +124,11 @@ class Conversation(models.Model):
         Gateway, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
     model = models.CharField(max_length=200, blank=True, help_text="Last model used.")
+    # The last message of the branch shown (None: the newest); the path up from it is the
+    # conversation as read, and the context of what is generated after it.
+    current_leaf = models.ForeignKey(
+        "Message", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -111,6 +149,12 @@ class Message(models.Model):
         Conversation, on_delete=models.CASCADE, related_name="messages"
     )
     role = models.CharField(max_length=16, choices=Role.choices)
+    # Messages form a tree: a user message answers to the assistant message before it (None for
+    # the first), an answer to its user message. Siblings are a message's other versions: an
+    # edited question, a regenerated answer.
+    parent = models.ForeignKey(
+        "self", on_delete=models.CASCADE, null=True, blank=True, related_name="children"
+    )
     content = models.TextField(blank=True)
     reasoning = models.TextField(blank=True)
     # Exactly as received, to send back unchanged where the dialect requires it.
