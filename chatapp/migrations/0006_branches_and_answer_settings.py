@@ -3,13 +3,15 @@
 import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.migrations.state import StateApps
 
 
-def link_messages(apps, schema_editor):
+def link_messages(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     """Conversations so far were linear: a question answers to the last answer before it, an
     answer (a retry too) to the last question before it."""
     Message = apps.get_model("chatapp", "Message")
-    last = {}  # conversation -> {"user": pk, "assistant": pk}
+    last: dict[int, dict[str, int]] = {}  # conversation -> the last pk of each role
     changed = []
     for message in Message.objects.order_by("conversation_id", "pk").only(
         "pk", "conversation_id", "role"
