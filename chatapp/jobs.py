@@ -14,6 +14,7 @@ from gateway_client.errors import ErrorInfo
 
 from .gateway import GatewayConfig
 from .models import Generation
+from .request_options import RequestOptions
 
 Status = Generation.Status
 
@@ -31,7 +32,10 @@ class Job:
     messages: list[dict[str, Any]]
     owner_channel: str
     max_tokens: int | None = None
-    """The output budget to ask for; None leaves it to the gateway."""
+    """This generation's own output budget (a "Continue with a larger budget"), over the
+    options'; None: the options' budget, else the gateway's."""
+    options: RequestOptions | None = None
+    """The conversation's answer settings (system prompt, temperature, ...); None: none."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -96,9 +96,7 @@ class AnswerSettings(models.Model):
     system_prompt = models.TextField(blank=True)
     temperature = models.FloatField(null=True, blank=True)
     max_tokens = models.PositiveIntegerField(null=True, blank=True)
-    reasoning_effort = models.CharField(
-        max_length=16, choices=ReasoningEffort.choices, blank=True
-    )
+    reasoning_effort = models.CharField(max_length=16, choices=ReasoningEffort.choices, blank=True)
 
     class Meta:
         abstract = True

@@ -35,6 +35,7 @@ from .jobs import Job, Outcome, Status
 from .live_state import LiveState
 from .persistence import FinalState
 from .rendering import doc_id_for
+from .request_options import RequestOptions, stream_arguments
 from .ticker import Ticker, current_ticker, ticker
 from .writer import PartialRow
 
@@ -80,8 +81,10 @@ class EarlyStream:
         model: str,
         messages: list[dict[str, Any]],
         max_tokens: int | None = None,
+        options: RequestOptions | None = None,
     ) -> None:
-        self.stream = gw.stream_chat(model=model, messages=messages, max_tokens=max_tokens)
+        arguments = stream_arguments(options, gw.dialect, messages, max_tokens)
+        self.stream = gw.stream_chat(model=model, **arguments)
         self._opening = asyncio.get_running_loop().create_task(
             self.stream.__aenter__(), context=contextvars.Context()
         )
@@ -108,9 +111,10 @@ def open_early(
     model: str,
     messages: list[dict[str, Any]],
     max_tokens: int | None = None,
+    options: RequestOptions | None = None,
 ) -> EarlyStream:
     """Send a generation's upstream request now, on its gateway's shared client."""
-    return EarlyStream(shared_client(config), model, messages, max_tokens)
+    return EarlyStream(shared_client(config), model, messages, max_tokens, options)
 
 
 class GenerationWorker:
@@ -173,7 +177,8 @@ class GenerationWorker:
         state = self.state
         try:
             opening = self._early or gw.stream_chat(
-                model=job.model, messages=job.messages, max_tokens=job.max_tokens
+                model=job.model,
+                **stream_arguments(job.options, gw.dialect, job.messages, job.max_tokens),
             )
             async with opening as stream:
                 self._stream = stream

@@ -51,6 +51,10 @@ class Generation:
                 scenario=self.script.scenario,
                 streamed=self.request.stream,
                 tokens_prompt=self.script.prompt_tokens,
+                max_tokens=self.request.max_tokens,
+                temperature=self.request.temperature,
+                system=self.request.system,
+                reasoning=self.request.reasoning,
             )
         )
         self.channel.on_disconnect = self._on_disconnect

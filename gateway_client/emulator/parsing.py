@@ -1,9 +1,11 @@
 """Parse and validate request bodies into the few facts the emulated model acts on.
 
 A body that is not a JSON object, or lacks what its endpoint needs (`messages`, `prompt`,
-`input`), raises `BadRequest`, which the app turns into the dialect's 400 envelope. The model
-name picks the scenario: `emulator/<scenario>` (optionally `?knob=value` overrides); any other
-name behaves like `chat` and is echoed back unchanged.
+`input`), or sets `temperature` or `reasoning` to what no gateway takes, raises `BadRequest`,
+which the app turns into the dialect's 400 envelope. What a chat request asked for (budget,
+temperature, system message, reasoning) goes on its record, so tests read what arrived. The
+model name picks the scenario: `emulator/<scenario>` (optionally `?knob=value` overrides); any
+other name behaves like `chat` and is echoed back unchanged.
 """
 
 from __future__ import annotations
@@ -82,6 +84,11 @@ class ChatRequest:
     tools: list[dict[str, Any]] = field(default_factory=list)
     max_tokens: int | None = None
     prompt_chars: int = 0
+    temperature: float | None = None
+    system: str | None = None
+    """The text of the leading system (or developer) message, if the request has one."""
+    reasoning: dict[str, Any] | None = None
+    """The `reasoning` object as sent (Numes' controls: `effort`, `max_tokens`, `exclude`)."""
 
 
 @dataclass(slots=True)
@@ -140,6 +147,29 @@ def _max_tokens(data: dict[str, Any]) -> int | None:
     return None
 
 
+def _temperature(data: dict[str, Any]) -> float | None:
+    value = data.get("temperature")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 2:
+        raise BadRequest("`temperature` must be a number from 0 to 2.")
+    return float(value)
+
+
+_EFFORTS = ("xhigh", "high", "medium", "low", "minimal", "none")
+
+
+def _reasoning(data: dict[str, Any]) -> dict[str, Any] | None:
+    value = data.get("reasoning")
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise BadRequest("`reasoning` must be an object.")
+    if "effort" in value and value["effort"] not in _EFFORTS:
+        raise BadRequest(f"`reasoning.effort` must be one of {', '.join(_EFFORTS)}.")
+    return value
+
+
 def parse_chat(body: bytes) -> ChatRequest:
     data = _load(body)
     messages = data.get("messages")
@@ -164,6 +194,13 @@ def parse_chat(body: bytes) -> ChatRequest:
         tools=[t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else [],
         max_tokens=_max_tokens(data),
         prompt_chars=len(orjson.dumps(messages)) + (len(orjson.dumps(tools)) if tools else 0),
+        temperature=_temperature(data),
+        system=(
+            content_text(messages[0].get("content"))
+            if messages[0]["role"] in ("system", "developer")
+            else None
+        ),
+        reasoning=_reasoning(data),
     )
 
 

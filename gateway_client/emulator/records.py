@@ -1,4 +1,5 @@
-"""Generation records: what each request delivered, what it cost and how it ended.
+"""Generation records: what each request asked for (budget, temperature, system message,
+reasoning), what it delivered, what it cost and how it ended.
 
 Every dialect records its requests here (gateways bill from their own counts); only Numes exposes
 them over HTTP (`GET /generation?id=`). Like the real thing, a finished record keeps reading
@@ -45,6 +46,12 @@ class GenerationRecord:
     error_code: int | str | None = None
     bytes_delivered: int = 0
     """Raw body bytes delivered (audio streams)."""
+    # What the request asked for, as it arrived (None: not sent).
+    max_tokens: int | None = None
+    temperature: float | None = None
+    system: str | None = None
+    """The text of the request's leading system message."""
+    reasoning: dict[str, Any] | None = None
     created_at: float = field(default_factory=time.time)
     first_token_at: float | None = None
     finished_at: float | None = None

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import time
 from decimal import Decimal
 from typing import Any
 
 import orjson
 import pytest
+from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
-from chatapp import worker, ws_protocol
-from chatapp.models import Generation, Message
+from chatapp import gateway, key_vault, worker, ws_protocol
+from chatapp.jobs import Job
+from chatapp.models import Gateway, Generation, Message
+from chatapp.request_options import RequestOptions
 from gateway_client.emulator import GenerationRecord
 from tests.waiting import eventually
 
@@ -316,3 +320,77 @@ async def test_files_are_kept_for_download(alice: Any) -> None:
     assert picture["media_type"] == "image/png"
     notes = [kind for d in listener.deltas() for kind in d.get("attachments", [])]
     assert notes == ["file", "file"]
+
+
+# --- Answer settings reach the upstream request (request_options.py) -----------------------------
+
+FRENCH = RequestOptions("Answer in French.", 0.7, 2048, "high")
+
+
+async def _run_job(job: Job, *, early: worker.EarlyStream | None = None) -> Generation:
+    task = worker.start(job, early=early)
+    await asyncio.wait_for(task, 30)
+    return await Generation.objects.select_related("message").aget(pk=job.generation_pk)
+
+
+async def test_numes_receives_the_system_prompt_temperature_budget_and_effort(
+    alice: Any, upstream: UpstreamLog
+) -> None:
+    turn = await start_turn(alice, "Why is the sea salty?", "emulator/echo")
+    generation = await _run_job(dataclasses.replace(turn.job, options=FRENCH))
+    assert generation.status == "completed"
+    record = await upstream.one(dialect="numes", scenario="echo")
+    assert record.system == "Answer in French."
+    assert record.temperature == 0.7
+    assert record.max_tokens == 2048
+    assert record.reasoning == {"effort": "high"}
+    assert generation.message.content == "Why is the sea salty?", "the question is still last"
+
+
+async def test_osmexo_receives_the_settings_without_a_reasoning_control(
+    alice: Any, upstream: UpstreamLog, emulator_url: str
+) -> None:
+    row = await Gateway.objects.acreate(
+        name="Osmexo",
+        base_url=f"{emulator_url}/osmexo/v1",
+        dialect="osmexo",
+        cost_unit="micro_usd",
+        api_key_encrypted=await sync_to_async(key_vault.encrypt)("osmexo-key"),
+    )
+    gateway.forget_configs()
+    turn = await start_turn(alice, "Why is the sea salty?", "emulator/echo")
+    config = await gateway.aconfig_for(row.pk)
+    job = dataclasses.replace(turn.job, gateway=config, options=FRENCH, max_tokens=4096)
+    assert (await _run_job(job)).status == "completed"
+    record = await upstream.one(dialect="osmexo")
+    assert (record.system, record.temperature, record.reasoning) == ("Answer in French.", 0.7, None)
+    assert record.max_tokens == 4096, "a generation's own budget overrides the conversation's"
+
+
+async def test_a_job_without_options_sends_none(alice: Any, upstream: UpstreamLog) -> None:
+    turn = await start_turn(alice, "hello", "emulator/echo")
+    await _run_job(turn.job)
+    record = await upstream.one(scenario="echo")
+    assert (record.system, record.temperature, record.max_tokens, record.reasoning) == (
+        None,
+        None,
+        None,
+        None,
+    )
+
+
+async def test_an_early_request_carries_the_options(alice: Any, upstream: UpstreamLog) -> None:
+    config = await gateway.aconfig_for(None)
+    messages = [{"role": "user", "content": "hello early"}]
+    early = worker.open_early(config, "emulator/echo", messages, options=FRENCH)
+    record = await upstream.one(scenario="echo")
+    turn = await start_turn(alice, "hello early", "emulator/echo")
+    generation = await _run_job(dataclasses.replace(turn.job, options=FRENCH), early=early)
+    assert generation.message.content == "hello early"
+    assert (record.system, record.temperature, record.max_tokens, record.reasoning) == (
+        "Answer in French.",
+        0.7,
+        2048,
+        {"effort": "high"},
+    )
+    assert upstream.new(scenario="echo") == [record], "the worker read the early request"
