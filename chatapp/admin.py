@@ -15,7 +15,7 @@ from . import (
     generation_admin,  # noqa: F401  (registers GenerationAdmin)
     key_vault,
 )
-from .models import Conversation, Gateway, Generation, Message, ModelPrice
+from .models import ChatDefaults, Conversation, Gateway, Generation, Message, ModelPrice
 
 if TYPE_CHECKING:  # generic in django-stubs only: Django's admin classes are not subscriptable
     _MessageInline = admin.TabularInline[Message, Conversation]
@@ -25,7 +25,9 @@ if TYPE_CHECKING:  # generic in django-stubs only: Django's admin classes are no
     _GatewayAdmin = admin.ModelAdmin[Gateway]
     _ModelPriceAdmin = admin.ModelAdmin[ModelPrice]
     _GatewayForm = forms.ModelForm[Gateway]
+    _ChatDefaultsAdmin = admin.ModelAdmin[ChatDefaults]
 else:
+    _ChatDefaultsAdmin = admin.ModelAdmin
     _MessageInline = admin.TabularInline
     _ConversationAdmin = _MessageAdmin = _GenerationAdmin = admin.ModelAdmin
     _GatewayAdmin = _ModelPriceAdmin = admin.ModelAdmin
@@ -60,6 +62,20 @@ class MessageAdmin(_MessageAdmin):
     @admin.display(description="content")
     def short_content(self, obj: Message) -> str:
         return obj.content[:80]
+
+
+@admin.register(ChatDefaults)
+class ChatDefaultsAdmin(_ChatDefaultsAdmin):
+    """Each user's settings for new conversations (a user edits theirs at `/settings/`)."""
+
+    list_display = ("user", "temperature", "max_tokens", "reasoning_effort", "has_system_prompt")
+    search_fields = ("user__username",)
+    raw_id_fields = ("user",)
+    list_select_related = ("user",)
+
+    @admin.display(description="system prompt", boolean=True)
+    def has_system_prompt(self, obj: ChatDefaults) -> bool:
+        return bool(obj.system_prompt)
 
 
 # --- Gateways and prices ----------------------------------------------------------------------

@@ -136,14 +136,22 @@ def format_cost(generation: Generation) -> str:
     return "cost unknown"
 
 
+def token_counts(generation: Generation, separator: str) -> str:
+    """ "11 in · 42 out (7 reasoning) · 5 cached" (with `separator`), or "" when not reported."""
+    if generation.total_tokens is None:
+        return ""
+    tokens = f"{generation.prompt_tokens or 0} in{separator}{generation.completion_tokens or 0} out"
+    if generation.reasoning_tokens:
+        tokens += f" ({generation.reasoning_tokens} reasoning)"
+    if generation.cached_tokens:
+        tokens += f"{separator}{generation.cached_tokens} cached"
+    return tokens
+
+
 def meta_items(generation: Generation) -> list[str]:
     items = [generation.served_model or generation.model]
-    if generation.total_tokens is not None:
-        tokens = f"{generation.prompt_tokens or 0} in · {generation.completion_tokens or 0} out"
-        if generation.reasoning_tokens:
-            tokens += f" ({generation.reasoning_tokens} reasoning)"
-        if generation.cached_tokens:
-            tokens += f" · {generation.cached_tokens} cached"
+    tokens = token_counts(generation, " · ")
+    if tokens:
         items.append(tokens + " tokens")
     items.append(format_cost(generation))
     if generation.ttft_ms is not None:

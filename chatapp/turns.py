@@ -1,9 +1,16 @@
 """Creating a turn: the user's message, the assistant's placeholder, its generation record, and
-the context sent upstream.
+the context sent upstream; and which branch of the conversation is shown.
 
-Context is every user message plus, per earlier turn, the latest assistant answer that has text
-(a retried failure is replaced by its retry). Reasoning details go back unchanged, as Numes requires
-for signed or encrypted reasoning; tool calls are not sent back since the app runs no tools.
+A conversation is a tree (`Message.parent`): an edited question is a sibling of the question it
+redoes, a regenerated answer of the answer, and nothing is deleted. The branch shown is the path
+from the root to `Conversation.current_leaf` (the newest message when unset; that message's newest
+descendant when it has any). Every new turn makes its answer the leaf; switching to a version
+makes that version's newest descendant the leaf. The context of an answer is the path down to
+its parent, whatever the page showed: answers without text (a failure before any token) are left
+out, reasoning details go back unchanged, as Numes requires for signed or encrypted reasoning, and
+tool calls are not sent back since the app runs no tools. One answer is written per conversation at
+a time: a turn started while another streams would read the half-written one as context, so it is
+refused (the conversation row is locked while that is checked).
 
 An answer that ran out of its token budget is continued as a retry with a larger one: the Osmexo
 docs say to raise the budget and retry when thinking used it all, with 4,096 "a safe default" for a
@@ -18,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 from django.http import Http404
 
+from . import request_options
 from .errors import ChatAppError
 from .gateway import GatewayConfig, config_for
 from .jobs import Job
@@ -30,6 +38,7 @@ TITLE_LENGTH = 60
 MAX_MESSAGE_CHARS = 100_000
 SAFE_BUDGET = 4_096  # Osmexo's "safe default" max_tokens for a reasoning model
 MAX_BUDGET = 32_768
+BUSY = "An answer is still being written in this conversation; stop it or wait for it to finish."
 
 
 class TurnError(ChatAppError, ValueError):
@@ -52,29 +61,133 @@ def title_from(text: str) -> str:
     return first_line[: TITLE_LENGTH - 1].rstrip() + "…"
 
 
+@dataclass(frozen=True, slots=True)
+class Versions:
+    """A message's place among its versions (itself and its siblings of its role), oldest first."""
+
+    position: int
+    count: int
+    previous_pk: int | None
+    next_pk: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ShownMessage:
+    """A message of the branch shown; `versions` is None when it is the only version."""
+
+    message: Message
+    versions: Versions | None
+
+
+class _Tree:
+    """A conversation's messages as a tree of keys (no text): one query, for paths and versions."""
+
+    def __init__(self, conversation_pk: int) -> None:
+        self.parent: dict[int, int | None] = {}
+        self.role: dict[int, str] = {}
+        self.children: dict[int | None, list[int]] = {}
+        rows = Message.objects.filter(conversation_id=conversation_pk).order_by("pk")
+        for pk, parent_pk, role in rows.values_list("pk", "parent_id", "role"):
+            self.parent[pk] = parent_pk
+            self.role[pk] = role
+            self.children.setdefault(parent_pk, []).append(pk)
+
+    def newest_below(self, pk: int) -> int:
+        """The newest message of `pk`'s subtree (itself included): always a leaf."""
+        newest, stack = pk, [pk]
+        while stack:
+            below = self.children.get(stack.pop(), [])
+            stack += below
+            newest = max([newest, *below])
+        return newest
+
+    def shown_leaf(self, current_leaf_pk: int | None) -> int | None:
+        if current_leaf_pk in self.parent:
+            return self.newest_below(current_leaf_pk)
+        return max(self.parent, default=None)
+
+    def path(self, leaf_pk: int | None) -> list[int]:
+        """The keys from the root down to `leaf_pk` (none for None)."""
+        path: list[int] = []
+        pk = leaf_pk
+        while pk is not None:
+            path.append(pk)
+            pk = self.parent[pk]
+        return path[::-1]
+
+    def versions(self, pk: int) -> Versions | None:
+        siblings = [s for s in self.children[self.parent[pk]] if self.role[s] == self.role[pk]]
+        return _versions(siblings, pk)
+
+
+def _versions(siblings: list[int], pk: int) -> Versions | None:
+    if len(siblings) < 2:
+        return None
+    index = siblings.index(pk)
+    previous_pk = siblings[index - 1] if index > 0 else None
+    next_pk = siblings[index + 1] if index + 1 < len(siblings) else None
+    return Versions(index + 1, len(siblings), previous_pk, next_pk)
+
+
+def shown_path(
+    conversation: Conversation, leaf_pk: int | None = None, since_pk: int | None = None
+) -> list[ShownMessage]:
+    """The branch shown, root first, with each message's versions: the path down to `leaf_pk`
+    (None: the conversation's current leaf), from `since_pk` on (None: all of it)."""
+    tree = _Tree(conversation.pk)
+    if leaf_pk is None:
+        leaf_pk = tree.shown_leaf(conversation.current_leaf_id)
+    path = tree.path(leaf_pk)
+    if since_pk in path:
+        path = path[path.index(since_pk) :]
+    messages = Message.objects.select_related("generation").in_bulk(path)
+    return [ShownMessage(messages[pk], tree.versions(pk)) for pk in path]
+
+
+def shown(message: Message) -> ShownMessage:
+    """One message with its versions (for a render of that message alone)."""
+    siblings = Message.objects.filter(
+        conversation_id=message.conversation_id, parent_id=message.parent_id, role=message.role
+    ).order_by("pk")
+    return ShownMessage(message, _versions(list(siblings.values_list("pk", flat=True)), message.pk))
+
+
 def context_for(conversation: Conversation, before: Message) -> list[dict[str, Any]]:
-    """The messages to send for an answer placed at `before` (which itself is not sent)."""
-    turns: list[dict[str, Any]] = []
-    answer: dict[str, Any] | None = None
-    for message in conversation.messages.filter(pk__lt=before.pk).order_by("pk"):
+    """The messages to send for the answer `before`: its path from the root, `before` excluded."""
+    path = _Tree(conversation.pk).path(before.parent_id)
+    messages = Message.objects.only("role", "content", "reasoning_details").in_bulk(path)
+    context: list[dict[str, Any]] = []
+    for message in (messages[pk] for pk in path):
         if message.role == Message.Role.USER:
-            if answer is not None:
-                turns.append(answer)
-                answer = None
-            turns.append({"role": "user", "content": message.content})
+            context.append({"role": "user", "content": message.content})
         elif message.content or message.reasoning_details:
-            answer = {"role": "assistant", "content": message.content}
+            answer: dict[str, Any] = {"role": "assistant", "content": message.content}
             if message.reasoning_details:
                 answer["reasoning_details"] = message.reasoning_details
-    # An answer after the last user message is an earlier attempt at the one being generated.
-    return turns
+            context.append(answer)
+    return context
 
 
-def _owned_conversation(user: User, conversation_id: int) -> Conversation:
+def _idle_conversation(user: User, conversation_id: int) -> Conversation:
+    """The user's conversation, locked until the transaction ends, if no answer is being written
+    in it (a `TurnError` otherwise)."""
     try:
-        return Conversation.objects.get(pk=conversation_id, user=user)
+        conversation = Conversation.objects.select_for_update().get(pk=conversation_id, user=user)
     except Conversation.DoesNotExist:
         raise Http404("No such conversation.") from None
+    if conversation.generations.filter(status=Generation.Status.STREAMING).exists():
+        raise TurnError(BUSY)
+    return conversation
+
+
+def _own_message(user: User, message_id: int, role: str | None = None) -> Message:
+    found = Message.objects.select_related("conversation").filter(
+        pk=message_id, conversation__user=user
+    )
+    message = (found if role is None else found.filter(role=role)).first()
+    if message is None:
+        raise Http404("No such message.")
+    return message
 
 
 def _start(
@@ -82,10 +195,18 @@ def _start(
     gateway: GatewayConfig,
     model: str,
     owner_channel: str,
+    parent_pk: int | None,
     user_message: Message | None = None,
     max_tokens: int | None = None,
 ) -> Turn:
-    assistant = Message.objects.create(conversation=conversation, role=Message.Role.ASSISTANT)
+    """A generation answering `parent_pk` (a user message), its answer the leaf shown, asked
+    with the conversation's request options (a larger budget of its own wins)."""
+    options = request_options.options_for(conversation)
+    if max_tokens is None:
+        max_tokens = options.max_tokens
+    assistant = Message.objects.create(
+        conversation=conversation, role=Message.Role.ASSISTANT, parent_id=parent_pk
+    )
     generation = Generation.objects.create(
         message=assistant,
         conversation=conversation,
@@ -96,7 +217,8 @@ def _start(
     )
     conversation.gateway_id = gateway.pk
     conversation.model = model
-    conversation.save(update_fields=["gateway", "model", "updated_at"])
+    conversation.current_leaf = assistant
+    conversation.save(update_fields=["gateway", "model", "current_leaf", "updated_at"])
     job = Job(
         generation_pk=generation.pk,
         message_pk=assistant.pk,
@@ -106,6 +228,7 @@ def _start(
         messages=context_for(conversation, assistant),
         owner_channel=owner_channel,
         max_tokens=max_tokens,
+        options=options,
     )
     return Turn(conversation, assistant, generation, job, user_message)
 
@@ -134,21 +257,52 @@ def create_turn(
     model: str,
     owner_channel: str,
     gateway: GatewayConfig | None = None,
+    after: int | None = None,
 ) -> Turn:
-    """The user's message and a generation answering it (`gateway` None: the default one)."""
+    """The user's message and a generation answering it (`gateway` None: the default one). A
+    follow-up comes after `after`, the last message the page shows (None: the leaf shown)."""
     text = checked_message(text, model)
     with transaction.atomic():
+        parent_pk = None
         if conversation_id is None:
-            conversation = Conversation.objects.create(user=user, title=title_from(text))
+            conversation = Conversation.objects.create(
+                user=user, title=title_from(text), **request_options.defaults_for(user)
+            )
         else:
-            conversation = _owned_conversation(user, conversation_id)
+            conversation = _idle_conversation(user, conversation_id)
+            if after is None:
+                parent_pk = _Tree(conversation.pk).shown_leaf(conversation.current_leaf_id)
+            elif conversation.messages.filter(pk=after).exists():
+                parent_pk = after
+            else:
+                raise Http404("No such message.")
             if not conversation.title:
                 conversation.title = title_from(text)
                 conversation.save(update_fields=["title"])
         question = Message.objects.create(
-            conversation=conversation, role=Message.Role.USER, content=text
+            conversation=conversation, role=Message.Role.USER, content=text, parent_id=parent_pk
         )
-        return _start(conversation, gateway or config_for(None), model, owner_channel, question)
+        gateway = gateway or config_for(None)
+        return _start(conversation, gateway, model, owner_channel, question.pk, question)
+
+
+def create_edit(
+    user: User, message_id: int, text: str, choice: tuple[GatewayConfig, str], owner_channel: str
+) -> Turn:
+    """A new version of the user's message `message_id` (its sibling, with `text`) and a
+    generation answering it with the gateway and model chosen."""
+    gateway, model = choice
+    text = checked_message(text, model)
+    with transaction.atomic():
+        original = _own_message(user, message_id, Message.Role.USER)
+        conversation = _idle_conversation(user, original.conversation_id)
+        question = Message.objects.create(
+            conversation=conversation,
+            role=Message.Role.USER,
+            content=text,
+            parent_id=original.parent_id,
+        )
+        return _start(conversation, gateway, model, owner_channel, question.pk, question)
 
 
 def create_retry(
@@ -157,14 +311,15 @@ def create_retry(
     choice: tuple[GatewayConfig, str] | str | None,
     owner_channel: str,
 ) -> Turn:
-    """A new generation for the turn that `message_id` (an assistant message) answered, with
-    the gateway and model chosen (a bare model: on the answer's gateway; None: the answer's model
-    too)."""
+    """A new version of the answer `message_id` (its sibling, answering the same question from
+    the same context), with the gateway and model chosen (a bare model: on the answer's gateway;
+    None: the answer's model too)."""
     with transaction.atomic():
-        failed = _finished_answer(user, message_id)
+        answer = _finished_answer(user, message_id)
+        conversation = _idle_conversation(user, answer.conversation_id)
         if not isinstance(choice, tuple):
-            choice = (config_for(failed.generation.gateway_id), choice or failed.generation.model)
-        return _start(failed.conversation, *choice, owner_channel)
+            choice = (config_for(answer.generation.gateway_id), choice or answer.generation.model)
+        return _start(conversation, *choice, owner_channel, answer.parent_id)
 
 
 def larger_budget(generation: Generation) -> int | None:
@@ -184,10 +339,20 @@ def create_continuation(user: User, message_id: int, owner_channel: str) -> Turn
         budget = larger_budget(cut.generation)
         if cut.generation.finish_reason != "length" or budget is None:
             raise TurnError("Only an answer that ran out of its token budget gets a larger one.")
+        conversation = _idle_conversation(user, cut.conversation_id)
         gateway = config_for(cut.generation.gateway_id)
-        return _start(
-            cut.conversation, gateway, cut.generation.model, owner_channel, max_tokens=budget
-        )
+        model = cut.generation.model
+        return _start(conversation, gateway, model, owner_channel, cut.parent_id, None, budget)
+
+
+def select_version(user: User, message_id: int) -> tuple[Conversation, int]:
+    """Show the branch of the user's message `message_id`: its newest descendant becomes the
+    conversation's current leaf. The conversation, and that leaf."""
+    message = _own_message(user, message_id)
+    leaf = _Tree(message.conversation_id).newest_below(message.pk)
+    Conversation.objects.filter(pk=message.conversation_id).update(current_leaf_id=leaf)
+    message.conversation.current_leaf_id = leaf
+    return message.conversation, leaf
 
 
 def _finished_answer(user: User, message_id: int) -> Message:

@@ -6,7 +6,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from . import views
+from . import answer_settings_views, branch_views, library_views, views
 
 chat_patterns = [
     path("", views.home, name="home"),
@@ -15,10 +15,22 @@ chat_patterns = [
     path("c/<int:pk>/send/", views.send_message, name="send"),
     path("c/<int:pk>/rename/", views.rename, name="rename"),
     path("c/<int:pk>/delete/", views.delete, name="delete"),
+    path("c/<int:pk>/remove/", library_views.delete_entry, name="delete_entry"),
+    path("c/<int:pk>/export.md", library_views.export_markdown, name="export_markdown"),
+    path("c/<int:pk>/export.json", library_views.export_json, name="export_json"),
+    path("search/", library_views.search, name="search"),
+    path(
+        "c/<int:pk>/settings/",
+        answer_settings_views.conversation_settings,
+        name="conversation_settings",
+    ),
+    path("settings/", answer_settings_views.defaults, name="defaults"),
     path("m/<int:pk>/", views.message_fragment, name="message"),
     path("m/<int:pk>/source/", views.message_source, name="message_source"),
     path("m/<int:pk>/retry/", views.retry, name="retry"),
     path("m/<int:pk>/continue/", views.continue_answer, name="continue"),
+    path("m/<int:pk>/edit/", branch_views.edit_message, name="edit"),
+    path("m/<int:pk>/show/", branch_views.show_version, name="show_version"),
     path("m/<int:pk>/attachments/<int:index>/", views.attachment, name="attachment"),
     path("g/<int:pk>/stop/", views.stop, name="stop"),
 ]
@@ -28,4 +40,5 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("favicon.ico", library_views.favicon),
 ]

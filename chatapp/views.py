@@ -20,7 +20,7 @@ from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect, push_url, reswap, retarget
 
-from . import attachments, persistence, sweep, worker, ws_protocol
+from . import attachments, library_views, persistence, sweep, worker, ws_protocol
 from .gateway import (
     GatewayConfig,
     GatewayModels,
@@ -30,14 +30,19 @@ from .gateway import (
     parse_choice,
 )
 from .models import Conversation, Generation, Message
+from .request_options import RequestOptions, defaults_for
 from .spend import conversation_spend, month_spend
 from .turns import (
+    ShownMessage,
+    Turn,
     TurnError,
     checked_message,
     create_continuation,
     create_retry,
     create_turn,
     first_context,
+    shown,
+    shown_path,
 )
 
 if TYPE_CHECKING:
@@ -57,12 +62,13 @@ if TYPE_CHECKING:
 PREFERRED_MODEL = "emulator/chat"
 
 
-def _sidebar(user: User) -> list[Conversation]:
-    return list(Conversation.objects.filter(user=user).only("pk", "title", "updated_at")[:200])
+def _sidebar(user: User, shown_pk: int | None) -> library_views.Sidebar:
+    return library_views.sidebar(user, shown_pk)
 
 
-def _messages(conversation: Conversation) -> list[Message]:
-    return list(conversation.messages.select_related("generation"))
+def _messages(conversation: Conversation) -> list[ShownMessage]:
+    """The branch shown, each message with its versions (see `turns`)."""
+    return shown_path(conversation)
 
 
 def _selected(groups: list[GatewayModels], conversation: Conversation | None) -> str:
@@ -91,13 +97,13 @@ def _page(
     sidebar: bool = True,
 ) -> HttpResponse:
     conversation = None
-    messages: list[Message] = []
+    messages: list[ShownMessage] = []
     if conversation_id is not None:
         conversation = get_object_or_404(Conversation, pk=conversation_id, user=request.user)
         messages = _messages(conversation)
     context = {
         "conversation": conversation,
-        "conversations": _sidebar(request.user) if sidebar else [],
+        "sidebar": _sidebar(request.user, conversation_id) if sidebar else None,
         "chat_messages": messages,
         # Full pages only: a new conversation has spent nothing yet (and its answer's fragment
         # brings the running total once there is one).
@@ -131,10 +137,19 @@ def _composer_error(request: HttpRequest, text: str) -> HttpResponse:
     return reswap(retarget(response, "#composer-error"), "innerHTML")
 
 
-def _render_turn(request: HttpRequest, message_ids: list[int]) -> HttpResponse:
-    # Read back, not reused: the worker may already have flushed text and a `seq`.
-    messages = Message.objects.select_related("generation").filter(pk__in=message_ids)
-    return render(request, "chatapp/_messages.html", {"chat_messages": list(messages)})
+def _render_turn(request: HttpRequest, turn: Turn) -> HttpResponse:
+    """The branch from the turn's first new message down to its answer (which the page puts in
+    place of the message it redoes and what followed, or after the last message for a follow-up).
+    Read back, not reused: the worker may already have flushed text and a `seq`."""
+    first = turn.user_message or turn.assistant
+    path = shown_path(turn.conversation, leaf_pk=turn.assistant.pk, since_pk=first.pk)
+    return render(request, "chatapp/_messages.html", {"chat_messages": path})
+
+
+def _after(request: HttpRequest) -> int | None:
+    """The last message the page shows, which a follow-up comes after (None: not said)."""
+    after = request.POST.get("after", "")
+    return int(after) if after.isdigit() else None
 
 
 async def _chosen(value: str) -> tuple[GatewayConfig, str]:
@@ -155,9 +170,12 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
         if pk is None:
             # A new chat's context is its one message: send it upstream now, so the rows are
             # written while the gateway prepares its first token.
-            early = worker.open_early(config, model, first_context(checked_message(text, model)))
+            # With the options the conversation will copy from the user's defaults.
+            options = RequestOptions(**await sync_to_async(defaults_for)(user))
+            context = first_context(checked_message(text, model))
+            early = worker.open_early(config, model, context, options.max_tokens, options)
         turn = await persistence.on_record_thread(
-            create_turn, user, pk, text, model, owner_channel, config
+            create_turn, user, pk, text, model, owner_channel, config, _after(request)
         )
     except BaseException as exc:
         if early is not None:  # no generation will read it: cancel the request upstream
@@ -180,37 +198,48 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
             sidebar=False,  # the fragment adds the one new entry
         )
         return push_url(reswap(retarget(response, "main.chat"), "outerHTML"), url)
-    ids = [turn.user_message.pk, turn.assistant.pk] if turn.user_message else [turn.assistant.pk]
-    return await sync_to_async(_render_turn)(request, ids)
+    response = await sync_to_async(_render_turn)(request, turn)
+    return library_views.moved_to_top(response, turn.conversation)  # it is the newest now
+
+
+async def start_version(
+    request: AuthenticatedRequest, create: Callable[[User, str], Awaitable[Turn]]
+) -> HttpResponse:
+    """Start the turn `create(user, owner_channel)` makes (a new version of a message) and answer
+    with it, or with the composer's error line when it cannot start."""
+    user = await request.auser()
+    owner_channel = await worker.owner_channel()
+    try:
+        turn = await create(user, owner_channel)
+    except (TurnError, GatewayUnavailable) as exc:
+        return await sync_to_async(_composer_error)(request, str(exc))
+    worker.start(turn.job)
+    response = await sync_to_async(_render_turn)(request, turn)
+    return library_views.moved_to_top(response, turn.conversation)  # it is the newest now
 
 
 @login_required
 @require_POST
 async def retry(request: AuthenticatedRequest, pk: int) -> HttpResponse:
-    user = await request.auser()
-    owner_channel = await worker.owner_channel()
-    try:
-        value = request.POST.get("model", "")
+    """A new version of the answer `pk`, with the model the picker shows (its own if none)."""
+    value = request.POST.get("model", "")
+
+    async def create(user: User, owner_channel: str) -> Turn:
         choice = await _chosen(value) if value else None
-        turn = await persistence.on_record_thread(create_retry, user, pk, choice, owner_channel)
-    except (TurnError, GatewayUnavailable) as exc:
-        return await sync_to_async(_composer_error)(request, str(exc))
-    worker.start(turn.job)
-    return await sync_to_async(_render_turn)(request, [turn.assistant.pk])
+        return await persistence.on_record_thread(create_retry, user, pk, choice, owner_channel)
+
+    return await start_version(request, create)
 
 
 @login_required
 @require_POST
 async def continue_answer(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     """A retry of the answer `pk`, which ran out of its token budget, with a larger budget."""
-    user = await request.auser()
-    owner_channel = await worker.owner_channel()
-    try:
-        turn = await persistence.on_record_thread(create_continuation, user, pk, owner_channel)
-    except (TurnError, GatewayUnavailable) as exc:
-        return await sync_to_async(_composer_error)(request, str(exc))
-    worker.start(turn.job)
-    return await sync_to_async(_render_turn)(request, [turn.assistant.pk])
+
+    async def create(user: User, owner_channel: str) -> Turn:
+        return await persistence.on_record_thread(create_continuation, user, pk, owner_channel)
+
+    return await start_version(request, create)
 
 
 @login_required
@@ -239,7 +268,11 @@ def message_fragment(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     # changes. Not the month's: that query spans all the user's answers, and every answer's end
     # fetches this fragment (at 200 answers ending together it was most of the database's time);
     # the sidebar's month total is rendered with each page.
-    context = {"message": message, "conversation_spend": conversation_spend(message.conversation)}
+    context = {
+        "message": message,
+        "versions": shown(message).versions,
+        "conversation_spend": conversation_spend(message.conversation),
+    }
     return render(request, "chatapp/_message_fragment.html", context)
 
 
@@ -265,7 +298,9 @@ def rename(request: AuthenticatedRequest, pk: int) -> HttpResponse:
         conversation.save(update_fields=["title", "updated_at"])
     if not request.htmx:
         return HttpResponseRedirect(reverse("chat:conversation", args=[pk]))
-    context = {"conversation": conversation, "conversations": _sidebar(request.user)}
+    # From the sidebar, the page may show another conversation: its title and tab title stay.
+    shown_pk = library_views.shown_conversation(request)
+    context = {"conversation": conversation, "sidebar": _sidebar(request.user, shown_pk)}
     return render(request, "chatapp/_renamed.html", context)
 
 

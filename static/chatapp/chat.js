@@ -1,4 +1,5 @@
-// The page's websocket protocol (see chatapp/ws_protocol.py) and the composer's keys.
+// The page's websocket protocol (see chatapp/ws_protocol.py), the composer (its keys, Stop while
+// an answer is written), and the branch swaps of Regenerate, Edit and the version arrows.
 //
 // Each streaming answer keeps the `seq` of the last delta applied. Deltas at or below it are
 // duplicates and dropped; one beyond the next means a gap: it is held back and a snapshot
@@ -8,6 +9,7 @@
 
 const streams = new Map(); // generation id -> state of its element
 const early = new Map(); // generation id -> messages that arrived before its element
+const finished = new Set(); // generation ids whose `done` this page has had
 let socket = null;
 let watched = null; // the conversation this socket was last told to watch
 let retryDelay = 250;
@@ -376,6 +378,7 @@ function patchAnswer(el, fresh) {
   const st = streams.get(Number(el.dataset.generation));
   if (st && st.el === el) streams.delete(st.id); // a still-running render restarts from its seq
   registerAll(el);
+  syncComposer();
   if (follow) scrollToBottom();
 }
 
@@ -383,11 +386,13 @@ function onDone(st) {
   if (st.done) return;
   st.done = true;
   streams.delete(st.id);
+  syncComposer(); // Send is back at once, before the final render arrives
   refresh(st.el);
 }
 
 function handle(msg) {
   if (msg.t === "watching" || msg.t === "gone") return; // about the conversation, not an answer
+  if (msg.t === "done") finished.add(msg.g);
   const st = streams.get(msg.g);
   if (!st) {
     if (msg.t === "updated") {
@@ -486,6 +491,108 @@ function connect() {
 // Test hook: drop the socket as a network failure would (the page reconnects by itself).
 window.chatDropSocket = () => socket && socket.close();
 
+// The composer offers Stop instead of Send while the branch shown has an answer being written
+// (the server refuses a second one in the conversation), and says after which message a follow-up
+// comes: the last one shown, whichever branch that is.
+function runningAnswers() {
+  const shown = document.querySelectorAll('#messages > article.assistant[data-status="streaming"]');
+  return [...shown].filter((el) => !finished.has(Number(el.dataset.generation)));
+}
+
+function syncComposer() {
+  const form = document.getElementById("composer");
+  if (!form) return;
+  const running = runningAnswers().length > 0;
+  const sendButton = form.querySelector('button[type="submit"]');
+  const stop = form.querySelector("button.stop-answer");
+  if (sendButton && stop && sendButton.hidden !== running) {
+    const focused = document.activeElement === sendButton || document.activeElement === stop;
+    sendButton.hidden = running;
+    stop.hidden = !running;
+    if (focused) (running ? stop : sendButton).focus();
+  }
+  const last = [...document.querySelectorAll("#messages > article.message")].pop();
+  const after = form.querySelector('input[name="after"]');
+  if (after) after.value = last ? last.dataset.message : "";
+}
+
+function stopRunning() {
+  for (const el of runningAnswers()) el.querySelector(".message-footer button.stop")?.click();
+}
+
+// Edit and resend: the message's form (its <template>) takes the text's place until it is sent or
+// cancelled; the answer to it then replaces the message and what followed (a branch swap).
+function startEdit(article) {
+  let form = article.querySelector(":scope > .edit-form");
+  if (!form) {
+    const template = article.querySelector(":scope > template.edit-template");
+    if (!template) return;
+    form = template.content.firstElementChild.cloneNode(true);
+    const box = form.querySelector("textarea");
+    box.value = article.querySelector(":scope > .content").textContent;
+    box.rows = Math.min(12, Math.max(3, box.value.split("\n").length + 1));
+    template.before(form);
+    article.classList.add("editing");
+    if (window.htmx) window.htmx.process(form);
+  }
+  const box = form.querySelector("textarea");
+  box.focus();
+  box.setSelectionRange(box.value.length, box.value.length);
+}
+
+function cancelEdit(article) {
+  article.querySelector(":scope > .edit-form")?.remove();
+  article.classList.remove("editing");
+  article.querySelector(":scope > .message-footer button.edit")?.focus();
+}
+
+// A branch swap (`data-branch-swap`: regenerate, edit, switch version) puts the server's branch
+// in place of the message it was asked about and everything after it. Focus stays on the version
+// arrow that was pressed, so it can be pressed again.
+let branchSwap = null;
+
+document.addEventListener("htmx:beforeSwap", (event) => {
+  const target = event.detail.target; // htmx fires this on the target, not on what asked
+  const origin = event.detail.requestConfig?.elt?.closest("[data-branch-swap]");
+  if (!origin || !event.detail.shouldSwap || !target.matches("#messages > article.message")) return;
+  while (target.nextElementSibling) target.nextElementSibling.remove();
+  const arrow = ["version-previous", "version-next"].find((name) => origin.classList.contains(name));
+  branchSwap = { before: target.previousElementSibling, arrow };
+});
+
+document.addEventListener("htmx:afterSettle", () => {
+  if (!branchSwap) return;
+  const { before, arrow } = branchSwap;
+  branchSwap = null;
+  const first = before ? before.nextElementSibling : document.querySelector("#messages > article");
+  if (!first) return;
+  first.scrollIntoView({ block: "nearest" });
+  const button = arrow && first.querySelector(`.versions button.${arrow}`);
+  const other = first.querySelector(".versions button:not([disabled])");
+  if (button && !button.disabled) button.focus();
+  else if (arrow && other) other.focus();
+});
+
+document.addEventListener("click", (event) => {
+  const button = event.target.closest && event.target.closest("button");
+  if (!button) return;
+  if (button.matches("#composer button.stop-answer")) stopRunning();
+  else if (button.matches("article.user > .message-footer button.edit")) {
+    startEdit(button.closest("article"));
+  } else if (button.matches(".edit-form button.cancel-edit")) cancelEdit(button.closest("article"));
+});
+
+document.addEventListener("keydown", (event) => {
+  const editing = event.target.closest && event.target.closest(".edit-form");
+  if (editing && event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    if (event.target.value.trim()) editing.requestSubmit();
+  } else if (event.key === "Escape" && !event.defaultPrevented) {
+    if (editing) cancelEdit(editing.closest("article"));
+    else if (!document.querySelector("dialog[open]")) stopRunning(); // Esc closes a lightbox first
+  }
+});
+
 function setupComposer() {
   const box = document.getElementById("message");
   if (!box || box.dataset.keys) return;
@@ -506,6 +613,7 @@ function init(root) {
   });
   registerAll(root);
   setupComposer();
+  syncComposer();
   connect();
 }
 
@@ -531,7 +639,8 @@ document.addEventListener("htmx:afterRequest", (event) => {
   }
 });
 document.addEventListener("htmx:beforeRequest", (event) => {
-  if (event.target.id === "composer") {
+  const target = event.target;
+  if (target.id === "composer" || (target.closest && target.closest("[data-branch-swap]"))) {
     const error = document.getElementById("composer-error");
     if (error) error.textContent = "";
   }

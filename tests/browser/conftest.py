@@ -22,6 +22,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from tests.emulator_requests import record_chat_bodies
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -214,3 +216,10 @@ def wait_for_more_text(answer: Any, than: int, part: str = ".content") -> None:
             && el.querySelector(part).innerText.length > n""",
         arg=[answer.element_handle(), part, than],
     )
+
+
+@pytest.fixture
+def received(paced_emulator: Any, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """The bodies of the chat requests the paced emulator receives from now on, as parsed JSON
+    (what the gateway was asked: its `messages`, `model`, ...)."""
+    return record_chat_bodies(paced_emulator.app, monkeypatch)

@@ -59,7 +59,7 @@ def test_send_streams_token_by_token_and_shows_the_record(alice: Any, server_url
     expect(alice).to_have_url(re.compile(r"/c/\d+/$"))
     answer = alice.locator("article.assistant").last
     expect(answer).to_have_attribute("data-status", "streaming")
-    expect(alice.get_by_role("button", name="Stop")).to_be_visible()
+    expect(answer.get_by_role("button", name="Stop")).to_be_visible()
     first = wait_for_text(answer)
     wait_for_more_text(answer, len(first))  # the text grows while streaming
     expect(answer).to_have_attribute("data-status", "completed", timeout=30_000)
@@ -102,7 +102,7 @@ def test_stop_before_the_first_token(alice: Any, paced_emulator: Any) -> None:
     answer = send(alice, "hello", "emulator/slow-start")
     expect(alice).to_have_url(re.compile(r"/c/\d+/$"))
     answer = alice.locator("article.assistant").last
-    stop = alice.get_by_role("button", name="Stop")
+    stop = answer.get_by_role("button", name="Stop")
     expect(stop).to_be_visible()
     records = paced_emulator.app.records
     record = poll(
@@ -130,7 +130,7 @@ def test_stop_after_the_first_token_keeps_the_partial_answer(alice: Any) -> None
     expect(alice).to_have_url(re.compile(r"/c/\d+/$"))
     answer = alice.locator("article.assistant").last
     partial = wait_for_text(answer, minimum=20)
-    alice.get_by_role("button", name="Stop").click()
+    answer.get_by_role("button", name="Stop").click()
     expect(answer).to_have_attribute("data-status", "cancelled", timeout=5_000)
     final = content(answer)
     assert final.strip()
@@ -224,9 +224,11 @@ def test_errors_are_shown_where_the_answer_would_be(
     if status != "failed" or "midstream" in model or "stall" in model:
         assert content(answer).strip(), "the partial answer is kept"
         expect(error).to_contain_text("The partial answer is kept.")
+    # A new version in its place, with the model in the picker (the same one here).
     answer.get_by_role("button", name="Retry").click()
-    expect(alice.locator("article.assistant")).to_have_count(2)
-    expect(alice.locator("article.assistant").last).to_have_attribute("data-status", status)
+    expect(answer.get_by_role("group", name="Version 2 of 2")).to_be_visible()
+    expect(alice.locator("article.assistant")).to_have_count(1)
+    expect(answer).to_have_attribute("data-status", status, timeout=15_000)
 
 
 def test_another_users_conversation_is_refused(alice: Any, bob: Any, server_url: str) -> None:
@@ -259,7 +261,7 @@ def test_rename_and_delete_a_conversation(alice: Any) -> None:
     expect(alice.locator("article.assistant").last).to_have_attribute(
         "data-status", "completed", timeout=15_000
     )
-    alice.get_by_text("Rename or delete").click()
+    alice.get_by_text("More", exact=True).click()
     alice.get_by_label("Title").fill("Renamed chat")
     alice.get_by_role("button", name="Rename").click()
     expect(alice.locator("#conversation-title")).to_have_text("Renamed chat")

@@ -1,4 +1,5 @@
-"""Starting a turn: input checks in the user's words, titles, ownership, and the context sent."""
+"""Starting a turn: input checks in the user's words, titles, ownership, the context sent, and
+the branches that regenerating, editing and switching versions make."""
 
 from __future__ import annotations
 
@@ -7,32 +8,50 @@ from typing import Any
 import pytest
 from django.http import Http404
 
+from chatapp.gateway import config_for
 from chatapp.models import Conversation, Generation, Message
 from chatapp.turns import (
+    BUSY,
     MAX_MESSAGE_CHARS,
     TurnError,
+    Versions,
     context_for,
     create_continuation,
+    create_edit,
     create_retry,
     create_turn,
     larger_budget,
+    select_version,
+    shown_path,
     title_from,
 )
 
 pytestmark = [pytest.mark.django_db]
 
 OWNER = "owner-channel!1"
+LATEST = object()  # `said`'s default parent: the conversation's newest message
 
 
-def said(conversation: Conversation, role: str, content: str = "", **fields: Any) -> Message:
-    return Message.objects.create(conversation=conversation, role=role, content=content, **fields)
+def said(
+    conversation: Conversation, role: str, content: str = "", parent: Any = LATEST, **fields: Any
+) -> Message:
+    """A message after `parent` (by default the newest message: a conversation read in order)."""
+    if parent is LATEST:
+        parent = conversation.messages.order_by("pk").last()
+    return Message.objects.create(
+        conversation=conversation, role=role, content=content, parent=parent, **fields
+    )
 
 
 def answered(
-    conversation: Conversation, content: str, status: str = "completed", **fields: Any
+    conversation: Conversation,
+    content: str,
+    status: str = "completed",
+    parent: Any = LATEST,
+    **fields: Any,
 ) -> Message:
     """An assistant message with its generation in `status`."""
-    message = said(conversation, "assistant", content, **fields)
+    message = said(conversation, "assistant", content, parent, **fields)
     Generation.objects.create(
         message=message, conversation=conversation, model="emulator/chat", status=status
     )
@@ -42,6 +61,19 @@ def answered(
 def context_before_new_answer(conversation: Conversation) -> list[dict[str, Any]]:
     placeholder = said(conversation, "assistant")
     return context_for(conversation, placeholder)
+
+
+def finish(turn: Any, status: str = "completed") -> None:
+    """End `turn`'s generation as its worker would, its answer saying "re: <question>"."""
+    Generation.objects.filter(pk=turn.generation.pk).update(status=status)
+    question = Message.objects.get(pk=turn.assistant.parent_id)
+    Message.objects.filter(pk=turn.assistant.pk).update(content=f"re: {question.content}")
+
+
+def texts(conversation: Conversation) -> list[str]:
+    """The branch shown, as each message's text."""
+    conversation.refresh_from_db()
+    return [item.message.content for item in shown_path(conversation)]
 
 
 # --- Input checks -------------------------------------------------------------------------------
@@ -146,14 +178,16 @@ def test_a_turn_is_a_question_a_placeholder_and_a_streaming_generation(alice: An
 
 def test_a_retry_is_a_new_generation_with_the_failed_ones_model_by_default(alice: Any) -> None:
     conversation = Conversation.objects.create(user=alice, title="t")
-    said(conversation, "user", "hello")
+    question = said(conversation, "user", "hello")
     failed = answered(conversation, "", status="failed")
     turn = create_retry(alice, failed.pk, None, OWNER)
     assert turn.user_message is None
     assert turn.generation.model == "emulator/chat"
     assert turn.assistant.pk > failed.pk
+    assert turn.assistant.parent == question  # a sibling of the failed answer
     # The failed attempt is not context for its retry.
     assert turn.job.messages == [{"role": "user", "content": "hello"}]
+    finish(turn)
     other = create_retry(alice, failed.pk, "emulator/echo", OWNER)
     assert other.generation.model == "emulator/echo"
     assert Conversation.objects.get(pk=conversation.pk).model == "emulator/echo"
@@ -281,12 +315,12 @@ def test_an_answer_with_only_reasoning_details_is_sent(alice: Any) -> None:
     }
 
 
-def test_a_failed_attempt_without_text_is_left_out(alice: Any) -> None:
+def test_an_answer_off_the_path_is_not_context(alice: Any) -> None:
     conversation = Conversation.objects.create(user=alice)
-    said(conversation, "user", "q")
-    answered(conversation, "the answer")
-    answered(conversation, "", status="failed")  # a later retry that failed before any text
-    said(conversation, "user", "q2")
+    question = said(conversation, "user", "q")
+    answer = answered(conversation, "the answer")
+    answered(conversation, "another version", parent=question)  # a newer sibling, not followed
+    said(conversation, "user", "q2", parent=answer)
     assert context_before_new_answer(conversation) == [
         {"role": "user", "content": "q"},
         {"role": "assistant", "content": "the answer"},
@@ -296,9 +330,9 @@ def test_a_failed_attempt_without_text_is_left_out(alice: Any) -> None:
 
 def test_a_retried_answer_replaces_the_attempt_before_it(alice: Any) -> None:
     conversation = Conversation.objects.create(user=alice)
-    said(conversation, "user", "q")
+    question = said(conversation, "user", "q")
     answered(conversation, "half an answ", status="failed")
-    answered(conversation, "the whole answer")
+    answered(conversation, "the whole answer", parent=question)
     said(conversation, "user", "q2")
     assert context_before_new_answer(conversation) == [
         {"role": "user", "content": "q"},
@@ -332,10 +366,10 @@ def test_tool_calls_are_not_sent_back(alice: Any) -> None:
 
 def test_messages_from_the_answer_on_are_not_context(alice: Any) -> None:
     conversation = Conversation.objects.create(user=alice)
-    said(conversation, "user", "q")
+    question = said(conversation, "user", "q")
     earlier = answered(conversation, "an earlier attempt at this answer")
-    placeholder = said(conversation, "assistant")
-    said(conversation, "user", "asked later")
+    placeholder = said(conversation, "assistant", parent=question)
+    said(conversation, "user", "asked later", parent=earlier)
     assert context_for(conversation, placeholder) == [{"role": "user", "content": "q"}]
     assert context_for(conversation, earlier) == [{"role": "user", "content": "q"}]
 
@@ -370,3 +404,197 @@ def test_another_users_answer_cannot_be_continued(alice: Any, bob: Any) -> None:
     with pytest.raises(Http404, match=r"^No such message\.$"):
         create_continuation(bob, cut.pk, OWNER)
     assert Generation.objects.count() == 1
+
+
+# --- Branches -----------------------------------------------------------------------------------
+
+
+def two_turns(user: Any) -> tuple[Conversation, list[Message]]:
+    """A conversation "one" → "re: one" → "two" → "re: two", finished: its four messages."""
+    first = create_turn(user, None, "one", "emulator/echo", OWNER)
+    finish(first)
+    second = create_turn(user, first.conversation.pk, "two", "emulator/echo", OWNER)
+    finish(second)
+    messages = list(Message.objects.filter(conversation=first.conversation).order_by("pk"))
+    return Conversation.objects.get(pk=first.conversation.pk), messages
+
+
+def test_context_is_the_path_of_the_branch_down_to_the_answers_question(alice: Any) -> None:
+    conversation = Conversation.objects.create(user=alice)
+    one = said(conversation, "user", "one")
+    first = answered(conversation, "first answer")
+    said(conversation, "user", "two")
+    answered(conversation, "second answer")
+    deux = said(conversation, "user", "deux", parent=first)  # an edit of "two"
+    answered(conversation, "", status="failed")  # no text: left out
+    answered(conversation, "réponse", parent=deux, reasoning_details=[{"type": "x"}])
+    said(conversation, "user", "trois")
+    assert context_before_new_answer(conversation) == [
+        {"role": "user", "content": "one"},
+        {"role": "assistant", "content": "first answer"},
+        {"role": "user", "content": "deux"},
+        {"role": "assistant", "content": "réponse", "reasoning_details": [{"type": "x"}]},
+        {"role": "user", "content": "trois"},
+    ]
+    # A new version of the first answer sees only what came before it.
+    again = said(conversation, "assistant", parent=one)
+    assert context_for(conversation, again) == [{"role": "user", "content": "one"}]
+
+
+def test_a_follow_up_comes_after_the_current_leaf_and_becomes_it(alice: Any) -> None:
+    conversation, (_one, _re_one, two, re_two) = two_turns(alice)
+    assert conversation.current_leaf == re_two
+    finish(create_edit(alice, two.pk, "deux", (config_for(None), "emulator/echo"), OWNER))
+    Conversation.objects.filter(pk=conversation.pk).update(current_leaf=re_two)  # shown again
+    turn = create_turn(alice, conversation.pk, "three", "emulator/echo", OWNER)
+    assert turn.user_message is not None
+    assert turn.user_message.parent == re_two
+    assert turn.assistant.parent == turn.user_message
+    assert turn.job.messages == [
+        {"role": "user", "content": "one"},
+        {"role": "assistant", "content": "re: one"},
+        {"role": "user", "content": "two"},
+        {"role": "assistant", "content": "re: two"},
+        {"role": "user", "content": "three"},
+    ]
+    conversation.refresh_from_db()
+    assert conversation.current_leaf == turn.assistant
+    assert texts(conversation) == ["one", "re: one", "two", "re: two", "three", ""]
+
+
+def test_a_follow_up_without_a_leaf_set_comes_after_the_newest_message(alice: Any) -> None:
+    conversation, (_, _, _, re_two) = two_turns(alice)
+    Conversation.objects.filter(pk=conversation.pk).update(current_leaf=None)
+    turn = create_turn(alice, conversation.pk, "three", "emulator/echo", OWNER)
+    assert turn.user_message is not None
+    assert turn.user_message.parent == re_two
+
+
+def test_a_leaf_with_descendants_is_read_as_its_newest_one(alice: Any) -> None:
+    conversation, (one, _, _, re_two) = two_turns(alice)
+    Conversation.objects.filter(pk=conversation.pk).update(current_leaf=one)
+    assert texts(conversation) == ["one", "re: one", "two", "re: two"]
+    turn = create_turn(alice, conversation.pk, "three", "emulator/echo", OWNER)
+    assert turn.user_message is not None
+    assert turn.user_message.parent == re_two
+
+
+def test_a_follow_up_comes_after_the_message_the_page_shows(alice: Any, bob: Any) -> None:
+    conversation, (_, re_one, _, _) = two_turns(alice)
+    turn = create_turn(alice, conversation.pk, "deux", "emulator/echo", OWNER, after=re_one.pk)
+    assert turn.user_message is not None
+    assert turn.user_message.parent == re_one
+    finish(turn)
+    _others, (_, bobs, *_) = two_turns(bob)
+    with pytest.raises(Http404, match=r"^No such message\.$"):
+        create_turn(alice, conversation.pk, "x", "emulator/echo", OWNER, after=bobs.pk)
+    assert not Message.objects.filter(content="x").exists()
+
+
+def test_regenerating_an_earlier_answer_makes_a_sibling_from_the_context_before_it(
+    alice: Any,
+) -> None:
+    conversation, (one, re_one, _two, _re_two) = two_turns(alice)
+    turn = create_retry(alice, re_one.pk, "emulator/chat", OWNER)
+    assert turn.assistant.parent == one
+    assert turn.generation.model == "emulator/chat"
+    assert turn.job.messages == [{"role": "user", "content": "one"}]
+    conversation.refresh_from_db()
+    assert conversation.current_leaf == turn.assistant
+    path = shown_path(conversation)
+    assert [item.message for item in path] == [one, turn.assistant]
+    assert path[0].versions is None
+    assert path[1].versions == Versions(2, 2, re_one.pk, None)
+    # Nothing is deleted, and each attempt keeps its own generation.
+    assert Message.objects.filter(conversation=conversation).count() == 5
+    assert Generation.objects.filter(conversation=conversation).count() == 3
+    assert Generation.objects.get(message=re_one).status == "completed"
+
+
+def test_an_edit_is_a_sibling_question_answered_from_the_context_before_it(alice: Any) -> None:
+    conversation, (one, re_one, two, _re_two) = two_turns(alice)
+    choice = (config_for(None), "emulator/chat")
+    turn = create_edit(alice, two.pk, "  deux  ", choice, OWNER)
+    question = turn.user_message
+    assert question is not None
+    assert (question.content, question.parent) == ("deux", re_one)
+    assert turn.assistant.parent == question
+    assert turn.generation.model == "emulator/chat"
+    assert turn.job.messages == [
+        {"role": "user", "content": "one"},
+        {"role": "assistant", "content": "re: one"},
+        {"role": "user", "content": "deux"},
+    ]
+    conversation.refresh_from_db()
+    assert conversation.current_leaf == turn.assistant
+    assert conversation.title == "one"
+    path = shown_path(conversation)
+    assert [item.message.content for item in path] == ["one", "re: one", "deux", ""]
+    assert path[2].versions == Versions(2, 2, two.pk, None)
+    assert path[3].versions is None
+    finish(turn)
+    # The first question has no parent: its edit is another root.
+    root = create_edit(alice, one.pk, "uno", choice, OWNER)
+    assert root.user_message is not None
+    assert root.user_message.parent is None
+    assert root.job.messages == [{"role": "user", "content": "uno"}]
+    conversation.refresh_from_db()
+    assert shown_path(conversation)[0].versions == Versions(2, 2, one.pk, None)
+
+
+def test_an_edit_is_checked_like_a_message_and_only_of_ones_own_question(
+    alice: Any, bob: Any
+) -> None:
+    conversation, (_, re_one, two, _) = two_turns(alice)
+    choice = (config_for(None), "emulator/echo")
+    with pytest.raises(TurnError, match=r"^Write a message first\.$"):
+        create_edit(alice, two.pk, "  ", choice, OWNER)
+    with pytest.raises(TurnError, match=r"^Choose a model first\.$"):
+        create_edit(alice, two.pk, "deux", (config_for(None), ""), OWNER)
+    with pytest.raises(Http404, match=r"^No such message\.$"):
+        create_edit(bob, two.pk, "deux", choice, OWNER)
+    with pytest.raises(Http404, match=r"^No such message\.$"):
+        create_edit(alice, re_one.pk, "deux", choice, OWNER)  # an answer is regenerated instead
+    assert Message.objects.filter(conversation=conversation).count() == 4
+
+
+def test_switching_to_a_version_shows_its_newest_descendants(alice: Any, bob: Any) -> None:
+    conversation, (one, _re_one, two, re_two) = two_turns(alice)
+    edit = create_edit(alice, two.pk, "deux", (config_for(None), "emulator/echo"), OWNER)
+    assert edit.user_message is not None
+    # Allowed while that answer is written: switching only changes what is shown.
+    shown_conversation, leaf = select_version(alice, two.pk)
+    assert (shown_conversation, leaf) == (conversation, re_two.pk)
+    assert texts(conversation) == ["one", "re: one", "two", "re: two"]
+    assert shown_path(conversation)[2].versions == Versions(1, 2, None, edit.user_message.pk)
+    select_version(alice, edit.user_message.pk)
+    assert texts(conversation) == ["one", "re: one", "deux", ""]
+    select_version(alice, one.pk)  # the newest message under it: the edit's answer
+    conversation.refresh_from_db()
+    assert conversation.current_leaf == edit.assistant
+    with pytest.raises(Http404, match=r"^No such message\.$"):
+        select_version(bob, two.pk)
+
+
+def test_no_second_turn_starts_while_an_answer_is_written(alice: Any) -> None:
+    conversation, (_one, re_one, two, _re_two) = two_turns(alice)
+    running = create_turn(alice, conversation.pk, "three", "emulator/echo", OWNER)
+    choice = (config_for(None), "emulator/echo")
+    Generation.objects.filter(message=re_one).update(finish_reason="length")
+    for start in (
+        lambda: create_turn(alice, conversation.pk, "four", "emulator/echo", OWNER),
+        lambda: create_retry(alice, re_one.pk, None, OWNER),
+        lambda: create_edit(alice, two.pk, "deux", choice, OWNER),
+        lambda: create_continuation(alice, re_one.pk, OWNER),
+    ):
+        with pytest.raises(TurnError) as caught:
+            start()
+        assert str(caught.value) == BUSY
+    assert BUSY == (
+        "An answer is still being written in this conversation; stop it or wait for it to finish."
+    )
+    assert Message.objects.filter(conversation=conversation).count() == 6
+    # Another conversation is not held up, and once the answer ends the next turn starts.
+    create_turn(alice, None, "elsewhere", "emulator/echo", OWNER)
+    finish(running, status="cancelled")
+    create_turn(alice, conversation.pk, "four", "emulator/echo", OWNER)

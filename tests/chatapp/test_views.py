@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from typing import Any
 
@@ -18,6 +17,7 @@ from chatapp.rendering import citation
 from gateway_client import GatewayClient
 from gateway_client.chunks import parse_annotation
 from gateway_client.emulator import EmulatorURL
+from tests.emulator_requests import record_chat_bodies
 from tests.waiting import poll
 
 from .conftest import GroupListener, UpstreamLog, start_turn
@@ -581,17 +581,7 @@ async def test_a_new_chat_is_sent_upstream_before_its_rows_are_written(
 @pytest.fixture
 def received(emulator_url: EmulatorURL, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """The bodies of the chat requests the emulator receives from now on, as it parsed them."""
-    app = emulator_url.app
-    handle = app._handle
-    bodies: list[dict[str, Any]] = []
-
-    async def recording(dialect: Any, route: str, channel: Any, body: bytes, query: str) -> None:
-        if route == "chat/completions":
-            bodies.append(json.loads(body))
-        await handle(dialect, route, channel, body, query)
-
-    monkeypatch.setattr(app, "_handle", recording)
-    return bodies
+    return record_chat_bodies(emulator_url.app, monkeypatch)
 
 
 async def test_thinking_that_ran_out_of_budget_continues_with_a_larger_one(
@@ -669,3 +659,142 @@ async def test_an_answer_cut_at_the_budget_says_so(alice: Any, emulator_url: Emu
     ).content.decode()
     assert "The answer was cut off at the token budget" in html
     assert "Continue with a larger budget" not in html
+
+
+# --- Branches: regenerate, edit, switch versions (branch_views.py) --------------------------------
+
+BUSY = "An answer is still being written in this conversation; stop it or wait for it to finish."
+
+
+async def answered_twice(user: Any) -> tuple[Conversation, list[Message]]:
+    """A finished conversation "one" → "one" → "two" → "two" (echoed): its four messages."""
+    first = await start_turn(user, "one", "emulator/echo")
+    await asyncio.wait_for(worker.start(first.job), 30)
+    second = await start_turn(user, "two", "emulator/echo", first.conversation.pk)
+    await asyncio.wait_for(worker.start(second.job), 30)
+    messages = [m async for m in Message.objects.filter(conversation=first.conversation)]
+    return await Conversation.objects.aget(pk=first.conversation.pk), messages
+
+
+def articles(html: str) -> list[str]:
+    """The ids of the messages in `html`, in order."""
+    return re.findall(r'<article class="message \w+" id="(message-\d+)"', html)
+
+
+async def test_regenerate_answers_with_the_new_version_and_its_arrows(
+    alice: Any, received: list[dict[str, Any]]
+) -> None:
+    conversation, (one, re_one, _two, re_two) = await answered_twice(alice)
+    client = await logged_in(alice)
+    html = (await client.get(reverse("chat:conversation", args=[conversation.pk]))).content.decode()
+    retry_url = reverse("chat:retry", args=[re_one.pk])
+    assert f'hx-post="{retry_url}" hx-include="#model" hx-target="closest article"' in html
+    assert ">Regenerate</button>" in html  # every finished answer, not only failures
+    assert f'hx-post="{reverse("chat:edit", args=[one.pk])}"' in html
+    assert f'name="after" value="{re_two.pk}"' in html
+
+    response = await client.post(retry_url, {"model": "emulator/chat"}, headers=HTMX)
+    body = response.content.decode()
+    new = await Message.objects.aget(parent=one, role="assistant", pk__gt=re_two.pk)
+    assert articles(body) == [f"message-{new.pk}"]
+    assert 'aria-label="Version 2 of 2"' in body
+    assert f'hx-post="{reverse("chat:show_version", args=[re_one.pk])}"' in body
+    await workers_finished()
+    assert received[-1]["model"] == "emulator/chat"
+    assert received[-1]["messages"] == [{"role": "user", "content": "one"}]
+    page = (await client.get(reverse("chat:conversation", args=[conversation.pk]))).content
+    assert articles(page.decode()) == [f"message-{one.pk}", f"message-{new.pk}"]
+    # An answer's own render (fetched when it ends) keeps its arrows.
+    fragment = (await client.get(reverse("chat:message", args=[new.pk]))).content.decode()
+    assert 'aria-label="Version 2 of 2"' in fragment
+
+
+async def test_edit_and_show_version_answer_with_the_branch_from_that_message(
+    alice: Any, received: list[dict[str, Any]]
+) -> None:
+    conversation, (_one, re_one, two, re_two) = await answered_twice(alice)
+    client = await logged_in(alice)
+    response = await client.post(
+        reverse("chat:edit", args=[two.pk]),
+        {"content": "deux", "model": "emulator/echo"},
+        headers=HTMX,
+    )
+    deux = await Message.objects.aget(content="deux", role="user")
+    answer = await Message.objects.aget(parent=deux)
+    assert articles(response.content.decode()) == [f"message-{deux.pk}", f"message-{answer.pk}"]
+    await workers_finished()
+    assert received[-1]["messages"] == [
+        {"role": "user", "content": "one"},
+        {"role": "assistant", "content": "one"},
+        {"role": "user", "content": "deux"},
+    ]
+    response = await client.post(reverse("chat:show_version", args=[two.pk]), headers=HTMX)
+    body = response.content.decode()
+    assert articles(body) == [f"message-{two.pk}", f"message-{re_two.pk}"]
+    assert 'aria-label="Version 1 of 2"' in body
+    assert 'aria-label="Next version"' in body
+    conversation = await Conversation.objects.aget(pk=conversation.pk)
+    assert conversation.current_leaf_id == re_two.pk
+    # The composer's follow-up comes after the message the page shows.
+    await client.post(
+        reverse("chat:send", args=[conversation.pk]),
+        {"content": "after one", "model": "emulator/echo", "after": re_one.pk},
+        headers=HTMX,
+    )
+    await workers_finished()
+    assert (await Message.objects.aget(content="after one", role="user")).parent_id == re_one.pk
+
+
+async def test_an_edit_is_checked_and_a_second_turn_is_refused_in_the_composer(
+    alice: Any, upstream: UpstreamLog
+) -> None:
+    conversation, (one, re_one, two, _re_two) = await answered_twice(alice)
+    client = await logged_in(alice)
+    empty = await client.post(
+        reverse("chat:edit", args=[two.pk]),
+        {"content": " ", "model": "emulator/echo"},
+        headers=HTMX,
+    )
+    assert empty["HX-Retarget"] == "#composer-error"
+    assert empty.content.decode().strip() == "Write a message first."
+    running = await start_turn(
+        alice, "otters", "emulator/long?tokens_per_second=100", conversation.pk
+    )
+    task = worker.start(running.job)
+    await upstream.one(scenario="long")
+    requests = len(upstream.new())
+    count = await Message.objects.filter(conversation=conversation).acount()
+    for url, data in [
+        (reverse("chat:send", args=[conversation.pk]), {"content": "and?"}),
+        (reverse("chat:retry", args=[re_one.pk]), {}),
+        (reverse("chat:edit", args=[two.pk]), {"content": "deux"}),
+    ]:
+        response = await client.post(url, {"model": "emulator/echo", **data}, headers=HTMX)
+        assert response["HX-Retarget"] == "#composer-error", url
+        assert response.content.decode().strip() == BUSY
+    assert await Message.objects.filter(conversation=conversation).acount() == count
+    # Switching versions is only what is shown: allowed meanwhile.
+    response = await client.post(reverse("chat:show_version", args=[one.pk]), headers=HTMX)
+    assert response.status_code == 200
+    await client.post(reverse("chat:stop", args=[running.generation.pk]))
+    await asyncio.wait_for(task, 10)
+    assert len(upstream.new()) == requests  # none but the running answer's
+
+
+async def test_branch_views_are_the_owners_only(alice: Any, bob: Any) -> None:
+    conversation, (_one, re_one, two, re_two) = await answered_twice(alice)
+    client = await logged_in(bob)
+    for url in (reverse("chat:edit", args=[two.pk]), reverse("chat:show_version", args=[two.pk])):
+        response = await client.post(url, {"content": "x", "model": "emulator/echo"}, headers=HTMX)
+        assert response.status_code == 404, url
+    response = await client.post(
+        reverse("chat:send", args=[conversation.pk]),
+        {"content": "x", "model": "emulator/echo", "after": re_one.pk},
+    )
+    assert response.status_code == 404
+    owner = await logged_in(alice)
+    assert (await owner.get(reverse("chat:show_version", args=[two.pk]))).status_code == 405
+    assert (await owner.get(reverse("chat:edit", args=[two.pk]))).status_code == 405
+    conversation = await Conversation.objects.aget(pk=conversation.pk)
+    assert conversation.current_leaf_id == re_two.pk
+    assert await Message.objects.filter(conversation=conversation).acount() == 4
