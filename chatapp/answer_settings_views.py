@@ -88,8 +88,9 @@ class AnswerSettingsForm(forms.Form):
     def save_to(self, row: AnswerSettings) -> None:
         for name in FIELDS:
             setattr(row, name, self.cleaned_data[name])
-        if row.pk is None:
-            row.save()
+        if isinstance(row, ChatDefaults):  # two first saves at once make one row, not a 500
+            values = {name: getattr(row, name) for name in FIELDS}
+            ChatDefaults.objects.update_or_create(user=row.user, defaults=values)
         else:  # not `updated_at`: a conversation does not move up the sidebar for its settings
             row.save(update_fields=FIELDS)
 

@@ -272,7 +272,7 @@ def create_turn(
             conversation = _idle_conversation(user, conversation_id)
             if after is None:
                 parent_pk = _Tree(conversation.pk).shown_leaf(conversation.current_leaf_id)
-            elif conversation.messages.filter(pk=after).exists():
+            elif conversation.messages.filter(pk=after, role=Message.Role.ASSISTANT).exists():
                 parent_pk = after
             else:
                 raise Http404("No such message.")
@@ -348,21 +348,20 @@ def create_continuation(user: User, message_id: int, owner_channel: str) -> Turn
 def select_version(user: User, message_id: int) -> tuple[Conversation, int]:
     """Show the branch of the user's message `message_id`: its newest descendant becomes the
     conversation's current leaf. The conversation, and that leaf."""
-    message = _own_message(user, message_id)
-    leaf = _Tree(message.conversation_id).newest_below(message.pk)
-    Conversation.objects.filter(pk=message.conversation_id).update(current_leaf_id=leaf)
-    message.conversation.current_leaf_id = leaf
-    return message.conversation, leaf
+    with transaction.atomic():
+        message = _own_message(user, message_id)
+        # Locked as a new turn locks it: a turn starting meanwhile makes its answer the leaf
+        # after this, not under it.
+        conversation = Conversation.objects.select_for_update().get(pk=message.conversation_id)
+        leaf = _Tree(conversation.pk).newest_below(message.pk)
+        conversation.current_leaf_id = leaf
+        conversation.save(update_fields=["current_leaf"])
+    return conversation, leaf
 
 
 def _finished_answer(user: User, message_id: int) -> Message:
     """The user's assistant message `message_id`, with its generation, once that has ended."""
-    try:
-        answer = Message.objects.select_related("conversation", "generation").get(
-            pk=message_id, role=Message.Role.ASSISTANT, conversation__user=user
-        )
-    except Message.DoesNotExist:
-        raise Http404("No such message.") from None
+    answer = _own_message(user, message_id, Message.Role.ASSISTANT)
     if answer.generation.is_running:
         raise TurnError("This answer is still being written.")
     return answer

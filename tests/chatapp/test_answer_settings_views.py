@@ -10,6 +10,7 @@ from django.test import AsyncClient, Client
 from django.urls import reverse
 
 from chatapp import gateway, key_vault
+from chatapp.answer_settings_views import AnswerSettingsForm
 from chatapp.models import ChatDefaults, Conversation, Gateway
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -215,3 +216,15 @@ def test_the_defaults_page_needs_sign_in() -> None:
     response = Client().get(reverse("chat:defaults"))
     assert response.status_code == 302
     assert response["Location"].startswith(reverse("login"))
+
+
+def test_two_first_saves_of_the_defaults_make_one_row(alice: Any) -> None:
+    # Two requests that both found no row: the second save must update, not fail on the
+    # one-row-per-user constraint.
+    first, second = ChatDefaults(user=alice), ChatDefaults(user=alice)
+    for row, temperature in ((first, "0.3"), (second, "0.9")):
+        form = AnswerSettingsForm({"temperature": temperature})
+        assert form.is_valid(), form.errors
+        form.save_to(row)
+    assert ChatDefaults.objects.filter(user=alice).count() == 1
+    assert ChatDefaults.objects.get(user=alice).temperature == 0.9

@@ -491,6 +491,13 @@ def test_a_follow_up_comes_after_the_message_the_page_shows(alice: Any, bob: Any
     assert not Message.objects.filter(content="x").exists()
 
 
+def test_a_follow_up_comes_after_an_answer_never_after_a_question(alice: Any) -> None:
+    conversation, (one, *_) = two_turns(alice)
+    with pytest.raises(Http404, match=r"^No such message\.$"):
+        create_turn(alice, conversation.pk, "x", "emulator/echo", OWNER, after=one.pk)
+    assert not Message.objects.filter(content="x").exists()
+
+
 def test_regenerating_an_earlier_answer_makes_a_sibling_from_the_context_before_it(
     alice: Any,
 ) -> None:
