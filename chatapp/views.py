@@ -173,7 +173,7 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
             # With the options the conversation will copy from the user's defaults.
             options = RequestOptions(**await sync_to_async(defaults_for)(user))
             context = first_context(checked_message(text, model))
-            early = worker.open_early(config, model, context, options.max_tokens, options)
+            early = worker.open_early(config, model, context, options=options)
         turn = await persistence.on_record_thread(
             create_turn, user, pk, text, model, owner_channel, config, _after(request)
         )
