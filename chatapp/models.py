@@ -8,6 +8,8 @@ on the `Message`, flushed there while streaming so a crash loses at most a coupl
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.conf import settings
 from django.db import models
 
@@ -263,6 +265,14 @@ class Generation(models.Model):
     @property
     def is_running(self) -> bool:
         return self.status == self.Status.STREAMING
+
+    @staticmethod
+    def silent_since(cutoff: datetime) -> models.Q:
+        """Generations whose worker has not beaten since `cutoff` (or never, if it started
+        before): the sweep interrupts those still streaming; no new turn waits for them."""
+        return models.Q(heartbeat_at__lt=cutoff) | models.Q(
+            heartbeat_at__isnull=True, started_at__lt=cutoff
+        )
 
     @property
     def total_tokens(self) -> int | None:

@@ -15,7 +15,6 @@ from datetime import timedelta
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db.models import Q
 from django.utils import timezone
 
 from . import persistence, reconcile, worker, ws_protocol
@@ -36,7 +35,7 @@ async def sweep_stale_generations(stale_after: float | None = None) -> int:
     candidates = [
         pk
         async for pk in Generation.objects.filter(status=Generation.Status.STREAMING)
-        .filter(Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff))
+        .filter(Generation.silent_since(cutoff))
         .values_list("pk", flat=True)
     ]
     alive = worker.running_pks()

@@ -20,10 +20,13 @@ reasoning model. So `larger_budget` asks for twice what the answer used, at leas
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.db import transaction
 from django.http import Http404
+from django.utils import timezone
 
 from . import request_options
 from .errors import ChatAppError
@@ -175,7 +178,11 @@ def _idle_conversation(user: User, conversation_id: int) -> Conversation:
         conversation = Conversation.objects.select_for_update().get(pk=conversation_id, user=user)
     except Conversation.DoesNotExist:
         raise Http404("No such conversation.") from None
-    if conversation.generations.filter(status=Generation.Status.STREAMING).exists():
+    # One whose worker died (a crash, a restart) stops beating: it is not waited for, even before
+    # the sweep marks it interrupted.
+    silent = Generation.silent_since(timezone.now() - timedelta(seconds=settings.CHAT_STALE_AFTER))
+    running = conversation.generations.filter(status=Generation.Status.STREAMING)
+    if running.exclude(silent).exists():
         raise TurnError(BUSY)
     return conversation
 

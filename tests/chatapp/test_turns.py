@@ -3,10 +3,13 @@ the branches that regenerating, editing and switching versions make."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.http import Http404
+from django.utils import timezone
 
 from chatapp.gateway import config_for
 from chatapp.models import Conversation, Generation, Message
@@ -581,6 +584,21 @@ def test_switching_to_a_version_shows_its_newest_descendants(alice: Any, bob: An
     assert conversation.current_leaf == edit.assistant
     with pytest.raises(Http404, match=r"^No such message\.$"):
         select_version(bob, two.pk)
+
+
+def test_an_answer_whose_worker_died_does_not_hold_up_the_next_turn(alice: Any) -> None:
+    # Its process crashed: it is still `streaming` until the sweep comes by, but beats no more.
+    conversation, _ = two_turns(alice)
+    dead = create_turn(alice, conversation.pk, "three", "emulator/echo", OWNER)
+    silent = timezone.now() - timedelta(seconds=settings.CHAT_STALE_AFTER + 1)
+    Generation.objects.filter(pk=dead.generation.pk).update(heartbeat_at=silent)
+    turn = create_turn(alice, conversation.pk, "four", "emulator/echo", OWNER)
+    assert turn.user_message is not None
+    assert Generation.objects.get(pk=dead.generation.pk).status == "streaming"
+    # One that beat a moment ago is waited for.
+    Generation.objects.filter(pk=turn.generation.pk).update(heartbeat_at=timezone.now())
+    with pytest.raises(TurnError, match="still being written"):
+        create_turn(alice, conversation.pk, "five", "emulator/echo", OWNER)
 
 
 def test_no_second_turn_starts_while_an_answer_is_written(alice: Any) -> None:
