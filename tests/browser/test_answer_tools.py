@@ -1,7 +1,8 @@
 """An answer's tools in real Chromium: Copy on a code block and on the whole answer (what lands on
 the clipboard), the image lightbox, and a rich answer's layout on a desktop and on a phone.
 
-Set `SHOTS_DIR` to keep screenshots of that answer (light and dark, 1280x800 and 390x844).
+Set `CHAT_SCREENSHOTS` to a directory to keep screenshots of that answer (light and dark,
+1280x800 and 390x844), as the other browser tests do.
 """
 
 from __future__ import annotations
@@ -183,8 +184,8 @@ def check_layout(answer: Any, width: int) -> None:
 
 
 def screenshots(answer: Any, name: str) -> None:
-    """With `SHOTS_DIR` set: the screen, the whole answer, and the picture in the lightbox."""
-    shots = os.environ.get("SHOTS_DIR")
+    """With `CHAT_SCREENSHOTS` set: the screen, the whole answer and the picture in the lightbox."""
+    shots = os.environ.get("CHAT_SCREENSHOTS")
     if not shots:
         return
     page = answer.page
