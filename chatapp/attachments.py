@@ -131,6 +131,19 @@ def decoded(item: Mapping[str, object]) -> bytes | None:
         return None
 
 
+def data_url(url: str) -> tuple[str, bytes | None] | None:
+    """A `data:` URL's media type and bytes (None if they do not decode); None for any other
+    URL."""
+    if not url.startswith("data:"):
+        return None
+    header, _, payload = url[5:].partition(",")
+    try:
+        data = base64.b64decode(payload) if header.endswith(";base64") else payload.encode()
+    except (binascii.Error, ValueError):
+        data = None
+    return header.split(";", 1)[0], data
+
+
 def playable_type(item: Mapping[str, object]) -> str | None:
     """The media type to serve an audio attachment with, if a player can take it."""
     media_type = item.get("media_type")

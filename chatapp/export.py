@@ -13,8 +13,6 @@ to the database.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import re
 from collections.abc import Mapping
@@ -161,13 +159,10 @@ def _attachment(item: Mapping[str, Any]) -> dict[str, Any]:
     described = {key: value for key, value in item.items() if key not in ("data", "url")}
     data = attachments.decoded(item)
     url = item.get("url")
-    if isinstance(url, str) and url.startswith("data:"):
-        header, _, payload = url[5:].partition(",")
-        described.setdefault("media_type", header.split(";", 1)[0])
-        try:
-            data = base64.b64decode(payload) if header.endswith(";base64") else payload.encode()
-        except (binascii.Error, ValueError):
-            data = None
+    inline = attachments.data_url(url) if isinstance(url, str) else None
+    if inline is not None:
+        described.setdefault("media_type", inline[0])
+        data = inline[1]
     elif isinstance(url, str):
         described["url"] = url
     if data is not None:

@@ -62,15 +62,6 @@ if TYPE_CHECKING:
 PREFERRED_MODEL = "emulator/chat"
 
 
-def _sidebar(user: User, shown_pk: int | None) -> library_views.Sidebar:
-    return library_views.sidebar(user, shown_pk)
-
-
-def _messages(conversation: Conversation) -> list[ShownMessage]:
-    """The branch shown, each message with its versions (see `turns`)."""
-    return shown_path(conversation)
-
-
 def _selected(groups: list[GatewayModels], conversation: Conversation | None) -> str:
     """The picker value to preselect: the conversation's gateway and model, else the preferred
     model on the default gateway (the first group), else the first model listed."""
@@ -100,10 +91,10 @@ def _page(
     messages: list[ShownMessage] = []
     if conversation_id is not None:
         conversation = get_object_or_404(Conversation, pk=conversation_id, user=request.user)
-        messages = _messages(conversation)
+        messages = shown_path(conversation)  # the branch shown, with each message's versions
     context = {
         "conversation": conversation,
-        "sidebar": _sidebar(request.user, conversation_id) if sidebar else None,
+        "sidebar": library_views.sidebar(request.user, conversation_id) if sidebar else None,
         "chat_messages": messages,
         # Full pages only: a new conversation has spent nothing yet (and its answer's fragment
         # brings the running total once there is one).
@@ -300,7 +291,10 @@ def rename(request: AuthenticatedRequest, pk: int) -> HttpResponse:
         return HttpResponseRedirect(reverse("chat:conversation", args=[pk]))
     # From the sidebar, the page may show another conversation: its title and tab title stay.
     shown_pk = library_views.shown_conversation(request)
-    context = {"conversation": conversation, "sidebar": _sidebar(request.user, shown_pk)}
+    context = {
+        "conversation": conversation,
+        "sidebar": library_views.sidebar(request.user, shown_pk),
+    }
     return render(request, "chatapp/_renamed.html", context)
 
 
