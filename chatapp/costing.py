@@ -185,7 +185,7 @@ def settle_cost_now(generation_pk: int, lookup: Lookup) -> Settled:
         if not give_up:
             generation.save(update_fields=["reconcile_attempts"])
             return Settled(False, generation.cost_source)
-        message = Message.objects.select_related("conversation").get(pk=generation.message_id)
+        message = generation.answer
         estimate_or_explain(generation, message)
         generation.save()
         return Settled(True, generation.cost_source)

@@ -43,6 +43,8 @@ EMULATOR_API_KEY = "emulator-key"
 MODELS_TTL = 60.0
 CONFIGS_TTL = 10.0
 DEFAULT_NAME = "Default gateway"  # the row LLM_BASE_URL / LLM_API_KEY create and keep in step
+# The model the emulator's Numes gateway reads aloud with (any of its scenarios speaks).
+EMULATOR_SPEECH_MODEL = "emulator/audio"
 EMULATOR_NAME = "Emulator"  # the row standing for the built-in emulator when nothing is set
 
 _emulator_lock = threading.Lock()
@@ -132,6 +134,7 @@ def _ensure_default() -> Gateway:
                 "dialect": "numes",
                 "cost_unit": default_unit("numes"),
                 "emulated": True,
+                "speech_model": EMULATOR_SPEECH_MODEL,
             },
         )
         return emulator
@@ -282,6 +285,7 @@ def add_emulator_gateways() -> list[Gateway]:
                 "dialect": dialect,
                 "cost_unit": default_unit(dialect),
                 "emulated": True,
+                "speech_model": EMULATOR_SPEECH_MODEL if dialect == "numes" else "",
                 "enabled": True,
             },
         )

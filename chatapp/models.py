@@ -43,6 +43,12 @@ class Gateway(models.Model):
         "or satoshis for a BTC key). Osmexo's x_llm_cost_micro is always micro-USD.",
     )
     enabled = models.BooleanField(default=True)
+    speech_model = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="The model Read aloud asks for (POST /audio/speech, Numes only); empty: none.",
+    )
+    speech_voice = models.CharField(max_length=100, blank=True, help_text="Empty: the model's.")
     emulated = models.BooleanField(default=False, editable=False)
     api_key_encrypted = models.TextField(blank=True, editable=False)
     api_key_env = models.CharField(
@@ -99,6 +105,9 @@ class AnswerSettings(models.Model):
     temperature = models.FloatField(null=True, blank=True)
     max_tokens = models.PositiveIntegerField(null=True, blank=True)
     reasoning_effort = models.CharField(max_length=16, choices=ReasoningEffort.choices, blank=True)
+    # Names of the tools the model may call (`chatapp/tools`); those an admin turned off are not
+    # offered whatever this says.
+    tools = models.JSONField(default=list, blank=True)
 
     class Meta:
         abstract = True
@@ -159,6 +168,9 @@ class Message(models.Model):
     reasoning = models.TextField(blank=True)
     # Exactly as received, to send back unchanged where the dialect requires it.
     reasoning_details = models.JSONField(default=list, blank=True)
+    # As streamed ({"index", "id", "name", "arguments"}), and once the app ran them, with the run:
+    # "status" (done | error | cancelled | not_run), "result" (the text the model was sent) and
+    # "duration_ms".
     tool_calls = models.JSONField(default=list, blank=True)
     annotations = models.JSONField(default=list, blank=True)
     # Images, audio and files the gateway sent: list of {"kind", "media_type", "url"|"data", ...}.
@@ -172,7 +184,27 @@ class Message(models.Model):
         return f"{self.role}: {self.content[:60]}"
 
 
+class ToolSwitch(models.Model):
+    """An admin's switch for one tool (`chatapp/tools`), for every user: a tool without a row is
+    on."""
+
+    name = models.CharField(max_length=64, unique=True)
+    enabled = models.BooleanField(default=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({'on' if self.enabled else 'off'})"
+
+
 class Generation(models.Model):
+    class Kind(models.TextChoices):
+        CHAT = "chat", "chat answer"
+        IMAGE = "image", "image generation"
+        SPEECH = "speech", "read aloud"
+
     class Status(models.TextChoices):
         STREAMING = "streaming"
         COMPLETED = "completed"
@@ -189,7 +221,18 @@ class Generation(models.Model):
         UNAVAILABLE = "unavailable", "unavailable"
         NOT_BILLED = "not_billed", "not billed"
 
-    message = models.OneToOneField(Message, on_delete=models.CASCADE, related_name="generation")
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.CHAT)
+    # The answer it wrote (chat and image generations); a reading has none of its own.
+    message = models.OneToOneField(
+        Message, on_delete=models.CASCADE, null=True, blank=True, related_name="generation"
+    )
+    # The answer a speech generation read aloud.
+    read_aloud = models.ForeignKey(
+        Message, on_delete=models.CASCADE, null=True, blank=True, related_name="readings"
+    )
+    # A turn that calls tools is several generations: round 1 answers the user's message, each
+    # later one continues from the tool results of the round before.
+    tool_round = models.PositiveSmallIntegerField(default=1)
     conversation = models.ForeignKey(
         Conversation, on_delete=models.CASCADE, related_name="generations"
     )
@@ -266,6 +309,14 @@ class Generation(models.Model):
     def is_running(self) -> bool:
         return self.status == self.Status.STREAMING
 
+    @property
+    def answer(self) -> Message:
+        """The answer this generation wrote, or (a reading) read aloud: every row has one."""
+        found = self.read_aloud if self.kind == self.Kind.SPEECH else self.message
+        if found is None:
+            raise Message.DoesNotExist(f"generation {self.pk} has no answer")
+        return found
+
     @staticmethod
     def silent_since(cutoff: datetime) -> models.Q:
         """Generations whose worker has not beaten since `cutoff` (or never, if it started
@@ -279,3 +330,18 @@ class Generation(models.Model):
         if self.prompt_tokens is None and self.completion_tokens is None:
             return None
         return (self.prompt_tokens or 0) + (self.completion_tokens or 0)
+
+
+class SpeechAudio(models.Model):
+    """The audio a Read aloud received, kept so that playing it again costs nothing; it counts as
+    complete only once the gateway's generation record confirms it (`Generation.status`)."""
+
+    generation = models.OneToOneField(
+        Generation, on_delete=models.CASCADE, related_name="speech_audio"
+    )
+    media_type = models.CharField(max_length=100)
+    data = models.BinaryField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"Audio of generation {self.generation_id} ({self.media_type})"

@@ -125,7 +125,7 @@ def save_final(
         if generation is None:  # the conversation was deleted while streaming
             return FinalState(upstream_id="", cost_pending=False)
         sent = state.sent_part()
-        message = generation.message
+        message = generation.answer
         message.content = sent.content
         message.reasoning = sent.reasoning
         message.tool_calls = [call.to_dict() for call in sent.tool_calls]

@@ -33,7 +33,8 @@ def _code(generation: Generation) -> str:
 def error_text(generation: Generation) -> str:
     """What went wrong, for the user; empty for answers that did not fail."""
     message = generation.error_message.strip()
-    has_text = bool(generation.message.content or generation.message.reasoning)
+    answer = generation.answer
+    has_text = bool(answer.content or answer.reasoning)
     kept = " The partial answer is kept." if has_text else ""
     said = f": {_sentence(message)}" if message else "."
     match generation.status:
@@ -86,7 +87,7 @@ def finish_note(generation: Generation) -> FinishNote | None:
     """The note under an answer that ended for a reason other than being done, else None."""
     if generation.is_running:
         return None
-    message = generation.message
+    message = generation.answer
     answered = bool(message.content.strip())
     match generation.finish_reason:
         case "length" if message.reasoning and not answered:

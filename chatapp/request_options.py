@@ -54,6 +54,9 @@ class RequestOptions:
     temperature: float | None = None
     max_tokens: int | None = None
     reasoning_effort: str = ""
+    tools: tuple[str, ...] = ()
+    """The names of the tools the model is offered (`chatapp/tools`), as chosen: those an admin
+    turned off are dropped when the request is made."""
 
     @property
     def is_default(self) -> bool:
@@ -66,7 +69,9 @@ FIELDS = tuple(field.name for field in fields(RequestOptions))
 
 def options_for(settings_row: AnswerSettings) -> RequestOptions:
     """The options of a conversation or of a user's defaults."""
-    return RequestOptions(**{name: getattr(settings_row, name) for name in FIELDS})
+    values = {name: getattr(settings_row, name) for name in FIELDS}
+    values["tools"] = tuple(name for name in values["tools"] or () if isinstance(name, str))
+    return RequestOptions(**values)
 
 
 def defaults_for(user: User) -> dict[str, Any]:
@@ -74,7 +79,9 @@ def defaults_for(user: User) -> dict[str, Any]:
     gateway's defaults when they set none. Database work: call off the event loop."""
     row = ChatDefaults.objects.filter(user=user).first()
     options = options_for(row) if row is not None else RequestOptions()
-    return {name: getattr(options, name) for name in FIELDS}
+    values = {name: getattr(options, name) for name in FIELDS}
+    values["tools"] = list(options.tools)  # a JSON list on the row
+    return values
 
 
 def stream_arguments(

@@ -1,0 +1,50 @@
+"""What a tool is, and what running one gives back: the contract between the registry
+(`chatapp/tools/__init__.py`), each tool's module and the tool-calling loop (`tool_loop.py`).
+
+A tool's `run` is called off the event loop (a tool may read the database) with arguments that
+have already been parsed and checked against its `parameters` schema; whatever goes wrong in it
+is the tool's error result for the model, never a crash.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from ..errors import ChatAppError
+
+type RunStatus = Literal["done", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """Whose call it is: a tool reads nothing but this user's data."""
+
+    user_id: int
+    conversation_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRun:
+    """One call's run: `result` is the text the model is sent as the `tool` message; `error`
+    runs (arguments that are not JSON or break the schema, an unknown or disabled tool, a tool
+    that failed) say what was wrong in it, so the model can correct itself."""
+
+    status: RunStatus
+    result: str
+    duration_ms: int
+
+
+class ToolFailure(ChatAppError):
+    """Raised by a tool for a failure the model should be told about in words."""
+
+
+class Tool(Protocol):
+    name: str  # what the model calls: ^[a-zA-Z0-9_-]{1,64}$
+    title: str  # what the Tools control lists
+    description: str  # what the model is told it does
+    parameters: dict[str, Any]  # JSON Schema of the arguments object
+
+    def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
+        """The result as text for the model (JSON or prose); `ToolFailure` for a readable error."""
+        ...
