@@ -36,6 +36,13 @@ class Job:
     options'; None: the options' budget, else the gateway's."""
     options: RequestOptions | None = None
     """The conversation's answer settings (system prompt, temperature, ...); None: none."""
+    kind: Generation.Kind = Generation.Kind.CHAT
+    """What the request is: a chat completion, or an image generation (`POST /images`) whose
+    prompt is the last user message of `messages`."""
+    tools: tuple[dict[str, Any], ...] = ()
+    """The `tools` sent upstream (their upstream schema), resolved when the turn was made."""
+    tool_round: int = 1
+    """Which round of its turn this generation is (`Generation.tool_round`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -176,11 +176,7 @@ class GenerationWorker:
         job = self.job
         state = self.state
         try:
-            opening = self._early or gw.stream_chat(
-                model=job.model,
-                **stream_arguments(job.options, gw.dialect, job.messages, job.max_tokens),
-            )
-            async with opening as stream:
+            async with self._early or self._open(gw) as stream:
                 self._stream = stream
                 self.request_id = stream.request_id
                 loop = asyncio.get_running_loop()
@@ -207,6 +203,14 @@ class GenerationWorker:
         except Exception:
             logger.exception("Generation %s crashed", job.generation_pk)
             return Outcome(Status.FAILED, INTERNAL_ERROR)
+
+    def _open(self, gw: GatewayClient) -> EventStream:
+        """The upstream request for this generation's kind."""
+        job = self.job
+        return gw.stream_chat(
+            model=job.model,
+            **stream_arguments(job.options, gw.dialect, job.messages, job.max_tokens),
+        )
 
     # --- What the ticker asks of a worker ---------------------------------------------------------
 
