@@ -1,5 +1,6 @@
-"""The admin: conversations, gateways with write-only keys, and model prices. The cost ledger
-(generations, the summary, the CSV export) is `generation_admin`'s, registered from here."""
+"""The admin: conversations, gateways with write-only keys, model prices and the tool switches.
+The cost ledger (generations, the summary, the CSV export) is `generation_admin`'s, registered
+from here."""
 
 from __future__ import annotations
 
@@ -9,13 +10,24 @@ from django import forms
 from django.contrib import admin
 from django.http import (
     HttpRequest,
+    HttpResponse,
 )
+from django.utils import timezone
 
 from . import (
     generation_admin,  # noqa: F401  (registers GenerationAdmin)
     key_vault,
+    tools,
 )
-from .models import ChatDefaults, Conversation, Gateway, Generation, Message, ModelPrice
+from .models import (
+    ChatDefaults,
+    Conversation,
+    Gateway,
+    Generation,
+    Message,
+    ModelPrice,
+    ToolSwitch,
+)
 
 if TYPE_CHECKING:  # generic in django-stubs only: Django's admin classes are not subscriptable
     _MessageInline = admin.TabularInline[Message, Conversation]
@@ -26,8 +38,9 @@ if TYPE_CHECKING:  # generic in django-stubs only: Django's admin classes are no
     _ModelPriceAdmin = admin.ModelAdmin[ModelPrice]
     _GatewayForm = forms.ModelForm[Gateway]
     _ChatDefaultsAdmin = admin.ModelAdmin[ChatDefaults]
+    _ToolSwitchAdmin = admin.ModelAdmin[ToolSwitch]
 else:
-    _ChatDefaultsAdmin = admin.ModelAdmin
+    _ChatDefaultsAdmin = _ToolSwitchAdmin = admin.ModelAdmin
     _MessageInline = admin.TabularInline
     _ConversationAdmin = _MessageAdmin = _GenerationAdmin = admin.ModelAdmin
     _GatewayAdmin = _ModelPriceAdmin = admin.ModelAdmin
@@ -78,6 +91,41 @@ class ChatDefaultsAdmin(_ChatDefaultsAdmin):
         return bool(obj.system_prompt)
 
 
+@admin.register(ToolSwitch)
+class ToolSwitchAdmin(_ToolSwitchAdmin):
+    """Every built-in tool, on or off for everyone: a row per tool, made when the list is shown
+    (a tool without one is on), so turning one off is a tick and Save."""
+
+    list_display = ("name", "title", "enabled", "updated_at")
+    list_display_links = None
+    list_editable = ("enabled",)
+    actions = ("turn_off", "turn_on")
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        if self.has_change_permission(request):
+            rows = [ToolSwitch(name=name) for name in tools.registry()]
+            ToolSwitch.objects.bulk_create(rows, ignore_conflicts=True)
+        return super().changelist_view(request, extra_context)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # the tools are the registry's; their rows are made above
+
+    @admin.display(description="tool")
+    def title(self, obj: ToolSwitch) -> str:
+        tool = tools.registry().get(obj.name)
+        return tool.title if tool is not None else "(no longer built in)"
+
+    @admin.action(description="Turn the selected tools off", permissions=["change"])
+    def turn_off(self, request: HttpRequest, queryset: Any) -> None:
+        queryset.update(enabled=False, updated_at=timezone.now())
+
+    @admin.action(description="Turn the selected tools on", permissions=["change"])
+    def turn_on(self, request: HttpRequest, queryset: Any) -> None:
+        queryset.update(enabled=True, updated_at=timezone.now())
+
+
 # --- Gateways and prices ----------------------------------------------------------------------
 
 
@@ -95,7 +143,16 @@ class GatewayForm(_GatewayForm):
 
     class Meta:
         model = Gateway
-        fields = ("name", "base_url", "dialect", "cost_unit", "enabled", "api_key_env")
+        fields = (
+            "name",
+            "base_url",
+            "dialect",
+            "cost_unit",
+            "enabled",
+            "api_key_env",
+            "speech_model",
+            "speech_voice",
+        )
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
@@ -124,6 +181,7 @@ class GatewayAdmin(_GatewayAdmin):
     fieldsets = (
         (None, {"fields": ("name", "base_url", "dialect", "cost_unit", "enabled", "emulated")}),
         ("API key", {"fields": ("key", "api_key", "clear_api_key", "api_key_env")}),
+        ("Read aloud", {"fields": ("speech_model", "speech_voice")}),
         (None, {"fields": ("created_at",)}),
     )
 

@@ -19,6 +19,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from . import tools
 from .models import AnswerSettings, ChatDefaults, Conversation
 from .request_options import FIELDS, dialect_of, options_for, summary
 from .turns import MAX_MESSAGE_CHARS
@@ -32,8 +33,31 @@ _TEMPERATURE = "Temperature is a number from 0 to 2, in steps of 0.1 (e.g. 0.7).
 _MAX_TOKENS = f"Max tokens is a whole number from 1 to {MAX_TOKENS:,}."
 
 
+class ToolsField(forms.MultipleChoiceField):
+    """The tools to offer, as checkboxes of those an admin has not switched off. A name that is
+    not among them (unknown, or switched off since the page was shown) is dropped, not an error:
+    nothing the user could correct."""
+
+    widget = forms.CheckboxSelectMultiple
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.offered: list[tools.Tool] = []
+
+    def offer(self, offered: list[tools.Tool]) -> None:
+        self.offered = offered
+        self.choices = [(tool.name, tool.title) for tool in offered]
+
+    def validate(self, value: Any) -> None:
+        pass
+
+    def clean(self, value: Any) -> list[str]:
+        chosen = set(super().clean(value))
+        return [tool.name for tool in self.offered if tool.name in chosen]
+
+
 class AnswerSettingsForm(forms.Form):
-    """The four `AnswerSettings` fields; empty ones leave the value to the gateway."""
+    """The `AnswerSettings` fields; empty ones leave the value to the gateway."""
 
     system_prompt = forms.CharField(
         label="System prompt",
@@ -74,11 +98,29 @@ class AnswerSettingsForm(forms.Form):
         help_text="Sent to Numes only: the other gateways document no reasoning control.",
         error_messages={"invalid_choice": "Choose a reasoning effort from the list."},
     )
+    tools = ToolsField(
+        label="Tools",
+        required=False,
+        help_text="The model may call these while it answers.",
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("label_suffix", "")
         kwargs.setdefault("auto_id", "settings-%s")
         super().__init__(*args, **kwargs)
+        self.tools_field.offer(tools.offered(tools.registry()))  # reads the switches
+
+    @property
+    def tools_field(self) -> ToolsField:
+        field = self.fields["tools"]
+        assert isinstance(field, ToolsField)
+        return field
+
+    @property
+    def tool_options(self) -> list[tuple[Any, str]]:
+        """Each tool's checkbox, with the line that says what it does."""
+        offered = self.tools_field.offered
+        return [(box, tool.about) for box, tool in zip(self["tools"], offered, strict=True)]
 
     @classmethod
     def of(cls, row: AnswerSettings) -> AnswerSettingsForm:

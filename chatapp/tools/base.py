@@ -42,6 +42,7 @@ class ToolFailure(ChatAppError):
 class Tool(Protocol):
     name: str  # what the model calls: ^[a-zA-Z0-9_-]{1,64}$
     title: str  # what the Tools control lists
+    about: str  # what the Tools control says it does, to the user, in a line
     description: str  # what the model is told it does
     parameters: dict[str, Any]  # JSON Schema of the arguments object
 

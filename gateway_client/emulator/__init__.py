@@ -15,7 +15,8 @@ Knobs (`create_app` keywords, `Options` fields; per request also as URL query pa
 model suffix, e.g. `emulator/slow-start?slow_start_s=1.5`): `tokens_per_second`, `ttft_ms`,
 `keepalive_interval_s` (15), `slow_start_s` (8), `slow_start_keepalive_s` (1), `stall_limit_s`
 (None: each gateway's documented limit), `tiny_stall_s` (2), `finalize_delay_ms` (300),
-`long_tokens` (3000).
+`long_tokens` (3000); for the `tools` scenario `calls` (1), `rounds` (1), `args` (`valid` or
+`invalid`) and `finish` (`tool_calls` or `stop`), e.g. `emulator/tools?calls=2&rounds=3`.
 
 It never imports Django.
 """

@@ -1,9 +1,12 @@
-"""Knobs of the emulator: pacing, keep-alive cadence, limits and record finalisation.
+"""Knobs of the emulator: pacing, keep-alive cadence, limits, record finalisation, and how the
+`tools` scenario calls tools.
 
-`Options` is fixed when the app is created; a request can override the timing knobs for itself
-through its URL query (`?ttft_ms=50&slow_start_s=1.5`) or a query-like suffix on the model name
-(`emulator/slow-start?slow_start_s=1.5`), so tests and the browser can pick slow or fast behaviour
-without restarting the emulator. Unknown or malformed overrides are ignored, never an error.
+`Options` is fixed when the app is created; a request can override any knob for itself through
+its URL query (`?ttft_ms=50&slow_start_s=1.5`) or a query-like suffix on the model name
+(`emulator/slow-start?slow_start_s=1.5`, `emulator/tools?calls=3&rounds=2`), so tests and the
+browser can pick slow or fast behaviour, or a model that misbehaves with tools, without
+restarting the emulator. Unknown or malformed overrides are ignored, never an error; counts are
+clamped to their range.
 """
 
 from __future__ import annotations
@@ -36,19 +39,33 @@ class Options:
     """How long a finished generation record still reads `in_progress`."""
     long_tokens: int = 3000
     """Approximate length of the `long` scenario."""
+    calls: int = 1
+    """`tools`: the calls in one round, of the request's first `calls` tools (cycling when it
+    offers fewer), their argument fragments interleaved across the calls' indexes."""
+    rounds: int = 1
+    """`tools`: the rounds of tool results after the last user message before it answers
+    (`rounds=99`: a model that never stops calling)."""
+    args: str = "valid"
+    """`tools`: `invalid` cuts every call's arguments short, so they are not JSON."""
+    finish: str = "tool_calls"
+    """`tools`: `stop` ends a round of calls with `finish_reason: "stop"`, as some models do."""
 
     @property
     def token_interval_s(self) -> float:
         return 1.0 / self.tokens_per_second if self.tokens_per_second > 0 else 0.0
 
     def with_overrides(self, query: str) -> Options:
-        """A copy with the float-valued knobs named in `query` (a URL query string) replaced."""
+        """A copy with the knobs named in `query` (a URL query string) replaced."""
         if not query:
             return self
         known = {f.name for f in fields(self)}
-        changes: dict[str, float | int | None] = {}
+        changes: dict[str, float | int | str | None] = {}
         for key, raw in parse_qsl(query, keep_blank_values=True):
             if key not in known:
+                continue
+            if key in _CHOICES:
+                if raw in _CHOICES[key]:
+                    changes[key] = raw
                 continue
             try:
                 value = float(raw)
@@ -56,8 +73,25 @@ class Options:
                 continue
             if not math.isfinite(value) or value < 0:
                 continue
-            changes[key] = int(value) if key == "long_tokens" else value
+            if key in _COUNTS:
+                lowest, highest = _COUNTS[key]
+                changes[key] = min(max(int(value), lowest), highest)
+            else:
+                changes[key] = value
         return replace(self, **changes) if changes else self  # type: ignore[arg-type]
+
+
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "args": ("valid", "invalid"),
+    "finish": ("tool_calls", "stop"),
+}
+"""The knobs that are words, and the words each takes."""
+_COUNTS: dict[str, tuple[int, int]] = {
+    "long_tokens": (0, 10_000_000),
+    "calls": (1, 16),
+    "rounds": (1, 1_000),
+}
+"""The knobs that are whole numbers, and their range."""
 
 
 def split_model_options(model: str) -> tuple[str, str]:

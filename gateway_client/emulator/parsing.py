@@ -5,7 +5,9 @@ A body that is not a JSON object, or lacks what its endpoint needs (`messages`, 
 which the app turns into the dialect's 400 envelope. What a chat request asked for (budget,
 temperature, system message, reasoning) goes on its record, so tests read what arrived. The
 model name picks the scenario: `emulator/<scenario>` (optionally `?knob=value` overrides); any
-other name behaves like `chat` and is echoed back unchanged.
+other name behaves like `chat` and is echoed back unchanged. For tool calling, what matters is
+what followed the last user message: how many rounds of `tool` messages, and the results of the
+last round when the request ends with it.
 """
 
 from __future__ import annotations
@@ -33,7 +35,10 @@ SCENARIOS: dict[str, str] = {
     "reasoning": "Visible reasoning in the gateway's field, then the answer.",
     "tools": (
         "Calls the first tool with arguments from its schema (with no tools in the request, a demo"
-        " get_weather(city, unit)); answers from a tool result."
+        " get_weather(city, unit)); answers from the tool results, quoting each. Knobs: calls=N"
+        " (the first N tools, cycling, arguments interleaved across indexes), rounds=N (calls"
+        " again until N rounds of results follow the last user message), args=invalid"
+        " (arguments cut short), finish=stop (finish_reason stop after the calls)."
     ),
     "citations": "An answer with url_citation annotations.",
     "image": "An answer with a small PNG in delta.images.",
@@ -80,7 +85,11 @@ class ChatRequest:
     text_completion: bool
     last_user: str
     last_role: str
-    tool_result: str | None
+    tool_results: list[str]
+    """The contents of the `tool` messages that end the request (the last round's results);
+    empty when it does not end with one."""
+    tool_rounds: int = 0
+    """The runs of `tool` messages after the last user message: the rounds of calls answered."""
     tools: list[dict[str, Any]] = field(default_factory=list)
     max_tokens: int | None = None
     prompt_chars: int = 0
@@ -170,6 +179,21 @@ def _reasoning(data: dict[str, Any]) -> dict[str, Any] | None:
     return value
 
 
+def _tool_rounds(messages: list[dict[str, Any]]) -> tuple[int, list[str]]:
+    """The rounds of tool results after the last user message, and the last round's results if
+    the messages end with it."""
+    users = [i for i, message in enumerate(messages) if message["role"] == "user"]
+    rounds, previous = 0, ""
+    results: list[str] = []
+    for message in messages[users[-1] + 1 if users else 0 :]:
+        if message["role"] == "tool":
+            if previous != "tool":
+                rounds, results = rounds + 1, []
+            results.append(content_text(message.get("content")))
+        previous = message["role"]
+    return rounds, results if previous == "tool" else []
+
+
 def parse_chat(body: bytes) -> ChatRequest:
     data = _load(body)
     messages = data.get("messages")
@@ -182,6 +206,7 @@ def parse_chat(body: bytes) -> ChatRequest:
     users = [m for m in messages if m["role"] == "user"]
     last = messages[-1]
     tools = data.get("tools")
+    rounds, results = _tool_rounds(messages)
     return ChatRequest(
         model=model,
         scenario=scenario,
@@ -190,7 +215,8 @@ def parse_chat(body: bytes) -> ChatRequest:
         text_completion=False,
         last_user=content_text(users[-1].get("content")) if users else "",
         last_role=last["role"],
-        tool_result=content_text(last.get("content")) if last["role"] == "tool" else None,
+        tool_results=results,
+        tool_rounds=rounds,
         tools=[t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else [],
         max_tokens=_max_tokens(data),
         prompt_chars=len(orjson.dumps(messages)) + (len(orjson.dumps(tools)) if tools else 0),
@@ -220,7 +246,7 @@ def parse_completion(body: bytes) -> ChatRequest:
         text_completion=True,
         last_user=prompt,
         last_role="user",
-        tool_result=None,
+        tool_results=[],
         max_tokens=_max_tokens(data),
         prompt_chars=len(prompt),
     )

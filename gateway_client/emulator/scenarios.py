@@ -11,7 +11,14 @@ Dialects decide how a piece looks on the wire; the streaming engine decides when
 for the whole script gets the thinking and then the answer, so a retry with a larger budget works.
 
 `tools` calls the request's first tool; a request without tools (a plain chat client) gets a call
-to `DEMO_TOOL`, `get_weather`, so a tool call can be seen without writing a tool loop.
+to `DEMO_TOOL`, `get_weather`, so a tool call can be seen without writing a tool loop. Once the
+request ends with tool results it answers, quoting every result of that last round, so a test can
+see they were used. The knobs (`Options`) make it misbehave as real models do: several calls in
+one round with their argument fragments interleaved across indexes (`calls`), arguments that are
+not JSON (`args=invalid`), `finish_reason: "stop"` after calls (`finish=stop`), and more rounds of
+calls before answering (`rounds`, which at 99 is a runaway loop). Arguments come from each tool's
+schema, with values that suit the app's built-in tools where a property's name says what it is
+(`expression`, `time_zone`).
 """
 
 from __future__ import annotations
@@ -143,8 +150,16 @@ def _value_for(schema: Any, word: str, depth: int = 0) -> Any:
     return word
 
 
-def tool_arguments(tool: dict[str, Any], prompt: str) -> str:
-    """JSON arguments for `tool`, one value per property of its parameter schema."""
+_NAMED: dict[str, tuple[str, ...]] = {
+    "expression": ("6*7", "2**10", "355/113", "sqrt(2)"),
+    "time_zone": ("Europe/Lisbon", "Asia/Tokyo", "America/New_York", "UTC"),
+}
+"""String values for properties whose name says what they hold, one per call of a round."""
+
+
+def tool_arguments(tool: dict[str, Any], prompt: str, call: int = 0) -> str:
+    """JSON arguments for `tool`, one value per property of its parameter schema; `call`, the
+    call's place in its round, varies them."""
     function = tool.get("function") if isinstance(tool.get("function"), dict) else tool
     params = function.get("parameters") if isinstance(function, dict) else None
     props = params.get("properties") if isinstance(params, dict) else None
@@ -152,8 +167,17 @@ def tool_arguments(tool: dict[str, Any], prompt: str) -> str:
     args: dict[str, Any] = {}
     if isinstance(props, dict):
         for i, (name, schema) in enumerate(props.items()):
-            args[name] = _value_for(schema, words[i % len(words)])
+            value = _value_for(schema, words[(i + call) % len(words)])
+            named = _NAMED.get(name)
+            if named and isinstance(value, str) and not _fixed(schema):
+                value = named[call % len(named)]
+            args[name] = value
     return orjson.dumps(args).decode()
+
+
+def _fixed(schema: Any) -> bool:
+    """The schema picks the value itself (a default or an enum)."""
+    return isinstance(schema, dict) and ("default" in schema or "enum" in schema)
 
 
 def _fragments(text: str, size: int = 8) -> list[str]:
@@ -166,21 +190,43 @@ def _place(prompt: str) -> str:
     return next((w for w in reversed(words) if w[0].isupper()), "Lisbon")
 
 
-def _tool_pieces(request: ChatRequest) -> list[Piece]:
+def _function_name(tool: dict[str, Any]) -> str:
+    function = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+    return str(function.get("name", "tool")) if isinstance(function, dict) else "tool"
+
+
+def _call_pieces(request: ChatRequest, call: int, invalid: bool) -> list[Piece]:
+    """Call number `call` of a round: its opening, then its arguments in fragments."""
     if request.tools:
-        tool = request.tools[0]
-        arguments = tool_arguments(tool, request.last_user)
+        tool = request.tools[call % len(request.tools)]
+        arguments = tool_arguments(tool, request.last_user, call)
     else:
         tool = DEMO_TOOL
-        place = _place(request.last_user)
-        arguments = orjson.dumps({"city": place, "unit": "celsius"}).decode()
-    function = tool.get("function") if isinstance(tool.get("function"), dict) else tool
-    name = str(function.get("name", "tool")) if isinstance(function, dict) else "tool"
-    call_id = "call_" + secrets.token_hex(12)
-    pieces = [Piece("tool_open", tokens=1, index=0, data={"id": call_id, "name": name})]
+        arguments = orjson.dumps({"city": _place(request.last_user), "unit": "celsius"}).decode()
+    if invalid:  # any proper prefix of an object's JSON is not JSON
+        arguments = arguments[: max(1, len(arguments) * 2 // 3)]
+    opening = {"id": "call_" + secrets.token_hex(12), "name": _function_name(tool)}
+    pieces = [Piece("tool_open", tokens=1, index=call, data=opening)]
     for fragment in _fragments(arguments):
-        pieces.append(Piece("tool_args", fragment, estimate_tokens(fragment), index=0))
+        pieces.append(Piece("tool_args", fragment, estimate_tokens(fragment), index=call))
     return pieces
+
+
+def _tool_pieces(request: ChatRequest, options: Options) -> list[Piece]:
+    """A round of `options.calls` calls, their pieces interleaved: every call's opening, then
+    every call's first fragment, and so on, as a client must accumulate them by index."""
+    calls = [_call_pieces(request, n, options.args == "invalid") for n in range(options.calls)]
+    return [
+        call[step] for step in range(max(map(len, calls))) for call in calls if step < len(call)
+    ]
+
+
+def _answer_from(results: list[str]) -> str:
+    """An answer that quotes every result of the last round of calls."""
+    if len(results) == 1:
+        return f"The tool returned:\n\n> {results[0]}\n\nSo, in short: {results[0]}"
+    quoted = "\n\n".join(f"> {result}" for result in results)
+    return f"The tools returned:\n\n{quoted}\n\nSo, in short: {'; '.join(results)}"
 
 
 def _citation_pieces(request: ChatRequest) -> list[Piece]:
@@ -278,12 +324,10 @@ def _answer_pieces(
             return _tokens("content", long_answer(prompt, options.long_tokens))
         case "echo":
             return _tokens("content", prompt)
-        case "tools" if request.tool_result is not None:
-            result = request.tool_result
-            text = f"The tool returned:\n\n> {result}\n\nSo, in short: {result}"
-            return _tokens("content", text)
+        case "tools" if request.tool_results and request.tool_rounds >= options.rounds:
+            return _tokens("content", _answer_from(request.tool_results))
         case "tools":
-            return _tool_pieces(request)
+            return _tool_pieces(request, options)
         case "citations":
             return _citation_pieces(request)
         case "image":
@@ -336,7 +380,7 @@ def build_script(
     if truncated:
         finish = "length"
     elif any(p.kind == "tool_open" for p in pieces):
-        finish = "tool_calls"
+        finish = "stop" if options.finish == "stop" else "tool_calls"
     else:
         finish = "stop"
     failure: Failure | None = scenario if scenario in _FAILURES else None  # type: ignore[assignment]

@@ -9,9 +9,9 @@ import pytest
 from django.test import AsyncClient, Client
 from django.urls import reverse
 
-from chatapp import gateway, key_vault
+from chatapp import gateway, key_vault, request_options
 from chatapp.answer_settings_views import AnswerSettingsForm
-from chatapp.models import ChatDefaults, Conversation, Gateway
+from chatapp.models import ChatDefaults, Conversation, Gateway, ToolSwitch
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -228,3 +228,101 @@ def test_two_first_saves_of_the_defaults_make_one_row(alice: Any) -> None:
         form.save_to(row)
     assert ChatDefaults.objects.filter(user=alice).count() == 1
     assert ChatDefaults.objects.get(user=alice).temperature == 0.9
+
+
+# --- Tools -----------------------------------------------------------------------------------
+
+
+def tool_boxes(html: str) -> list[tuple[str, bool]]:
+    """The Tools checkboxes shown: each one's value and whether it is ticked."""
+    tags = re.findall(r'<input type="checkbox" name="tools" value="[^"]+"[^>]*>', html)
+    return [(re.findall(r'value="([^"]+)"', tag)[0], " checked" in tag) for tag in tags]
+
+
+def test_the_tools_are_listed_with_what_they_do_and_saved_by_name(
+    alice: Any, conversation: Conversation
+) -> None:
+    client = signed_in(alice)
+    page = client.get(reverse("chat:conversation", args=[conversation.pk])).text
+    assert tool_boxes(page) == [
+        ("calculator", False),
+        ("current_time", False),
+        ("search_conversations", False),
+    ]
+    assert "<legend>Tools</legend>" in page
+    assert "<strong>Calculator</strong>" in page
+    assert "Exact arithmetic, powers, roots, logarithms and trigonometry." in page
+    chosen = {**EMPTY, "tools": ["calculator", "current_time"]}
+    html = client.post(settings_url(conversation), chosen, headers=HTMX).text
+    assert applied(html) == "tools: calculator, date and time"
+    assert tool_boxes(html) == [
+        ("calculator", True),
+        ("current_time", True),
+        ("search_conversations", False),
+    ]
+    conversation.refresh_from_db()
+    assert conversation.tools == ["calculator", "current_time"]
+    html = client.post(settings_url(conversation), EMPTY, headers=HTMX).text
+    assert applied(html) == "Gateway defaults"
+    conversation.refresh_from_db()
+    assert conversation.tools == []
+
+
+def test_unknown_tool_names_are_dropped_on_save(alice: Any, conversation: Conversation) -> None:
+    chosen = {**EMPTY, "tools": ["calculator", "rm_rf", "calculator"]}
+    response = signed_in(alice).post(settings_url(conversation), chosen, headers=HTMX)
+    assert applied(response.text) == "tools: calculator"
+    conversation.refresh_from_db()
+    assert conversation.tools == ["calculator"]
+
+
+def test_a_tool_switched_off_is_not_listed_applied_or_saved(
+    alice: Any, conversation: Conversation
+) -> None:
+    conversation.tools = ["calculator", "search_conversations"]
+    conversation.save()
+    ToolSwitch.objects.create(name="calculator", enabled=False)
+    client = signed_in(alice)
+    page = client.get(reverse("chat:conversation", args=[conversation.pk])).text
+    assert tool_boxes(page) == [("current_time", False), ("search_conversations", True)]
+    assert applied(page) == "tools: search my conversations"
+    chosen = {**EMPTY, "tools": ["calculator", "search_conversations"]}
+    client.post(settings_url(conversation), chosen, headers=HTMX)
+    conversation.refresh_from_db()
+    assert conversation.tools == ["search_conversations"]
+
+
+def test_with_every_tool_switched_off_there_is_no_tools_control(
+    alice: Any, conversation: Conversation
+) -> None:
+    for name in ("current_time", "calculator", "search_conversations"):
+        ToolSwitch.objects.create(name=name, enabled=False)
+    page = signed_in(alice).get(reverse("chat:conversation", args=[conversation.pk])).text
+    assert tool_boxes(page) == []
+    assert "<legend>Tools</legend>" not in page
+
+
+def test_tools_on_a_gateway_that_takes_none_say_so(alice: Any, emulator_url: str) -> None:
+    tiny = Gateway.objects.create(
+        name="tiny-3b",
+        base_url=f"{emulator_url}/tiny/v1",
+        dialect="tiny",
+        cost_unit="micro_usd",
+        api_key_encrypted=key_vault.encrypt("tiny-key"),
+    )
+    gateway.forget_configs()
+    conversation = Conversation.objects.create(user=alice, gateway=tiny)
+    html = signed_in(alice).post(
+        settings_url(conversation), {**EMPTY, "tools": ["calculator"]}, headers=HTMX
+    )
+    assert applied(html.text) == "tools: calculator (not sent: tiny-3b takes none)"
+
+
+def test_default_tools_are_saved_and_a_new_chat_starts_with_them(alice: Any) -> None:
+    client = signed_in(alice)
+    client.post(reverse("chat:defaults"), {**EMPTY, "tools": ["search_conversations"]})
+    page = client.get(reverse("chat:defaults")).text
+    assert "Now: tools: search my conversations" in page
+    assert ("search_conversations", True) in tool_boxes(page)
+    assert ChatDefaults.objects.get(user=alice).tools == ["search_conversations"]
+    assert request_options.defaults_for(alice)["tools"] == ["search_conversations"]

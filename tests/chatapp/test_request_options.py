@@ -106,12 +106,18 @@ def test_a_new_conversation_copies_the_users_defaults_and_then_keeps_its_own(ali
         "temperature": None,
         "max_tokens": None,
         "reasoning_effort": "",
+        "tools": [],
     }
     defaults = ChatDefaults.objects.create(
-        user=alice, system_prompt="Be brief.", temperature=0.2, reasoning_effort="low"
+        user=alice,
+        system_prompt="Be brief.",
+        temperature=0.2,
+        reasoning_effort="low",
+        tools=["calculator"],
     )
     conversation = Conversation.objects.create(user=alice, **defaults_for(alice))
-    assert options_for(conversation) == RequestOptions("Be brief.", 0.2, None, "low")
+    expected = RequestOptions("Be brief.", 0.2, None, "low", ("calculator",))
+    assert options_for(conversation) == expected
     defaults.temperature = 1.5
     defaults.save()
     conversation.refresh_from_db()

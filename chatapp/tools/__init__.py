@@ -1,0 +1,152 @@
+"""The built-in tools a model may call, and running one call safely.
+
+`registry` is every tool by name; `offered` narrows a conversation's choice to what an admin has
+not switched off (`ToolSwitch`); `upstream_tools` is the request's `tools` field, in the OpenAI
+function-tool shape every gateway takes (the gateway docs stream calls back as
+`delta.tool_calls[].function`). `run_call` is the one way a call runs, and it never raises:
+whatever is wrong (an unknown tool, arguments that are not a JSON object or break the schema, a
+tool's own failure, a crash) is an `error` run whose text tells the model what to fix, because the
+model, not the user, is the one who can act on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Collection, Iterable
+from typing import Any
+
+import orjson
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+
+from ..models import ToolSwitch
+from . import calculator, clock, conversation_search
+from .base import RunStatus, Tool, ToolContext, ToolFailure, ToolRun
+
+__all__ = [
+    "MAX_RESULT",
+    "Tool",
+    "ToolContext",
+    "ToolFailure",
+    "ToolRun",
+    "offered",
+    "pretty_arguments",
+    "registry",
+    "run_call",
+    "upstream_tools",
+]
+
+logger = logging.getLogger(__name__)
+
+MAX_RESULT = 16_000
+"""Characters of a result the model is sent; the rest is cut, and the model told so."""
+
+_JSON_KINDS = {
+    list: "an array",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "true or false",
+    type(None): "null",
+}
+
+_BUILT_IN: tuple[Tool, ...] = (calculator.TOOL, clock.TOOL, conversation_search.TOOL)
+
+
+def registry() -> dict[str, Tool]:
+    """Every built-in tool by name, in the order the Tools control lists them."""
+    return {tool.name: tool for tool in _BUILT_IN}
+
+
+def offered(names: Iterable[str]) -> list[Tool]:
+    """The registered tools among `names`, but those an admin switched off. Reads the database."""
+    chosen = set(names)
+    off = set(ToolSwitch.objects.filter(enabled=False).values_list("name", flat=True))
+    return [tool for name, tool in registry().items() if name in chosen and name not in off]
+
+
+def upstream_tools(tools: Iterable[Tool]) -> list[dict[str, Any]]:
+    """The request's `tools` field for `tools`."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": tool.parameters,
+            },
+        }
+        for tool in tools
+    ]
+
+
+def run_call(
+    name: str, arguments: str, context: ToolContext, offered_names: Collection[str]
+) -> ToolRun:
+    """Run the model's call of `name` with `arguments` (its JSON text) for `context`, if `name` is
+    among `offered_names`. Never raises: every failure is an `error` run saying what went wrong."""
+    started = time.monotonic()
+    status: RunStatus
+    try:
+        result = _run(name, arguments, context, offered_names)
+        status = "done"
+    except ToolFailure as failure:
+        result, status = str(failure), "error"
+    except Exception:
+        logger.exception("Tool %r failed on arguments %r", name, arguments[:200])
+        result = f"The tool {name} failed (an internal error). Answer without it."
+        status = "error"
+    duration_ms = round((time.monotonic() - started) * 1000)
+    return ToolRun(status=status, result=_capped(result), duration_ms=duration_ms)
+
+
+def pretty_arguments(arguments: str) -> tuple[str, bool]:
+    """`arguments` indented, and True, when they are a JSON object; as sent, and False, when not
+    (so the call can be shown flagged)."""
+    try:
+        parsed = _object(arguments)
+    except ToolFailure:
+        return arguments, False
+    return orjson.dumps(parsed, option=orjson.OPT_INDENT_2).decode(), True
+
+
+def _run(name: str, arguments: str, context: ToolContext, offered_names: Collection[str]) -> str:
+    tool = registry().get(name)
+    if tool is None or name not in offered_names:
+        available = ", ".join(sorted(offered_names)) or "none"
+        raise ToolFailure(
+            f"There is no tool named {name[:64]!r} here. The tools offered: {available}."
+        )
+    parsed = _object(arguments)
+    error = best_match(Draft202012Validator(tool.parameters).iter_errors(parsed))
+    if error is not None:
+        where = f" at {error.json_path}" if error.path else ""
+        raise ToolFailure(
+            f"The arguments do not match the parameters of {name}{where}: {error.message[:300]}."
+        )
+    return tool.run(parsed, context)
+
+
+def _object(arguments: str) -> dict[str, Any]:
+    """The arguments as a JSON object (empty text is `{}`); `ToolFailure` saying why not."""
+    if not arguments.strip():
+        return {}
+    try:
+        parsed = orjson.loads(arguments)
+    except orjson.JSONDecodeError as exc:
+        raise ToolFailure(
+            f"The arguments are not valid JSON ({exc}). Send one JSON object, e.g. {{}}."
+        ) from None
+    if not isinstance(parsed, dict):
+        raise ToolFailure(f"The arguments must be a JSON object, not {_JSON_KINDS[type(parsed)]}.")
+    return parsed
+
+
+def _capped(result: str) -> str:
+    if len(result) <= MAX_RESULT:
+        return result
+    return (
+        result[:MAX_RESULT]
+        + f"\n[Cut: the result was {len(result):,} characters; these are the first {MAX_RESULT:,}.]"
+    )
