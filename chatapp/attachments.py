@@ -1,7 +1,11 @@
 """An answer's media as kept on its `Message`, and the rules that make them safe to show.
 
 Built once, from the stream's `Completion`, when the answer ends. Images are kept only when a page
-can show them without risk: raster `data:` URLs or https (an SVG can carry script). Audio is joined
+can show them without risk: raster `data:` URLs, or https ones, which a page shows as a link
+(it loads no remote image; an SVG can carry script). An image
+stream's images (base64, several megabytes each) are kept as bytes instead, once `image_checks`
+has read their type from them, and served from our own origin like audio; one refused becomes a
+note saying why, and a preview whose final never came is kept marked as a preview. Audio is joined
 into one clip and served from our own origin by the attachment view, in a format a player takes
 (raw `pcm16` is wrapped as WAV); files are kept as they came and only ever served as downloads.
 They are written in the shapes below and read back as plain JSON, each field checked before use.
@@ -21,6 +25,7 @@ from typing import Literal, TypedDict
 from gateway_client.accumulator import Completion
 from gateway_client.events import Artifact, AudioOutput, ImageOutput
 
+from .image_checks import ImageRefused, checked_image, sniffed_type
 from .rendering import showable_image_url
 
 SAFE_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
@@ -61,7 +66,22 @@ class FileAttachment(TypedDict):
     data: str  # base64
 
 
-type Attachment = ImageAttachment | AudioAttachment | FileAttachment
+class GeneratedImageAttachment(TypedDict):
+    kind: Literal["image"]
+    media_type: str  # sniffed from the bytes
+    filename: str
+    data: str  # base64
+    preview: bool  # the newest preview of an image whose final never arrived
+
+
+class NoteAttachment(TypedDict):
+    kind: Literal["note"]
+    text: str
+
+
+type Attachment = (
+    ImageAttachment | GeneratedImageAttachment | AudioAttachment | FileAttachment | NoteAttachment
+)
 
 
 def image_attachment(event: ImageOutput) -> ImageAttachment | None:
@@ -81,6 +101,30 @@ def image_attachment(event: ImageOutput) -> ImageAttachment | None:
         url = f"data:{event.media_type};base64,{event.b64}"
         return {"kind": "image", "url": url} if showable_image_url(url) else None
     return None
+
+
+def generated_image_attachment(
+    event: ImageOutput, b64: str
+) -> GeneratedImageAttachment | NoteAttachment:
+    """An image stream's image (`b64`, its base64) as stored, or the note that says why not."""
+    number = event.index + 1
+    try:
+        image = checked_image(b64)
+    except ImageRefused as exc:
+        return {"kind": "note", "text": f"Image {number} was not kept: it is {exc}."}
+    return {
+        "kind": "image",
+        "media_type": image.media_type,
+        "filename": f"image-{number}.{image.extension}",
+        "data": image.b64,
+        "preview": event.partial,
+    }
+
+
+def _stored_image(event: ImageOutput) -> Attachment | None:
+    if event.b64 is not None and event.url is None:
+        return generated_image_attachment(event, event.b64)
+    return image_attachment(event)
 
 
 def audio_attachment(audio: AudioOutput) -> AudioAttachment:
@@ -113,7 +157,7 @@ def from_completion(completion: Completion | None) -> list[Attachment]:
     """What to persist of an answer's images, files and audio, in that order."""
     if completion is None:
         return []
-    items: list[Attachment] = [a for a in map(image_attachment, completion.images) if a is not None]
+    items: list[Attachment] = [a for a in map(_stored_image, completion.images) if a is not None]
     items += [file_attachment(artifact) for artifact in completion.artifacts]
     if completion.audio is not None:
         items.append(audio_attachment(completion.audio))
@@ -142,6 +186,12 @@ def data_url(url: str) -> tuple[str, bytes | None] | None:
     except (binascii.Error, ValueError):
         data = None
     return header.split(";", 1)[0], data
+
+
+def served_image_type(item: Mapping[str, object], data: bytes) -> str | None:
+    """The type to serve a stored image's bytes (`data`) with, read from them again rather than
+    from the stored label; None when it is not an image or not a raster type we serve."""
+    return sniffed_type(data) if item.get("kind") == "image" else None
 
 
 def playable_type(item: Mapping[str, object]) -> str | None:

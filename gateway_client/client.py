@@ -26,6 +26,7 @@ from .dialects import Limits, Timeouts, default_timeouts, guess_dialect
 from .errors import ConnectError, GatewayTimeout, StatusError
 from .events import Cost
 from .protocol import parse_retry_after, status_error
+from .redaction import Redactor
 from .speech import SpeechStream
 from .stream import EventStream
 from .transport import GatewayTransport
@@ -45,6 +46,9 @@ class ModelInfo:
     description: str | None = None
     prompt_price: str | None = None
     completion_price: str | None = None
+    output_modalities: tuple[str, ...] = ()
+    """What the model makes, from an OpenRouter-style `architecture.output_modalities` (Numes
+    lists `["image"]` for an image model); empty when the entry does not say."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +90,7 @@ class GatewayClient:
         self.timeouts = timeouts or default_timeouts(self.dialect)
         self.limits = limits or Limits()
         self.max_retry_wait = max_retry_wait
+        self.redactor = Redactor(api_key)  # a gateway may quote the key back in an error
         self._http = httpx.AsyncClient(
             transport=transport or GatewayTransport(),
             headers={
@@ -234,7 +239,7 @@ class GatewayClient:
         return status_error(
             response.status_code,
             response.headers.get("content-type"),
-            bytes(body),
+            self.redactor.bytes(bytes(body)),
             request_id=response.headers.get("x-request-id"),
             retry_after=parse_retry_after(response.headers.get("retry-after")),
         )
@@ -273,7 +278,7 @@ class GatewayClient:
                 error = status_error(
                     response.status_code,
                     response.headers.get("content-type"),
-                    response.content[: self.limits.max_error_body_bytes],
+                    self.redactor.bytes(response.content[: self.limits.max_error_body_bytes]),
                     request_id=response.headers.get("x-request-id"),
                 )
                 if response.status_code not in (404, 429, 502, 503) or last:
@@ -289,14 +294,15 @@ class GatewayClient:
             response = await self._http.get(self._url("models"), timeout=30.0)
         except httpx.TransportError as exc:
             raise ConnectError(f"could not reach the gateway: {_reason(exc)}") from exc
+        content_type = response.headers.get("content-type")
         if response.status_code != 200:
             raise status_error(
-                response.status_code, response.headers.get("content-type"), response.content
+                response.status_code, content_type, self.redactor.bytes(response.content)
             )
         try:
             items = response.json().get("data") or []
         except ValueError as exc:
-            raise status_error(200, response.headers.get("content-type"), response.content) from exc
+            raise status_error(200, content_type, self.redactor.bytes(response.content)) from exc
         return [_model_info(item) for item in items if isinstance(item, dict) and item.get("id")]
 
     def _url(self, path: str) -> str:
@@ -326,7 +332,15 @@ def _model_info(item: dict[str, Any]) -> ModelInfo:
         text("description"),
         _price(pricing, "prompt"),
         _price(pricing, "completion"),
+        _modalities(item.get("architecture")),
     )
+
+
+def _modalities(architecture: Any) -> tuple[str, ...]:
+    listed = architecture.get("output_modalities") if isinstance(architecture, dict) else None
+    if not isinstance(listed, list):
+        return ()
+    return tuple(m.lower() for m in listed if isinstance(m, str))
 
 
 def _generation_record(generation_id: str, payload: Any) -> GenerationRecord:

@@ -216,6 +216,9 @@ class EmulatorApp:
                 "context_length": 32768,
             }
             reasoning = dialect.reasoning_field is not None and name in ("reasoning", "length")
+            if dialect.name == "numes":  # the one dialect with `POST /images`
+                outputs = ["image"] if name == "image" else ["text"]
+                entry["architecture"] = {"input_modalities": ["text"], "output_modalities": outputs}
             if dialect.name in ("numes", "nodul"):
                 entry["pricing"] = {
                     "prompt": f"{prompt_price:.10f}",

@@ -29,8 +29,12 @@ def test_only_raster_images_are_kept() -> None:
     acc.add(ImageOutput(4, b64="iVBO", media_type="image/png"))
     acc.add(ImageOutput(5, url="https://cdn.example/a.png"))
     acc.add(ImageOutput(6, url='data:image/png;base64,AA"><script>'))
+    # An image stream's base64 images are judged by their bytes: "iVBO" is no whole PNG, so each
+    # becomes a note (whole ones: test_image_previews.py).
+    refused = "was not kept: it is not a PNG, JPEG, GIF or WebP image."
     assert from_completion(acc.completion) == [
-        {"kind": "image", "url": "data:image/png;base64,iVBO"},
+        {"kind": "note", "text": f"Image 4 {refused}"},
+        {"kind": "note", "text": f"Image 5 {refused}"},
         {"kind": "image", "url": "https://cdn.example/a.png"},
     ]
     assert image_attachment(ImageOutput(0, b64="PHN2Zz4=", media_type="image/svg+xml")) is None
