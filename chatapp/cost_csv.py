@@ -49,6 +49,8 @@ _SOURCES = (
     ("ttft_ms", "ttft_ms"),
     ("duration_ms", None),
     ("conversation", "conversation_id"),
+    # Last, so that the columns before keep their places: chat, image or speech (Read aloud).
+    ("kind", "kind"),
 )
 COLUMNS = tuple(column for column, _ in _SOURCES)
 _FIELDS = tuple(field for _, field in _SOURCES if field is not None)

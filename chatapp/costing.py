@@ -90,6 +90,15 @@ def _context_text(message: Message) -> str:
 def estimate_or_explain(generation: Generation, message: Message) -> None:
     """Set an estimate (with its basis) or `unavailable` (with the reason) on `generation`."""
     model = generation.served_model or generation.model
+    if generation.kind == Generation.Kind.SPEECH:
+        # Speech is billed by the character, not the token: a token price would misstate it.
+        generation.cost = None
+        generation.cost_source = CostSource.UNAVAILABLE
+        generation.cost_note = (
+            f"{_gateway_title(generation)} reported no cost for this reading, and speech "
+            "prices are not kept here"
+        )[:300]
+        return
     price = pricing.price_for(generation.gateway_id, generation.model)
     if price is None and generation.served_model:
         price = pricing.price_for(generation.gateway_id, generation.served_model)

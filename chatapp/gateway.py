@@ -34,6 +34,7 @@ from gateway_client.errors import GatewayError
 
 from . import key_vault, pricing
 from .errors import ChatAppError
+from .image_models import generates_images
 from .models import Gateway
 from .units import default_unit
 
@@ -67,6 +68,9 @@ class GatewayConfig:
     dialect: str | None
     cost_unit: str
     emulated: bool
+    # Read aloud's model and voice on this gateway (`speech_offer`); empty: none.
+    speech_model: str = ""
+    speech_voice: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +79,7 @@ class ModelChoice:
     model: str
     label: str
     hint: str
+    generates_images: bool = False  # an image model (`image_models`): the turn is `POST /images`
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +187,8 @@ def resolve(gateway: Gateway) -> GatewayConfig:
         gateway.dialect or None,
         gateway.cost_unit,
         gateway.emulated,
+        gateway.speech_model,
+        gateway.speech_voice,
     )
 
 
@@ -345,6 +352,7 @@ async def catalog() -> list[GatewayModels]:
                 info.id,
                 info.name or info.id,
                 info.description or "",
+                generates_images(config, info),
             )
             for info in models
         ]

@@ -119,6 +119,8 @@ class GenerationAdmin(_GenerationAdmin):
         "user",
         "gateway",
         "model",
+        "kind",
+        "what",
         "status",
         "prompt_tokens",
         "completion_tokens",
@@ -135,6 +137,7 @@ class GenerationAdmin(_GenerationAdmin):
         "conversation__user",
         "gateway",
         "model",
+        "kind",
         "status",
         "cost_source",
         "cost_unit",
@@ -156,6 +159,13 @@ class GenerationAdmin(_GenerationAdmin):
     @admin.display(ordering="conversation__user__username")
     def user(self, obj: Generation) -> str:
         return obj.conversation.user.get_username()
+
+    @admin.display(description="for")
+    def what(self, obj: Generation) -> str:
+        """The answer it wrote, or read aloud (by key: no join for the page's rows)."""
+        if obj.kind == Generation.Kind.SPEECH:
+            return f"Read aloud of answer #{obj.read_aloud_id}"
+        return f"Answer #{obj.message_id}" if obj.message_id else "-"
 
     @admin.display(description="cost", ordering="cost")
     def cost_shown(self, obj: Generation) -> str:

@@ -15,14 +15,17 @@ from datetime import timedelta
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import DatabaseError, close_old_connections
 from django.utils import timezone
 
-from . import persistence, reconcile, worker, ws_protocol
+from . import persistence, reading_stream, reconcile, worker, ws_protocol
 from .costing import record_expected
 from .gateway import GatewayUnavailable, config_for, shared_client
 from .models import Generation
 
 logger = logging.getLogger(__name__)
+
+SPEECH = Generation.Kind.SPEECH
 
 
 _sweepers: dict[asyncio.AbstractEventLoop, asyncio.Task[None]] = {}
@@ -33,13 +36,17 @@ async def sweep_stale_generations(stale_after: float | None = None) -> int:
     stale = settings.CHAT_STALE_AFTER if stale_after is None else stale_after
     cutoff = timezone.now() - timedelta(seconds=stale)
     candidates = [
-        pk
-        async for pk in Generation.objects.filter(status=Generation.Status.STREAMING)
+        (pk, kind)
+        async for pk, kind in Generation.objects.filter(status=Generation.Status.STREAMING)
         .filter(Generation.silent_since(cutoff))
-        .values_list("pk", flat=True)
+        .values_list("pk", "kind")
     ]
-    alive = worker.running_pks()
-    interrupted = await persistence.mark_interrupted([pk for pk in candidates if pk not in alive])
+    alive = worker.running_pks() | reading_stream.running_pks()
+    # A reading has no answer of its own to keep or tell open pages about (its page asks).
+    readings = [pk for pk, kind in candidates if kind == SPEECH and pk not in alive]
+    answers = [pk for pk, kind in candidates if kind != SPEECH and pk not in alive]
+    stopped = await persistence.mark_readings_interrupted(readings) if readings else 0
+    interrupted = await persistence.mark_interrupted(answers)
     layer = ws_protocol.channel_layer()
     for generation_pk, conversation_id, seq in interrupted:
         logger.warning("Generation %s interrupted (its worker stopped)", generation_pk)
@@ -49,7 +56,7 @@ async def sweep_stale_generations(stale_after: float | None = None) -> int:
                 ws_protocol.done(generation_pk, seq, Generation.Status.INTERRUPTED)
             ),
         )
-    return len(interrupted)
+    return len(interrupted) + stopped
 
 
 async def reconcile_pending(limit: int = 20) -> int:
@@ -87,6 +94,12 @@ async def _sweep_forever() -> None:
             await reconcile_pending()
         except asyncio.CancelledError:
             raise
+        except DatabaseError as exc:
+            # The database is away: say so in one line, and drop the connection it broke, which
+            # no request's end would close here (this loop never ends), or every later sweep
+            # fails on it too.
+            logger.warning("Generation sweep failed; the next one retries (%s)", exc)
+            await sync_to_async(close_old_connections)()
         except Exception:
             logger.exception("Generation sweep failed")
         await asyncio.sleep(settings.CHAT_SWEEP_INTERVAL)

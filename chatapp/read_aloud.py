@@ -1,0 +1,103 @@
+"""Read aloud: an answer's speech streamed to the page's `<audio>` as it arrives, and what became
+of the newest reading (for the words the page shows when it ends).
+
+A GET, so that the audio element itself requests it and plays as bytes arrive (a POST would
+need the whole body in script before playing, and media source extensions take no WAV). A GET
+that spends money is a CSRF risk, so it is only served to a fetch the browser marks
+`Sec-Fetch-Site: same-origin`: browsers set that header themselves and no page can forge it, so a
+cross-site `<audio src>`, link or form is refused, as is a client that sends none (the session
+cookie is `SameSite=Lax` too, which keeps it off cross-site subresource requests). A complete
+earlier reading is served from storage and costs nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from django.contrib.auth.decorators import login_required
+from django.http import (
+    Http404,
+    HttpResponse,
+    HttpResponseBase,
+    JsonResponse,
+    StreamingHttpResponse,
+)
+from django.views.decorators.http import require_GET
+
+from gateway_client.errors import GatewayError
+
+from . import reading_records, reading_stream
+from .errors import ChatAppError
+from .persistence import on_record_thread
+from .reading_records import NoSuchAnswer, ReadingRefused
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterable, Iterable
+
+    from .views import AuthenticatedRequest
+
+__all__ = ["read_aloud", "reading_state"]
+
+CROSS_SITE = "Read aloud plays only on this site's own pages."
+
+
+def _audio(
+    content: bytes | Iterable[bytes] | AsyncIterable[bytes], media_type: str
+) -> HttpResponseBase:
+    response: HttpResponseBase
+    if isinstance(content, bytes):
+        response = HttpResponse(content, content_type=media_type)
+    else:
+        response = StreamingHttpResponse(content, content_type=media_type)
+    response["Cache-Control"] = "no-store"  # a reading is the user's, and each fetch may bill
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    return response
+
+
+def _refused(text: str, status: int) -> HttpResponse:
+    return HttpResponse(text, status=status, content_type="text/plain; charset=utf-8")
+
+
+@login_required
+@require_GET
+async def read_aloud(request: AuthenticatedRequest, pk: int) -> HttpResponseBase:
+    """The answer `pk` read aloud: from storage when a complete reading exists, else streamed
+    from the gateway as a new reading (a speech `Generation`)."""
+    if request.headers.get("Sec-Fetch-Site") != "same-origin":
+        return _refused(CROSS_SITE, 403)
+    user = await request.auser()
+    stored = await on_record_thread(reading_records.stored_audio, user, pk)
+    if stored is not None:
+        return _audio(bytes(stored.data), stored.media_type)
+    try:
+        begun = await on_record_thread(reading_records.create_reading, user, pk)
+    except NoSuchAnswer as exc:
+        raise Http404(str(exc)) from exc
+    except ReadingRefused as exc:
+        return _refused(str(exc), 409)
+    reading = reading_stream.start(begun)
+    try:
+        media_type = await reading.opened()
+    except asyncio.CancelledError:
+        reading.stop()  # the browser left while the gateway prepared the audio
+        raise
+    except GatewayError as exc:
+        return _refused(f"The gateway refused to read it aloud: {exc.info.message}", 502)
+    except ChatAppError as exc:
+        return _refused(str(exc), 502)
+    return _audio(reading.relay(), media_type)
+
+
+@login_required
+@require_GET
+async def reading_state(request: AuthenticatedRequest, pk: int) -> JsonResponse:
+    """The newest reading of the answer `pk`: its status, and what went wrong in words."""
+    user = await request.auser()
+    generation = await on_record_thread(reading_records.newest_reading, user, pk)
+    if generation is None:
+        raise Http404("This answer has not been read aloud.")
+    response = JsonResponse({"status": generation.status, "error": generation.error_message})
+    response["Cache-Control"] = "no-store"
+    return response

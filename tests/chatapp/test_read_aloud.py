@@ -1,0 +1,358 @@
+"""Read aloud over Django's real ASGI handler (the one Daphne runs) and the real emulator.
+
+The requests are driven message by message (`AsgiRequest`), as a server does: each body chunk is
+seen when the app sends it, and `disconnect()` delivers the `http.disconnect` a closed browser
+connection becomes, which Django's handler turns into the cancellation the reading must survive.
+(Django's test client would buffer the whole body, and cannot disconnect.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.core.asgi import get_asgi_application
+from django.test import AsyncClient
+from django.urls import reverse
+
+from chatapp import gateway, sweep
+from chatapp.models import Conversation, Gateway, Generation, Message, SpeechAudio
+from chatapp.units import CostUnit, Money
+from gateway_client.emulator.media import wav_bytes
+from tests.chatapp.conftest import UpstreamLog
+from tests.waiting import eventually
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+ANSWER = "Otters hold hands while they sleep so that they do not drift apart."
+SLOW = "emulator/audio?tokens_per_second=4"  # a chunk a second: 8 s of body
+PACED = "emulator/audio?tokens_per_second=40"  # a chunk every 0.1 s
+
+
+class AsgiRequest:
+    """One GET to the app over ASGI, as a server makes it."""
+
+    def __init__(self, path: str, headers: dict[str, str]) -> None:
+        self.scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "GET",
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": b"",
+            "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+            "client": ("127.0.0.1", 50000),
+            "server": ("testserver", 80),
+        }
+        self._inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._inbox.put_nowait({"type": "http.request", "body": b"", "more_body": False})
+        self.status: int | None = None
+        self.headers: dict[str, str] = {}
+        self.chunks: list[tuple[float, bytes]] = []  # (time.time(), bytes) as each was sent
+        self.started = asyncio.Event()
+        self.first_chunk = asyncio.Event()
+        self.ended = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    async def _receive(self) -> dict[str, Any]:
+        return await self._inbox.get()
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+            self.headers = {k.decode().lower(): v.decode() for k, v in message["headers"]}
+            self.started.set()
+        elif message["type"] == "http.response.body":
+            if message.get("body"):
+                self.chunks.append((time.time(), message["body"]))
+                self.first_chunk.set()
+            if not message.get("more_body"):
+                self.ended.set()
+
+    def start(self) -> AsgiRequest:
+        app = get_asgi_application()
+        self.task = asyncio.get_running_loop().create_task(
+            app(self.scope, self._receive, self._send)
+        )
+        return self
+
+    def disconnect(self) -> float:
+        self._inbox.put_nowait({"type": "http.disconnect"})
+        return time.time()
+
+    async def finish(self, within: float = 15.0) -> AsgiRequest:
+        assert self.task is not None
+        await asyncio.wait_for(self.task, within)
+        return self
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(piece for _, piece in self.chunks)
+
+
+async def session_headers(user: Any, *, site: str | None = "same-origin") -> dict[str, str]:
+    client = AsyncClient()
+    await client.aforce_login(user)
+    headers = {"host": "testserver", "cookie": f"sessionid={client.cookies['sessionid'].value}"}
+    if site is not None:
+        headers["sec-fetch-site"] = site
+    return headers
+
+
+def _answer(user: Any, text: str, gateway_row: Gateway) -> Message:
+    conversation = Conversation.objects.create(user=user, gateway=gateway_row)
+    question = Message.objects.create(conversation=conversation, role="user", content="Otters?")
+    answer = Message.objects.create(
+        conversation=conversation, role="assistant", parent=question, content=text
+    )
+    Generation.objects.create(
+        message=answer,
+        conversation=conversation,
+        gateway=gateway_row,
+        model="emulator/chat",
+        dialect="numes",
+        status=Generation.Status.COMPLETED,
+    )
+    return answer
+
+
+async def an_answer(user: Any, speech_model: str, text: str = ANSWER) -> Message:
+    """A finished answer of `user`'s through the default gateway (the emulator's Numes), whose
+    speech model is `speech_model` ("": none)."""
+
+    def make() -> Message:
+        _, default_pk = gateway.configs(force=True)
+        Gateway.objects.filter(pk=default_pk).update(speech_model=speech_model)
+        gateway.forget_configs()
+        return _answer(user, text, Gateway.objects.get(pk=default_pk))
+
+    return await sync_to_async(make)()
+
+
+def speech_url(answer: Message) -> str:
+    return reverse("chat:read_aloud", args=[answer.pk])
+
+
+async def reading_of(answer: Message, *, status: str | None = None) -> Generation:
+    """The answer's one reading, once it has reached `status` (any, if None) and its cost is no
+    longer pending."""
+
+    async def found() -> Generation | None:
+        row = await Generation.objects.filter(read_aloud=answer).afirst()
+        if row is None or row.cost_source == Generation.CostSource.PENDING:
+            return None
+        return row if status is None or row.status == status else None
+
+    return await eventually(found, what=f"the reading of {answer.pk} to settle", within=20)
+
+
+async def stored_audio(generation: Generation) -> bytes:
+    return bytes((await SpeechAudio.objects.aget(generation=generation)).data)
+
+
+async def test_audio_streams_before_it_has_all_arrived_and_completes_on_the_record(
+    alice: Any, upstream: UpstreamLog
+) -> None:
+    answer = await an_answer(alice, PACED)
+    request = AsgiRequest(speech_url(answer), await session_headers(alice)).start()
+    await asyncio.wait_for(request.first_chunk.wait(), 10)
+    record = await upstream.one(endpoint="audio/speech")
+    assert record.finished_at is None, "the first bytes reached the browser mid-stream"
+    assert request.status == 200
+    assert request.headers["content-type"] == "audio/wav"
+    assert request.headers["cache-control"] == "no-store"
+    await request.finish()
+    assert request.body == wav_bytes(ANSWER), "every byte the gateway sent, in order"
+    assert len(request.chunks) > 1
+
+    reading = await reading_of(answer, status="completed")
+    settled = await upstream.settled(record.id)
+    assert settled.final_outcome == "completed"
+    assert reading.kind == "speech"
+    assert reading.message_id is None
+    assert reading.upstream_id == record.id
+    assert reading.cost_source == "record"
+    assert reading.cost == Decimal(str(settled.total_cost))
+    assert reading.cost > 0
+    assert await stored_audio(reading) == request.body
+
+
+async def test_playing_again_serves_the_stored_audio_and_costs_nothing(
+    alice: Any, upstream: UpstreamLog
+) -> None:
+    answer = await an_answer(alice, PACED)
+    headers = await session_headers(alice)
+    first = await AsgiRequest(speech_url(answer), headers).start().finish()
+    await reading_of(answer, status="completed")
+    again = await AsgiRequest(speech_url(answer), headers).start().finish()
+    assert again.status == 200
+    assert again.body == first.body
+    assert again.headers["content-type"] == "audio/wav"
+    assert len(upstream.new(endpoint="audio/speech")) == 1, "no second request upstream"
+    assert await Generation.objects.filter(read_aloud=answer).acount() == 1
+
+
+async def test_a_disconnect_closes_the_upstream_and_keeps_the_audio_so_far(
+    alice: Any, upstream: UpstreamLog
+) -> None:
+    answer = await an_answer(alice, SLOW)
+    request = AsgiRequest(speech_url(answer), await session_headers(alice)).start()
+    await asyncio.wait_for(request.first_chunk.wait(), 10)
+    left_at = request.disconnect()
+    await request.finish()
+
+    record = await upstream.finished(await upstream.one(endpoint="audio/speech"))
+    assert record.final_outcome == "cancelled", "the gateway's request was cancelled"
+    assert record.cancelled_at is not None
+    assert record.cancelled_at - left_at < 0.5, "closed at once, not at the body's end"
+    reading = await reading_of(answer, status="cancelled")
+    kept = await stored_audio(reading)
+    assert len(kept) == record.bytes_delivered < len(wav_bytes(ANSWER))
+    assert kept.startswith(request.body)
+    settled = await upstream.settled(record.id)
+    assert reading.cost_source == "record"
+    assert reading.cost == Decimal(str(settled.total_cost))
+    assert reading.cost > 0
+
+
+async def test_audio_that_ends_early_is_incomplete_and_not_reused(
+    alice: Any, upstream: UpstreamLog
+) -> None:
+    answer = await an_answer(alice, "emulator/error-midstream")
+    headers = await session_headers(alice)
+    request = await AsgiRequest(speech_url(answer), headers).start().finish()
+    assert request.status == 200
+    assert 0 < len(request.body) < len(wav_bytes(ANSWER)), "the body ended early"
+
+    reading = await reading_of(answer, status="incomplete")
+    assert "The audio broke off after" in reading.error_message
+    assert await stored_audio(reading) == request.body
+    record = await upstream.settled(reading.upstream_id)
+    assert record.final_outcome == "error"
+    assert reading.cost_source == "record"
+    assert reading.cost == Decimal(str(record.total_cost))
+
+    client = AsyncClient()
+    await client.aforce_login(alice)
+    state = await client.get(reverse("chat:reading_state", args=[answer.pk]))
+    assert state.json()["status"] == "incomplete"
+    assert "broke off" in state.json()["error"]
+
+    await AsgiRequest(speech_url(answer), headers).start().finish()
+    assert len(upstream.new(endpoint="audio/speech")) == 2, "an incomplete reading is not reused"
+
+
+async def test_a_refusal_before_audio_fails_unbilled_with_the_reason(
+    alice: Any, upstream: UpstreamLog
+) -> None:
+    answer = await an_answer(alice, "emulator/error-before")
+    request = await AsgiRequest(speech_url(answer), await session_headers(alice)).start().finish()
+    assert request.status == 502
+    assert request.body.decode().startswith("The gateway refused to read it aloud: ")
+    reading = await reading_of(answer, status="failed")
+    assert reading.error_status == 402
+    assert reading.cost_source == "not_billed"
+    assert not await SpeechAudio.objects.filter(generation=reading).aexists()
+
+
+@pytest.mark.parametrize("site", ["cross-site", "same-site", None])
+async def test_a_request_not_from_this_site_is_refused(
+    alice: Any, upstream: UpstreamLog, site: str | None
+) -> None:
+    answer = await an_answer(alice, PACED)
+    headers = await session_headers(alice, site=site)
+    request = await AsgiRequest(speech_url(answer), headers).start().finish()
+    assert request.status == 403
+    assert request.body.decode() == "Read aloud plays only on this site's own pages."
+    assert not upstream.new(endpoint="audio/speech")
+    assert not await Generation.objects.filter(read_aloud=answer).aexists()
+
+
+async def test_another_users_answer_is_not_found(
+    alice: Any, bob: Any, upstream: UpstreamLog
+) -> None:
+    answer = await an_answer(alice, PACED)
+    request = await AsgiRequest(speech_url(answer), await session_headers(bob)).start().finish()
+    assert request.status == 404
+    assert not upstream.new(endpoint="audio/speech")
+
+
+async def fragment(user: Any, answer: Message) -> str:
+    client = AsyncClient()
+    await client.aforce_login(user)
+    response = await client.get(reverse("chat:message", args=[answer.pk]))
+    return response.content.decode()
+
+
+async def test_the_button_is_offered_only_where_a_gateway_speaks(alice: Any) -> None:
+    spoken = await an_answer(alice, "emulator/audio")
+    assert ">Read aloud</button>" in await fragment(alice, spoken)
+    assert f'data-speech-url="{speech_url(spoken)}"' in await fragment(alice, spoken)
+
+    silent = await an_answer(alice, "")
+    assert "Read aloud" not in await fragment(alice, silent)
+
+    def osmexo_answer() -> Message:
+        _, default_pk = gateway.configs(force=True)
+        Gateway.objects.filter(pk=default_pk).update(speech_model="emulator/audio")
+        osmexo = Gateway.objects.create(
+            name="Osmexo", base_url="https://osmexo.example/v1", dialect="osmexo",
+            cost_unit="usd", speech_model="tts-1", api_key_env="HOME",
+        )  # fmt: skip
+        gateway.forget_configs()
+        return _answer(alice, ANSWER, osmexo)
+
+    # Osmexo has no /audio/speech: its answers are read by the default gateway, which speaks.
+    assert ">Read aloud</button>" in await fragment(alice, await sync_to_async(osmexo_answer)())
+
+
+async def test_the_sweep_interrupts_a_dead_reading_and_settles_its_cost(alice: Any) -> None:
+    answer = await an_answer(alice, "emulator/audio")
+
+    def dead_reading() -> Generation:
+        old = Generation.objects.get(message=answer).started_at.replace(year=2000)
+        return Generation.objects.create(
+            kind="speech", read_aloud=answer, conversation_id=answer.conversation_id,
+            gateway_id=answer.conversation.gateway_id, model="emulator/audio", dialect="numes",
+            heartbeat_at=old,
+        )  # fmt: skip
+
+    reading = await sync_to_async(dead_reading)()
+    assert await sweep.sweep_stale_generations() == 1
+    await reading.arefresh_from_db()
+    assert reading.status == "interrupted"
+    assert reading.error_message == "The server stopped while reading this answer aloud."
+    chat = await Generation.objects.aget(message=answer)
+    assert chat.status == "completed", "the answer it read is untouched"
+
+    await Generation.objects.filter(pk=reading.pk).aupdate(
+        finished_at=chat.started_at.replace(year=2000)
+    )
+    assert await sweep.reconcile_pending() == 1
+    await reading.arefresh_from_db()
+    assert reading.cost_source == "unavailable"
+    assert "reported no cost for this reading" in reading.cost_note
+
+
+async def test_a_reading_is_in_the_cost_ledger(alice: Any, django_user_model: Any) -> None:
+    answer = await an_answer(alice, PACED)
+    await AsgiRequest(speech_url(answer), await session_headers(alice)).start().finish()
+    reading = await reading_of(answer, status="completed")
+    admin = await sync_to_async(django_user_model.objects.create_superuser)("root", password="x")
+    client = AsyncClient()
+    await client.aforce_login(admin)
+    page = await client.get(reverse("admin:chatapp_generation_changelist"), {"kind": "speech"})
+    html = page.content.decode()
+    assert f"Read aloud of answer #{answer.pk}" in html
+    assert "read aloud" in html  # the kind
+    assert str(Money(reading.cost, CostUnit(reading.cost_unit))) in html
+    export = await client.get(reverse("admin:chatapp_generation_export"), {"kind": "speech"})
+    rows = b"".join([piece async for piece in export.streaming_content]).decode().split("\r\n")
+    assert rows[1].split(",")[-1] == "speech"
+    assert rows[2:] == [""], "one row: the reading"
