@@ -29,7 +29,7 @@ from django.utils.html import format_html
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_POST, require_safe
 
-from . import export
+from . import export, user_text
 from .models import Conversation
 from .search import RESULTS
 from .search import search as find
@@ -121,7 +121,7 @@ def moved_to_top(response: HttpResponse, conversation: Conversation) -> HttpResp
 @require_GET
 def search(request: AuthenticatedRequest) -> HttpResponse:
     """The sidebar's search results, in place of its list."""
-    query = " ".join(request.GET.get("q", "").split())
+    query = user_text.one_line(request.GET.get("q", ""))
     hits = find(request.user, query) if query else []
     context = {"query": query, "hits": hits, "more": len(hits) >= RESULTS}
     return render(request, "chatapp/_search_results.html", context)

@@ -6,7 +6,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from . import answer_settings_views, branch_views, library_views, views
+from . import answer_settings_views, branch_views, library_views, login_limits, read_aloud, views
 
 chat_patterns = [
     path("", views.home, name="home"),
@@ -32,12 +32,14 @@ chat_patterns = [
     path("m/<int:pk>/edit/", branch_views.edit_message, name="edit"),
     path("m/<int:pk>/show/", branch_views.show_version, name="show_version"),
     path("m/<int:pk>/attachments/<int:index>/", views.attachment, name="attachment"),
+    path("m/<int:pk>/speech/", read_aloud.read_aloud, name="read_aloud"),
+    path("m/<int:pk>/speech/state/", read_aloud.reading_state, name="reading_state"),
     path("g/<int:pk>/stop/", views.stop, name="stop"),
 ]
 
 urlpatterns = [
     path("", include((chat_patterns, "chat"))),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", login_limits.login, name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("favicon.ico", library_views.favicon),

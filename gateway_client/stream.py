@@ -185,6 +185,8 @@ class EventStream:
                         ),
                     )
                 events = parser.feed(piece)
+            if parser.failed:  # an error's text may quote the request, key and all
+                events = self._client.redactor.events(events)
             events = think.feed(events)
             if ended or parser.finished:
                 events += think.close()

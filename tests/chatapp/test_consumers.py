@@ -192,17 +192,23 @@ async def test_snapshot_request_after_the_end_answers_done(alice: Any) -> None:
     await ws.disconnect()
 
 
-async def test_malformed_and_foreign_requests_are_ignored(alice: Any, bob: Any) -> None:
+async def test_malformed_and_foreign_requests_are_refused(alice: Any, bob: Any) -> None:
     mine = await start_turn(alice, "hello", "emulator/echo")
     theirs = await start_turn(bob, "secret", "emulator/long?tokens_per_second=100")
     task = worker.start(theirs.job)
     ws = await socket(mine.conversation.pk, alice)
     assert (await connect(ws))[0]
     await ws.send_to(text_data="not json")
+    assert await receive(ws) == {"t": "error", "error": "The message is not valid JSON."}
     await ws.send_to(text_data='{"t": "stop"}')
-    # Another user's generation cannot be stopped or read through this socket.
+    assert await receive(ws) == {"t": "error", "error": "`g` must be a positive integer ID."}
+    # Another user's generation cannot be stopped or read through this socket: it is answered
+    # as one that does not exist.
+    gone = {"t": "gone", "g": theirs.generation.pk}
     await ws.send_to(text_data=orjson.dumps({"t": "stop", "g": theirs.generation.pk}).decode())
+    assert await receive(ws) == gone
     await ws.send_to(text_data=orjson.dumps({"t": "snapshot", "g": theirs.generation.pk}).decode())
+    assert await receive(ws) == gone
     assert await ws.receive_nothing(timeout=0.3)
     generation = await Generation.objects.aget(pk=theirs.generation.pk)
     assert generation.status == "streaming"

@@ -1,0 +1,58 @@
+"""How many answers a user may start: `CHAT_GENERATIONS_PER_MINUTE`, over send, retry, edit and
+continue alike (each starts one generation; the views call `check_generation_start` first).
+
+Nothing is counted: the user's generations of the last minute are rows every process already
+shares, so the limit holds across server processes with no counter to keep in step. Chat answers
+and images count, readings aloud do not (they are not started by sending), and only the first
+round of a turn (a turn that calls tools makes more, which the user did not ask for one by one).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from django.utils import timezone
+
+from .errors import ChatAppError
+from .models import Generation
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+WINDOW = timedelta(minutes=1)
+STARTED_BY_SENDING = [Generation.Kind.CHAT, Generation.Kind.IMAGE]  # not readings aloud
+
+
+class RateLimited(ChatAppError):
+    """The user did something too often; `retry_after` is in seconds."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+async def check_generation_start(user: User) -> None:
+    """`RateLimited` when `user` has started `CHAT_GENERATIONS_PER_MINUTE` answers in the last
+    minute, saying when the next may start."""
+    limit = settings.CHAT_GENERATIONS_PER_MINUTE
+    since = timezone.now() - WINDOW
+    recent = Generation.objects.filter(
+        conversation__user=user, kind__in=STARTED_BY_SENDING, tool_round=1, started_at__gt=since
+    )
+    if await recent.acount() < limit:
+        return
+    oldest = (
+        await recent.order_by("-started_at")
+        .values_list("started_at", flat=True)[limit - 1 : limit]
+        .afirst()
+    )
+    wait = 1.0 if oldest is None else (oldest - since).total_seconds()
+    seconds = max(1, math.ceil(wait))
+    raise RateLimited(
+        f"You have started {limit} answers in the last minute, the most allowed; "
+        f"try again in {seconds} s.",
+        retry_after=seconds,
+    )

@@ -1,0 +1,85 @@
+"""Answers started per user per minute (`CHAT_GENERATIONS_PER_MINUTE`): send, retry, edit and
+continue all count and are all refused past the limit, with the composer's error in words; other
+users are unaffected, and a minute later the user may start answers again."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.test import AsyncClient
+from django.urls import reverse
+from django.utils import timezone
+
+from chatapp import worker
+from chatapp.models import Generation, Message
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("closed_clients")]
+
+HTMX = {"HX-Request": "true"}
+LIMIT = 3
+
+
+async def signed_in(user: Any) -> AsyncClient:
+    client = AsyncClient()
+    await client.aforce_login(user)
+    return client
+
+
+async def workers_finished() -> None:
+    await asyncio.wait_for(asyncio.gather(*list(worker._tasks)), 30)
+
+
+def refusal(html: str) -> str | None:
+    match = re.search(r"You have started \d+ answers in the last minute[^<]*", html)
+    return match[0] if match else None
+
+
+async def test_every_way_of_starting_an_answer_is_limited(
+    alice: Any, bob: Any, settings: Any
+) -> None:
+    settings.CHAT_GENERATIONS_PER_MINUTE = LIMIT
+    client = await signed_in(alice)
+    response = await client.post(reverse("chat:send_new"), {"content": "one", "model": "ok"})
+    conversation = int(response["Location"].split("/")[2])
+    for text in ("two", "three"):
+        await workers_finished()
+        url = reverse("chat:send", args=[conversation])
+        response = await client.post(url, {"content": text, "model": "ok"}, headers=HTMX)
+        assert refusal(response.content.decode()) is None
+    await workers_finished()
+    question = await Message.objects.filter(role="user").alatest("created_at")
+    answer = await Message.objects.filter(role="assistant").alatest("created_at")
+    await Generation.objects.filter(message=answer).aupdate(finish_reason="length")
+    attempts = {
+        "send": (reverse("chat:send", args=[conversation]), {"content": "four", "model": "ok"}),
+        "send_new": (reverse("chat:send_new"), {"content": "four", "model": "ok"}),
+        "retry": (reverse("chat:retry", args=[answer.pk]), {"model": "ok"}),
+        "edit": (reverse("chat:edit", args=[question.pk]), {"content": "3!", "model": "ok"}),
+        "continue": (reverse("chat:continue", args=[answer.pk]), {}),
+    }
+    for name, (url, data) in attempts.items():
+        response = await client.post(url, data, headers=HTMX)
+        assert response.status_code == 200, name
+        assert response["HX-Retarget"] == "#composer-error", name
+        text = refusal(response.content.decode())
+        assert text is not None, name
+        assert text.startswith(f"You have started {LIMIT} answers in the last minute"), name
+        assert re.search(r"try again in \d+ s\.$", text), text
+    assert await Generation.objects.acount() == LIMIT  # none of them started one
+    # Another user is not held back by alice's answers.
+    response = await (await signed_in(bob)).post(
+        reverse("chat:send_new"), {"content": "mine", "model": "ok"}
+    )
+    assert response.status_code == 302
+    await workers_finished()
+    # A minute on, each way works again (retry shown; the others pass the same check).
+    await Generation.objects.aupdate(started_at=timezone.now() - timedelta(seconds=61))
+    url, data = attempts["retry"]
+    response = await client.post(url, data, headers=HTMX)
+    assert refusal(response.content.decode()) is None
+    assert "HX-Retarget" not in response
+    await workers_finished()

@@ -1,0 +1,209 @@
+"""Another user's data over HTTP, CSRF on every POST, and the admin for non-staff.
+
+The routes are not listed here: they are walked from `chatapp.urls`, so a new route with a `pk`
+is checked the day it is added (and one under a new prefix fails until it says what it owns).
+Each check has its control: the owner (or a request with the token) gets through, so a refusal
+means the check refused it, not that the URL was wrong.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.contrib import admin
+from django.middleware.csrf import _get_new_csrf_string
+from django.test import AsyncClient
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+from chatapp import worker
+from chatapp.models import Conversation, Generation, Message
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("closed_clients")]
+
+# What the `pk` of a route names, by the route's prefix.
+OWNED_BY = {"c/": "conversation", "m/": "message", "g/": "generation"}
+POST_DATA = {"content": "hello", "model": "ok", "title": "renamed"}
+# As a browser sends it for the page's own fetches (a view may refuse cross-site ones).
+SAME_ORIGIN = {"Sec-Fetch-Site": "same-origin"}
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    name: str
+    template: str  # e.g. "m/<int:pk>/attachments/<int:index>/"
+
+    @property
+    def owned(self) -> str:
+        for prefix, kind in OWNED_BY.items():
+            if self.template.startswith(prefix):
+                return kind
+        raise AssertionError(f"{self.template}: add what its pk names to OWNED_BY")
+
+    def url(self, pk: int) -> str:
+        kwargs = {"pk": pk, "index": 0} if "<int:index>" in self.template else {"pk": pk}
+        return reverse(self.name, kwargs=kwargs)
+
+
+def _walk(patterns: list[Any], prefix: str = "", namespace: str = "") -> list[Route]:
+    routes = []
+    for pattern in patterns:
+        if isinstance(pattern, URLResolver):
+            if pattern.app_name == "admin":
+                continue  # the admin's own checks (staff only) are tested below
+            inner = ":".join(filter(None, [namespace, pattern.namespace or ""]))
+            routes += _walk(pattern.url_patterns, prefix + str(pattern.pattern), inner)
+        elif isinstance(pattern, URLPattern) and pattern.name:
+            name = f"{namespace}:{pattern.name}" if namespace else pattern.name
+            routes.append(Route(name, prefix + str(pattern.pattern)))
+    return routes
+
+
+ROUTES = _walk(get_resolver().url_patterns)
+WITH_PK = [route for route in ROUTES if "<int:pk>" in route.template]
+
+
+def test_the_walk_finds_the_routes_it_must() -> None:
+    names = {route.name for route in WITH_PK}
+    assert {"chat:conversation", "chat:attachment", "chat:stop", "chat:export_json"} <= names
+    assert all(route.owned for route in WITH_PK)
+
+
+@dataclass(frozen=True, slots=True)
+class Owned:
+    conversation: int
+    question: int
+    answer: int
+    generation: int
+
+
+def _victims_conversation(user: Any) -> Owned:
+    """A finished exchange with an attachment and a reading, its answer cut by its budget (so
+    Continue works)."""
+    conversation = Conversation.objects.create(user=user, title="private")
+    question = Message.objects.create(
+        conversation=conversation, role=Message.Role.USER, content="my secret question"
+    )
+    answer = Message.objects.create(
+        conversation=conversation,
+        role=Message.Role.ASSISTANT,
+        parent=question,
+        content="my secret answer",
+        attachments=[{"kind": "file", "filename": "a.txt", "data": "c2VjcmV0"}],
+    )
+    generation = Generation.objects.create(
+        message=answer,
+        conversation=conversation,
+        model="ok",
+        status=Generation.Status.COMPLETED,
+        finish_reason="length",
+        completion_tokens=10,
+    )
+    Generation.objects.create(  # the answer read aloud once (it failed)
+        kind=Generation.Kind.SPEECH,
+        read_aloud=answer,
+        conversation=conversation,
+        model="ok",
+        status=Generation.Status.FAILED,
+        error_message="my secret reading failed",
+    )
+    conversation.current_leaf = answer
+    conversation.save()
+    return Owned(conversation.pk, question.pk, answer.pk, generation.pk)
+
+
+def _pks(route: Route, owned: Owned) -> list[int]:
+    """Every key of the victim's a guesser could put in `route` (message routes: both roles)."""
+    match route.owned:
+        case "conversation":
+            return [owned.conversation]
+        case "message":
+            return [owned.question, owned.answer]
+        case _:
+            return [owned.generation]
+
+
+def _owners_pk(route: Route, owned: Owned) -> int:
+    if route.owned == "message":
+        return owned.question if route.name == "chat:edit" else owned.answer
+    return _pks(route, owned)[0]
+
+
+async def _client(user: Any, **options: Any) -> AsyncClient:
+    client = AsyncClient(**options)
+    await client.aforce_login(user)
+    return client
+
+
+async def _workers_finished() -> None:
+    await asyncio.wait_for(asyncio.gather(*list(worker._tasks)), 30)
+
+
+@pytest.mark.parametrize("route", WITH_PK, ids=lambda route: route.name)
+async def test_another_users_ids_are_not_found(route: Route, alice: Any, bob: Any) -> None:
+    owned = await sync_to_async(_victims_conversation)(alice)
+    mallory = await _client(bob)
+    for pk in _pks(route, owned):
+        responses = [
+            await mallory.get(route.url(pk), headers=SAME_ORIGIN),
+            await mallory.post(route.url(pk), POST_DATA, headers=SAME_ORIGIN),
+        ]
+        statuses = [response.status_code for response in responses]
+        assert set(statuses) <= {404, 405}, (route.template, pk, statuses)
+        assert 404 in statuses, (route.template, pk, statuses)
+        for response in responses:
+            assert b"secret" not in response.content
+    # Nothing of the victim's changed: no new message, the title and every row still there.
+    conversation = await Conversation.objects.aget(pk=owned.conversation)
+    assert conversation.title == "private"
+    assert await Message.objects.filter(conversation=conversation).acount() == 2
+    # The control: the owner reaches the same URL.
+    owner = await _client(alice)
+    url = route.url(_owners_pk(route, owned))
+    response = await owner.get(url, headers=SAME_ORIGIN)
+    if response.status_code == 405:
+        response = await owner.post(url, POST_DATA, headers={"HX-Request": "true", **SAME_ORIGIN})
+    assert response.status_code not in (403, 404, 405), (url, response.status_code)
+    await _workers_finished()
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=lambda route: route.name)
+async def test_every_post_needs_the_csrf_token(route: Route, alice: Any) -> None:
+    owned = await sync_to_async(_victims_conversation)(alice)
+    client = await _client(alice, enforce_csrf_checks=True)
+    has_pk = "<int:pk>" in route.template
+    url = route.url(_owners_pk(route, owned)) if has_pk else reverse(route.name)
+    response = await client.post(url, POST_DATA)
+    assert response.status_code == 403, (url, response.status_code)
+    assert b"CSRF" in response.content
+    if route.name != "chat:delete":  # the owner's data is unchanged
+        assert await Conversation.objects.filter(pk=owned.conversation, title="private").aexists()
+    # The control: with the token, the same request is not refused for want of it.
+    token = _get_new_csrf_string()
+    client.cookies["csrftoken"] = token
+    response = await client.post(url, POST_DATA, headers={"X-CSRFToken": token})
+    assert response.status_code != 403, (url, response.status_code)
+    await _workers_finished()
+
+
+async def test_admin_pages_are_refused_to_non_staff(alice: Any, bob: Any) -> None:
+    owned = await sync_to_async(_victims_conversation)(alice)
+    urls = [reverse("admin:index")]
+    for model in admin.site._registry:
+        meta = model._meta
+        urls.append(reverse(f"admin:{meta.app_label}_{meta.model_name}_changelist"))
+    urls.append(reverse("admin:chatapp_conversation_change", args=[owned.conversation]))
+    mallory = await _client(bob)
+    for url in urls:
+        response = await mallory.get(url)
+        assert response.status_code == 302, (url, response.status_code)
+        assert response["Location"].startswith(reverse("admin:login")), url
+    # The control: a staff user gets the pages.
+    bob.is_staff = bob.is_superuser = True
+    await bob.asave()
+    staff = await _client(bob)
+    for url in urls:
+        assert (await staff.get(url)).status_code == 200, url
