@@ -6,7 +6,8 @@ itself refuses anonymous users and conversations they do not own.
 
 At shutdown the process's gateway clients are closed: Daphne speaks no ASGI lifespan, so there a
 Twisted shutdown trigger does it; servers that do (uvicorn) get a lifespan handler. Under Daphne
-the websockets also negotiate permessage-deflate (`ws_compression.py`).
+the websockets also negotiate permessage-deflate (`ws_compression.py`), and one whose browser
+stops reading is closed before its backlog grows without bound (`ws_backpressure.py`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from .gateway import close_clients  # noqa: E402
 from .routing import websocket_urlpatterns  # noqa: E402
+from .ws_backpressure import enable as enable_ws_backpressure  # noqa: E402
 from .ws_compression import enable as enable_ws_compression  # noqa: E402
 
 
@@ -56,6 +58,7 @@ def _close_clients_when_daphne_stops() -> None:
 
 _close_clients_when_daphne_stops()
 enable_ws_compression()
+enable_ws_backpressure()
 
 application = ProtocolTypeRouter(
     {

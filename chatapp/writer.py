@@ -58,8 +58,11 @@ def write_partials(rows: list[PartialRow]) -> bool:
     try:
         with transaction.atomic():
             _write(rows)
-    except DatabaseError:
-        logger.exception("Writing %d partial answers failed; the next batch retries", len(rows))
+    except DatabaseError as exc:
+        # An outage (a restart, a failover), not a bug: one line, no traceback, every second.
+        logger.warning(
+            "Writing %d partial answers failed; the next batch retries (%s)", len(rows), exc
+        )
         connection.close()  # a broken connection is reopened by the next batch
         return False
     except Exception:  # a bug here must show, not silently stop every answer's flushes

@@ -1,0 +1,115 @@
+"""The bound on a silent websocket's backlog, on a stand-in for Daphne's protocol and transport
+(the real ones are driven in tests/faults/test_slow_client.py)."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from chatapp import ws_backpressure
+
+
+class Transport:
+    """The attributes of a Twisted TCP transport the bound reads."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.dataBuffer = b""
+        self.offset = 0
+        self._tempDataLen = 0
+        self.connected = True
+        self.aborted = False
+
+    def getHandle(self) -> socket.socket:
+        return self.sock
+
+    def abortConnection(self) -> None:
+        self.aborted = True
+        self.connected = False
+
+
+class Protocol:
+    """Daphne's `WebSocketProtocol`, as far as the bound uses it."""
+
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+        self.client_addr = ["127.0.0.1", 50000]
+        self.sent: list[bytes | str] = []
+        self.closed: int | None = None
+
+    def serverSend(self, content: bytes | str, binary: bool = False) -> None:
+        self.sent.append(content)
+        self.transport._tempDataLen += len(content)
+
+    def sendClose(self, code: int | None = None, reason: str | None = None) -> None:
+        self.closed = code
+
+
+@pytest.fixture
+def transport() -> Iterator[Transport]:
+    left, right = socket.socketpair()
+    with left, right:
+        yield Transport(left)
+
+
+@pytest.fixture
+def later(monkeypatch: pytest.MonkeyPatch) -> list[tuple[float, Callable[[], None]]]:
+    calls: list[tuple[float, Callable[[], None]]] = []
+    monkeypatch.setattr(ws_backpressure, "call_later", lambda delay, f: calls.append((delay, f)))
+    return calls
+
+
+def bounded(transport: Transport) -> Any:
+    return ws_backpressure._bounded(Protocol)(transport)
+
+
+def test_the_backlog_counts_what_twisted_holds(transport: Transport) -> None:
+    transport.dataBuffer = b"x" * 100
+    transport.offset = 40
+    transport._tempDataLen = 5
+    assert ws_backpressure.buffered_bytes(transport) == 65
+
+
+def test_a_transport_of_another_kind_has_no_bound() -> None:
+    assert ws_backpressure.buffered_bytes(object()) == 0
+
+
+def test_a_socket_over_the_bound_is_closed_and_sent_nothing_more(
+    settings: Any, transport: Transport, later: list[tuple[float, Callable[[], None]]]
+) -> None:
+    settings.CHAT_WS_MAX_BUFFERED = 10
+    protocol = bounded(transport)
+    protocol.serverSend("0123456789")
+    protocol.serverSend("more")  # the backlog is at the bound, not over it: sent
+    protocol.serverSend("and more")  # over it: the socket is closed instead
+    protocol.serverSend("and yet more")
+    assert protocol.sent == ["0123456789", "more"]
+    assert protocol.closed == ws_backpressure.CLOSE_TOO_SLOW
+    ((delay, drop),) = later
+    assert delay == ws_backpressure.GRACE
+    drop()
+    assert transport.aborted
+
+
+def test_a_socket_that_read_its_close_frame_is_not_aborted(
+    settings: Any, transport: Transport, later: list[tuple[float, Callable[[], None]]]
+) -> None:
+    settings.CHAT_WS_MAX_BUFFERED = 1
+    protocol = bounded(transport)
+    protocol.serverSend("ab")
+    protocol.serverSend("c")
+    transport.connected = False  # the client closed in time
+    later[0][1]()
+    assert not transport.aborted
+
+
+def test_zero_turns_the_bound_off(settings: Any, transport: Transport) -> None:
+    settings.CHAT_WS_MAX_BUFFERED = 0
+    protocol = bounded(transport)
+    for _ in range(3):
+        protocol.serverSend("x" * 1000)
+    assert len(protocol.sent) == 3
+    assert protocol.closed is None
