@@ -9,7 +9,7 @@ PORT ?= 8000
 PYTHON ?= $(shell for p in python3.12 python3.13 python3 /root/.pyenv/versions/3.12*/bin/python3.12 /root/.pyenv/versions/3.13*/bin/python3.13 /usr/bin/python3.12 /usr/bin/python3.13; do \
 	$$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 && { echo $$p; break; }; done)
 
-.PHONY: install run test lint format bench test-packages chromium clean
+.PHONY: install run cluster test lint format bench test-packages chromium clean
 
 $(STAMP): pyproject.toml Makefile
 	@test -n "$(PYTHON)" || { echo "Python 3.12 or newer is required (none found)."; exit 1; }
@@ -27,12 +27,19 @@ run: install
 	$(BIN)/daphne -b 127.0.0.1 -p $(PORT) chatapp.asgi:application
 
 # Debian packages the tests drive: Chromium (browser tests), and the Redis and PostgreSQL servers
-# (tests/multiprocess starts private instances of each). Only what is missing is installed, in
-# one apt-get run (needs root, as on CI); with everything present this is a few file checks.
+# and nginx (tests/multiprocess and `make cluster` start private instances of each). Only what
+# is missing is installed, in one apt-get run (needs root, as on CI); with everything present
+# this is a few file checks.
 MISSING_PACKAGES = $(strip \
 	$(if $(wildcard /usr/bin/chromium),,chromium) \
 	$(if $(wildcard /usr/bin/redis-server),,redis-server) \
-	$(if $(wildcard /usr/lib/postgresql/*/bin/initdb),,postgresql))
+	$(if $(wildcard /usr/lib/postgresql/*/bin/initdb),,postgresql) \
+	$(if $(wildcard /usr/sbin/nginx),,nginx))
+
+# PostgreSQL, Redis, two Daphne processes and nginx on loopback, as on real hosts (deploy/);
+# Ctrl-C stops them all. Nothing is kept: each run starts from an empty database.
+cluster: install test-packages
+	$(BIN)/python -m deploy.cluster --port $(or $(CLUSTER_PORT),8080)
 
 test-packages:
 	@test -z "$(MISSING_PACKAGES)" || { apt-get update -q && \

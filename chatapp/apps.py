@@ -11,6 +11,7 @@ class ChatappConfig(AppConfig):
     verbose_name = "Chat"
 
     def ready(self) -> None:
+        from . import checks  # noqa: F401  # registers them
         from .gateway import forget_configs
         from .models import Gateway
 

@@ -2,7 +2,8 @@
 
 Embedded defaults make `make run` work on a fresh machine with nothing else running: SQLite, the
 in-memory channel layer and the built-in gateway emulator. Setting `DATABASE_URL`, `REDIS_URL` or
-`LLM_BASE_URL` swaps in PostgreSQL, the Redis channel layer or a real gateway.
+`LLM_BASE_URL` swaps in PostgreSQL, the Redis channel layer or a real gateway; `DJANGO_HTTPS=1`
+is the production mode behind a TLS-terminating proxy (README, "Running in production").
 """
 
 from __future__ import annotations
@@ -10,9 +11,8 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
-from typing import Required, TypedDict
-from urllib.parse import unquote, urlsplit
 
+import dj_database_url
 from django.utils.csp import CSP
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -25,39 +25,31 @@ def env_bool(name: str, default: bool = False) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
-class DatabaseSettings(TypedDict, total=False):
-    """One `DATABASES` entry, as far as we set it."""
+def database_from_url(url: str) -> dj_database_url.DBConfig:
+    """One `DATABASES` entry from a URL, parsed by dj-database-url (`sqlite:////abs/path.db`,
+    `postgres://user:pw@host:port/name?sslmode=require`; query options land in `OPTIONS`).
 
-    ENGINE: Required[str]
-    NAME: Required[str]
-    USER: str
-    PASSWORD: str
-    HOST: str
-    PORT: str
-    CONN_MAX_AGE: int
-    CONN_HEALTH_CHECKS: bool
-    OPTIONS: dict[str, object]
-    TEST: dict[str, str]
+    PostgreSQL connections come from psycopg's pool, as Django documents for ASGI instead of
+    persistent connections: a connection belongs to the thread that opened it, and under ASGI the
+    threads that run queries are not tied to requests, so persistent ones are neither reliably
+    reused nor closed. The pool lends one per use and takes it back when Django closes it (hence
+    CONN_MAX_AGE = 0), and checks it before lending it, so a PostgreSQL restart costs no request.
+    """
+    config = dj_database_url.parse(url, conn_max_age=0)
+    if config.get("ENGINE") == "django.db.backends.postgresql":
+        from psycopg_pool import ConnectionPool
 
-
-def database_from_url(url: str) -> DatabaseSettings:
-    """`sqlite:///relative.db`, `sqlite:////abs/path.db` or `postgres://user:pw@host:port/name`."""
-    parts = urlsplit(url)
-    if parts.scheme == "sqlite":
-        path = parts.path[1:] if parts.path.startswith("/") else parts.path
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": path or ":memory:"}
-    if parts.scheme in {"postgres", "postgresql", "pgsql"}:
-        return {
-            "ENGINE": "django.db.backends.postgresql",
-            "NAME": unquote(parts.path.lstrip("/")),
-            "USER": unquote(parts.username or ""),
-            "PASSWORD": unquote(parts.password or ""),
-            "HOST": parts.hostname or "",
-            "PORT": str(parts.port or ""),
-            "CONN_MAX_AGE": 60,
-            "CONN_HEALTH_CHECKS": True,
-        }
-    raise ValueError(f"DATABASE_URL scheme {parts.scheme!r} is not supported (sqlite, postgres)")
+        options = config.setdefault("OPTIONS", {})
+        options.setdefault(
+            "pool",
+            {
+                "min_size": int(os.environ.get("DATABASE_POOL_MIN_SIZE", "2")),
+                "max_size": int(os.environ.get("DATABASE_POOL_MAX_SIZE", "10")),
+                "timeout": float(os.environ.get("DATABASE_POOL_TIMEOUT", "10")),
+                "check": ConnectionPool.check_connection,
+            },
+        )
+    return config
 
 
 def dev_secret_key() -> str:
@@ -111,13 +103,17 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
 ]
 
+# Django's W001-W003 look for its middleware by path, not for these subclasses of it;
+# chatapp.checks asks the same questions of our classes.
+SILENCED_SYSTEM_CHECKS = ["security.W001", "security.W002", "security.W003"]
+
 # Model output is untrusted: even if some markup slipped past the sanitizer, the browser runs only
 # our own scripts, talks only to this origin and loads no remote media.
 SECURE_CSP = {
     "default-src": [CSP.SELF],
     "script-src": [CSP.SELF],
     "style-src": [CSP.SELF],
-    "img-src": [CSP.SELF, "data:", "https:"],
+    "img-src": [CSP.SELF, "data:"],  # a remote image is shown as a link (rendering.py)
     "media-src": [CSP.SELF],
     "connect-src": [CSP.SELF],
     "object-src": [CSP.NONE],
@@ -152,7 +148,7 @@ DATABASES = {
         os.environ.get("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}"
     )
 }
-if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+if DATABASES["default"].get("ENGINE", "").endswith("sqlite3"):
     # Workers flush partial answers while pages read them: wait for the lock instead of failing.
     # WAL: pages read while the writer writes, and a commit is an append, not a journal rewrite
     # with fsyncs (the turn's insert was most of a send's time under load). NORMAL sync is WAL's
@@ -173,12 +169,23 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # --- Channels -------------------------------------------------------------------------------------
 
 if os.environ.get("REDIS_URL"):
+    # At-most-once by design: a message waiting longer than `expiry` seconds is dropped, and so is
+    # one sent to a channel already holding `capacity` messages (a consumer that stopped reading).
+    # The app never depends on a delta arriving: deltas are numbered, and a browser that sees a
+    # gap asks the worker for a snapshot (ws_protocol.py). `group_expiry` is how long a socket's
+    # group membership lasts without being renewed.
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            # redis-py 8 gives up reading after 5 s by default, as long as the layer's blocking
-            # pops wait: an idle socket or worker would fail. Longer, a dead server still shows.
-            "CONFIG": {"hosts": [{"address": os.environ["REDIS_URL"], "socket_timeout": 15}]},
+            "CONFIG": {
+                # redis-py 8 gives up reading after 5 s by default, as long as the layer's
+                # blocking pops wait: an idle socket or worker would fail. Longer, a dead server
+                # still shows.
+                "hosts": [{"address": os.environ["REDIS_URL"], "socket_timeout": 15}],
+                "capacity": int(os.environ.get("CHAT_CHANNEL_CAPACITY", "200")),
+                "expiry": int(os.environ.get("CHAT_CHANNEL_EXPIRY", "60")),
+                "group_expiry": int(os.environ.get("CHAT_GROUP_EXPIRY", "86400")),
+            },
         }
     }
 else:
@@ -198,7 +205,8 @@ LOGOUT_REDIRECT_URL = "login"
 
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "staticfiles"
+# Where collectstatic puts them, for the proxy to serve (nginx in deploy/).
+STATIC_ROOT = Path(os.environ.get("DJANGO_STATIC_ROOT") or BASE_DIR / "staticfiles")
 
 # --- I18N -----------------------------------------------------------------------------------------
 
@@ -232,18 +240,59 @@ CHAT_STALE_AFTER = 15.0  # a streaming generation with an older heartbeat is int
 CHAT_SWEEP_INTERVAL = 10.0
 # Seconds without a token before a streaming answer says "waiting for the gateway… N s".
 CHAT_STALL_NOTICE = float(os.environ.get("CHAT_STALL_NOTICE", "6"))
+# A turn that calls tools ends after this many rounds (a model calling tools forever would spend
+# without end), and a tool that runs longer than CHAT_TOOL_TIMEOUT seconds is reported as failed.
+CHAT_TOOL_ROUNDS = int(os.environ.get("CHAT_TOOL_ROUNDS", "8"))
+CHAT_TOOL_TIMEOUT = float(os.environ.get("CHAT_TOOL_TIMEOUT", "20"))
 
 # --- Logging --------------------------------------------------------------------------------------
 
+# One handler, on the root logger, so each line is printed once: Daphne's `basicConfig` handler
+# is replaced, the app's loggers propagate to it, and Django's own defaults (a console handler
+# for DEBUG, which printed Django's lines a second time, and mail_admins) are dropped. Every
+# line about a generation carries its IDs (chatapp.log_context); LOG_FORMAT=json writes one JSON
+# object per line for log shippers (chatapp.log_format).
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "plain")
+if LOG_FORMAT not in {"plain", "json"}:
+    raise ValueError(f"LOG_FORMAT must be plain or json, not {LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"context": {"()": "chatapp.log_context.ContextFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s%(context)s: %(message)s"},
+        "json": {"()": "chatapp.log_format.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": LOG_FORMAT,
+            "filters": ["context"],
+        }
+    },
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
-        "chatapp": {"handlers": ["console"], "level": os.environ.get("CHAT_LOG_LEVEL", "INFO")},
+        "chatapp": {"level": os.environ.get("CHAT_LOG_LEVEL", "INFO")},
+        "django": {"level": "INFO"},
     },
 }
+
+# --- Production: HTTPS behind a proxy -------------------------------------------------------------
+
+# On behind a TLS-terminating proxy (deploy/nginx-site.conf): `manage.py check --deploy` is clean.
+# The proxy must set X-Forwarded-Proto itself, overwriting what a client sent, and Daphne must be
+# reachable only through it; otherwise a client could claim https.
+DJANGO_HTTPS = env_bool("DJANGO_HTTPS")
+if DJANGO_HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_HSTS_SECONDS", "31536000"))
+    # Preloading takes a submission to the browsers' list as well; the header alone commits to
+    # nothing, and without it `check --deploy` warns.
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", default=True)
+    SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", default=True)
 
 # Cost ledger (issue 9). US dollars per unit for converted totals, e.g. "sat=0.00095,pnp=1.2"
 # (micro-USD converts exactly without it); a Fernet key for gateway API keys at rest (default:
@@ -253,3 +302,30 @@ CHAT_COST_RATES = os.environ.get("CHAT_COST_RATES", "")
 # writes the record shortly after the stream ends, and may say `in_progress` briefly.
 CHAT_RECORD_FIRST_WAIT = 0.25
 CHAT_KEY_ENCRYPTION_KEY = os.environ.get("CHAT_KEY_ENCRYPTION_KEY", "")
+
+# --- Limits ---------------------------------------------------------------------------------------
+
+# Counters that every server process must share (failed sign-ins) live in the cache: Redis when
+# REDIS_URL is set, else this process's memory (one server: `make run`).
+if os.environ.get("REDIS_URL"):
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": os.environ["REDIS_URL"],
+            "KEY_PREFIX": "chatapp",
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# Failed sign-ins per account and per client address within the window (seconds), after which
+# that account or address is refused until the window ends (see chatapp.login_limits).
+CHAT_LOGIN_FAILURES_PER_ACCOUNT = int(os.environ.get("CHAT_LOGIN_FAILURES_PER_ACCOUNT", "5"))
+CHAT_LOGIN_FAILURES_PER_ADDRESS = int(os.environ.get("CHAT_LOGIN_FAILURES_PER_ADDRESS", "20"))
+CHAT_LOGIN_WINDOW = 15 * 60
+# Answers a user may start per minute (send, retry, edit, continue; see chatapp.rate_limits).
+CHAT_GENERATIONS_PER_MINUTE = int(os.environ.get("CHAT_GENERATIONS_PER_MINUTE", "30"))
+# The page's websocket (see chatapp.consumers): a message's size in characters, and how many
+# messages a second it may send (a burst of up to CHAT_WS_BURST is let through).
+CHAT_WS_MAX_MESSAGE = 64 * 1024
+CHAT_WS_MESSAGES_PER_SECOND = 20.0
+CHAT_WS_BURST = 40

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from deploy.services import postgres_server, redis_server
 from gateway_client.emulator import EmulatorURL, serve_in_thread
 
 from .servers import Server, User, prepare_database, sign_in, start_server
-from .services import postgres_server, redis_server
 from .suite import SuiteRun
 
 USERNAME, PASSWORD = "carol", "multi-process-password"

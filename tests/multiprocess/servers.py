@@ -11,15 +11,14 @@ from __future__ import annotations
 import asyncio
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import orjson
@@ -29,12 +28,21 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.typing import Origin
 
 from chatapp import ws_protocol
-
-from .services import free_port
+from deploy import processes
+from deploy.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 DAPHNE = str(Path(sys.executable).parent / "daphne")
-START_TIMEOUT = 30.0
+
+
+class Endpoint(Protocol):
+    """Where a browser's requests go: one server, or a proxy in front of several."""
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def port(self) -> int: ...
 
 
 @dataclass
@@ -52,15 +60,7 @@ class Server:
         return self.log.read_text(errors="replace")
 
     def wait_ready(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"daphne {self.name} exited early:\n{self.log_text()}")
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
-            time.sleep(0.05)
-        raise RuntimeError(f"daphne {self.name} did not start:\n{self.log_text()}")
+        processes.wait_for_port(f"daphne {self.name}", self.port, self.process, log=self.log_text)
 
     def kill(self) -> None:
         """SIGKILL: no shutdown handler runs, as when the machine or the OOM killer ends it."""
@@ -68,22 +68,19 @@ class Server:
         self.process.wait(10)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        processes.stop(self.process)
 
 
-def start_server(name: str, env: dict[str, str], directory: Path) -> Server:
-    """Start Daphne in the background; call `wait_ready` (start several first, then wait)."""
+def start_server(
+    name: str, env: dict[str, str], directory: Path, *, options: Sequence[str] = ()
+) -> Server:
+    """Start Daphne in the background (with Daphne's `options` if any); call `wait_ready`
+    (start several first, then wait)."""
     port = free_port()
     log = directory / f"daphne-{name}.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [DAPHNE, "-b", "127.0.0.1", "-p", str(port), "chatapp.asgi:application"],
+            [DAPHNE, "-b", "127.0.0.1", "-p", str(port), *options, "chatapp.asgi:application"],
             env=env,
             cwd=ROOT,
             stdin=subprocess.DEVNULL,
@@ -112,7 +109,7 @@ def prepare_database(env: dict[str, str], username: str, password: str) -> None:
     )
 
 
-def sign_in(server: Server, username: str, password: str) -> dict[str, str]:
+def sign_in(server: Endpoint, username: str, password: str) -> dict[str, str]:
     """The session and CSRF cookies of a real sign-in through the login form."""
     with httpx.Client(base_url=server.url, timeout=10) as http:
         page = http.get("/accounts/login/")
@@ -227,7 +224,7 @@ class User:
         self.cookies = cookies
         self.database_url = database_url
 
-    def http(self, server: Server) -> httpx.AsyncClient:
+    def http(self, server: Endpoint) -> httpx.AsyncClient:
         """A client signed in as this user (use it as an `async with` block)."""
         return httpx.AsyncClient(
             base_url=server.url,
@@ -236,24 +233,24 @@ class User:
             timeout=10,
         )
 
-    async def get(self, server: Server, path: str) -> httpx.Response:
+    async def get(self, server: Endpoint, path: str) -> httpx.Response:
         async with self.http(server) as http:
             return await http.get(path)
 
     async def post(
-        self, server: Server, path: str, data: dict[str, str] | None = None
+        self, server: Endpoint, path: str, data: dict[str, str] | None = None
     ) -> httpx.Response:
         async with self.http(server) as http:
             return await http.post(path, data=data or {})
 
-    async def new_conversation(self, server: Server, text: str, model: str) -> int:
+    async def new_conversation(self, server: Endpoint, text: str, model: str) -> int:
         response = await self.post(server, "/c/new/send/", {"content": text, "model": model})
         assert response.status_code == 302, response.text[:500]
         match = re.fullmatch(r"/c/(\d+)/", response.headers["location"])
         assert match is not None, response.headers["location"]
         return int(match[1])
 
-    async def send(self, server: Server, conversation_id: int, text: str, model: str) -> int:
+    async def send(self, server: Endpoint, conversation_id: int, text: str, model: str) -> int:
         """Send a message through `server`; the id of the generation it started."""
         response = await self.post(
             server, f"/c/{conversation_id}/send/", {"content": text, "model": model}
@@ -264,7 +261,7 @@ class User:
         return int(found[-1])
 
     @asynccontextmanager
-    async def socket(self, server: Server, conversation_id: int) -> AsyncIterator[Socket]:
+    async def socket(self, server: Endpoint, conversation_id: int) -> AsyncIterator[Socket]:
         cookie = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
         async with connect(
             f"ws://127.0.0.1:{server.port}/ws/chat/",

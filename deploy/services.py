@@ -1,9 +1,10 @@
-"""Private Redis and PostgreSQL servers for the multi-process tests, from Debian's packages.
+"""Private Redis and PostgreSQL servers from Debian's packages, for the cluster and the tests.
 
 Each runs on a free loopback port in its own temporary directory, with durability off (nothing
-here must survive the session), and is stopped on exit. A missing binary is an error, not a skip:
-`make test` installs both. PostgreSQL refuses to run as root, so as root the cluster belongs to
-the `postgres` OS user and its commands run through `runuser`.
+here must survive: the cluster is a demonstration, the tests throw theirs away), and is stopped
+on exit. A missing binary is an error that names the make target installing it. PostgreSQL
+refuses to run as root, so as root the cluster belongs to the `postgres` OS user and its
+commands run through `runuser`.
 """
 
 from __future__ import annotations
@@ -15,30 +16,13 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-START_TIMEOUT = 30.0
+from .processes import START_TIMEOUT, ServiceError, free_port, stop, tail, wait_for_port
 
-
-class ServiceError(RuntimeError):
-    """A service could not be found or started; the message says what to do."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").split("\n")[-lines:])
-    except OSError:
-        return "(no log)"
-
+__all__ = ["postgres_bindir", "postgres_server", "redis_server", "redis_server_binary"]
 
 # --- Redis ----------------------------------------------------------------------------------------
 
@@ -78,23 +62,16 @@ def redis_server() -> Iterator[str]:
         "--logfile", str(log),
         "--daemonize", "no",
     ]  # fmt: skip
-    process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    # Its own session: a Ctrl-C in the terminal reaches only whoever started it, which stops it
+    # in its turn.
+    process = subprocess.Popen(
+        args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True
+    )
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while not _redis_ping(port):
-            if process.poll() is not None:
-                raise ServiceError(f"redis-server exited ({process.returncode}):\n{_tail(log)}")
-            if time.monotonic() > deadline:
-                raise ServiceError(f"redis-server did not answer PING:\n{_tail(log)}")
-            time.sleep(0.02)
+        wait_for_port("redis-server", port, process, log=lambda: tail(log), ready=_redis_ping)
         yield f"redis://127.0.0.1:{port}/0"
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
         shutil.rmtree(directory, ignore_errors=True)
 
 
@@ -144,7 +121,8 @@ def _run(args: list[str], what: str) -> None:
 @contextmanager
 def postgres_server(database: str = "chat") -> Iterator[str]:
     """A throwaway PostgreSQL cluster (trust auth, fsync off) with `database` in it; yields its
-    `postgres://` URL (superuser `postgres`, so test databases can be created too)."""
+    `postgres://` URL (superuser `postgres`, so test databases can be created too). pg_ctl
+    starts the server in a session of its own, so a Ctrl-C meant for its owner never reaches it."""
     bindir = postgres_bindir()
     directory = Path(tempfile.mkdtemp(prefix="gateway-chat-pg-"))
     prefix = _as_cluster_owner(directory)
@@ -152,29 +130,30 @@ def postgres_server(database: str = "chat") -> Iterator[str]:
     port = free_port()
     started = False
     try:
-        _run(
-            [*prefix, str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust",
-             "-E", "UTF8", "--no-locale", "--no-sync", "--no-instructions"],
-            "initdb",
-        )  # fmt: skip
-        options = (
-            f"-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={directory}"
-            " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-        )
-        _run(
-            [*prefix, str(bindir / "pg_ctl"), "start", "-D", str(data), "-l", str(log),
-             "-o", options, "-w", "-t", str(int(START_TIMEOUT))],
-            "pg_ctl start",
-        )  # fmt: skip
-        started = True
-        _run(
-            [*prefix, str(bindir / "createdb"), "-h", "127.0.0.1", "-p", str(port),
-             "-U", "postgres", database],
-            "createdb",
-        )  # fmt: skip
+        try:
+            _run(
+                [*prefix, str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust",
+                 "-E", "UTF8", "--no-locale", "--no-sync", "--no-instructions"],
+                "initdb",
+            )  # fmt: skip
+            options = (
+                f"-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={directory}"
+                " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+            )
+            _run(
+                [*prefix, str(bindir / "pg_ctl"), "start", "-D", str(data), "-l", str(log),
+                 "-o", options, "-w", "-t", str(int(START_TIMEOUT))],
+                "pg_ctl start",
+            )  # fmt: skip
+            started = True
+            _run(
+                [*prefix, str(bindir / "createdb"), "-h", "127.0.0.1", "-p", str(port),
+                 "-U", "postgres", database],
+                "createdb",
+            )  # fmt: skip
+        except ServiceError as exc:
+            raise ServiceError(f"{exc}\n--- postgres.log ---\n{tail(log)}") from None
         yield f"postgres://postgres@127.0.0.1:{port}/{database}"
-    except ServiceError as exc:
-        raise ServiceError(f"{exc}\n--- postgres.log ---\n{_tail(log)}") from None
     finally:
         if started:
             subprocess.run(

@@ -1,0 +1,171 @@
+"""`make cluster` for real: PostgreSQL, Redis, an emulator, two Daphne processes and nginx.
+
+Everything goes through nginx, as a browser's requests would: the sign-in, a chat answer
+streamed over a websocket (upgraded through the proxy), static files. nginx's access log names
+the upstream of each request, which shows that both processes take requests and that nginx
+served the static files itself. SIGINT to the orchestrator must leave no process behind.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from deploy.cluster import pid_alive
+from deploy.processes import free_port, port_open
+from tests.multiprocess.servers import ROOT, User, sign_in
+from tests.waiting import poll
+
+pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
+
+USERNAME, PASSWORD = "dana", "cluster-test-password"
+FAST = "emulator/chat?tokens_per_second=2000&ttft_ms=5"
+SHORT = "emulator/long?tokens_per_second=400&long_tokens=200"
+START_WITHIN = 40.0
+
+
+@dataclass(frozen=True)
+class Proxy:
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+@dataclass
+class Running:
+    process: subprocess.Popen[bytes]
+    output: Path
+    proxy: Proxy
+    state: dict[str, Any]
+    started_in: float
+
+    def access_log(self) -> str:
+        return (Path(self.state["directory"]) / "nginx-access.log").read_text()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    output = tmp_path_factory.mktemp("cluster") / "output.log"
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "PYTEST_"))}
+    env |= {"DJANGO_SUPERUSER_USERNAME": USERNAME, "DJANGO_SUPERUSER_PASSWORD": PASSWORD}
+    started = time.monotonic()
+    with output.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "deploy.cluster", "--port", str(port)],
+            cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+
+        def ready() -> re.Match[str] | None:
+            text = output.read_text(errors="replace")
+            assert process.poll() is None, f"the cluster exited:\n{text}"
+            return re.search(r"state: (\S+/cluster\.json)", text)
+
+        state_file = poll(ready, what="the cluster to be ready", within=START_WITHIN)[1]
+        state = orjson.loads(Path(state_file).read_bytes())
+        yield Running(process, output, Proxy(port), state, time.monotonic() - started)
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            process.wait(30)
+
+
+def test_prints_the_url_and_the_admin_login(cluster: Running) -> None:
+    text = cluster.output.read_text()
+    print(f"cluster ready in {cluster.started_in:.1f} s")
+    assert f"{cluster.proxy.url}/" in text
+    assert f"Created admin account {USERNAME!r}." in text
+
+
+async def test_streams_an_answer_over_a_websocket_through_nginx(cluster: Running) -> None:
+    user = User(sign_in(cluster.proxy, USERNAME, PASSWORD), cluster.state["database_url"])
+    conversation_id = await user.new_conversation(cluster.proxy, "Hello there", FAST)
+    await user.wait_idle(conversation_id)
+    async with user.socket(cluster.proxy, conversation_id) as socket:
+        generation_pk = await user.send(cluster.proxy, conversation_id, "Tell me of otters", SHORT)
+        stream = await socket.follow(generation_pk, within=20)
+    row = await user.generation(generation_pk)
+    assert row["status"] == "completed"
+    assert stream.done is not None
+    assert stream.done["status"] == "completed"
+    assert stream.gaps == []
+    assert len(stream.deltas) >= 3
+    assert stream.content == row["content"]
+    assert len(row["content"]) > 200
+    assert re.search(
+        r'"GET /ws/chat/ HTTP/1.1" 101 .* upstream=127\.0\.0\.1:\d+', cluster.access_log()
+    )
+
+
+def test_requests_reach_both_daphne_processes(cluster: Running) -> None:
+    with httpx.Client(base_url=cluster.proxy.url, timeout=10) as http:
+        for _ in range(4):
+            assert http.get("/accounts/login/").status_code == 200
+    served_by = {
+        int(port) for port in re.findall(r"upstream=127\.0\.0\.1:(\d+)", cluster.access_log())
+    }
+    assert served_by == set(cluster.state["daphne_ports"])
+
+
+def test_nginx_serves_the_collected_static_files_itself(cluster: Running) -> None:
+    response = httpx.get(f"{cluster.proxy.url}/static/chatapp/chat.js", timeout=10)
+    assert response.status_code == 200
+    assert response.content == (ROOT / "static" / "chatapp" / "chat.js").read_bytes()
+    assert response.headers["server"].startswith("nginx")
+    assert "max-age=3600" in response.headers["cache-control"]  # the static location's `expires`
+    # No upstream: nginx answered from the collected files.
+    static_line = r'"GET /static/chatapp/chat.js HTTP/1.1" 200 \d+ upstream=- '
+    assert re.search(static_line, cluster.access_log())
+
+
+def _process_tree(roots: set[int]) -> dict[int, str]:
+    """Every living process under `roots` (and the roots), by PID, with its name."""
+    parents: dict[int, int] = {}
+    names: dict[int, str] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            head, _, rest = stat.read_text().rpartition(")")
+        except OSError:
+            continue
+        pid = int(stat.parent.name)
+        parents[pid], names[pid] = int(rest.split()[1]), head.split("(", 1)[1]
+    tree = {pid for pid in roots if pid in names}
+    while grown := {pid for pid, parent in parents.items() if parent in tree} - tree:
+        tree |= grown
+    return {pid: names[pid] for pid in tree}
+
+
+def test_sigint_stops_every_process_it_started(cluster: Running) -> None:
+    """Last: it stops the cluster. PostgreSQL's postmaster is a root of its own (pg_ctl
+    detaches it); everything else descends from the orchestrator."""
+    tree = _process_tree({cluster.process.pid, cluster.state["pids"]["postgres"]})
+    names = sorted(tree.values())
+    assert {"nginx", "redis-server", "postgres", "daphne"} <= set(names), names
+    assert names.count("daphne") == 2, names
+    ports = [cluster.proxy.port, *cluster.state["daphne_ports"]]
+    for url in (cluster.state["database_url"], cluster.state["redis_url"]):
+        ports.append(int(re.search(r":(\d+)/", url)[1]))  # type: ignore[index]
+    assert all(port_open(port) for port in ports)
+
+    cluster.process.send_signal(signal.SIGINT)
+    assert cluster.process.wait(20) == 0
+    left = {pid: name for pid, name in tree.items() if pid_alive(pid)}
+    assert left == {}
+    assert not any(port_open(port) for port in ports)
+    assert not Path(cluster.state["directory"]).exists()
+    assert "Stopped." in cluster.output.read_text()
