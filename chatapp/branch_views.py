@@ -16,7 +16,7 @@ from django.views.decorators.http import require_POST
 
 from . import persistence
 from .turns import Turn, create_edit, select_version, shown_path
-from .views import _chosen, start_version
+from .views import _chosen, made_by, start_version
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -35,8 +35,9 @@ async def edit_message(request: AuthenticatedRequest, pk: int) -> HttpResponse:
 
     async def create(user: User, owner_channel: str) -> Turn:
         choice = await _chosen(model)
+        kind, images = await made_by(request, *choice)
         return await persistence.on_record_thread(
-            create_edit, user, pk, text, choice, owner_channel
+            create_edit, user, pk, text, choice, owner_channel, kind, images
         )
 
     return await start_version(request, create)

@@ -7,19 +7,25 @@ watch the consumer checks the user owns the conversation, joins its group (leavi
 before) and asks the worker of every running generation there for a snapshot, which the worker
 sends straight to this socket. After that it forwards the group's pre-encoded messages without
 decoding them. From the browser it also accepts `{"t": "snapshot", "g": id}` (after a gap) and
-`{"t": "stop", "g": id}`, for generations of conversations the user owns.
+`{"t": "stop", "g": id}`, for generations of conversations the user owns; another user's
+conversation or generation is answered as one that does not exist (`gone`). What a browser may
+send, and how much, is `ws_limits.py`'s: a bad message gets an `error` and the socket stays open;
+one that floods is closed with `ws_limits.CLOSE_TOO_FAST`.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+from django.urls import reverse
 
-from . import sweep, ws_protocol
-from .models import Conversation, Generation
+from . import layer_errors, stopping, sweep, ws_limits, ws_protocol
+from .models import Conversation, Generation, Message
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser, User
@@ -27,6 +33,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CLOSE_UNAUTHENTICATED = 4401
+CLOSE_LAYER_DOWN = 4503  # the channel layer (Redis) failed: the page reconnects and re-syncs
 
 
 class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels ships no types
@@ -38,6 +45,16 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
 
     user: User
     group: str | None = None
+    budget: ws_limits.MessageBudget
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except layer_errors.LAYER_DOWN as exc:
+            # Not a bug to log with its traceback (Daphne would, then close with 1011): this
+            # socket's channel is gone with the layer's server; a new socket gets a new one.
+            logger.warning("Closing a websocket: the channel layer failed (%s)", exc)
+            await send({"type": "websocket.close", "code": CLOSE_LAYER_DOWN})
 
     async def connect(self) -> None:
         user: User | AnonymousUser | None = self.scope.get("user")  # from AuthMiddlewareStack
@@ -45,6 +62,9 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         self.user = user
+        self.budget = ws_limits.MessageBudget(
+            settings.CHAT_WS_MESSAGES_PER_SECOND, settings.CHAT_WS_BURST
+        )
         sweep.ensure_sweeper()
         await self.accept()
 
@@ -61,17 +81,30 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
             await super().dispatch(message)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if not self.budget.take(time.monotonic()):
+            if self.budget.refused == 1:  # said once per flood, not once per message
+                await self._error(ws_limits.too_fast(self.budget.rate))
+            elif self.budget.refused > self.budget.burst:
+                logger.warning("Closing a websocket of %s: too many messages", self.user)
+                await self.close(code=ws_limits.CLOSE_TOO_FAST)
+            return
+        size = len(text_data if text_data is not None else bytes_data or b"")
+        if size > settings.CHAT_WS_MAX_MESSAGE:
+            await self._error(ws_limits.too_large(settings.CHAT_WS_MAX_MESSAGE))
+            return
         try:
-            message = orjson.loads(text_data or "")
-            kind = message["t"]
-            if kind == "watch":
-                await self._watch(int(message["c"]))
-            elif kind in ("snapshot", "stop"):
-                await self._generation_request(kind, int(message["g"]))
-            else:
-                raise KeyError(kind)
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-            logger.info("Ignoring a malformed websocket message: %.200r", text_data)
+            kind, pk = ws_limits.parse_command(text_data)
+        except ws_limits.BadCommand as exc:
+            logger.info("Refusing a websocket message (%s): %.200r", exc, text_data or bytes_data)
+            await self._error(str(exc))
+            return
+        if kind == "watch":
+            await self._watch(pk)
+        else:
+            await self._generation_request(kind, pk)
+
+    async def _error(self, text: str) -> None:
+        await self.send(text_data=orjson.dumps(ws_protocol.error(text)).decode())
 
     async def _watch(self, conversation_pk: int) -> None:
         owned = await Conversation.objects.filter(pk=conversation_pk, user=self.user).aexists()
@@ -97,18 +130,33 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
     ) -> None:
         row = (
             await Generation.objects.filter(pk=generation_pk, conversation__user=self.user)
-            .values_list("status", "owner_channel", "last_seq")
+            .values_list("status", "owner_channel", "last_seq", "message_id")
             .afirst()
         )
         if row is None:
+            gone = ws_protocol.generation_not_found(generation_pk)
+            await self.send(text_data=orjson.dumps(gone).decode())
             return
-        status, owner, seq = row
+        status, owner, seq, message_pk = row
+        if kind == "stop":  # the turn: a tool round's next generation may have replaced this one
+            await stopping.stop_turn(self.user, generation_pk)
         if status != Generation.Status.STREAMING:
             # Finished before this socket heard of it: tell the page to fetch the final render.
-            done = ws_protocol.done(generation_pk, seq, Generation.Status(status))
+            next_url = await _next_round_url(message_pk)
+            done = ws_protocol.done(generation_pk, seq, Generation.Status(status), next_url)
             await self.send(text_data=orjson.dumps(done).decode())
         elif kind == "snapshot" and owner:
             request = ws_protocol.snapshot_request(generation_pk, self.channel_name)
             await self.channel_layer.send(owner, request)
-        elif kind == "stop" and owner:
-            await self.channel_layer.send(owner, ws_protocol.cancel(generation_pk))
+
+
+async def _next_round_url(message_pk: int | None) -> str | None:
+    """The fragment URL of the tool round that continued the answer `message_pk`, if any: a page
+    that missed the answer's `done` (its socket was down) learns of the round after it here."""
+    if message_pk is None:
+        return None
+    rounds = Message.objects.filter(
+        parent_id=message_pk, role=Message.Role.ASSISTANT, generation__tool_round__gt=1
+    )
+    pk = await rounds.order_by("-pk").values_list("pk", flat=True).afirst()
+    return None if pk is None else reverse("chat:message", args=[pk])

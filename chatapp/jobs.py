@@ -43,6 +43,10 @@ class Job:
     """The `tools` sent upstream (their upstream schema), resolved when the turn was made."""
     tool_round: int = 1
     """Which round of its turn this generation is (`Generation.tool_round`)."""
+    image_count: int = 1
+    """How many images an image generation asks for (`n`); unused by the other kinds."""
+    user_pk: int = 0
+    """Whose turn it is: tools read this user's data only."""
 
 
 @dataclass(frozen=True, slots=True)

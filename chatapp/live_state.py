@@ -23,12 +23,14 @@ from gateway_client.events import (
     AudioOutput,
     Event,
     ImageOutput,
+    Meta,
     ReasoningDelta,
     TextDelta,
     ToolCallDelta,
 )
 
 from .attachments import MediaKind, image_attachment
+from .image_checks import MAX_PREVIEW_BYTES, MAX_PREVIEW_IMAGES, ImageRefused, checked_image
 from .live_blocks import BlockSettler, SettledChunk
 from .rendering import citation
 
@@ -50,6 +52,10 @@ class LiveState:
     _pending_text: int = 0  # characters of text and reasoning waiting in `pending`
     _pending_since: float = 0.0
     _pending_rich: bool = False
+    # The runs of the answer's tool calls (`tool_loop.CallRun.to_dict()` by index), once the
+    # stream has ended: all of them for a snapshot, those changed since the last delta for it.
+    tool_runs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    _pending_runs: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def ready(self, now: float) -> bool:
         """Whether the pending part should go out at `now` (seconds, any monotonic clock).
@@ -59,7 +65,7 @@ class LiveState:
         framing); the first output and anything but text go at once. A late tick sends more text,
         never more messages.
         """
-        if not self.pending:
+        if not self.pending and not self._pending_runs:
             return False
         return (
             self.seq == 0
@@ -80,6 +86,14 @@ class LiveState:
                         self.thinking_since = now
                 elif self.thinking_since is not None and self.thinking_until is None:
                     self.thinking_until = now
+            case ImageOutput(url=None, b64=str(b64)):
+                # An image stream's picture replaces the one before it for its index. It waits in
+                # `previews`, not `pending`: folded, it would count among the answer's attachments
+                # (whose bytes come with the final render), so a no-op event stands in for it.
+                if not self.preview_image(event.index, b64, partial=event.partial):
+                    return False
+                event = Meta(None, None)
+                self._pending_rich = True
             case ImageOutput():
                 if image_attachment(event) is None:  # previews, SVG, unsafe URLs: never shown
                     return False
@@ -100,6 +114,14 @@ class LiveState:
         self.pending.append(event)
         return True
 
+    def set_tool_run(self, run: dict[str, Any], now: float = 0.0) -> None:
+        """A tool call's run began or ended: browsers get it with the next delta, at once."""
+        if not self.pending and not self._pending_runs:
+            self._pending_since = now
+        self.tool_runs[run["index"]] = run
+        self._pending_runs[run["index"]] = run
+        self._pending_rich = True
+
     @classmethod
     def for_answer(cls, doc_id: str) -> LiveState:
         """The state of an answer whose blocks render as its final render will (`doc_id`, and
@@ -116,10 +138,12 @@ class LiveState:
         one, taken when the answer has ended, settles all the rest.
         """
         events = self.pending
-        if not events and not last:
+        runs = self._pending_runs
+        if not events and not runs and not last:
             return None
         rich = self._pending_rich
         self.pending = []
+        self._pending_runs = {}
         self._pending_text = 0
         self._pending_rich = False
         sent = self.sent
@@ -152,6 +176,9 @@ class LiveState:
             chunk = _joined(chunk, self.blocks.finish())
         if chunk is not None:
             delta["settled"] = chunk.to_wire()
+        if runs:
+            delta["tool_runs"] = list(runs.values())
+        delta.update(self.preview_delta())
         if not delta:
             return None
         self.seq += 1
@@ -182,10 +209,43 @@ class LiveState:
         """Everything sent so far, numbered: a browser may replace its copy with this."""
         settled = [0, self.blocks.settled, self.blocks.html]
         fields = {"seq": self.seq, **_visible(self.sent_part(), sparse=False), "settled": settled}
+        if self.tool_runs:
+            fields["tool_runs"] = list(self.tool_runs.values())
+        fields.update(self.preview_snapshot())
         thinking = self.thinking_ms(now)
         if thinking is not None:  # a page shows "Thinking… N s", or "Thought for N s"
             fields["thinking"] = [thinking, self.thinking_until is not None]
         return fields
+
+    # An image stream's newest picture of each image, `[index, data URL, partial]` by index: all
+    # of them for a snapshot (a reload mid-generation shows them), those changed for a delta.
+    previews: dict[int, list[object]] = field(default_factory=dict)
+    previews_due: set[int] = field(default_factory=set)
+
+    def preview_image(self, index: int, b64: str, *, partial: bool) -> bool:
+        """Keep `b64` as image `index`'s newest picture for browsers (a progress preview, or the
+        final one while the answer streams); False when it is not shown: not a raster image, or
+        over `MAX_PREVIEW_BYTES` (the channel layer carries it to every watching browser), or
+        beyond the first `MAX_PREVIEW_IMAGES` images (the index is the stream's to choose)."""
+        if not 0 <= index < MAX_PREVIEW_IMAGES:
+            return False
+        try:
+            image = checked_image(b64, MAX_PREVIEW_BYTES)
+        except ImageRefused:
+            return False
+        self.previews[index] = [index, image.data_url(), partial]
+        self.previews_due.add(index)
+        return True
+
+    def preview_delta(self) -> dict[str, object]:
+        """The pictures changed since the last delta, each once (the newest), for the next."""
+        due, self.previews_due = self.previews_due, set()
+        return {"previews": [self.previews[index] for index in sorted(due)]} if due else {}
+
+    def preview_snapshot(self) -> dict[str, object]:
+        if not self.previews:
+            return {}
+        return {"previews": [self.previews[index] for index in sorted(self.previews)]}
 
 
 def _joined(first: SettledChunk | None, second: SettledChunk | None) -> SettledChunk | None:

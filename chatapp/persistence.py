@@ -21,17 +21,19 @@ from typing import TYPE_CHECKING
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
-from . import attachments
+from . import attachments, tool_loop, turns
 from .costing import apply_reported, not_billed_reason, record_expected, settle_cost_now
-from .models import Conversation, Generation
+from .models import Conversation, Generation, Message, SpeechAudio
 from .rendering import citation
 
 if TYPE_CHECKING:
     from gateway_client.accumulator import Completion
     from gateway_client.errors import ErrorInfo
 
-    from .jobs import Outcome
+    from .jobs import Job, Outcome
     from .live_state import LiveState
+    from .reading_records import ReadingEnd
+    from .tool_loop import CallRun
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +90,8 @@ class FinalState:
     upstream_id: str
     cost_pending: bool
     record_expected: bool = False
+    next_job: Job | None = None
+    """The next round of the turn, created with this final state: its tool calls ran."""
 
 
 def _apply_stream_counts_and_cost(generation: Generation, completion: Completion) -> None:
@@ -110,9 +114,13 @@ def save_final(
     dialect: str | None = None,
     *,
     thinking_ms: int | None = None,
+    tool_runs: list[CallRun] | None = None,
+    next_round: bool = False,
 ) -> FinalState:
     """Write the terminal state in one transaction; returns what reconciliation needs.
-    `dialect`: the one the stream was read as (else the gateway's)."""
+    `dialect`: the one the stream was read as (else the gateway's). `tool_runs` are kept with
+    their calls; with `next_round` the turn's next generation is created in the same
+    transaction, so the conversation is never without a running answer between the two."""
     completion = outcome.completion
     now = timezone.now()
     with transaction.atomic():
@@ -128,7 +136,9 @@ def save_final(
         message = generation.answer
         message.content = sent.content
         message.reasoning = sent.reasoning
-        message.tool_calls = [call.to_dict() for call in sent.tool_calls]
+        message.tool_calls = tool_loop.stored_calls(
+            [call.to_dict() for call in sent.tool_calls], tool_runs
+        )
         message.annotations = (
             [{**citation(a), "raw": a.raw} for a in completion.annotations] if completion else []
         )
@@ -169,11 +179,28 @@ def save_final(
                 generation.cost_source = Generation.CostSource.PENDING
         generation.save()
         Conversation.objects.filter(pk=generation.conversation_id).update(updated_at=now)
+        next_job = None
+        if next_round and outcome.status == Generation.Status.COMPLETED:
+            next_job = _next_round(message, generation)
     return FinalState(
         upstream_id=generation.upstream_id,
         cost_pending=generation.cost_source == Generation.CostSource.PENDING,
         record_expected=record_expected(generation),
+        next_job=next_job,
     )
+
+
+def _next_round(message: Message, generation: Generation) -> Job | None:
+    """The turn's next round, or None (logged) when it cannot start (its gateway turned off): in
+    a savepoint, so that the answer's own final state is written whatever happens here."""
+    try:
+        with transaction.atomic():
+            return turns.create_tool_round(message, generation).job
+    except (OperationalError, InterfaceError):
+        raise  # the whole write is retried
+    except Exception:
+        logger.exception("Generation %s: its next tool round could not start", generation.pk)
+        return None
 
 
 def _apply_error(generation: Generation, error: ErrorInfo) -> None:
@@ -213,3 +240,63 @@ def mark_interrupted(generation_pks: list[int]) -> list[tuple[int, int, int]]:
             generation.save()
             done.append((generation.pk, generation.conversation_id, generation.last_seq))
     return done
+
+
+# --- Readings (Read aloud: `reading_stream`) --------------------------------------------------
+
+
+@_on_final_thread
+def save_reading(generation_pk: int, end: ReadingEnd) -> FinalState:
+    """A reading's terminal state and the audio it received, in one transaction."""
+    now = timezone.now()
+    with transaction.atomic():
+        generation = (
+            Generation.objects.select_for_update(of=("self",))
+            .select_related("gateway")
+            .filter(pk=generation_pk, kind=Generation.Kind.SPEECH)
+            .first()
+        )
+        if generation is None:  # the conversation was deleted while it played
+            return FinalState(upstream_id="", cost_pending=False)
+        generation.status = end.status
+        generation.finished_at = now
+        generation.heartbeat_at = now
+        generation.ttft_ms = end.ttft_ms
+        if end.ttft_ms is not None:
+            generation.first_token_at = generation.started_at + timedelta(milliseconds=end.ttft_ms)
+        generation.upstream_id = end.upstream_id[:200]
+        generation.request_id = end.request_id[:200]
+        if end.error is not None:
+            _apply_error(generation, end.error)
+        if generation.cost is None:
+            free = not_billed_reason(generation, bool(end.audio))
+            if free is not None:
+                generation.cost_source = Generation.CostSource.NOT_BILLED
+                generation.cost_note = free
+            else:
+                generation.cost_source = Generation.CostSource.PENDING
+        generation.save()
+        if end.audio:
+            SpeechAudio.objects.update_or_create(
+                generation=generation, defaults={"media_type": end.media_type, "data": end.audio}
+            )
+    return FinalState(
+        upstream_id=generation.upstream_id,
+        cost_pending=generation.cost_source == Generation.CostSource.PENDING,
+        record_expected=record_expected(generation),
+    )
+
+
+@_on_final_thread
+def mark_readings_interrupted(generation_pks: list[int]) -> int:
+    """Interrupt the given readings if still streaming (their process died); how many."""
+    now = timezone.now()
+    return Generation.objects.filter(
+        pk__in=generation_pks, kind=Generation.Kind.SPEECH, status=STREAMING
+    ).update(
+        status=Generation.Status.INTERRUPTED,
+        finished_at=now,
+        error_type="interrupted",
+        error_message="The server stopped while reading this answer aloud.",
+        cost_source=Generation.CostSource.PENDING,  # a reading's cost is never known mid-way
+    )

@@ -9,8 +9,11 @@ filter stopped or withheld the answer.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from . import tools
 from .models import Generation
 from .turns import larger_budget
 from .units import CostUnit, Money
@@ -109,7 +112,54 @@ def finish_note(generation: Generation) -> FinishNote | None:
                 "A content filter (the gateway's or the model provider's) withheld the answer,"
                 " so there is nothing to show."
             )
+    statuses = {call.get("status") for call in message.tool_calls}
+    if "not_run" in statuses:
+        return FinishNote(
+            f"Stopped after {generation.tool_round} rounds of tool calls, this app's limit:"
+            " the model's last calls were not run."
+        )
+    if "cancelled" in statuses:
+        return FinishNote("Stopped while the tools ran; the model was not sent their results.")
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallView:
+    """One tool call as its pane shows it (chat.js draws a live one the same way)."""
+
+    name: str
+    status: str  # "" while the model is still writing it; then `tool_loop.CallRun.status`
+    status_text: str
+    arguments: str
+    invalid: bool  # ran, and its arguments were not a JSON object
+    result: str
+
+
+_STATUS_WORDS = {
+    "running": "running…",
+    "done": "done",
+    "error": "error",
+    "cancelled": "cancelled",
+    "not_run": "not run",
+}
+
+
+def tool_call_view(call: Mapping[str, Any]) -> ToolCallView:
+    status = str(call.get("status") or "")
+    raw = str(call.get("arguments") or "")
+    arguments, valid = (raw, True) if not status else tools.pretty_arguments(raw)
+    words = _STATUS_WORDS.get(status, "")
+    duration = call.get("duration_ms")
+    if words and isinstance(duration, int) and status in ("done", "error"):
+        words += f" · {duration:,} ms"
+    return ToolCallView(
+        name=str(call.get("name") or "tool"),
+        status=status,
+        status_text=words,
+        arguments=arguments,
+        invalid=not valid,
+        result=str(call.get("result") or ""),
+    )
 
 
 def money(generation: Generation) -> Money | None:
@@ -137,6 +187,15 @@ def format_cost(generation: Generation) -> str:
     return "cost unknown"
 
 
+def _images_made(generation: Generation) -> list[str]:
+    """How many images an image generation was billed for (its usage's `output_images`)."""
+    usage = generation.usage if isinstance(generation.usage, dict) else {}
+    count = usage.get("output_images")
+    if not isinstance(count, int) or isinstance(count, bool):
+        return []
+    return [f"{count} image{'' if count == 1 else 's'}"]
+
+
 def token_counts(generation: Generation, separator: str) -> str:
     """ "11 in · 42 out (7 reasoning) · 5 cached" (with `separator`), or "" when not reported."""
     if generation.total_tokens is None:
@@ -152,7 +211,9 @@ def token_counts(generation: Generation, separator: str) -> str:
 def meta_items(generation: Generation) -> list[str]:
     items = [generation.served_model or generation.model]
     tokens = token_counts(generation, " · ")
-    if tokens:
+    if generation.kind == Generation.Kind.IMAGE:
+        items += _images_made(generation)  # an image stream's token counts are all 0
+    elif tokens:
         items.append(tokens + " tokens")
     items.append(format_cost(generation))
     if generation.ttft_ms is not None:

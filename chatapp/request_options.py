@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateway_client.dialects import guess_dialect
 
-from . import gateway
+from . import gateway, tools
 from .models import AnswerSettings, ChatDefaults
 
 if TYPE_CHECKING:
@@ -32,15 +32,22 @@ __all__ = [
     "FIELDS",
     "REASONING_DIALECTS",
     "RequestOptions",
+    "default_options",
     "defaults_for",
     "dialect_of",
     "options_for",
     "stream_arguments",
     "summary",
+    "upstream_tools",
 ]
 
 REASONING_DIALECTS = frozenset({"numes"})
 """The dialects whose docs describe a request's reasoning control."""
+
+NO_TOOL_DIALECTS = frozenset({"tiny"})
+"""The dialects whose docs describe no tool calls (tiny-3b): they are offered no tools. Numes,
+Osmexo and Nodul document `delta.tool_calls`; a gateway of unknown dialect is offered them too,
+since every OpenAI-compatible gateway takes the field."""
 
 Effort = AnswerSettings.ReasoningEffort
 
@@ -74,11 +81,16 @@ def options_for(settings_row: AnswerSettings) -> RequestOptions:
     return RequestOptions(**values)
 
 
-def defaults_for(user: User) -> dict[str, Any]:
-    """The field values a new conversation of `user` starts with: their `ChatDefaults`, or the
+def default_options(user: User) -> RequestOptions:
+    """The options a new conversation of `user` starts with: their `ChatDefaults`, or the
     gateway's defaults when they set none. Database work: call off the event loop."""
     row = ChatDefaults.objects.filter(user=user).first()
-    options = options_for(row) if row is not None else RequestOptions()
+    return options_for(row) if row is not None else RequestOptions()
+
+
+def defaults_for(user: User) -> dict[str, Any]:
+    """`default_options` as the field values of a new conversation's row."""
+    options = default_options(user)
     values = {name: getattr(options, name) for name in FIELDS}
     values["tools"] = list(options.tools)  # a JSON list on the row
     return values
@@ -89,10 +101,12 @@ def stream_arguments(
     dialect: str | None,
     messages: list[dict[str, Any]],
     max_tokens: int | None = None,
+    tools: tuple[dict[str, Any], ...] = (),
 ) -> dict[str, Any]:
     """`GatewayClient.stream_chat`'s keywords (all but `model`) for `messages` under `options` on
     a gateway of `dialect` (None or "": unknown, so only what every gateway takes). `max_tokens`,
-    a generation's own budget (a "Continue with a larger budget"), overrides the options'."""
+    a generation's own budget (a "Continue with a larger budget"), overrides the options';
+    `tools` are the `upstream_tools` resolved when the turn was made."""
     options = options or RequestOptions()
     if options.system_prompt:
         messages = [{"role": "system", "content": options.system_prompt}, *messages]
@@ -104,7 +118,17 @@ def stream_arguments(
         arguments["temperature"] = options.temperature
     if options.reasoning_effort and dialect in REASONING_DIALECTS:
         arguments["reasoning"] = {"effort": options.reasoning_effort}
+    if tools:
+        arguments["tools"] = list(tools)
     return arguments
+
+
+def upstream_tools(options: RequestOptions, dialect: str) -> tuple[dict[str, Any], ...]:
+    """The `tools` a request under `options` offers on a gateway of `dialect`: the tools chosen
+    that an admin has not turned off, in the gateways' schema. Database work."""
+    if not options.tools or dialect in NO_TOOL_DIALECTS:
+        return ()
+    return tuple(tools.upstream_tools(tools.offered(options.tools)))
 
 
 def dialect_of(gateway_pk: int | None) -> str:
@@ -118,8 +142,9 @@ def dialect_of(gateway_pk: int | None) -> str:
 
 def summary(options: RequestOptions, dialect: str | None) -> str:
     """What applies, in one short line: "System prompt · temperature 0.7 · max 2,048 tokens ·
-    effort high", or "Gateway defaults". On a gateway of `dialect` ("": unknown) an effort it is
-    not sent says so; None: no gateway in particular (a user's defaults)."""
+    effort high · tools: calculator, date and time", or "Gateway defaults". On a gateway of
+    `dialect` ("": unknown) an effort or tools it is not sent say so; None: no gateway in
+    particular (a user's defaults). Tools an admin turned off are left out: reads the database."""
     parts = []
     if options.system_prompt:
         parts.append("System prompt")
@@ -132,4 +157,9 @@ def summary(options: RequestOptions, dialect: str | None) -> str:
         if dialect is not None and dialect not in REASONING_DIALECTS:
             effort += " (not sent: Numes only)"
         parts.append(effort)
+    if options.tools and (offered := tools.offered(options.tools)):
+        listed = "tools: " + ", ".join(tool.title.lower() for tool in offered)
+        if dialect in NO_TOOL_DIALECTS:
+            listed += " (not sent: tiny-3b takes none)"
+        parts.append(listed)
     return " · ".join(parts) or "Gateway defaults"

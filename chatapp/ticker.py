@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
-from . import writer, ws_protocol
+from . import layer_errors, writer, ws_protocol
 
 if TYPE_CHECKING:
     from .worker import GenerationWorker
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _tickers: dict[asyncio.AbstractEventLoop, Ticker] = {}
+EARLY_CANCEL_FOR = 60.0  # seconds a Stop for a worker not yet added is kept for it
 
 
 class Ticker:
@@ -37,6 +38,9 @@ class Ticker:
         self.layer = layer
         self.workers: dict[int, GenerationWorker] = {}
         self._batch: asyncio.Future[bool] | None = None
+        # Stops that came for a generation of this process before its worker was added (a
+        # tool round's next generation is on record a moment before it runs): key -> when.
+        self._early_cancels: dict[int, float] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
@@ -49,6 +53,8 @@ class Ticker:
 
     def add(self, worker: GenerationWorker) -> None:
         self.workers[worker.job.generation_pk] = worker
+        if self._early_cancels.pop(worker.job.generation_pk, None) is not None:
+            worker.cancel()
 
     def remove(self, worker: GenerationWorker) -> None:
         self.workers.pop(worker.job.generation_pk, None)
@@ -96,12 +102,19 @@ class Ticker:
     # --- Control messages -------------------------------------------------------------------------
 
     async def _listen_forever(self) -> None:
+        pause = 0.0  # grows while the layer is down: a failing receive returns at once
         while True:
             try:
                 message = await self.layer.receive(self.channel)
                 await self._control(message)
+                pause = 0.0
             except asyncio.CancelledError:
                 raise
+            except layer_errors.LAYER_DOWN as exc:
+                if not pause:
+                    logger.warning("The channel layer is down; control messages wait (%s)", exc)
+                pause = min(pause * 2 or 0.05, 1.0)
+                await asyncio.sleep(pause)
             except Exception:
                 logger.exception("A control message failed")
 
@@ -111,10 +124,19 @@ class Ticker:
             case ws_protocol.CANCEL:
                 if worker is not None:
                     worker.cancel()
+                elif isinstance(message.get("g"), int):
+                    self._remember_cancel(message["g"])
             case ws_protocol.SNAPSHOT_REQUEST:
                 reply_to = message.get("reply_to")
                 if worker is not None and reply_to:
                     await worker.send_snapshot(reply_to)
+
+    def _remember_cancel(self, generation_pk: int) -> None:
+        now = asyncio.get_running_loop().time()
+        for pk, when in list(self._early_cancels.items()):
+            if now - when > EARLY_CANCEL_FOR:
+                del self._early_cancels[pk]
+        self._early_cancels[generation_pk] = now
 
 
 async def ticker() -> Ticker:

@@ -8,7 +8,8 @@ descendant when it has any). Every new turn makes its answer the leaf; switching
 makes that version's newest descendant the leaf. The context of an answer is the path down to
 its parent, whatever the page showed: answers without text (a failure before any token) are left
 out, reasoning details go back unchanged, as Numes requires for signed or encrypted reasoning, and
-tool calls are not sent back since the app runs no tools. One answer is written per conversation at
+tool calls that ran go back with their results. A turn that calls tools is a chain of answers,
+each round's after the one before (`create_tool_round`). One answer is written per conversation at
 a time: a turn started while another streams would read the half-written one as context, so it is
 refused (the conversation row is locked while that is checked).
 
@@ -28,7 +29,7 @@ from django.db import transaction
 from django.http import Http404
 from django.utils import timezone
 
-from . import request_options
+from . import request_options, tool_loop
 from .errors import ChatAppError
 from .gateway import GatewayConfig, config_for
 from .jobs import Job
@@ -156,18 +157,27 @@ def shown(message: Message) -> ShownMessage:
 
 
 def context_for(conversation: Conversation, before: Message) -> list[dict[str, Any]]:
-    """The messages to send for the answer `before`: its path from the root, `before` excluded."""
+    """The messages to send for the answer `before`: its path from the root, `before` excluded.
+    An answer whose tool calls ran is followed by their results (`tool_loop.context_messages`)."""
     path = _Tree(conversation.pk).path(before.parent_id)
-    messages = Message.objects.only("role", "content", "reasoning_details").in_bulk(path)
+    fields = ("role", "content", "reasoning_details", "tool_calls")
+    messages = Message.objects.only(*fields).in_bulk(path)
     context: list[dict[str, Any]] = []
     for message in (messages[pk] for pk in path):
         if message.role == Message.Role.USER:
             context.append({"role": "user", "content": message.content})
-        elif message.content or message.reasoning_details:
-            answer: dict[str, Any] = {"role": "assistant", "content": message.content}
+            continue
+        calls, results = tool_loop.context_messages(message.tool_calls)
+        if message.content or message.reasoning_details or calls:
+            # OpenAI's form: no text beside the calls is `null`, not an empty string.
+            text = message.content or (None if calls else "")
+            answer: dict[str, Any] = {"role": "assistant", "content": text}
             if message.reasoning_details:
                 answer["reasoning_details"] = message.reasoning_details
+            if calls:
+                answer["tool_calls"] = calls
             context.append(answer)
+            context.extend(results)
     return context
 
 
@@ -181,7 +191,9 @@ def _idle_conversation(user: User, conversation_id: int) -> Conversation:
     # One whose worker died (a crash, a restart) stops beating: it is not waited for, even before
     # the sweep marks it interrupted.
     silent = Generation.silent_since(timezone.now() - timedelta(seconds=settings.CHAT_STALE_AFTER))
-    running = conversation.generations.filter(status=Generation.Status.STREAMING)
+    running = conversation.generations.filter(status=Generation.Status.STREAMING).exclude(
+        kind=Generation.Kind.SPEECH  # a reading aloud writes no answer
+    )
     if running.exclude(silent).exists():
         raise TurnError(BUSY)
     return conversation
@@ -205,12 +217,21 @@ def _start(
     parent_pk: int | None,
     user_message: Message | None = None,
     max_tokens: int | None = None,
+    kind: Generation.Kind = Generation.Kind.CHAT,
+    image_count: int = 1,
 ) -> Turn:
-    """A generation answering `parent_pk` (a user message), its answer the leaf shown, asked
-    with the conversation's request options (a larger budget of its own wins)."""
+    """A generation answering `parent_pk` (a user message, or an answer whose tool calls ran: the
+    next round of its turn), its answer the leaf shown, asked with the conversation's request
+    options (a larger budget of its own wins) and the tools they choose."""
     options = request_options.options_for(conversation)
     if max_tokens is None:
         max_tokens = options.max_tokens
+    previous_round = None
+    if parent_pk is not None:  # a tool round's answer is the parent of the next round's
+        rounds = Generation.objects.filter(message_id=parent_pk).values_list("tool_round")
+        previous_round = rounds.first()
+    tool_round = 1 if previous_round is None else previous_round[0] + 1
+    tools = request_options.upstream_tools(options, request_options.dialect_of(gateway.pk))
     assistant = Message.objects.create(
         conversation=conversation, role=Message.Role.ASSISTANT, parent_id=parent_pk
     )
@@ -221,6 +242,8 @@ def _start(
         model=model,
         max_tokens=max_tokens,
         owner_channel=owner_channel,
+        tool_round=tool_round,
+        kind=kind,
     )
     conversation.gateway_id = gateway.pk
     conversation.model = model
@@ -236,6 +259,11 @@ def _start(
         owner_channel=owner_channel,
         max_tokens=max_tokens,
         options=options,
+        tools=tools,
+        tool_round=tool_round,
+        user_pk=conversation.user_id,
+        kind=kind,
+        image_count=image_count,
     )
     return Turn(conversation, assistant, generation, job, user_message)
 
@@ -247,6 +275,8 @@ def checked_message(text: str, model: str) -> str:
         raise TurnError("Write a message first.")
     if len(text) > MAX_MESSAGE_CHARS:
         raise TurnError(f"The message is too long (at most {MAX_MESSAGE_CHARS:,} characters).")
+    if "\x00" in text:  # PostgreSQL cannot store it
+        raise TurnError("The message contains a NUL character (U+0000); remove it and send again.")
     if not model:
         raise TurnError("Choose a model first.")
     return text
@@ -265,9 +295,12 @@ def create_turn(
     owner_channel: str,
     gateway: GatewayConfig | None = None,
     after: int | None = None,
+    kind: Generation.Kind = Generation.Kind.CHAT,
+    image_count: int = 1,
 ) -> Turn:
     """The user's message and a generation answering it (`gateway` None: the default one). A
-    follow-up comes after `after`, the last message the page shows (None: the leaf shown)."""
+    follow-up comes after `after`, the last message the page shows (None: the leaf shown). An
+    image generation (`kind`) asks for `image_count` images."""
     text = checked_message(text, model)
     with transaction.atomic():
         parent_pk = None
@@ -290,14 +323,30 @@ def create_turn(
             conversation=conversation, role=Message.Role.USER, content=text, parent_id=parent_pk
         )
         gateway = gateway or config_for(None)
-        return _start(conversation, gateway, model, owner_channel, question.pk, question)
+        return _start(
+            conversation,
+            gateway,
+            model,
+            owner_channel,
+            question.pk,
+            question,
+            kind=kind,
+            image_count=image_count,
+        )
 
 
 def create_edit(
-    user: User, message_id: int, text: str, choice: tuple[GatewayConfig, str], owner_channel: str
+    user: User,
+    message_id: int,
+    text: str,
+    choice: tuple[GatewayConfig, str],
+    owner_channel: str,
+    kind: Generation.Kind = Generation.Kind.CHAT,
+    image_count: int = 1,
 ) -> Turn:
     """A new version of the user's message `message_id` (its sibling, with `text`) and a
-    generation answering it with the gateway and model chosen."""
+    generation answering it with the gateway and model chosen (an image generation of
+    `image_count` images for an image model: `kind`)."""
     gateway, model = choice
     text = checked_message(text, model)
     with transaction.atomic():
@@ -309,7 +358,16 @@ def create_edit(
             content=text,
             parent_id=original.parent_id,
         )
-        return _start(conversation, gateway, model, owner_channel, question.pk, question)
+        return _start(
+            conversation,
+            gateway,
+            model,
+            owner_channel,
+            question.pk,
+            question,
+            kind=kind,
+            image_count=image_count,
+        )
 
 
 def create_retry(
@@ -317,16 +375,46 @@ def create_retry(
     message_id: int,
     choice: tuple[GatewayConfig, str] | str | None,
     owner_channel: str,
+    kind: Generation.Kind = Generation.Kind.CHAT,
+    image_count: int = 1,
 ) -> Turn:
     """A new version of the answer `message_id` (its sibling, answering the same question from
-    the same context), with the gateway and model chosen (a bare model: on the answer's gateway;
-    None: the answer's model too)."""
+    the same context), with the gateway and model chosen and what they make of it (`kind`,
+    `image_count`); a bare model: on the answer's gateway, and None: the answer's model too, each
+    making what the answer was (an image generation again makes as many images)."""
     with transaction.atomic():
         answer = _finished_answer(user, message_id)
         conversation = _idle_conversation(user, answer.conversation_id)
         if not isinstance(choice, tuple):
             choice = (config_for(answer.generation.gateway_id), choice or answer.generation.model)
-        return _start(conversation, *choice, owner_channel, answer.parent_id)
+            kind = Generation.Kind(answer.generation.kind)
+            images = [item for item in answer.attachments if item.get("kind") == "image"]
+            image_count = max(1, len(images))
+        return _start(
+            conversation,
+            *choice,
+            owner_channel,
+            answer.parent_id,
+            kind=kind,
+            image_count=image_count,
+        )
+
+
+def create_tool_round(answer: Message, generation: Generation) -> Turn:
+    """The next round of a turn whose answer `answer` (written by `generation`) had its tool
+    calls run: a new answer after it, continuing from their results, on the same gateway and
+    model with the same budget. Called inside the transaction that writes `answer`'s final state,
+    so no other turn can start between the two."""
+    conversation = Conversation.objects.select_for_update().get(pk=answer.conversation_id)
+    gateway = config_for(generation.gateway_id)
+    return _start(
+        conversation,
+        gateway,
+        generation.model,
+        generation.owner_channel,
+        answer.pk,
+        max_tokens=generation.max_tokens,
+    )
 
 
 def larger_budget(generation: Generation) -> int | None:

@@ -8,7 +8,7 @@ the event loop.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -20,17 +20,29 @@ from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect, push_url, reswap, retarget
 
-from . import attachments, library_views, persistence, sweep, worker, ws_protocol
+from . import (
+    attachments,
+    image_models,
+    library_views,
+    persistence,
+    rate_limits,
+    stopping,
+    sweep,
+    user_text,
+    worker,
+    ws_protocol,
+)
 from .gateway import (
     GatewayConfig,
     GatewayModels,
     GatewayUnavailable,
     aconfig_for,
     catalog,
+    list_models,
     parse_choice,
 )
 from .models import Conversation, Generation, Message
-from .request_options import RequestOptions, defaults_for
+from .request_options import RequestOptions, default_options, dialect_of, upstream_tools
 from .spend import conversation_spend, month_spend
 from .turns import (
     ShownMessage,
@@ -149,6 +161,24 @@ async def _chosen(value: str) -> tuple[GatewayConfig, str]:
     return await aconfig_for(gateway_pk), model
 
 
+def _new_chat_options(
+    user: User, config: GatewayConfig
+) -> tuple[RequestOptions, tuple[dict[str, Any], ...]]:
+    """What a new chat's first request is sent with: the user's defaults and the tools they
+    choose, as the conversation will copy them (`turns.create_turn`)."""
+    options = default_options(user)
+    return options, upstream_tools(options, dialect_of(config.pk))
+
+
+async def made_by(
+    request: HttpRequest, config: GatewayConfig, model: str
+) -> tuple[Generation.Kind, int]:
+    """What `model` makes of a turn (an image generation for an image model, else a chat
+    answer), and how many images the composer asks for."""
+    kind = image_models.kind_of(config, model, (await list_models(config))[0])
+    return kind, image_models.image_count(request.POST.get("images", ""))
+
+
 @login_required
 @require_POST
 async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> HttpResponse:
@@ -157,21 +187,32 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
     text = request.POST.get("content", "")
     early = None
     try:
+        await rate_limits.check_generation_start(user)
         config, model = await _chosen(request.POST.get("model", ""))
-        if pk is None:
+        kind, images = await made_by(request, config, model)
+        if pk is None and kind == Generation.Kind.CHAT:
             # A new chat's context is its one message: send it upstream now, so the rows are
             # written while the gateway prepares its first token.
             # With the options the conversation will copy from the user's defaults.
-            options = RequestOptions(**await sync_to_async(defaults_for)(user))
+            options, tools = await sync_to_async(_new_chat_options)(user, config)
             context = first_context(checked_message(text, model))
-            early = worker.open_early(config, model, context, options=options)
+            early = worker.open_early(config, model, context, options=options, tools=tools)
         turn = await persistence.on_record_thread(
-            create_turn, user, pk, text, model, owner_channel, config, _after(request)
+            create_turn,
+            user,
+            pk,
+            text,
+            model,
+            owner_channel,
+            config,
+            _after(request),
+            kind,
+            images,
         )
     except BaseException as exc:
         if early is not None:  # no generation will read it: cancel the request upstream
             await early.aclose()
-        if isinstance(exc, TurnError | GatewayUnavailable):
+        if isinstance(exc, TurnError | GatewayUnavailable | rate_limits.RateLimited):
             return await sync_to_async(_composer_error)(request, str(exc))
         raise
     worker.start(turn.job, early=early)
@@ -201,8 +242,9 @@ async def start_version(
     user = await request.auser()
     owner_channel = await worker.owner_channel()
     try:
+        await rate_limits.check_generation_start(user)
         turn = await create(user, owner_channel)
-    except (TurnError, GatewayUnavailable) as exc:
+    except (TurnError, GatewayUnavailable, rate_limits.RateLimited) as exc:
         return await sync_to_async(_composer_error)(request, str(exc))
     worker.start(turn.job)
     response = await sync_to_async(_render_turn)(request, turn)
@@ -216,8 +258,13 @@ async def retry(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     value = request.POST.get("model", "")
 
     async def create(user: User, owner_channel: str) -> Turn:
-        choice = await _chosen(value) if value else None
-        return await persistence.on_record_thread(create_retry, user, pk, choice, owner_channel)
+        if not value:
+            return await persistence.on_record_thread(create_retry, user, pk, None, owner_channel)
+        choice = await _chosen(value)
+        kind, images = await made_by(request, *choice)
+        return await persistence.on_record_thread(
+            create_retry, user, pk, choice, owner_channel, kind, images
+        )
 
     return await start_version(request, create)
 
@@ -236,14 +283,9 @@ async def continue_answer(request: AuthenticatedRequest, pk: int) -> HttpRespons
 @login_required
 @require_POST
 async def stop(request: AuthenticatedRequest, pk: int) -> HttpResponse:
-    """Ask the generation's worker, in whatever process it runs, to close the upstream stream."""
-    user = await request.auser()
-    generation = await Generation.objects.filter(pk=pk, conversation__user=user).afirst()
-    if generation is None:
+    """Stop the generation's turn, in whatever process it runs (`stopping.stop_turn`)."""
+    if not await stopping.stop_turn(await request.auser(), pk):
         raise Http404("No such generation.")
-    if generation.is_running and generation.owner_channel:
-        layer = ws_protocol.channel_layer()
-        await layer.send(generation.owner_channel, ws_protocol.cancel(generation.pk))
     return HttpResponse(status=204)
 
 
@@ -283,7 +325,7 @@ def message_source(request: AuthenticatedRequest, pk: int) -> HttpResponse:
 @require_POST
 def rename(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     conversation = get_object_or_404(Conversation, pk=pk, user=request.user)
-    title = " ".join(request.POST.get("title", "").split())[:200]
+    title = user_text.one_line(request.POST.get("title", ""))[:200]
     if title:
         conversation.title = title
         conversation.save(update_fields=["title", "updated_at"])
@@ -319,19 +361,24 @@ async def delete(request: AuthenticatedRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def attachment(request: AuthenticatedRequest, pk: int, index: int) -> HttpResponse:
-    """A file or audio clip the gateway sent, from our origin and never rendered as a page here:
-    audio in a playable type for the page's player, anything else as bytes; always a download,
-    with nosniff and a sandboxing CSP in case a browser is talked into showing it anyway."""
+    """A file, audio clip or generated image the gateway sent, from our origin and never rendered
+    as a page here: an image in the raster type its bytes say, audio in a playable type for the
+    page's player, anything else as bytes to download; always with nosniff and a sandboxing CSP
+    in case a browser is talked into showing it as something else."""
     message = get_object_or_404(Message, pk=pk, conversation__user=request.user)
     items = message.attachments if isinstance(message.attachments, list) else []
     item = items[index] if index < len(items) and isinstance(items[index], dict) else {}
     data = attachments.decoded(item)
     if data is None:
         raise Http404("No such attachment.")
-    media_type = attachments.playable_type(item) or "application/octet-stream"
+    image_type = attachments.served_image_type(item, data)
+    media_type = image_type or attachments.playable_type(item) or "application/octet-stream"
     filename = attachments.safe_filename(item.get("filename"), f"attachment-{index}")
     response = HttpResponse(data, content_type=media_type)
-    response["Content-Disposition"] = content_disposition_header(True, filename)
+    # A checked raster image opens in a tab when clicked through; everything else downloads.
+    disposition = content_disposition_header(image_type is None, filename)
+    if disposition is not None:
+        response["Content-Disposition"] = disposition
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
     response["Cache-Control"] = "private"

@@ -19,6 +19,9 @@ import logging
 from collections.abc import Awaitable
 from typing import Any
 
+from django.conf import settings
+from django.urls import reverse
+
 from gateway_client import EventStream, GatewayClient
 from gateway_client.errors import (
     ConnectError,
@@ -29,14 +32,18 @@ from gateway_client.errors import (
     StatusError,
 )
 
-from . import persistence, reconcile, ws_protocol
+from . import layer_errors, log_context, persistence, reconcile, tool_loop, ws_protocol
 from .gateway import GatewayConfig, shared_client
+from .image_models import image_prompt
 from .jobs import Job, Outcome, Status
 from .live_state import LiveState
+from .models import Generation
 from .persistence import FinalState
 from .rendering import doc_id_for
 from .request_options import RequestOptions, stream_arguments
 from .ticker import Ticker, current_ticker, ticker
+from .tool_loop import CallRun
+from .tools.base import ToolContext
 from .writer import PartialRow
 
 logger = logging.getLogger(__name__)
@@ -82,8 +89,9 @@ class EarlyStream:
         messages: list[dict[str, Any]],
         max_tokens: int | None = None,
         options: RequestOptions | None = None,
+        tools: tuple[dict[str, Any], ...] = (),
     ) -> None:
-        arguments = stream_arguments(options, gw.dialect, messages, max_tokens)
+        arguments = stream_arguments(options, gw.dialect, messages, max_tokens, tools)
         self.stream = gw.stream_chat(model=model, **arguments)
         self._opening = asyncio.get_running_loop().create_task(
             self.stream.__aenter__(), context=contextvars.Context()
@@ -112,9 +120,10 @@ def open_early(
     messages: list[dict[str, Any]],
     max_tokens: int | None = None,
     options: RequestOptions | None = None,
+    tools: tuple[dict[str, Any], ...] = (),
 ) -> EarlyStream:
     """Send a generation's upstream request now, on its gateway's shared client."""
-    return EarlyStream(shared_client(config), model, messages, max_tokens, options)
+    return EarlyStream(shared_client(config), model, messages, max_tokens, options, tools)
 
 
 class GenerationWorker:
@@ -141,12 +150,19 @@ class GenerationWorker:
     # --- Lifecycle --------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Stream to a terminal state, persist it, tell the browsers, then reconcile the cost."""
+        """Stream to a terminal state, run the tool calls it asks for, persist it (starting the
+        turn's next round when the calls ran), tell the browsers, then reconcile the cost."""
+        log_context.bind_generation(self.job.generation_pk, self.job.conversation_pk)
         gw = shared_client(self.config)
         self.ticker.add(self)
         try:
             outcome = await self._stream_until_done_or_cancelled(gw)
-            final = await self._finish(outcome)
+            try:
+                runs = await self._run_tools(outcome)
+            except Exception:  # the answer that asked is kept, and ends; the turn goes no further
+                logger.exception("Generation %s: running its tools failed", self.job.generation_pk)
+                runs = None
+            final = await self._finish(outcome, runs)
         finally:
             self.ticker.remove(self)
         if final.cost_pending:
@@ -207,10 +223,55 @@ class GenerationWorker:
     def _open(self, gw: GatewayClient) -> EventStream:
         """The upstream request for this generation's kind."""
         job = self.job
+        if job.kind == Generation.Kind.IMAGE:
+            prompt = image_prompt(job.messages)
+            return gw.stream_images(model=job.model, prompt=prompt, n=job.image_count)
         return gw.stream_chat(
             model=job.model,
-            **stream_arguments(job.options, gw.dialect, job.messages, job.max_tokens),
+            **stream_arguments(job.options, gw.dialect, job.messages, job.max_tokens, job.tools),
         )
+
+    # --- Tools ---------------------------------------------------------------------------------
+
+    async def _run_tools(self, outcome: Outcome) -> list[CallRun] | None:
+        """Run the calls a completed round asks for (None when it asks for none), until they end
+        or the user stops the turn. Past the round limit they are not run, and say why."""
+        calls = tool_loop.calls_to_run(self.job, outcome)
+        if not calls:
+            return None
+        if self.job.tool_round >= settings.CHAT_TOOL_ROUNDS:
+            logger.info("Generation %s: the tool round limit is reached", self.job.generation_pk)
+            runs = tool_loop.not_run(calls, tool_loop.limit_reason())
+            for run in runs:
+                self.state.set_tool_run(run.to_dict())
+            return runs
+        latest: dict[int, CallRun] = {}
+
+        async def changed(run: CallRun) -> None:
+            latest[run.index] = run
+            self.state.set_tool_run(run.to_dict(), asyncio.get_running_loop().time())
+            try:
+                await self.send_delta()  # a start or an end is shown at once
+            except Exception:  # the tools run on; browsers that missed it catch up by snapshot
+                logger.warning("Generation %s: a tool update was not sent", self.job.generation_pk)
+
+        context = ToolContext(self.job.user_pk, self.job.conversation_pk)
+        offered = tool_loop.offered_names(self.job)
+        running = asyncio.create_task(tool_loop.run_calls(calls, context, offered, changed))
+        cancelled = asyncio.create_task(self._cancel.wait())
+        try:
+            await asyncio.wait({running, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+            if running.done():
+                return running.result()
+            logger.info("Generation %s: stopped while its tools ran", self.job.generation_pk)
+        finally:
+            for task in (running, cancelled):
+                task.cancel()
+            await asyncio.gather(running, cancelled, return_exceptions=True)
+        runs = tool_loop.cancelled(latest.values())
+        for run in runs:
+            self.state.set_tool_run(run.to_dict())
+        return runs
 
     # --- What the ticker asks of a worker ---------------------------------------------------------
 
@@ -221,7 +282,12 @@ class GenerationWorker:
                 message = ws_protocol.group_message(
                     ws_protocol.delta(self.job.generation_pk, delta)
                 )
-                await _finish_despite_cancel(self.layer.group_send(self.group, message))
+                try:
+                    await _finish_despite_cancel(self.layer.group_send(self.group, message))
+                except layer_errors.LAYER_DOWN as exc:
+                    # Numbered: a page sees the gap at the next delta and asks for a snapshot.
+                    pk = self.job.generation_pk
+                    logger.warning("Generation %s: delta %s lost (%s)", pk, delta["seq"], exc)
 
     async def send_snapshot(self, reply_to: str) -> None:
         async with self._sending:  # exact at its seq: no delta is between taken and sent
@@ -254,7 +320,7 @@ class GenerationWorker:
         seconds = self._stream.time_to_first_token if self._stream is not None else None
         return None if seconds is None else round(seconds * 1000)
 
-    async def _finish(self, outcome: Outcome) -> FinalState:
+    async def _finish(self, outcome: Outcome, runs: list[CallRun] | None = None) -> FinalState:
         # Everything received reaches the browsers before `done`, its last blocks rendered.
         await self.send_delta(last=True)
         if self._stream is not None:  # on cancel and crashes too: whatever arrived counts
@@ -269,9 +335,19 @@ class GenerationWorker:
             self.request_id,
             self._stream.dialect if self._stream is not None else None,
             thinking_ms=self.state.thinking_ms(asyncio.get_running_loop().time()),
+            tool_runs=runs,
+            next_round=runs is not None and tool_loop.continues(runs) and not self._cancel.is_set(),
         )
-        done = ws_protocol.done(self.job.generation_pk, self.state.seq, outcome.status)
-        await self.layer.group_send(self.group, ws_protocol.group_message(done))
+        next_url = None
+        if final.next_job is not None:
+            # Running before the browsers hear of it, so a Stop for it finds its worker.
+            start(final.next_job)
+            next_url = reverse("chat:message", args=[final.next_job.message_pk])
+        done = ws_protocol.done(self.job.generation_pk, self.state.seq, outcome.status, next_url)
+        await layer_errors.send_retrying(  # no later message would tell a page it was lost
+            lambda: self.layer.group_send(self.group, ws_protocol.group_message(done)),
+            f"the end of generation {self.job.generation_pk}",
+        )
         return final
 
     async def _reconcile(self, gw: GatewayClient, final: FinalState) -> None:
@@ -302,6 +378,7 @@ def start(job: Job, *, early: EarlyStream | None = None) -> asyncio.Task[None]:
     """
     worker = GenerationWorker(job, current_ticker(), early=early)
     _running[job.generation_pk] = worker
+    worker.ticker.add(worker)  # at once: a Stop may come before the task first runs
     task = asyncio.get_running_loop().create_task(worker.run(), context=contextvars.Context())
 
     def _done(task: asyncio.Task[None]) -> None:

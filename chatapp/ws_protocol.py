@@ -7,19 +7,31 @@ message of type `chat.forward`, so a consumer forwards them without decoding or 
 - `[g, n, content, reasoning?, extras?]`: delta `n`, what arrived since delta `n - 1`. Deltas are
   most of the traffic, so they are a bare JSON array: ~12 bytes of envelope around the text instead
   of ~40 for an object. Trailing empty parts are left out; `extras` is an object with any of
-  `tool_calls`, `annotations`, `attachments` (`attachments` names kinds only: `image`, `file`,
-  `audio`; the media themselves come with the final render), and `settled`.
+  `tool_calls`, `tool_runs`, `annotations`, `attachments` (`attachments` names kinds only:
+  `image`, `file`, `audio`; the media themselves come with the final render), and `settled`.
+- `tool_runs`: the runs of the answer's tool calls that began or ended since the last delta, each
+  `{"index", "id", "status", "pretty", "valid", "result", "duration_ms"}` (`tool_loop.CallRun`);
+  a snapshot carries all of them.
+- `previews`: an image generation's pictures that changed since the last delta, each
+  `[index, data_url, partial]`, only the newest per image index (`partial`: a progress preview,
+  else the final while it is small enough); the browser shows each in place of the one before
+  for its index. A checked raster `data:` URL (`image_checks.py`); a snapshot carries the newest
+  of every index.
 - `settled`: `[start, end, html]`, the sanitized HTML of the answer's content from UTF-16 offset
   `start` to `end`, sent once when those blocks settle (`live_blocks.py`); the browser shows the
   content after `end` as text. A delta's `start` is the previous `end`.
 - `{"t": "snapshot", "g": id, "seq": n, "content", "reasoning", "tool_calls", ..., "settled"}`:
   everything up to and including delta `n` (`settled` starts at 0).
-- `{"t": "done", "g": id, "seq": n, "status"}`: terminal; the browser fetches the final render.
+- `{"t": "done", "g": id, "seq": n, "status", "next"?}`: terminal; the browser fetches the final
+  render. `next`, when the answer's tool calls ran and the turn goes on, is the fragment URL of
+  the next round's answer, which the browser puts after this one.
 - `{"t": "updated", "g": id}`: the record changed (cost reconciled); refetch the render.
 - `{"t": "watching", "c": id}`: the answer to a watch: the socket now gets the conversation's
   messages, and snapshots of its running answers are on their way.
 - `{"t": "gone", "c": id}`: the conversation the page asked to watch is not there (or not the
-  user's).
+  user's); `{"t": "gone", "g": id}` likewise for a generation asked for a snapshot or a stop.
+- `{"t": "error", "error": text}`: the browser's last message was refused (malformed, too large,
+  too many; see `ws_limits.py`), in words.
 
 From the browser (see `consumers.py`): `{"t": "watch", "c": id}`, `{"t": "snapshot", "g": id}`,
 `{"t": "stop", "g": id}`.
@@ -108,7 +120,7 @@ def delta(generation_pk: int, fields: dict[str, object]) -> list[object]:
     return payload
 
 
-_EXTRAS = ("tool_calls", "annotations", "attachments", "settled")
+_EXTRAS = ("tool_calls", "tool_runs", "annotations", "attachments", "settled", "previews")
 
 
 def decode(text: str | bytes) -> dict[str, Any]:
@@ -130,8 +142,13 @@ def snapshot(generation_pk: int, fields: dict[str, object]) -> dict[str, object]
     return {"t": "snapshot", "g": generation_pk, **fields}
 
 
-def done(generation_pk: int, seq: int, status: Generation.Status) -> dict[str, object]:
-    return {"t": "done", "g": generation_pk, "seq": seq, "status": status}
+def done(
+    generation_pk: int, seq: int, status: Generation.Status, next_url: str | None = None
+) -> dict[str, object]:
+    message: dict[str, object] = {"t": "done", "g": generation_pk, "seq": seq, "status": status}
+    if next_url is not None:
+        message["next"] = next_url
+    return message
 
 
 def watching(conversation_pk: int) -> dict[str, object]:
@@ -143,6 +160,16 @@ def watching(conversation_pk: int) -> dict[str, object]:
 def not_found(conversation_pk: int) -> dict[str, object]:
     """The watched conversation does not exist (deleted) or is not the user's."""
     return {"t": "gone", "c": conversation_pk}
+
+
+def generation_not_found(generation_pk: int) -> dict[str, object]:
+    """The generation asked for does not exist or is not the user's (the same answer for both)."""
+    return {"t": "gone", "g": generation_pk}
+
+
+def error(text: str) -> dict[str, object]:
+    """The browser's last message was refused; `text` says why."""
+    return {"t": "error", "error": text}
 
 
 def updated(generation_pk: int) -> dict[str, object]:

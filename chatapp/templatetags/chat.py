@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from django import template
 from django.utils.safestring import SafeString, mark_safe
 
-from .. import attachments, live_blocks, presentation
+from .. import attachments, live_blocks, presentation, speech_offer
 from ..models import Generation, Message
 from ..rendering import doc_id_for, linkable_url, render_markdown, showable_image_url
 
@@ -65,6 +65,15 @@ def link_href(url: object) -> str | None:
 
 
 @register.filter
+def remote_image_href(attachment: Mapping[str, object]) -> str | None:
+    """The link to a remote image, which the page never loads: https only, as `attachments` keeps
+    them (checked again here, in depth), else None."""
+    url = attachment.get("url")
+    href = linkable_url(url) if isinstance(url, str) else None
+    return href if href is not None and href.startswith("https://") else None
+
+
+@register.filter
 def image_src(attachment: Mapping[str, object]) -> str | None:
     url = attachment.get("url")
     return showable_image_url(url) if isinstance(url, str) else None
@@ -88,3 +97,19 @@ def download_name(attachment: Mapping[str, object]) -> str:
 @register.filter
 def finish_note(generation: Generation) -> presentation.FinishNote | None:
     return presentation.finish_note(generation)
+
+
+@register.filter
+def tool_call(call: Mapping[str, object]) -> presentation.ToolCallView:
+    return presentation.tool_call_view(call)
+
+
+@register.filter
+def tools_ran(calls: list[Mapping[str, object]]) -> bool:
+    """Whether the app ran (or settled not to run) any of an answer's tool calls."""
+    return any(call.get("status") for call in calls)
+
+
+@register.filter
+def can_read_aloud(message: Message) -> bool:
+    return speech_offer.can_read_aloud(message)

@@ -54,17 +54,65 @@ function toolCallEl(st, index) {
   pane.hidden = false;
   let call = pane.querySelector(`.tool-call[data-index="${Number(index)}"]`);
   if (!call) {
+    // The structure of templates/chatapp/_tool_call.html, which the final render brings.
     call = document.createElement("div");
     call.className = "tool-call";
     call.dataset.index = String(Number(index));
+    call.dataset.status = "";
+    const head = document.createElement("div");
+    head.className = "tool-head";
     const name = document.createElement("code");
     name.className = "tool-name";
+    name.textContent = "tool";
+    const status = document.createElement("span");
+    status.className = "tool-status";
+    head.append(name, status);
     const args = document.createElement("pre");
     args.className = "tool-args";
-    call.append(name, args);
+    call.append(head, args);
     pane.querySelector(".tool-calls").append(call);
   }
   return call;
+}
+
+// A call's run (chatapp/tool_loop.py CallRun) began or ended: its status, its arguments
+// pretty-printed (flagged when they are not JSON) and its result, as presentation.tool_call_view.
+const TOOL_STATUS = {
+  running: "running…",
+  done: "done",
+  error: "error",
+  cancelled: "cancelled",
+  not_run: "not run",
+};
+
+function applyToolRun(st, run) {
+  const el = toolCallEl(st, run.index);
+  el.dataset.status = run.status;
+  let words = TOOL_STATUS[run.status] || "";
+  if ((run.status === "done" || run.status === "error") && Number.isInteger(run.duration_ms)) {
+    words += ` · ${run.duration_ms.toLocaleString("en-US")} ms`;
+  }
+  el.querySelector(".tool-status").textContent = words;
+  const args = el.querySelector(".tool-args");
+  args.textContent = run.pretty;
+  args.classList.toggle("invalid", !run.valid);
+  let flag = el.querySelector(":scope > .tool-flag");
+  if (!run.valid && !flag) {
+    flag = document.createElement("p");
+    flag.className = "tool-flag";
+    flag.textContent = "These arguments are not valid JSON.";
+    args.after(flag);
+  }
+  if (run.result && !el.querySelector(":scope > .tool-result")) {
+    const details = document.createElement("details");
+    details.className = "tool-result";
+    const summary = document.createElement("summary");
+    summary.textContent = "Result";
+    const pre = document.createElement("pre");
+    pre.textContent = run.result;
+    details.append(summary, pre);
+    el.append(details);
+  }
 }
 
 function addCitation(st, annotation) {
@@ -236,10 +284,12 @@ function applyParts(st, msg) {
   for (const call of msg.tool_calls || []) {
     const el = toolCallEl(st, call.index);
     if (call.name) el.querySelector(".tool-name").textContent = call.name;
-    appendText(el.querySelector(".tool-args"), call.arguments);
+    if (!el.dataset.status) appendText(el.querySelector(".tool-args"), call.arguments);
   }
+  for (const run of msg.tool_runs || []) applyToolRun(st, run);
   for (const annotation of msg.annotations || []) addCitation(st, annotation);
   if (msg.attachments && msg.attachments.length) addAttachmentNotes(st, msg.attachments);
+  if (msg.previews) window.showImagePreviews(st.el, msg.previews); // generated_images.js
 }
 
 function drainHeld(st) {
@@ -382,16 +432,45 @@ function patchAnswer(el, fresh) {
   if (follow) scrollToBottom();
 }
 
-function onDone(st) {
+function onDone(st, msg) {
   if (st.done) return;
   st.done = true;
   streams.delete(st.id);
-  syncComposer(); // Send is back at once, before the final render arrives
   refresh(st.el);
+  if (msg.next) addNextRound(st.el, msg.next);
+  else syncComposer(); // Send is back at once, before the final render arrives
+}
+
+// The turn's tool calls ran and its next round is being written: its answer comes after this
+// one (its deltas so far wait in `early` until its element is registered).
+async function addNextRound(el, url) {
+  let html;
+  try {
+    const response = await fetch(url, { headers: { "HX-Request": "true" } });
+    if (!response.ok) return;
+    html = await response.text();
+  } catch {
+    return;
+  }
+  const template = document.createElement("template");
+  template.innerHTML = html;
+  const next = template.content.querySelector("article.assistant");
+  if (!next || !el.isConnected || document.getElementById(next.id)) return;
+  const follow = followingBottom();
+  el.after(next);
+  if (window.htmx) window.htmx.process(next);
+  registerAll(next);
+  syncComposer();
+  if (follow) scrollToBottom();
 }
 
 function handle(msg) {
   if (msg.t === "watching" || msg.t === "gone") return; // about the conversation, not an answer
+  if (msg.t === "error") {
+    // A message of this page's the server refused (chatapp/ws_limits.py): nothing to show.
+    console.warn("The server refused a websocket message:", msg.error);
+    return;
+  }
   if (msg.t === "done") finished.add(msg.g);
   const st = streams.get(msg.g);
   if (!st) {
@@ -413,7 +492,7 @@ function handle(msg) {
       onSnapshot(st, msg);
       break;
     case "done":
-      onDone(st);
+      onDone(st, msg);
       break;
     case "updated":
       refresh(st.el);

@@ -355,7 +355,7 @@ def test_a_turn_without_any_answer_sends_the_questions_alone(alice: Any) -> None
     ]
 
 
-def test_tool_calls_are_not_sent_back(alice: Any) -> None:
+def test_tool_calls_that_never_ran_are_not_sent_back(alice: Any) -> None:
     call = {"index": 0, "id": "call_1", "name": "get_weather", "arguments": "{}"}
     conversation = Conversation.objects.create(user=alice)
     said(conversation, "user", "weather?")
@@ -364,6 +364,39 @@ def test_tool_calls_are_not_sent_back(alice: Any) -> None:
     assert context_before_new_answer(conversation) == [
         {"role": "user", "content": "weather?"},
         {"role": "user", "content": "well?"},
+    ]
+
+
+def test_tool_calls_that_ran_go_back_with_their_results(alice: Any) -> None:
+    ran = {
+        "index": 0,
+        "id": "call_1",
+        "name": "calculator",
+        "arguments": '{"expression": "6*7"}',
+        "status": "done",
+        "result": "42",
+        "duration_ms": 1,
+    }
+    stopped = {**ran, "index": 1, "id": "call_2", "status": "cancelled", "result": "stopped"}
+    conversation = Conversation.objects.create(user=alice)
+    said(conversation, "user", "6*7?")
+    answered(conversation, "", tool_calls=[ran, stopped])
+    said(conversation, "user", "and?")
+    function = {"name": "calculator", "arguments": '{"expression": "6*7"}'}
+    assert context_before_new_answer(conversation) == [
+        {"role": "user", "content": "6*7?"},
+        {
+            "role": "assistant",
+            "content": None,  # OpenAI's form for calls without text
+            "tool_calls": [
+                {"id": "call_1", "type": "function", "function": function},
+                {"id": "call_2", "type": "function", "function": function},
+            ],
+        },
+        # Every call is answered, a stopped one too, as the API requires.
+        {"role": "tool", "tool_call_id": "call_1", "content": "42"},
+        {"role": "tool", "tool_call_id": "call_2", "content": "stopped"},
+        {"role": "user", "content": "and?"},
     ]
 
 

@@ -447,7 +447,32 @@ async def test_tool_calls_have_their_own_pane(alice: Any) -> None:
     assert "hidden" not in pane.split(">", 1)[0]
     assert '<code class="tool-name">get_weather</code>' in pane
     assert "{&quot;city&quot;:&quot;Oslo&quot;,&quot;unit&quot;:&quot;celsius&quot;}" in pane
-    assert "this app runs no tools" in pane
+    assert "no tools were offered in this conversation, so none ran" in pane
+
+
+async def test_a_tool_call_that_ran_shows_its_status_arguments_and_result(alice: Any) -> None:
+    client = await logged_in(alice)
+    ran = {
+        "index": 0,
+        "id": "call_1",
+        "name": "calculator",
+        "arguments": '{"expression":"6*7"}',
+        "status": "done",
+        "result": "<b>42</b>",
+        "duration_ms": 1234,
+    }
+    bad = {**ran, "index": 1, "arguments": '{"expression":', "status": "error", "result": "bad"}
+    answer = await finished_with(alice, tool_calls=[ran, bad])
+    html = (await client.get(reverse("chat:message", args=[answer.pk]))).content.decode()
+    pane = html[html.index('<section class="pane tool-calls-pane"') :]
+    pane = pane[: pane.index("</section>")]
+    assert 'data-status="done"' in pane
+    assert "done · 1,234 ms" in pane
+    assert "{\n  &quot;expression&quot;: &quot;6*7&quot;\n}" in pane  # pretty-printed
+    assert "&lt;b&gt;42&lt;/b&gt;" in pane  # a result is text, never markup
+    assert '<pre class="tool-args invalid">{&quot;expression&quot;:</pre>' in pane
+    assert "These arguments are not valid JSON." in pane
+    assert "none ran" not in pane
 
 
 async def finished_with(user: Any, **fields: Any) -> Message:
@@ -688,7 +713,10 @@ async def test_regenerate_answers_with_the_new_version_and_its_arrows(
     client = await logged_in(alice)
     html = (await client.get(reverse("chat:conversation", args=[conversation.pk]))).content.decode()
     retry_url = reverse("chat:retry", args=[re_one.pk])
-    assert f'hx-post="{retry_url}" hx-include="#model" hx-target="closest article"' in html
+    assert (
+        f'hx-post="{retry_url}" hx-include="#model, #image-count" hx-target="closest article"'
+        in html
+    )
     assert ">Regenerate</button>" in html  # every finished answer, not only failures
     assert f'hx-post="{reverse("chat:edit", args=[one.pk])}"' in html
     assert f'name="after" value="{re_two.pk}"' in html
