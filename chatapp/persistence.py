@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
@@ -115,12 +115,17 @@ def save_final(
     *,
     thinking_ms: int | None = None,
     tool_runs: list[CallRun] | None = None,
-    next_round: bool = False,
+    next_round_tools: tuple[dict[str, Any], ...] | None = None,
 ) -> FinalState:
     """Write the terminal state in one transaction; returns what reconciliation needs.
     `dialect`: the one the stream was read as (else the gateway's). `tool_runs` are kept with
-    their calls; with `next_round` the turn's next generation is created in the same
-    transaction, so the conversation is never without a running answer between the two."""
+    their calls; with `next_round_tools` the turn's next round, offered those tools, is created
+    in the same transaction, so the conversation is never without a running answer between the
+    two.
+
+    A generation that has ended already keeps its one terminal state: the sweep interrupted it
+    (its heartbeat lapsed while the database was away), or this write committed before an error
+    said otherwise and is being retried. Only text it lacks is added; no next round is made."""
     completion = outcome.completion
     now = timezone.now()
     with transaction.atomic():
@@ -133,6 +138,9 @@ def save_final(
         if generation is None:  # the conversation was deleted while streaming
             return FinalState(upstream_id="", cost_pending=False)
         sent = state.sent_part()
+        if generation.status != STREAMING:
+            _add_missing_text(generation.answer, sent)
+            return FinalState(upstream_id=generation.upstream_id, cost_pending=False)
         message = generation.answer
         message.content = sent.content
         message.reasoning = sent.reasoning
@@ -180,8 +188,8 @@ def save_final(
         generation.save()
         Conversation.objects.filter(pk=generation.conversation_id).update(updated_at=now)
         next_job = None
-        if next_round and outcome.status == Generation.Status.COMPLETED:
-            next_job = _next_round(message, generation)
+        if next_round_tools is not None and outcome.status == Generation.Status.COMPLETED:
+            next_job = _next_round(message, generation, next_round_tools)
     return FinalState(
         upstream_id=generation.upstream_id,
         cost_pending=generation.cost_source == Generation.CostSource.PENDING,
@@ -190,12 +198,24 @@ def save_final(
     )
 
 
-def _next_round(message: Message, generation: Generation) -> Job | None:
+def _add_missing_text(message: Message, sent: Completion) -> None:
+    """Keep the text of an answer that ended without it (interrupted by the sweep, its final
+    write late): what was shown to browsers is not lost."""
+    longer = len(sent.content) > len(message.content) and sent.content.startswith(message.content)
+    if longer:
+        message.content = sent.content
+        message.reasoning = sent.reasoning
+        message.save(update_fields=["content", "reasoning"])
+
+
+def _next_round(
+    message: Message, generation: Generation, tools: tuple[dict[str, Any], ...]
+) -> Job | None:
     """The turn's next round, or None (logged) when it cannot start (its gateway turned off): in
     a savepoint, so that the answer's own final state is written whatever happens here."""
     try:
         with transaction.atomic():
-            return turns.create_tool_round(message, generation).job
+            return turns.create_tool_round(message, generation, tools).job
     except (OperationalError, InterfaceError):
         raise  # the whole write is retried
     except Exception:

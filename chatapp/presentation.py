@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import tools
-from .models import Generation
+from . import tool_loop, tools
+from .models import Generation, Message
 from .turns import larger_budget
 from .units import CostUnit, Money
 
@@ -112,14 +112,25 @@ def finish_note(generation: Generation) -> FinishNote | None:
                 "A content filter (the gateway's or the model provider's) withheld the answer,"
                 " so there is nothing to show."
             )
+    return _tool_note(message)
+
+
+def _tool_note(message: Message) -> FinishNote | None:
+    """Why a turn that called tools ended at this answer, when it did not end in an answer."""
     statuses = {call.get("status") for call in message.tool_calls}
+    if not statuses or statuses == {None}:
+        return None
     if "not_run" in statuses:
-        return FinishNote(
-            f"Stopped after {generation.tool_round} rounds of tool calls, this app's limit:"
-            " the model's last calls were not run."
-        )
+        reason = next(c["result"] for c in message.tool_calls if c.get("status") == "not_run")
+        return FinishNote(f"The turn stopped here. {reason}")
     if "cancelled" in statuses:
         return FinishNote("Stopped while the tools ran; the model was not sent their results.")
+    continued = message.children.filter(role=Message.Role.ASSISTANT).exists()
+    if not continued:
+        return FinishNote(
+            "The tools ran, but the model was not asked to go on (the turn was stopped, or its"
+            " gateway is not available); Regenerate to try again."
+        )
     return None
 
 
@@ -131,33 +142,20 @@ class ToolCallView:
     status: str  # "" while the model is still writing it; then `tool_loop.CallRun.status`
     status_text: str
     arguments: str
-    invalid: bool  # ran, and its arguments were not a JSON object
+    flag: str  # why the arguments are flagged (they ran, and were not a JSON object), else ""
     result: str
-
-
-_STATUS_WORDS = {
-    "running": "running…",
-    "done": "done",
-    "error": "error",
-    "cancelled": "cancelled",
-    "not_run": "not run",
-}
 
 
 def tool_call_view(call: Mapping[str, Any]) -> ToolCallView:
     status = str(call.get("status") or "")
     raw = str(call.get("arguments") or "")
     arguments, valid = (raw, True) if not status else tools.pretty_arguments(raw)
-    words = _STATUS_WORDS.get(status, "")
-    duration = call.get("duration_ms")
-    if words and isinstance(duration, int) and status in ("done", "error"):
-        words += f" · {duration:,} ms"
     return ToolCallView(
         name=str(call.get("name") or "tool"),
         status=status,
-        status_text=words,
+        status_text=tool_loop.status_text(status, call.get("duration_ms")),
         arguments=arguments,
-        invalid=not valid,
+        flag="" if valid else tool_loop.INVALID_ARGUMENTS,
         result=str(call.get("result") or ""),
     )
 

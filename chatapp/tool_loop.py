@@ -43,15 +43,35 @@ ENDED: frozenset[str] = frozenset({"done", "error", "cancelled", "not_run"})
 _executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="chat-tools")
 
 
+_STATUS_WORDS = {
+    "running": "running…",
+    "done": "done",
+    "error": "error",
+    "cancelled": "cancelled",
+    "not_run": "not run",
+}
+INVALID_ARGUMENTS = "These arguments are not a JSON object."
+
+
+def status_text(status: str, duration_ms: object) -> str:
+    """A run's status as the pane says it: "done · 12 ms", "running…" ("" before it runs)."""
+    words = _STATUS_WORDS.get(status, "")
+    if status in ("done", "error") and isinstance(duration_ms, int):
+        words += f" · {duration_ms:,} ms"
+    return words
+
+
 @dataclass(frozen=True, slots=True)
 class CallRun:
-    """A call's run as the tool pane shows it and the message keeps it: `arguments` pretty-printed
-    when they are a JSON object (`valid`), `result` the text the model is sent."""
+    """A call's run as the tool pane shows it: its arguments `pretty`-printed when they are a JSON
+    object (`valid`), `result` the text the model is sent. The message keeps the run's status,
+    result and duration beside the call as streamed (`stored_calls`); the pane's text is made
+    from those again (`presentation.tool_call_view`)."""
 
     index: int
     call_id: str
     status: CallStatus
-    arguments: str
+    pretty: str
     valid: bool
     result: str = ""
     duration_ms: int | None = None
@@ -61,13 +81,15 @@ class CallRun:
         return self.status in ENDED
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields a browser is sent (and the message keeps, with the call's own)."""
+        """What a browser is sent, the pane's words included (chat.js `applyToolRun`)."""
         return {
             "index": self.index,
             "id": self.call_id,
             "status": self.status,
-            "pretty": self.arguments,
+            "status_text": status_text(self.status, self.duration_ms),
+            "pretty": self.pretty,
             "valid": self.valid,
+            "flag": "" if self.valid else INVALID_ARGUMENTS,
             "result": self.result,
             "duration_ms": self.duration_ms,
         }
@@ -89,20 +111,29 @@ def offered_names(job: Job) -> frozenset[str]:
     return frozenset(str(tool["function"]["name"]) for tool in job.tools)
 
 
-def call_id(call: ToolCall) -> str:
-    """The call's ID as the model gave it; one made from its index when the stream gave none, so
-    the `tool` message can still name the call it answers."""
-    return call.id or f"call_{call.index}"
+def call_id(call: ToolCall, generation_pk: int) -> str:
+    """The call's ID as the model gave it; one made from its generation and index when the stream
+    gave none, so the `tool` message can still name the call it answers (and no two calls of a
+    turn share one)."""
+    return call.id or f"call_{generation_pk}_{call.index}"
 
 
-def _started(call: ToolCall) -> CallRun:
+def _started(call: ToolCall, generation_pk: int) -> CallRun:
     pretty, valid = tools.pretty_arguments(call.arguments)
-    return CallRun(call.index, call_id(call), "running", pretty, valid)
+    return CallRun(call.index, call_id(call, generation_pk), "running", pretty, valid)
 
 
-def not_run(calls: Iterable[ToolCall], reason: str) -> list[CallRun]:
+def not_run(calls: Iterable[ToolCall], generation_pk: int, reason: str) -> list[CallRun]:
     """The runs of calls that will not run (the round limit), each saying why."""
-    return [replace(_started(call), status="not_run", result=reason) for call in calls]
+    return [
+        replace(_started(call, generation_pk), status="not_run", result=reason) for call in calls
+    ]
+
+
+def failed(calls: Iterable[ToolCall], generation_pk: int) -> list[CallRun]:
+    """The runs of calls the app failed to run (a crash of its own, logged)."""
+    reason = "The app failed while running this tool; it did not run."
+    return [replace(_started(call, generation_pk), status="error", result=reason) for call in calls]
 
 
 def cancelled(runs: Iterable[CallRun]) -> list[CallRun]:
@@ -120,6 +151,7 @@ def _run_on_thread(call: ToolCall, context: ToolContext, offered: frozenset[str]
 
 async def run_calls(
     calls: list[ToolCall],
+    generation_pk: int,
     context: ToolContext,
     offered: frozenset[str],
     on_change: Callable[[CallRun], Awaitable[None]],
@@ -129,7 +161,7 @@ async def run_calls(
     its late result is dropped)."""
     timeout = settings.CHAT_TOOL_TIMEOUT
     loop = asyncio.get_running_loop()
-    runs = {call.index: _started(call) for call in calls}
+    runs = {call.index: _started(call, generation_pk) for call in calls}
     for run in runs.values():
         await on_change(run)
 
@@ -201,11 +233,20 @@ def context_messages(
     return upstream_calls, results
 
 
+def over_limit(tool_round: int) -> bool:
+    """Whether a round's calls are past the limit: a turn runs `CHAT_TOOL_ROUNDS` rounds of calls,
+    and the calls of the round after them (the model asking again) are not run."""
+    return tool_round > settings.CHAT_TOOL_ROUNDS
+
+
 def limit_reason() -> str:
+    """Why calls past the limit were not run: the tool message the model reads and the note."""
     rounds = settings.CHAT_TOOL_ROUNDS
-    return f"Not run: this answer reached its limit of {rounds} rounds of tool calls."
+    return f"Not run: this answer already ran {rounds} rounds of tool calls, the app's limit."
 
 
-def continues(runs: list[CallRun]) -> bool:
-    """Whether the turn goes on to another round after `runs`: only when every call ran."""
-    return bool(runs) and all(run.status in ("done", "error") for run in runs)
+def continues(runs: list[CallRun] | None, stopped: asyncio.Event) -> bool:
+    """Whether the turn goes on to another round after `runs`: when every call ran, and the user
+    has not stopped it."""
+    ran = bool(runs) and all(run.status in ("done", "error") for run in runs or ())
+    return ran and not stopped.is_set()

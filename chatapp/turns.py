@@ -219,10 +219,12 @@ def _start(
     max_tokens: int | None = None,
     kind: Generation.Kind = Generation.Kind.CHAT,
     image_count: int = 1,
+    tools: tuple[dict[str, Any], ...] | None = None,
 ) -> Turn:
     """A generation answering `parent_pk` (a user message, or an answer whose tool calls ran: the
     next round of its turn), its answer the leaf shown, asked with the conversation's request
-    options (a larger budget of its own wins) and the tools they choose."""
+    options (a larger budget of its own wins) and `tools` (None: those the options choose; an
+    image generation is offered none)."""
     options = request_options.options_for(conversation)
     if max_tokens is None:
         max_tokens = options.max_tokens
@@ -231,7 +233,10 @@ def _start(
         rounds = Generation.objects.filter(message_id=parent_pk).values_list("tool_round")
         previous_round = rounds.first()
     tool_round = 1 if previous_round is None else previous_round[0] + 1
-    tools = request_options.upstream_tools(options, request_options.dialect_of(gateway.pk))
+    if kind == Generation.Kind.IMAGE:
+        tools = ()
+    elif tools is None:
+        tools = request_options.upstream_tools(options, request_options.dialect_of(gateway.pk))
     assistant = Message.objects.create(
         conversation=conversation, role=Message.Role.ASSISTANT, parent_id=parent_pk
     )
@@ -400,11 +405,14 @@ def create_retry(
         )
 
 
-def create_tool_round(answer: Message, generation: Generation) -> Turn:
+def create_tool_round(
+    answer: Message, generation: Generation, tools: tuple[dict[str, Any], ...]
+) -> Turn:
     """The next round of a turn whose answer `answer` (written by `generation`) had its tool
     calls run: a new answer after it, continuing from their results, on the same gateway and
-    model with the same budget. Called inside the transaction that writes `answer`'s final state,
-    so no other turn can start between the two."""
+    model with the same budget and the same `tools` (its context holds their calls, whatever the
+    settings say since). Called inside the transaction that writes `answer`'s final state, so no
+    other turn can start between the two."""
     conversation = Conversation.objects.select_for_update().get(pk=answer.conversation_id)
     gateway = config_for(generation.gateway_id)
     return _start(
@@ -414,6 +422,7 @@ def create_tool_round(answer: Message, generation: Generation) -> Turn:
         generation.owner_channel,
         answer.pk,
         max_tokens=generation.max_tokens,
+        tools=tools,
     )
 
 

@@ -16,10 +16,9 @@ import asyncio
 import contextvars
 import dataclasses
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine
 from typing import Any
 
-from django.conf import settings
 from django.urls import reverse
 
 from gateway_client import EventStream, GatewayClient
@@ -152,16 +151,12 @@ class GenerationWorker:
     async def run(self) -> None:
         """Stream to a terminal state, run the tool calls it asks for, persist it (starting the
         turn's next round when the calls ran), tell the browsers, then reconcile the cost."""
-        log_context.bind_generation(self.job.generation_pk, self.job.conversation_pk)
-        gw = shared_client(self.config)
-        self.ticker.add(self)
+        self.ticker.add(self)  # `start` added it; a worker run otherwise (tests) is added here
         try:
+            log_context.bind_generation(self.job.generation_pk, self.job.conversation_pk)
+            gw = shared_client(self.config)
             outcome = await self._stream_until_done_or_cancelled(gw)
-            try:
-                runs = await self._run_tools(outcome)
-            except Exception:  # the answer that asked is kept, and ends; the turn goes no further
-                logger.exception("Generation %s: running its tools failed", self.job.generation_pk)
-                runs = None
+            runs = await self._run_tools(outcome)
             final = await self._finish(outcome, runs)
         finally:
             self.ticker.remove(self)
@@ -171,21 +166,29 @@ class GenerationWorker:
     def cancel(self) -> None:
         self._cancel.set()
 
-    async def _stream_until_done_or_cancelled(self, gw: GatewayClient) -> Outcome:
-        streamer = asyncio.create_task(self._stream_answer(gw))
+    async def _unless_cancelled[T](self, work: Coroutine[Any, Any, T]) -> T | None:
+        """`work`'s result, or None when the user stops first: `work` is then cancelled (a stream
+        leaves `stream_chat`'s block, which closes the upstream connection)."""
+        task = asyncio.create_task(work)
         cancelled = asyncio.create_task(self._cancel.wait())
         try:
-            await asyncio.wait({streamer, cancelled}, return_when=asyncio.FIRST_COMPLETED)
-            if streamer.done():
-                return streamer.result()
-            streamer.cancel()  # leaves `stream_chat`'s block: closes the upstream connection
-            await asyncio.gather(streamer, return_exceptions=True)
+            await asyncio.wait({task, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+            return task.result() if task.done() else None
+        finally:
+            for waiting in (task, cancelled):
+                waiting.cancel()
+            await asyncio.gather(task, cancelled, return_exceptions=True)
+
+    async def _stream_until_done_or_cancelled(self, gw: GatewayClient) -> Outcome:
+        if self._cancel.is_set():  # stopped before it ran (a tool round's next): never asked
+            if self._early is not None:
+                await self._early.aclose()
+            return Outcome(Status.CANCELLED)
+        outcome = await self._unless_cancelled(self._stream_answer(gw))
+        if outcome is None:
             logger.info("Generation %s cancelled", self.job.generation_pk)
             return Outcome(Status.CANCELLED)
-        finally:
-            for task in (streamer, cancelled):
-                task.cancel()
-            await asyncio.gather(streamer, cancelled, return_exceptions=True)
+        return outcome
 
     async def _stream_answer(self, gw: GatewayClient) -> Outcome:
         """Never raises: every failure becomes an `Outcome` the user can read."""
@@ -235,16 +238,17 @@ class GenerationWorker:
 
     async def _run_tools(self, outcome: Outcome) -> list[CallRun] | None:
         """Run the calls a completed round asks for (None when it asks for none), until they end
-        or the user stops the turn. Past the round limit they are not run, and say why."""
-        calls = tool_loop.calls_to_run(self.job, outcome)
+        or the user stops the turn. Past the round limit they are not run, and say why. Never
+        raises: the app's own failure is each call's error, logged."""
+        job = self.job
+        calls = tool_loop.calls_to_run(job, outcome)
         if not calls:
             return None
-        if self.job.tool_round >= settings.CHAT_TOOL_ROUNDS:
-            logger.info("Generation %s: the tool round limit is reached", self.job.generation_pk)
-            runs = tool_loop.not_run(calls, tool_loop.limit_reason())
-            for run in runs:
-                self.state.set_tool_run(run.to_dict())
-            return runs
+        if tool_loop.over_limit(job.tool_round):
+            logger.info("Generation %s: past the tool round limit", job.generation_pk)
+            return self._shown(
+                tool_loop.not_run(calls, job.generation_pk, tool_loop.limit_reason())
+            )
         latest: dict[int, CallRun] = {}
 
         async def changed(run: CallRun) -> None:
@@ -253,22 +257,24 @@ class GenerationWorker:
             try:
                 await self.send_delta()  # a start or an end is shown at once
             except Exception:  # the tools run on; browsers that missed it catch up by snapshot
-                logger.warning("Generation %s: a tool update was not sent", self.job.generation_pk)
+                logger.warning("Generation %s: a tool update was not sent", job.generation_pk)
 
-        context = ToolContext(self.job.user_pk, self.job.conversation_pk)
-        offered = tool_loop.offered_names(self.job)
-        running = asyncio.create_task(tool_loop.run_calls(calls, context, offered, changed))
-        cancelled = asyncio.create_task(self._cancel.wait())
+        context = ToolContext(job.user_pk, job.conversation_pk)
+        offered = tool_loop.offered_names(job)
         try:
-            await asyncio.wait({running, cancelled}, return_when=asyncio.FIRST_COMPLETED)
-            if running.done():
-                return running.result()
-            logger.info("Generation %s: stopped while its tools ran", self.job.generation_pk)
-        finally:
-            for task in (running, cancelled):
-                task.cancel()
-            await asyncio.gather(running, cancelled, return_exceptions=True)
-        runs = tool_loop.cancelled(latest.values())
+            runs = await self._unless_cancelled(
+                tool_loop.run_calls(calls, job.generation_pk, context, offered, changed)
+            )
+        except Exception:
+            logger.exception("Generation %s: running its tools failed", job.generation_pk)
+            return self._shown(tool_loop.failed(calls, job.generation_pk))
+        if runs is None:
+            logger.info("Generation %s: stopped while its tools ran", job.generation_pk)
+            return self._shown(tool_loop.cancelled(latest.values()))
+        return runs
+
+    def _shown(self, runs: list[CallRun]) -> list[CallRun]:
+        """`runs`, queued for the browsers with the last delta."""
         for run in runs:
             self.state.set_tool_run(run.to_dict())
         return runs
@@ -336,12 +342,14 @@ class GenerationWorker:
             self._stream.dialect if self._stream is not None else None,
             thinking_ms=self.state.thinking_ms(asyncio.get_running_loop().time()),
             tool_runs=runs,
-            next_round=runs is not None and tool_loop.continues(runs) and not self._cancel.is_set(),
+            next_round_tools=self.job.tools if tool_loop.continues(runs, self._cancel) else None,
         )
         next_url = None
         if final.next_job is not None:
             # Running before the browsers hear of it, so a Stop for it finds its worker.
             start(final.next_job)
+            if self._cancel.is_set():  # Stop came while this round was written: never asked
+                _running[final.next_job.generation_pk].cancel()
             next_url = reverse("chat:message", args=[final.next_job.message_pk])
         done = ws_protocol.done(self.job.generation_pk, self.state.seq, outcome.status, next_url)
         await layer_errors.send_retrying(  # no later message would tell a page it was lost
@@ -383,6 +391,7 @@ def start(job: Job, *, early: EarlyStream | None = None) -> asyncio.Task[None]:
 
     def _done(task: asyncio.Task[None]) -> None:
         _running.pop(job.generation_pk, None)
+        worker.ticker.remove(worker)  # also when the task never ran its first step
         if not task.cancelled() and task.exception() is not None:
             logger.error("Generation %s worker died", job.generation_pk, exc_info=task.exception())
 

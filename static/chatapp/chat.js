@@ -75,32 +75,21 @@ function toolCallEl(st, index) {
   return call;
 }
 
-// A call's run (chatapp/tool_loop.py CallRun) began or ended: its status, its arguments
-// pretty-printed (flagged when they are not JSON) and its result, as presentation.tool_call_view.
-const TOOL_STATUS = {
-  running: "running…",
-  done: "done",
-  error: "error",
-  cancelled: "cancelled",
-  not_run: "not run",
-};
-
+// A call's run (chatapp/tool_loop.py CallRun) began or ended: its status in the server's words,
+// its arguments pretty-printed (flagged when they are not a JSON object) and its result, as the
+// final render (templates/chatapp/_tool_call.html) shows them.
 function applyToolRun(st, run) {
   const el = toolCallEl(st, run.index);
   el.dataset.status = run.status;
-  let words = TOOL_STATUS[run.status] || "";
-  if ((run.status === "done" || run.status === "error") && Number.isInteger(run.duration_ms)) {
-    words += ` · ${run.duration_ms.toLocaleString("en-US")} ms`;
-  }
-  el.querySelector(".tool-status").textContent = words;
+  el.querySelector(".tool-status").textContent = run.status_text;
   const args = el.querySelector(".tool-args");
   args.textContent = run.pretty;
   args.classList.toggle("invalid", !run.valid);
   let flag = el.querySelector(":scope > .tool-flag");
-  if (!run.valid && !flag) {
+  if (run.flag && !flag) {
     flag = document.createElement("p");
     flag.className = "tool-flag";
-    flag.textContent = "These arguments are not valid JSON.";
+    flag.textContent = run.flag;
     args.after(flag);
   }
   if (run.result && !el.querySelector(":scope > .tool-result")) {
@@ -437,31 +426,51 @@ function onDone(st, msg) {
   st.done = true;
   streams.delete(st.id);
   refresh(st.el);
-  if (msg.next) addNextRound(st.el, msg.next);
-  else syncComposer(); // Send is back at once, before the final render arrives
+  if (msg.next) addNextRound(st.el, st.id, msg.next);
+  syncComposer(); // Send is back at once, before the final render arrives (unless a round follows)
 }
 
+// Rounds whose tool calls ran, and whose next round's answer is not on the page yet: the turn is
+// still running (the composer offers Stop, which stops the turn through any of its rounds).
+const bridging = new Set();
+
 // The turn's tool calls ran and its next round is being written: its answer comes after this
-// one (its deltas so far wait in `early` until its element is registered).
-async function addNextRound(el, url) {
-  let html;
+// one (its deltas so far wait in `early` until its element is registered). A round that ended
+// before it was put in place passes its own `done` on, so every round of the turn appears.
+async function addNextRound(el, id, url, tries = 0) {
+  bridging.add(id);
+  let next = null;
   try {
     const response = await fetch(url, { headers: { "HX-Request": "true" } });
-    if (!response.ok) return;
-    html = await response.text();
+    if (response.ok) {
+      const template = document.createElement("template");
+      template.innerHTML = await response.text();
+      next = template.content.querySelector("article.assistant");
+    }
   } catch {
+    next = null;
+  }
+  if (!next) {
+    if (tries < 3) setTimeout(() => addNextRound(el, id, url, tries + 1), 1000 * (tries + 1));
+    else location.reload(); // the page cannot follow the turn: show it as the server has it
     return;
   }
-  const template = document.createElement("template");
-  template.innerHTML = html;
-  const next = template.content.querySelector("article.assistant");
-  if (!next || !el.isConnected || document.getElementById(next.id)) return;
-  const follow = followingBottom();
-  el.after(next);
-  if (window.htmx) window.htmx.process(next);
-  registerAll(next);
+  bridging.delete(id);
+  if (el.isConnected && !document.getElementById(next.id)) {
+    const follow = followingBottom();
+    el.after(next);
+    if (window.htmx) window.htmx.process(next);
+    registerAll(next);
+    if (follow) scrollToBottom();
+    const nextId = Number(next.dataset.generation);
+    if (next.dataset.status !== "streaming") {
+      const held = early.get(nextId) || [];
+      early.delete(nextId);
+      const done = held.find((msg) => msg.t === "done" && msg.next);
+      if (done) addNextRound(next, nextId, done.next);
+    }
+  }
   syncComposer();
-  if (follow) scrollToBottom();
 }
 
 function handle(msg) {
@@ -474,6 +483,11 @@ function handle(msg) {
   if (msg.t === "done") finished.add(msg.g);
   const st = streams.get(msg.g);
   if (!st) {
+    const shown = document.querySelector(`article.assistant[data-generation="${Number(msg.g)}"]`);
+    if (msg.t === "done" && msg.next && shown) {
+      addNextRound(shown, msg.g, msg.next); // it was put in place finished, before this came
+      return;
+    }
     if (msg.t === "updated") {
       const el = document.querySelector(`article.assistant[data-generation="${Number(msg.g)}"]`);
       if (el) refresh(el);
@@ -581,7 +595,7 @@ function runningAnswers() {
 function syncComposer() {
   const form = document.getElementById("composer");
   if (!form) return;
-  const running = runningAnswers().length > 0;
+  const running = runningAnswers().length > 0 || bridging.size > 0;
   const sendButton = form.querySelector('button[type="submit"]');
   const stop = form.querySelector("button.stop-answer");
   if (sendButton && stop && sendButton.hidden !== running) {
@@ -597,6 +611,7 @@ function syncComposer() {
 
 function stopRunning() {
   for (const el of runningAnswers()) el.querySelector(".message-footer button.stop")?.click();
+  for (const id of bridging) send({ t: "stop", g: id }); // the turn, whichever round it is in
 }
 
 // Edit and resend: the message's form (its <template>) takes the text's place until it is sent or

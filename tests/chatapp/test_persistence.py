@@ -137,6 +137,29 @@ async def test_the_final_text_is_what_browsers_were_sent(alice: Any) -> None:
     assert row.first_token_at is None
 
 
+async def test_an_answer_that_ended_meanwhile_keeps_its_state_and_gains_only_text(
+    alice: Any,
+) -> None:
+    """The sweep interrupted it while the database was away; the late final write keeps that one
+    terminal state, and keeps the text browsers were shown."""
+    generation = await streaming(alice)
+    await Message.objects.filter(pk=generation.message_id).aupdate(content="Hel")
+    await Generation.objects.filter(pk=generation.pk).aupdate(status="interrupted")
+    completion = Completion(outcome="complete", content="Hello world", finish_reason="stop")
+    outcome = Outcome(Status.COMPLETED, completion=completion)
+    state = sent([TextDelta("Hello world")])
+    final = await save_final(generation.pk, state, outcome, 5, "req-1", next_round_tools=())
+    row = await reread(generation)
+    assert row.status == "interrupted"
+    assert row.message.content == "Hello world"
+    assert row.finish_reason == ""
+    assert final.next_job is None
+    assert not final.cost_pending
+    # Written twice (a retry after a commit that went through): the second changes nothing.
+    await save_final(generation.pk, state, outcome, 5, "req-1")
+    assert (await reread(generation)).message.content == "Hello world"
+
+
 async def test_the_readers_warnings_are_kept_and_shown(alice: Any) -> None:
     generation = await streaming(alice)
     completion = Completion(outcome="complete", warnings=("unread_parts",))

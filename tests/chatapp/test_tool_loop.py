@@ -14,9 +14,19 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.urls import reverse
 
-from chatapp import gateway, stopping, tools, worker, ws_protocol
+from chatapp import (
+    gateway,
+    persistence,
+    presentation,
+    stopping,
+    tool_loop,
+    tools,
+    worker,
+    ws_protocol,
+)
 from chatapp.models import Conversation, Gateway, Generation, Message
 from chatapp.tools.base import ToolContext
+from gateway_client.accumulator import ToolCall
 from gateway_client.emulator import EmulatorURL
 from tests.emulator_requests import record_chat_bodies
 from tests.waiting import eventually
@@ -171,10 +181,15 @@ async def test_the_round_limit_ends_a_runaway_loop_in_words(
 ) -> None:
     settings.CHAT_TOOL_ROUNDS = 3
     rounds = await run_loop(alice, "again and again", "emulator/tools?rounds=99", "calculator")
-    assert [g.tool_round for g in rounds] == [1, 2, 3]
+    # Three rounds of calls run; the fourth round's calls (the model asking again) do not.
+    assert [g.tool_round for g in rounds] == [1, 2, 3, 4]
     last = rounds[-1]
     assert [c["status"] for c in last.message.tool_calls] == ["not_run"]
-    assert "limit" in last.message.tool_calls[0]["result"]
+    reason = "Not run: this answer already ran 3 rounds of tool calls, the app's limit."
+    assert last.message.tool_calls[0]["result"] == reason
+    note = await sync_to_async(presentation.finish_note)(last)
+    assert note is not None
+    assert note.text == f"The turn stopped here. {reason}"
     assert all(c["status"] in ("done", "error") for g in rounds[:-1] for c in g.message.tool_calls)
 
 
@@ -323,3 +338,35 @@ async def test_a_page_that_missed_a_rounds_end_learns_of_the_next_round(alice: A
         assert "next" not in await receive(ws)
     finally:
         await ws.disconnect()
+
+
+async def test_a_stop_while_a_round_is_written_keeps_the_next_round_from_running(
+    alice: Any, received: list[dict[str, Any]]
+) -> None:
+    """The Stop lands while round 1's final write waits for the records thread: round 2 is on
+    record by then, and must not ask the gateway anything."""
+    conversation = await conversation_with(alice, "calculator")
+    turn = await start_turn(alice, "6*7", "emulator/tools", conversation.pk)
+    listener = await GroupListener(conversation.pk).join()
+    held = threading.Event()
+    holding = asyncio.ensure_future(persistence.on_record_thread(held.wait, 10))
+    worker.start(turn.job)
+    ran = False
+    while not ran:  # the call has run: round 1's final write is next
+        delta = await listener.until("delta")
+        ran = any(run["status"] == "done" for run in delta.get("tool_runs", []))
+    await stopping.stop_turn(alice, turn.job.generation_pk)
+    held.set()
+    await holding
+    await workers_done()
+    first, second = await turn_generations(conversation)
+    assert first.status == "completed"
+    assert second.status == "cancelled"
+    assert second.upstream_id == ""
+    assert len(received) == 1, "the gateway was asked for round 1 only"
+
+
+def test_made_up_call_ids_differ_between_rounds() -> None:
+    call = ToolCall(0, None, "calculator", "{}")
+    assert tool_loop.call_id(call, 7) != tool_loop.call_id(call, 8)
+    assert tool_loop.call_id(ToolCall(0, "call_x", "calculator", "{}"), 7) == "call_x"

@@ -462,7 +462,13 @@ async def test_a_tool_call_that_ran_shows_its_status_arguments_and_result(alice:
         "duration_ms": 1234,
     }
     bad = {**ran, "index": 1, "arguments": '{"expression":', "status": "error", "result": "bad"}
-    answer = await finished_with(alice, tool_calls=[ran, bad])
+    hostile = {
+        **ran,
+        "index": 2,
+        "name": "<img src=x onerror=alert(1)>",
+        "arguments": '{"q": "</pre><script>alert(1)</script>"}',
+    }
+    answer = await finished_with(alice, tool_calls=[ran, bad, hostile])
     html = (await client.get(reverse("chat:message", args=[answer.pk]))).content.decode()
     pane = html[html.index('<section class="pane tool-calls-pane"') :]
     pane = pane[: pane.index("</section>")]
@@ -471,7 +477,10 @@ async def test_a_tool_call_that_ran_shows_its_status_arguments_and_result(alice:
     assert "{\n  &quot;expression&quot;: &quot;6*7&quot;\n}" in pane  # pretty-printed
     assert "&lt;b&gt;42&lt;/b&gt;" in pane  # a result is text, never markup
     assert '<pre class="tool-args invalid">{&quot;expression&quot;:</pre>' in pane
-    assert "These arguments are not valid JSON." in pane
+    assert "These arguments are not a JSON object." in pane
+    assert "<img" not in pane  # a model's names and arguments are text too
+    assert "<script>" not in pane
+    assert "&lt;img src=x onerror=alert(1)&gt;" in pane
     assert "none ran" not in pane
 
 
