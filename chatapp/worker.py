@@ -366,8 +366,13 @@ class GenerationWorker:
             logger.exception("Settling the cost of generation %s failed", self.job.generation_pk)
             return
         if settled.changed:
-            updated = ws_protocol.updated(self.job.generation_pk)
-            await self.layer.group_send(self.group, ws_protocol.group_message(updated))
+            updated = ws_protocol.group_message(ws_protocol.updated(self.job.generation_pk))
+            try:
+                await self.layer.group_send(self.group, updated)
+            except layer_errors.LAYER_DOWN as exc:  # the cost is saved; a reload shows it
+                logger.warning(
+                    "Generation %s: its cost update was not sent (%s)", self.job.generation_pk, exc
+                )
 
 
 # --- Process-local registry -----------------------------------------------------------------------

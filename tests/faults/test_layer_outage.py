@@ -124,3 +124,27 @@ async def test_deltas_lost_mid_stream_are_a_gap_the_page_fills_by_snapshot(
     assert lost_from not in page.applied
     assert page.not_prefix_of(generation.message.content) == []
     assert page.content == generation.message.content
+
+
+async def test_a_cost_update_the_layer_cannot_carry_is_a_warning_not_a_crash(
+    alice: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The answer is cut off (its cost left to the generation record); when the record settles
+    it, the layer is down for that one message: the cost is saved and the worker ends quietly."""
+    layer = get_channel_layer()
+    group_send = layer.group_send
+
+    async def no_updates(group: str, message: dict[str, Any]) -> None:
+        if '"t":"updated"' in message["text"]:
+            raise RedisConnectionError("Error 111 connecting to 127.0.0.1:6379.")
+        await group_send(group, message)
+
+    monkeypatch.setattr(layer, "group_send", no_updates)
+    owner = await worker.owner_channel()
+    turn = await sync_to_async(create_turn)(alice, None, "A short story", "emulator/drop", owner)
+    await worker.start(turn.job)  # raises if the worker died
+    generation = await Generation.objects.aget(pk=turn.generation.pk)
+    assert generation.status == "incomplete"
+    assert generation.cost_source == Generation.CostSource.RECORD
+    assert "its cost update was not sent" in caplog.text
+    assert "Traceback" not in caplog.text
