@@ -123,6 +123,23 @@ async def test_pages_run_only_our_own_scripts(alice: Any) -> None:
     assert directives["frame-ancestors"] == "'none'"
 
 
+async def test_only_the_first_conversation_takes_the_place_of_no_conversations_yet(
+    alice: Any,
+) -> None:
+    """A later one has no such line to remove (htmx reported the missing target as an error)."""
+    client = await logged_in(alice)
+    empty = '<div hx-swap-oob="delete:#conversation-list > li.empty"></div>'
+    bodies = []
+    for text in ("First", "Second"):
+        response = await client.post(
+            reverse("chat:send_new"), {"content": text, "model": "emulator/echo"}, headers=HTMX
+        )
+        bodies.append(response.content.decode())
+    await workers_finished()
+    assert empty in bodies[0]
+    assert empty not in bodies[1]
+
+
 async def test_first_message_swaps_in_the_new_titled_conversation(alice: Any) -> None:
     client = await logged_in(alice)
     response = await client.post(
@@ -145,6 +162,7 @@ async def test_first_message_swaps_in_the_new_titled_conversation(alice: Any) ->
     assert '<ul hx-swap-oob="afterbegin:#conversation-list"><li class="current"' in body
     assert f'href="{url}"' in body
     assert "<title>Plan a trip to Lisbon · Gateway Chat</title>" in body
+
     assert conversation.title == "Plan a trip to Lisbon"
     await workers_finished()
     answer = await Message.objects.select_related("generation").aget(role="assistant")
