@@ -165,7 +165,11 @@ class GenerationAdmin(_GenerationAdmin):
         """The answer it wrote, or read aloud (by key: no join for the page's rows)."""
         if obj.kind == Generation.Kind.SPEECH:
             return f"Read aloud of answer #{obj.read_aloud_id}"
-        return f"Answer #{obj.message_id}" if obj.message_id else "-"
+        if not obj.message_id:
+            return "-"
+        if obj.tool_round > 1:  # a turn that calls tools: each round is a generation of its own
+            return f"Answer #{obj.message_id}, tool round {obj.tool_round}"
+        return f"Answer #{obj.message_id}"
 
     @admin.display(description="cost", ordering="cost")
     def cost_shown(self, obj: Generation) -> str:

@@ -12,6 +12,7 @@ import orjson
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
+from django.contrib import admin
 from django.urls import reverse
 
 from chatapp import (
@@ -24,6 +25,7 @@ from chatapp import (
     worker,
     ws_protocol,
 )
+from chatapp.generation_admin import GenerationAdmin
 from chatapp.models import Conversation, Gateway, Generation, Message
 from chatapp.tools.base import ToolContext
 from gateway_client.accumulator import ToolCall
@@ -114,6 +116,10 @@ async def test_a_tool_call_runs_and_the_next_round_answers_from_its_result(
         assert generation.cost is not None
         assert generation.cost > Decimal(0)
     assert first.upstream_id != second.upstream_id
+    # The ledger says which round each is.
+    ledger = GenerationAdmin(Generation, admin.site)
+    assert ledger.what(first) == f"Answer #{first.message.pk}"
+    assert ledger.what(second) == f"Answer #{second.message.pk}, tool round 2"
 
 
 async def test_parallel_calls_all_run_and_each_result_goes_back(
