@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from gateway_client import GatewayClient, ModelInfo, Timeouts
+from gateway_client import GatewayClient, ModelInfo, Timeouts, emulator
 from gateway_client.dialects import default_timeouts, guess_dialect
 from gateway_client.errors import GatewayError
 
@@ -44,8 +44,6 @@ EMULATOR_API_KEY = "emulator-key"
 MODELS_TTL = 60.0
 CONFIGS_TTL = 10.0
 DEFAULT_NAME = "Default gateway"  # the row LLM_BASE_URL / LLM_API_KEY create and keep in step
-# The model the emulator's Numes gateway reads aloud with (any of its scenarios speaks).
-EMULATOR_SPEECH_MODEL = "emulator/audio"
 EMULATOR_NAME = "Emulator"  # the row standing for the built-in emulator when nothing is set
 
 _emulator_lock = threading.Lock()
@@ -125,6 +123,7 @@ def _settings_key() -> tuple[object, ...]:
         settings.LLM_API_KEY,
         settings.LLM_DIALECT,
         settings.LLM_COST_UNIT,
+        settings.LLM_SPEECH_MODEL,
     )
 
 
@@ -132,17 +131,17 @@ def _ensure_default() -> Gateway:
     """The gateway the environment configures (`LLM_*`), created or brought in step with it; or,
     when it configures none, the emulator's row (created once; an admin may then edit it)."""
     if not settings.LLM_BASE_URL:
-        emulator, _ = Gateway.objects.get_or_create(
+        row, _ = Gateway.objects.get_or_create(
             name=EMULATOR_NAME,
             defaults={
                 "base_url": "/numes/api/v1",
                 "dialect": "numes",
                 "cost_unit": default_unit("numes"),
                 "emulated": True,
-                "speech_model": EMULATOR_SPEECH_MODEL,
+                "speech_model": emulator.SPEECH_MODEL,
             },
         )
-        return emulator
+        return row
     dialect = settings.LLM_DIALECT or guess_dialect(settings.LLM_BASE_URL) or ""
     wanted = {
         "base_url": settings.LLM_BASE_URL,
@@ -151,6 +150,8 @@ def _ensure_default() -> Gateway:
         "emulated": False,
         "api_key_env": "",
     }
+    if settings.LLM_SPEECH_MODEL:  # else an admin's choice on the row stands
+        wanted["speech_model"] = settings.LLM_SPEECH_MODEL
     gateway, _ = Gateway.objects.get_or_create(name=DEFAULT_NAME, defaults=wanted)
     changed = [name for name, value in wanted.items() if getattr(gateway, name) != value]
     for name in changed:
@@ -292,7 +293,7 @@ def add_emulator_gateways() -> list[Gateway]:
                 "dialect": dialect,
                 "cost_unit": default_unit(dialect),
                 "emulated": True,
-                "speech_model": EMULATOR_SPEECH_MODEL if dialect == "numes" else "",
+                "speech_model": emulator.SPEECH_MODEL if dialect == "numes" else "",
                 "enabled": True,
             },
         )

@@ -225,6 +225,9 @@ LLM_DEFAULT_MODEL = os.environ.get("LLM_DEFAULT_MODEL", "")
 LLM_DIALECT = os.environ.get("LLM_DIALECT") or None
 # What the default gateway's usage.cost counts in (usd, sat, pnp, credits); unset: the dialect's.
 LLM_COST_UNIT = os.environ.get("LLM_COST_UNIT", "")
+# The model Read aloud asks the default gateway for (POST /audio/speech, Numes only); unset: the
+# gateway row's own setting (Admin → Gateways), which this then overrides.
+LLM_SPEECH_MODEL = os.environ.get("LLM_SPEECH_MODEL", "")
 # Seconds; each unset one keeps the dialect's default (gateway_client.dialects).
 LLM_TIMEOUTS = {
     phase: float(os.environ[f"LLM_{phase.upper()}_TIMEOUT"])

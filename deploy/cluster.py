@@ -37,6 +37,8 @@ from typing import IO
 import orjson
 import psycopg
 
+from gateway_client import emulator
+
 from .nginx import nginx_server
 from .processes import ServiceError, free_port, stop, wait_for_port
 from .services import postgres_server, redis_server
@@ -183,7 +185,11 @@ def cluster(options: ClusterOptions) -> Iterator[RunningCluster]:
                 [sys.executable, "-m", "gateway_client.emulator", "--port", str(port)],
             )
             gateway_url = f"http://127.0.0.1:{port}/numes/api/v1"
-            env |= {"LLM_BASE_URL": gateway_url, "LLM_API_KEY": "sk-cluster"}
+            env |= {
+                "LLM_BASE_URL": gateway_url,
+                "LLM_API_KEY": "sk-cluster",
+                "LLM_SPEECH_MODEL": emulator.SPEECH_MODEL,  # Read aloud works as with make run
+            }
         ports = tuple(free_port() for _ in range(options.processes))
         for number, port in enumerate(ports, start=1):
             # Started before the migrations run, to boot meanwhile: they touch the database

@@ -29,8 +29,13 @@ from .parsing import SCENARIOS
 from .records import GenerationRecord, Registry
 from .server import EmulatorURL, create_app, serve_in_thread
 
+SPEECH_MODEL = "emulator/audio"
+"""The model to ask its Numes `POST /audio/speech` for (any scenario speaks; this one is named
+for it), as the app's Read aloud does."""
+
 __all__ = [
     "SCENARIOS",
+    "SPEECH_MODEL",
     "EmulatorApp",
     "EmulatorURL",
     "GenerationRecord",

@@ -77,6 +77,17 @@ async def test_llm_base_url_creates_then_updates_the_default_gateway(
     assert "rotated-key" not in repr(second), "a config never prints its key"
 
 
+async def test_llm_speech_model_sets_the_default_gateways_or_leaves_the_admins(
+    settings: Any, emulator_url: str
+) -> None:
+    config = await gateway.aconfig_for(None)
+    await Gateway.objects.filter(pk=config.pk).aupdate(speech_model="set-by-an-admin")
+    gateway.forget_configs()
+    assert (await gateway.aconfig_for(None)).speech_model == "set-by-an-admin"
+    settings.LLM_SPEECH_MODEL = "emulator/audio"
+    assert (await gateway.aconfig_for(None)).speech_model == "emulator/audio"
+
+
 async def test_a_gateway_that_is_down_is_a_group_with_its_reason(emulator_url: str) -> None:
     down = await gateway_at("http://127.0.0.1:9/v1")
     groups = await gateway.catalog()
