@@ -1,5 +1,6 @@
 """How many answers a user may start: `CHAT_GENERATIONS_PER_MINUTE`, over send, retry, edit and
-continue alike (each starts one generation; the views call `check_generation_start` first).
+continue alike (each starts one generation). `turns` checks first, on the records thread with the
+rest of the turn, and a new chat's early request is not sent past it.
 
 Nothing is counted: the user's generations of the last minute are rows every process already
 shares, so the limit holds across server processes with no counter to keep in step. Chat answers
@@ -34,20 +35,21 @@ class RateLimited(ChatAppError):
         self.retry_after = retry_after
 
 
-async def check_generation_start(user: User) -> None:
+def check_generation_start(user: User) -> None:
     """`RateLimited` when `user` has started `CHAT_GENERATIONS_PER_MINUTE` answers in the last
-    minute, saying when the next may start."""
+    minute, saying when the next may start. Database work: called where the turn is made, not in
+    a thread hop of its own (under load each hop queues behind the others)."""
     limit = settings.CHAT_GENERATIONS_PER_MINUTE
     since = timezone.now() - WINDOW
     recent = Generation.objects.filter(
         conversation__user=user, kind__in=STARTED_BY_SENDING, tool_round=1, started_at__gt=since
     )
-    if await recent.acount() < limit:
+    if recent.count() < limit:
         return
     oldest = (
-        await recent.order_by("-started_at")
+        recent.order_by("-started_at")
         .values_list("started_at", flat=True)[limit - 1 : limit]
-        .afirst()
+        .first()
     )
     wait = 1.0 if oldest is None else (oldest - since).total_seconds()
     seconds = max(1, math.ceil(wait))

@@ -29,7 +29,7 @@ from django.db import transaction
 from django.http import Http404
 from django.utils import timezone
 
-from . import request_options, tool_loop
+from . import rate_limits, request_options, tool_loop
 from .errors import ChatAppError
 from .gateway import GatewayConfig, config_for
 from .jobs import Job
@@ -307,6 +307,7 @@ def create_turn(
     follow-up comes after `after`, the last message the page shows (None: the leaf shown). An
     image generation (`kind`) asks for `image_count` images."""
     text = checked_message(text, model)
+    rate_limits.check_generation_start(user)
     with transaction.atomic():
         parent_pk = None
         if conversation_id is None:
@@ -354,6 +355,7 @@ def create_edit(
     `image_count` images for an image model: `kind`)."""
     gateway, model = choice
     text = checked_message(text, model)
+    rate_limits.check_generation_start(user)
     with transaction.atomic():
         original = _own_message(user, message_id, Message.Role.USER)
         conversation = _idle_conversation(user, original.conversation_id)
@@ -387,6 +389,7 @@ def create_retry(
     the same context), with the gateway and model chosen and what they make of it (`kind`,
     `image_count`); a bare model: on the answer's gateway, and None: the answer's model too, each
     making what the answer was (an image generation again makes as many images)."""
+    rate_limits.check_generation_start(user)
     with transaction.atomic():
         answer = _finished_answer(user, message_id)
         conversation = _idle_conversation(user, answer.conversation_id)
@@ -438,6 +441,7 @@ def larger_budget(generation: Generation) -> int | None:
 def create_continuation(user: User, message_id: int, owner_channel: str) -> Turn:
     """A retry of the answer `message_id`, which ran out of its token budget, on its gateway and
     model with a `larger_budget`."""
+    rate_limits.check_generation_start(user)
     with transaction.atomic():
         cut = _finished_answer(user, message_id)
         budget = larger_budget(cut.generation)

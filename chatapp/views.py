@@ -165,7 +165,9 @@ def _new_chat_options(
     user: User, config: GatewayConfig
 ) -> tuple[RequestOptions, tuple[dict[str, Any], ...]]:
     """What a new chat's first request is sent with: the user's defaults and the tools they
-    choose, as the conversation will copy them (`turns.create_turn`)."""
+    choose, as the conversation will copy them (`turns.create_turn`); `RateLimited` first, so
+    a refused one sends nothing upstream."""
+    rate_limits.check_generation_start(user)
     options = default_options(user)
     return options, upstream_tools(options, dialect_of(config.pk))
 
@@ -187,7 +189,6 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
     text = request.POST.get("content", "")
     early = None
     try:
-        await rate_limits.check_generation_start(user)
         config, model = await _chosen(request.POST.get("model", ""))
         kind, images = await made_by(request, config, model)
         if pk is None and kind == Generation.Kind.CHAT:
@@ -242,7 +243,6 @@ async def start_version(
     user = await request.auser()
     owner_channel = await worker.owner_channel()
     try:
-        await rate_limits.check_generation_start(user)
         turn = await create(user, owner_channel)
     except (TurnError, GatewayUnavailable, rate_limits.RateLimited) as exc:
         return await sync_to_async(_composer_error)(request, str(exc))
