@@ -9,7 +9,6 @@ Set `CHAT_SCREENSHOTS` to a directory to keep screenshots of an answer being rea
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 from playwright.sync_api import expect
 
 from gateway_client.emulator import GenerationRecord
+from tests.waiting import poll
 
 from .conftest import send
 
@@ -56,15 +56,6 @@ def speech(alice: Any, server_url: str) -> Iterator[Callable[[str], None]]:
 
     yield use
     set_speech_model(alice, server_url, "")
-
-
-def wait_until[T](condition: Callable[[], T | None], what: str, within: float = 15.0) -> T:
-    deadline = time.monotonic() + within
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-    return value
 
 
 def speech_records(paced_emulator: Any, since: set[str]) -> list[GenerationRecord]:
@@ -113,7 +104,7 @@ def test_read_aloud_plays_as_it_arrives_and_stop_cancels_it_upstream(
     expect(answer.get_by_role("button", name="Read aloud")).to_be_visible()
     expect(answer.locator(".read-aloud-note")).to_have_text("Stopped.")
     assert alice.evaluate("() => document.getElementById('read-aloud-player').paused")
-    wait_until(lambda: record.cancelled_at, "the gateway to see the request closed")
+    poll(lambda: record.cancelled_at, what="the gateway to see the request closed")
     finished = paced_emulator.app.records.wait_finished(record.id, 5)
     assert finished.final_outcome == "cancelled"
     assert finished.bytes_delivered < record.bytes_delivered * 8, "cut short, not played out"
@@ -130,7 +121,7 @@ def test_read_aloud_plays_as_it_arrives_and_stop_cancels_it_upstream(
         )
         return row.count() == 1 and "generation record" in row.inner_text()
 
-    wait_until(cost_shown, "the reading's cost in the ledger")
+    poll(cost_shown, what="the reading's cost in the ledger")
     row = alice.locator("#result_list tbody tr").first
     expect(row.locator(".field-status")).to_have_text("Cancelled")
     amount = format(Decimal(str(finished.total_cost)).normalize(), "f")

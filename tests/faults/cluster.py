@@ -12,14 +12,13 @@ import asyncio
 import subprocess
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from deploy.processes import ServiceError, free_port, port_open
+from deploy.processes import free_port, wait_for_port
 from deploy.services import redis_server_binary
 
 from .fault_proxy import FaultProxy, Forward
@@ -50,11 +49,7 @@ class RestartableRedis:
             "--logfile", str(self.directory / "redis.log"), "--daemonize", "no",
         ]  # fmt: skip
         self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-        deadline = time.monotonic() + START_TIMEOUT
-        while not port_open(self.port):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise ServiceError(f"redis-server did not start on {self.port}")
-            time.sleep(0.02)
+        wait_for_port("redis-server", self.port, self.process, timeout=START_TIMEOUT)
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
