@@ -178,13 +178,7 @@ def save_final(
         if outcome.error is not None:
             _apply_error(generation, outcome.error)
             generation.retry_after = outcome.retry_after
-        if generation.cost is None:
-            free = not_billed_reason(generation, bool(sent.content or sent.reasoning))
-            if free is not None:
-                generation.cost_source = Generation.CostSource.NOT_BILLED
-                generation.cost_note = free
-            else:
-                generation.cost_source = Generation.CostSource.PENDING
+        _mark_unreported_cost(generation, delivered=bool(sent.content or sent.reasoning))
         generation.save()
         Conversation.objects.filter(pk=generation.conversation_id).update(updated_at=now)
         next_job = None
@@ -221,6 +215,19 @@ def _next_round(
     except Exception:
         logger.exception("Generation %s: its next tool round could not start", generation.pk)
         return None
+
+
+def _mark_unreported_cost(generation: Generation, *, delivered: bool) -> None:
+    """A generation the stream reported no cost for: not billed, with the reason, when nothing
+    was (`costing.not_billed_reason`), else pending for the reconciliation."""
+    if generation.cost is not None:
+        return
+    free = not_billed_reason(generation, delivered)
+    if free is not None:
+        generation.cost_source = Generation.CostSource.NOT_BILLED
+        generation.cost_note = free
+    else:
+        generation.cost_source = Generation.CostSource.PENDING
 
 
 def _apply_error(generation: Generation, error: ErrorInfo) -> None:
@@ -278,6 +285,8 @@ def save_reading(generation_pk: int, end: ReadingEnd) -> FinalState:
         )
         if generation is None:  # the conversation was deleted while it played
             return FinalState(upstream_id="", cost_pending=False)
+        if generation.status != STREAMING:  # the sweep interrupted it: one terminal state
+            return FinalState(upstream_id=generation.upstream_id, cost_pending=False)
         generation.status = end.status
         generation.finished_at = now
         generation.heartbeat_at = now
@@ -288,13 +297,7 @@ def save_reading(generation_pk: int, end: ReadingEnd) -> FinalState:
         generation.request_id = end.request_id[:200]
         if end.error is not None:
             _apply_error(generation, end.error)
-        if generation.cost is None:
-            free = not_billed_reason(generation, bool(end.audio))
-            if free is not None:
-                generation.cost_source = Generation.CostSource.NOT_BILLED
-                generation.cost_note = free
-            else:
-                generation.cost_source = Generation.CostSource.PENDING
+        _mark_unreported_cost(generation, delivered=bool(end.audio))
         generation.save()
         if end.audio:
             SpeechAudio.objects.update_or_create(
