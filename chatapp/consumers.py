@@ -15,6 +15,7 @@ one that floods is closed with `ws_limits.CLOSE_TOO_FAST`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING, Any, Literal
@@ -62,6 +63,7 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         self.user = user
+        layer_errors.quiet_background_failures(asyncio.get_running_loop())
         self.budget = ws_limits.MessageBudget(
             settings.CHAT_WS_MESSAGES_PER_SECOND, settings.CHAT_WS_BURST
         )

@@ -243,8 +243,8 @@ CHAT_STALE_AFTER = 15.0  # a streaming generation with an older heartbeat is int
 CHAT_SWEEP_INTERVAL = 10.0
 # Seconds without a token before a streaming answer says "waiting for the gateway… N s".
 CHAT_STALL_NOTICE = float(os.environ.get("CHAT_STALL_NOTICE", "6"))
-# A turn that calls tools ends after this many rounds (a model calling tools forever would spend
-# without end), and a tool that runs longer than CHAT_TOOL_TIMEOUT seconds is reported as failed.
+# A turn runs at most this many rounds of tool calls (a model calling tools forever would spend
+# without end); a tool that runs longer than CHAT_TOOL_TIMEOUT seconds is reported as failed.
 CHAT_TOOL_ROUNDS = int(os.environ.get("CHAT_TOOL_ROUNDS", "8"))
 CHAT_TOOL_TIMEOUT = float(os.environ.get("CHAT_TOOL_TIMEOUT", "20"))
 

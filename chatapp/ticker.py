@@ -153,6 +153,7 @@ async def ticker() -> Ticker:
         channel = await layer.new_channel()
         found = _tickers.get(loop)  # another caller may have won the race meanwhile
         if found is None:
+            layer_errors.quiet_background_failures(loop)
             found = _tickers[loop] = Ticker(channel, layer)
             found.start()
     return found

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
+from channels_redis.core import RedisChannelLayer
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from chatapp import layer_errors
@@ -43,3 +46,35 @@ async def test_other_errors_are_not_hidden() -> None:
 
     with pytest.raises(ValueError, match="a bug"):
         await layer_errors.send_retrying(send, "a message")
+
+
+async def test_a_layer_background_task_failing_in_an_outage_is_one_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """channels_redis's own unawaited cleanup task, failing as Redis goes: a warning, no
+    traceback. Another task's failure is left to the handler there was."""
+    loop = asyncio.get_running_loop()
+    seen: list[dict[str, object]] = []
+    loop.set_exception_handler(lambda loop, context: seen.append(context))
+    try:
+        layer_errors.quiet_background_failures(loop)
+        layer_errors.quiet_background_failures(loop)  # once per loop
+        layer = RedisChannelLayer(hosts=["redis://127.0.0.1:9"])
+        layer_task = loop.create_task(layer._clean_receive_backup(0, "specific.x!y"))
+        other = loop.create_task(asyncio.sleep(0))
+        await asyncio.wait([layer_task, other])
+        assert isinstance(layer_task.exception(), OSError | RedisConnectionError)  # retrieved here
+        error = RedisConnectionError("Connection closed by server.")
+        for task in (layer_task, other):
+            loop.call_exception_handler(
+                {
+                    "message": "Task exception was never retrieved",
+                    "exception": error,
+                    "future": task,
+                }
+            )
+    finally:
+        loop.set_exception_handler(None)
+    assert "The channel layer is down: a background task failed" in caplog.text
+    assert "Traceback" not in caplog.text
+    assert [context["future"] for context in seen] == [other]
