@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -223,3 +223,26 @@ def received(paced_emulator: Any, monkeypatch: pytest.MonkeyPatch) -> list[dict[
     """The bodies of the chat requests the paced emulator receives from now on, as parsed JSON
     (what the gateway was asked: its `messages`, `model`, ...)."""
     return record_chat_bodies(paced_emulator.app, monkeypatch)
+
+
+SIZES = {"desktop": (1280, 800), "phone": (390, 844)}
+
+
+def screenshots(page: Any, name: str, prepare: Callable[[Any], None] | None = None) -> None:
+    """With `CHAT_SCREENSHOTS` set to a directory, `page` saved there as `<name>-<size>.png` at
+    each of `SIZES`, once its transitions have ended and `prepare(page)` has run (scrolling what
+    the picture is of into view); without it, nothing."""
+    directory = os.environ.get("CHAT_SCREENSHOTS")
+    if not directory:
+        return
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    original = page.viewport_size
+    for label, (width, height) in SIZES.items():
+        page.set_viewport_size({"width": width, "height": height})
+        page.wait_for_function(
+            "() => document.getAnimations().every(a => a.playState !== 'running')"
+        )
+        if prepare is not None:
+            prepare(page)
+        page.screenshot(path=str(Path(directory) / f"{name}-{label}.png"))
+    page.set_viewport_size(original)

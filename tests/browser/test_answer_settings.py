@@ -7,12 +7,10 @@ applied, at desktop and phone sizes.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,11 +18,10 @@ from playwright.sync_api import expect
 
 from tests.waiting import poll
 
-from .conftest import ROOT, send
+from .conftest import ROOT, screenshots, send
 
 pytestmark = [pytest.mark.browser]
 
-SIZES = {"desktop": (1280, 800), "phone": (390, 844)}
 APPLIED = "System prompt · temperature 0.7 · max 2,048 tokens · effort high"
 SYSTEM = "Answer in French."
 
@@ -50,21 +47,6 @@ def sent_with(bodies: list[dict[str, Any]], question: str) -> dict[str, Any]:
         return next((b for b in bodies if b["messages"][-1]["content"] == question), None)
 
     return poll(found, what=f"a request asking {question!r}")
-
-
-def screenshots(page: Any, name: str) -> None:
-    directory = os.environ.get("CHAT_SCREENSHOTS")
-    if not directory:
-        return
-    Path(directory).mkdir(parents=True, exist_ok=True)
-    size = page.viewport_size
-    for label, (width, height) in SIZES.items():
-        page.set_viewport_size({"width": width, "height": height})
-        page.wait_for_function(
-            "() => document.getAnimations().every(a => a.playState !== 'running')"
-        )
-        page.screenshot(path=str(Path(directory) / f"{name}-{label}.png"))
-    page.set_viewport_size(size)
 
 
 def fill_settings(form: Any) -> None:

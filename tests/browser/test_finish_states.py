@@ -8,12 +8,10 @@ With `CHAT_SCREENSHOTS` set to a directory, the states are saved there at deskto
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,13 +19,12 @@ from playwright.sync_api import expect
 
 from tests.waiting import poll
 
-from .conftest import ROOT, send
+from .conftest import ROOT, screenshots, send
 
 pytestmark = [pytest.mark.browser]
 
 CUT_OFF = "The answer was cut off at the token budget"
 THOUGHT_ONLY = "The token budget ran out while the model was thinking, before it answered."
-SIZES = {"desktop": (1280, 800), "phone": (390, 844)}
 
 
 def _manage_shell(env: dict[str, str], code: str) -> str:
@@ -83,17 +80,8 @@ def choose_on(page: Any, gateway_pk: int, model: str) -> None:
     page.get_by_label("Model").select_option(value)
 
 
-def screenshots(page: Any, name: str) -> None:
-    directory = os.environ.get("CHAT_SCREENSHOTS")
-    if not directory:
-        return
-    Path(directory).mkdir(parents=True, exist_ok=True)
-    size = page.viewport_size
-    for label, (width, height) in SIZES.items():
-        page.set_viewport_size({"width": width, "height": height})
-        page.locator("article.assistant").last.scroll_into_view_if_needed()
-        page.screenshot(path=str(Path(directory) / f"{name}-{label}.png"))
-    page.set_viewport_size(size)
+def _last_answer_in_view(page: Any) -> None:
+    page.locator("article.assistant").last.scroll_into_view_if_needed()
 
 
 def test_an_answer_cut_at_the_budget_says_so(alice: Any, tiny_gateway: int) -> None:
@@ -106,7 +94,7 @@ def test_an_answer_cut_at_the_budget_says_so(alice: Any, tiny_gateway: int) -> N
     expect(answer.locator(".finish-note")).to_have_text(re.compile(rf"^{CUT_OFF}\b.*\.$"))
     expect(answer.get_by_role("button", name="Continue with a larger budget")).to_have_count(0)
     expect(answer.get_by_role("button", name="Retry")).to_have_count(0)
-    screenshots(alice, "cut-off")
+    screenshots(alice, "cut-off", _last_answer_in_view)
 
 
 def test_thinking_out_of_budget_continues_with_a_larger_one(
@@ -120,7 +108,7 @@ def test_thinking_out_of_budget_continues_with_a_larger_one(
     assert cut.locator(".content").inner_text().strip() == ""
     more = cut.get_by_role("button", name="Continue with a larger budget")
     expect(more).to_be_visible()
-    screenshots(alice, "thinking-ran-out")
+    screenshots(alice, "thinking-ran-out", _last_answer_in_view)
 
     more.click()
     expect(alice.locator("article.assistant")).to_have_count(1)
@@ -135,4 +123,4 @@ def test_thinking_out_of_budget_continues_with_a_larger_one(
     first, second = (body for body in received if body["model"] == "emulator/length")
     assert "max_tokens" not in first
     assert second["max_tokens"] == 4096
-    screenshots(alice, "continued")
+    screenshots(alice, "continued", _last_answer_in_view)

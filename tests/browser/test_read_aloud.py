@@ -8,10 +8,8 @@ Set `CHAT_SCREENSHOTS` to a directory to keep screenshots of an answer being rea
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +18,7 @@ from playwright.sync_api import expect
 from gateway_client.emulator import GenerationRecord
 from tests.waiting import poll
 
-from .conftest import send
+from .conftest import screenshots, send
 
 pytestmark = [pytest.mark.browser]
 
@@ -31,7 +29,6 @@ SLOW_SPEECH = "emulator/audio?tokens_per_second=3"
 # one only once it is whole), so a shorter answer would not show the audio playing early.
 LONG_WORDS = " ".join(f"otter{n}" for n in range(200))
 WORDS = " ".join(f"otter{n}" for n in range(40))
-SIZES = {"desktop": (1280, 800), "phone": (390, 844)}
 PLAYING = """() => {
   const audio = document.getElementById("read-aloud-player");
   return audio && !audio.paused && audio.currentTime > 0;
@@ -66,20 +63,8 @@ def speech_records(paced_emulator: Any, since: set[str]) -> list[GenerationRecor
     ]
 
 
-def screenshots(page: Any, name: str) -> None:
-    directory = os.environ.get("CHAT_SCREENSHOTS")
-    if not directory:
-        return
-    Path(directory).mkdir(parents=True, exist_ok=True)
-    size = page.viewport_size
-    for label, (width, height) in SIZES.items():
-        page.set_viewport_size({"width": width, "height": height})
-        page.wait_for_function(
-            "() => document.getAnimations().every(a => a.playState !== 'running')"
-        )
-        page.locator("button.read-aloud").last.scroll_into_view_if_needed()
-        page.screenshot(path=str(Path(directory) / f"{name}-{label}.png"))
-    page.set_viewport_size(size)
+def _read_aloud_in_view(page: Any) -> None:
+    page.locator("button.read-aloud").last.scroll_into_view_if_needed()
 
 
 def test_read_aloud_plays_as_it_arrives_and_stop_cancels_it_upstream(
@@ -98,7 +83,7 @@ def test_read_aloud_plays_as_it_arrives_and_stop_cancels_it_upstream(
     assert record.bytes_delivered > 0
     stop = answer.get_by_role("button", name="Stop reading")
     expect(stop).to_have_attribute("data-reading", "playing")
-    screenshots(alice, "read-aloud-playing")
+    screenshots(alice, "read-aloud-playing", _read_aloud_in_view)
 
     stop.click()
     expect(answer.get_by_role("button", name="Read aloud")).to_be_visible()

@@ -9,22 +9,18 @@ sizes.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import ROOT, send
+from .conftest import ROOT, screenshots, send
 
 pytestmark = [pytest.mark.browser]
-
-SIZES = {"desktop": (1280, 800), "phone": (390, 844)}
 
 
 def manage_shell(env: dict[str, str], code: str) -> None:
@@ -82,6 +78,16 @@ def record_statuses(page: Any) -> None:
     )
 
 
+def loaded_at(page: Any, scroll_top: str) -> None:
+    """The page reloaded (at the size just set) with its messages scrolled to `scroll_top`."""
+    page.reload()
+    expect(page.locator("article.assistant").last.locator(".content.rendered")).to_be_visible()
+    page.evaluate(
+        f"() => {{ const box = document.getElementById('messages'); "
+        f"box.scrollTop = {scroll_top}; }}"
+    )
+
+
 def rounds(page: Any, count: int) -> Any:
     """The answers of the turn once `count` rounds are written (the last one finished)."""
     answers = page.locator("article.assistant")
@@ -128,7 +134,9 @@ def test_a_two_round_loop_shows_each_round_and_answers_from_the_results(
     assert "running…" in statuses, "a run is shown as it starts"
     assert any(s.startswith(("done", "error")) for s in statuses), "and as it ends, live"
     assert first
-    save_screenshots(alice, "tool-loop")
+    # The turn from its top (the first round's pane) and at its end, each loaded at its size.
+    screenshots(alice, "tool-loop-top", lambda page: loaded_at(page, "0"))
+    screenshots(alice, "tool-loop-end", lambda page: loaded_at(page, "box.scrollHeight"))
 
 
 def test_a_reload_mid_loop_comes_back_to_the_current_round(
@@ -149,24 +157,3 @@ def test_a_reload_mid_loop_comes_back_to_the_current_round(
     expect(answers.nth(1).locator(".content")).to_contain_text(result)
     text = answers.nth(1).locator(".content").inner_text()
     assert text.count("So, in short") == 1, "no gap, no duplicate"
-
-
-def save_screenshots(page: Any, name: str) -> None:
-    """The conversation from its top and at its end, at each size (loaded at that size)."""
-    directory = os.environ.get("CHAT_SCREENSHOTS")
-    if not directory:
-        return
-    Path(directory).mkdir(parents=True, exist_ok=True)
-    original = page.viewport_size
-    for size, (width, height) in SIZES.items():
-        page.set_viewport_size({"width": width, "height": height})
-        page.reload()
-        expect(page.locator("article.assistant").last.locator(".content.rendered")).to_be_visible()
-        for end in ("top", "end"):
-            top = "0" if end == "top" else "box.scrollHeight"
-            page.evaluate(
-                f"() => {{ const box = document.getElementById('messages'); "
-                f"box.scrollTop = {top}; }}"
-            )
-            page.screenshot(path=str(Path(directory) / f"{name}-{size}-{end}.png"))
-    page.set_viewport_size(original)

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import send
-from .test_answer_settings import finished, screenshots
+from .conftest import screenshots, send
+from .test_answer_settings import finished
 
 pytestmark = [pytest.mark.browser]
 

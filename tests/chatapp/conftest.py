@@ -7,42 +7,22 @@ database thread, which cannot see a test transaction that is never committed.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.layers import channel_layers, get_channel_layer
+from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model
 
-from chatapp import gateway, worker, ws_protocol
+from chatapp import worker, ws_protocol
 from chatapp.turns import Turn, create_turn
 from gateway_client.emulator import EmulatorURL, GenerationRecord
+from tests.django_fixtures import (  # noqa: F401 (used by name: pytest finds fixtures here)
+    closed_clients,
+    fresh_channel_layer,
+    fresh_gateways,
+)
 from tests.waiting import eventually
-
-
-@pytest.fixture(autouse=True)
-def fresh_channel_layer() -> Iterator[None]:
-    """A new in-memory layer per test: its queues belong to one event loop."""
-    channel_layers.backends.clear()
-    yield
-    channel_layers.backends.clear()
-
-
-@pytest.fixture(autouse=True)
-def fresh_gateways() -> Iterator[None]:
-    """Gateway configs are cached per process; each test has a database of its own."""
-    gateway.forget_configs()
-    gateway._models_cache.clear()
-    yield
-    gateway.forget_configs()
-
-
-@pytest.fixture(autouse=True)
-async def closed_clients() -> AsyncIterator[None]:
-    """The test loop's shared gateway clients are closed with it, as at server shutdown."""
-    yield
-    await gateway.close_clients()
 
 
 @pytest.fixture(autouse=True)

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from channels.layers import channel_layers
 
-from chatapp import gateway
 from deploy.services import postgres_server
 from gateway_client.emulator import EmulatorURL, serve_in_thread
+from tests.django_fixtures import (  # noqa: F401 (used by name: pytest finds fixtures here)
+    closed_clients,
+    fresh_channel_layer,
+    fresh_gateways,
+)
 from tests.multiprocess.servers import Server, User, prepare_database, sign_in, start_server
 
 from .cluster import WS_MAX_BUFFERED, Cluster, ProxyThread, proxied_url, redis_that_restarts
@@ -30,27 +33,6 @@ def fault_emulator() -> Iterator[EmulatorURL]:
     """Fast, and its records final at once, so a cost lookup after a fault takes no waiting."""
     with serve_in_thread(tokens_per_second=2000, ttft_ms=5, finalize_delay_ms=0) as url:
         yield url
-
-
-@pytest.fixture(autouse=True)
-def fresh_channel_layer() -> Iterator[None]:
-    channel_layers.backends.clear()
-    yield
-    channel_layers.backends.clear()
-
-
-@pytest.fixture(autouse=True)
-def fresh_gateways() -> Iterator[None]:
-    gateway.forget_configs()
-    gateway._models_cache.clear()
-    yield
-    gateway.forget_configs()
-
-
-@pytest.fixture(autouse=True)
-async def closed_clients() -> AsyncIterator[None]:
-    yield
-    await gateway.close_clients()
 
 
 @pytest.fixture(autouse=True)
