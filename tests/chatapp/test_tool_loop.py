@@ -361,6 +361,10 @@ async def test_a_stop_while_a_round_is_written_keeps_the_next_round_from_running
     while not ran:  # the call has run: round 1's final write is next
         delta = await listener.until("delta")
         ran = any(run["status"] == "done" for run in delta.get("tool_runs", []))
+    # Round 1's final write is queued behind the held thread: the turn was going on when it left.
+    await eventually(
+        lambda: persistence._executor._work_queue.qsize() > 0, what="round 1's final write queued"
+    )
     await stopping.stop_turn(alice, turn.job.generation_pk)
     held.set()
     await holding
