@@ -87,8 +87,9 @@ def _context_text(message: Message) -> str:
     )
 
 
-def estimate_or_explain(generation: Generation, message: Message) -> None:
-    """Set an estimate (with its basis) or `unavailable` (with the reason) on `generation`."""
+def estimate_or_explain(generation: Generation, message: Message | None) -> None:
+    """Set an estimate (with its basis) or `unavailable` (with the reason) on `generation`.
+    `message`: the answer, to count tokens from when none were reported (None: deleted)."""
     model = generation.served_model or generation.model
     if generation.kind == Generation.Kind.SPEECH:
         # Speech is billed by the character, not the token: a token price would misstate it.
@@ -112,12 +113,22 @@ def estimate_or_explain(generation: Generation, message: Message) -> None:
         generation.cost_note = f"{what} and no price is configured for {model}"[:300]
         return
     counted = generation.prompt_tokens is None or generation.completion_tokens is None
+    if counted and message is None:
+        generation.cost = None
+        generation.cost_source = CostSource.UNAVAILABLE
+        generation.cost_note = (
+            f"{_gateway_title(generation)} reported no token counts, and the answer was deleted "
+            "before they could be counted from its text"
+        )[:300]
+        return
     prompt = generation.prompt_tokens
-    if prompt is None:
-        prompt = _counted(_context_text(message))
     completion = generation.completion_tokens
-    if completion is None:
-        completion = _counted(message.content + message.reasoning)
+    if message is not None:  # else both were reported
+        if prompt is None:
+            prompt = _counted(_context_text(message))
+        if completion is None:
+            completion = _counted(message.content + message.reasoning)
+    assert prompt is not None and completion is not None
     generation.cost = Decimal(prompt) * price.prompt + Decimal(completion) * price.completion
     generation.cost_unit = generation.gateway.cost_unit if generation.gateway else CostUnit.CREDITS
     generation.cost_source = CostSource.ESTIMATE
@@ -194,7 +205,7 @@ def settle_cost_now(generation_pk: int, lookup: Lookup) -> Settled:
         if not give_up:
             generation.save(update_fields=["reconcile_attempts"])
             return Settled(False, generation.cost_source)
-        message = generation.answer
-        estimate_or_explain(generation, message)
+        # The answer's text, for a count (None: deleted with its conversation).
+        estimate_or_explain(generation, generation.message)
         generation.save()
         return Settled(True, generation.cost_source)

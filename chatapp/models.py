@@ -9,10 +9,12 @@ on the `Message`, flushed there while streaming so a crash loses at most a coupl
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any, NoReturn
 
 from django.conf import settings
 from django.db import models
 
+from .errors import LedgerIsAppendOnly
 from .units import CostUnit
 
 
@@ -199,6 +201,20 @@ class ToolSwitch(models.Model):
         return f"{self.name} ({'on' if self.enabled else 'off'})"
 
 
+class GenerationQuerySet(models.QuerySet["Generation"]):
+    """Generations are the cost ledger: deleting them is refused, whoever asks (a conversation
+    or user deleted sets their keys to NULL instead). `ledger.fold` alone removes rows, through
+    `fold_away`, in the transaction that writes their daily totals."""
+
+    def delete(self) -> NoReturn:
+        raise LedgerIsAppendOnly()
+
+    def fold_away(self) -> int:
+        """Delete these rows, whose totals the caller wrote in this same transaction."""
+        deleted, _ = super().delete()
+        return deleted
+
+
 class Generation(models.Model):
     class Kind(models.TextChoices):
         CHAT = "chat", "chat answer"
@@ -222,19 +238,34 @@ class Generation(models.Model):
         NOT_BILLED = "not_billed", "not billed"
 
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.CHAT)
-    # The answer it wrote (chat and image generations); a reading has none of its own.
+    # Whose spend it is, kept on the row (and the name, as it was when the generation started) so
+    # that totals per user stay whole when the conversation or the user is deleted.
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="generations",
+    )
+    user_name = models.CharField(max_length=150, blank=True)
+    # The answer it wrote (chat and image generations); a reading has none of its own. The text
+    # goes with its conversation; the generation stays (SET_NULL here and below).
     message = models.OneToOneField(
-        Message, on_delete=models.CASCADE, null=True, blank=True, related_name="generation"
+        Message, on_delete=models.SET_NULL, null=True, blank=True, related_name="generation"
     )
     # The answer a speech generation read aloud.
     read_aloud = models.ForeignKey(
-        Message, on_delete=models.CASCADE, null=True, blank=True, related_name="readings"
+        Message, on_delete=models.SET_NULL, null=True, blank=True, related_name="readings"
     )
     # A turn that calls tools is several generations: round 1 answers the user's message, each
     # later one continues from the tool results of the round before.
     tool_round = models.PositiveSmallIntegerField(default=1)
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.CASCADE, related_name="generations"
+        Conversation,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="generations",
     )
     # PROTECT: a gateway with history is disabled, not deleted, so its totals stay whole.
     gateway = models.ForeignKey(
@@ -295,11 +326,14 @@ class Generation(models.Model):
     # `Completion.warnings` codes, e.g. "unread_parts": the stream carried parts we could not read.
     warnings = models.JSONField(default=list, blank=True)
 
+    objects = GenerationQuerySet.as_manager()
+
     class Meta:
         ordering = ["-started_at", "-id"]
         indexes = [
             models.Index(fields=["status", "heartbeat_at"]),
             models.Index(fields=["started_at", "cost_unit"]),
+            models.Index(fields=["user", "started_at"]),
         ]
 
     def __str__(self) -> str:
@@ -308,6 +342,18 @@ class Generation(models.Model):
     @property
     def is_running(self) -> bool:
         return self.status == self.Status.STREAMING
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self._state.adding and self.user_id is None and self.conversation_id is not None:
+            owner = self.conversation.user if self.conversation else None
+            if owner is not None:
+                self.user = owner
+        if self._state.adding and self.user is not None and not self.user_name:
+            self.user_name = self.user.get_username()
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise LedgerIsAppendOnly()
 
     @property
     def answer(self) -> Message:
@@ -345,3 +391,45 @@ class SpeechAudio(models.Model):
 
     def __str__(self) -> str:
         return f"Audio of generation {self.generation_id} ({self.media_type})"
+
+
+class LedgerDay(models.Model):
+    """Generations folded away by `manage.py fold_ledger` (`chatapp/ledger.py`): one UTC day's
+    generations of one user, gateway, model, kind, status, unit and cost source, counted and
+    summed, so that every total reads the same once the rows themselves are gone.
+
+    The cost sum is exact on both databases: its whole part, and its fraction in steps of 1e-15
+    split at 1e-7 (`high`: steps // 10**8, `low`: steps % 10**8), the integers `cost_summary`
+    adds on SQLite, where a decimal column is a 15-digit REAL.
+    """
+
+    day = models.DateField()
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    user_name = models.CharField(max_length=150, blank=True)
+    gateway = models.ForeignKey(
+        Gateway, on_delete=models.PROTECT, null=True, blank=True, related_name="ledger_days"
+    )
+    model = models.CharField(max_length=200)
+    kind = models.CharField(max_length=16, choices=Generation.Kind.choices)
+    status = models.CharField(max_length=16, choices=Generation.Status.choices)
+    cost_unit = models.CharField(max_length=16, choices=CostUnit.choices, blank=True)
+    cost_source = models.CharField(max_length=16, choices=Generation.CostSource.choices)
+    generations = models.PositiveIntegerField()
+    priced = models.PositiveIntegerField(help_text="Generations with an amount.")
+    prompt_tokens = models.BigIntegerField(default=0)
+    completion_tokens = models.BigIntegerField(default=0)
+    reasoning_tokens = models.BigIntegerField(default=0)
+    cached_tokens = models.BigIntegerField(default=0)
+    cost_whole = models.BigIntegerField(default=0)
+    cost_high = models.BigIntegerField(default=0)
+    cost_low = models.BigIntegerField(default=0)
+    folded_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-day", "-id"]
+        indexes = [models.Index(fields=["day", "cost_unit"]), models.Index(fields=["user", "day"])]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.model}: {self.generations} generation(s)"

@@ -135,24 +135,18 @@ def save_final(
             .filter(pk=generation_pk)
             .first()
         )
-        if generation is None:  # the conversation was deleted while streaming
+        if generation is None:  # never: a running generation is not folded away
             return FinalState(upstream_id="", cost_pending=False)
         sent = state.sent_part()
+        # None: the conversation was deleted while it streamed. Its text goes with it; the
+        # generation's facts (IDs, tokens, cost) are written all the same.
+        message = generation.message
         if generation.status != STREAMING:
-            _add_missing_text(generation.answer, sent)
+            if message is not None:
+                _add_missing_text(message, sent)
             return FinalState(upstream_id=generation.upstream_id, cost_pending=False)
-        message = generation.answer
-        message.content = sent.content
-        message.reasoning = sent.reasoning
-        message.tool_calls = tool_loop.stored_calls(
-            [call.to_dict() for call in sent.tool_calls], tool_runs
-        )
-        message.annotations = (
-            [{**citation(a), "raw": a.raw} for a in completion.annotations] if completion else []
-        )
-        message.attachments = attachments.from_completion(completion)
-        message.reasoning_details = list(completion.reasoning_details) if completion else []
-        message.save()
+        if message is not None:
+            _write_answer(message, sent, completion, tool_runs)
 
         generation.status = outcome.status
         generation.finished_at = now
@@ -180,9 +174,11 @@ def save_final(
             generation.retry_after = outcome.retry_after
         _mark_unreported_cost(generation, delivered=bool(sent.content or sent.reasoning))
         generation.save()
-        Conversation.objects.filter(pk=generation.conversation_id).update(updated_at=now)
+        if generation.conversation_id is not None:
+            Conversation.objects.filter(pk=generation.conversation_id).update(updated_at=now)
         next_job = None
-        if next_round_tools is not None and outcome.status == Generation.Status.COMPLETED:
+        completed = outcome.status == Generation.Status.COMPLETED
+        if next_round_tools is not None and completed and message is not None:
             next_job = _next_round(message, generation, next_round_tools)
     return FinalState(
         upstream_id=generation.upstream_id,
@@ -190,6 +186,25 @@ def save_final(
         record_expected=record_expected(generation),
         next_job=next_job,
     )
+
+
+def _write_answer(
+    message: Message,
+    sent: Completion,
+    completion: Completion | None,
+    tool_runs: list[CallRun] | None,
+) -> None:
+    message.content = sent.content
+    message.reasoning = sent.reasoning
+    message.tool_calls = tool_loop.stored_calls(
+        [call.to_dict() for call in sent.tool_calls], tool_runs
+    )
+    message.annotations = (
+        [{**citation(a), "raw": a.raw} for a in completion.annotations] if completion else []
+    )
+    message.attachments = attachments.from_completion(completion)
+    message.reasoning_details = list(completion.reasoning_details) if completion else []
+    message.save()
 
 
 def _add_missing_text(message: Message, sent: Completion) -> None:
@@ -248,10 +263,11 @@ settle_cost = _on_final_thread(settle_cost_now)
 
 
 @_on_final_thread
-def mark_interrupted(generation_pks: list[int]) -> list[tuple[int, int, int]]:
-    """Interrupt the given generations if still streaming; (id, conversation, seq) of each."""
+def mark_interrupted(generation_pks: list[int]) -> list[tuple[int, int | None, int]]:
+    """Interrupt the given generations if still streaming; (id, conversation, seq) of each (no
+    conversation: it was deleted)."""
     now = timezone.now()
-    done: list[tuple[int, int, int]] = []
+    done: list[tuple[int, int | None, int]] = []
     with transaction.atomic():
         for generation in Generation.objects.select_for_update().filter(
             pk__in=generation_pks, status=STREAMING
@@ -283,7 +299,7 @@ def save_reading(generation_pk: int, end: ReadingEnd) -> FinalState:
             .filter(pk=generation_pk, kind=Generation.Kind.SPEECH)
             .first()
         )
-        if generation is None:  # the conversation was deleted while it played
+        if generation is None:  # never: a running generation is not folded away
             return FinalState(upstream_id="", cost_pending=False)
         if generation.status != STREAMING:  # the sweep interrupted it: one terminal state
             return FinalState(upstream_id=generation.upstream_id, cost_pending=False)

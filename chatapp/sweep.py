@@ -50,6 +50,8 @@ async def sweep_stale_generations(stale_after: float | None = None) -> int:
     layer = ws_protocol.channel_layer()
     for generation_pk, conversation_id, seq in interrupted:
         logger.warning("Generation %s interrupted (its worker stopped)", generation_pk)
+        if conversation_id is None:  # deleted: no page shows it
+            continue
         await layer.group_send(
             ws_protocol.group_name(conversation_id),
             ws_protocol.group_message(

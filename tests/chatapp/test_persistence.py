@@ -14,7 +14,7 @@ import pytest
 from chatapp.costing import MAX_RECORD_ATTEMPTS, Lookup
 from chatapp.jobs import Outcome, Status
 from chatapp.live_state import LiveState
-from chatapp.models import Conversation, Generation, Message
+from chatapp.models import Conversation, Gateway, Generation, Message, ModelPrice
 from chatapp.persistence import (
     FinalState,
     mark_interrupted,
@@ -232,15 +232,18 @@ async def test_whether_the_cost_is_left_to_reconcile(
     assert (await reread(generation)).cost_source == source
 
 
-async def test_save_final_after_the_conversation_was_deleted(alice: Any) -> None:
+async def test_save_final_after_the_conversation_was_deleted_keeps_the_ledger(alice: Any) -> None:
     generation = await streaming(alice)
     await Conversation.objects.filter(pk=generation.conversation_id).adelete()
     outcome = Outcome(
-        Status.COMPLETED, completion=Completion(outcome="complete", generation_id="g")
+        Status.CANCELLED, completion=Completion(outcome="cancelled", generation_id="g")
     )
-    final = await save_final(generation.pk, sent([TextDelta("x")]), outcome, 5, None)
-    assert final == FinalState(upstream_id="", cost_pending=False)
-    assert not await Generation.objects.aexists()
+    final = await save_final(generation.pk, sent([TextDelta("x")]), outcome, 5, None, "numes")
+    assert final == FinalState(upstream_id="g", cost_pending=True, record_expected=True)
+    row = await reread(generation)
+    assert (row.status, row.upstream_id, row.user_id) == ("cancelled", "g", alice.pk)
+    assert (row.conversation_id, row.message_id) == (None, None)
+    assert not await Message.objects.aexists(), "the text went with the conversation"
 
 
 # --- settle_cost --------------------------------------------------------------------------------
@@ -318,10 +321,33 @@ async def test_reconciling_leaves_a_settled_cost_alone(alice: Any, source: str) 
     assert (row.cost, row.cost_source, row.reconcile_attempts) == (cost, source, 0)
 
 
-async def test_reconciling_a_deleted_generation_does_nothing(alice: Any) -> None:
-    generation = await streaming(alice, cost_source="pending")
+async def test_the_cost_of_a_deleted_conversations_answer_still_settles(alice: Any) -> None:
+    generation = await streaming(alice, status="cancelled", upstream_id="gen-1")
     await Conversation.objects.filter(pk=generation.conversation_id).adelete()
-    assert (await settle_cost(generation.pk, Lookup(record()))).changed is False
+    assert (await settle_cost(generation.pk, Lookup(record()))).changed is True
+    row = await reread(generation)
+    assert (row.cost_source, row.cost, row.user_id) == ("record", Decimal("0.0000086"), alice.pk)
+
+
+async def test_a_deleted_answer_without_counts_is_unavailable_with_the_reason(alice: Any) -> None:
+    generation = await streaming(alice, status="cancelled", dialect="osmexo")
+    await Conversation.objects.filter(pk=generation.conversation_id).adelete()
+    await ModelPrice.objects.acreate(
+        gateway=await Gateway.objects.acreate(name="g", base_url="x", cost_unit="credits"),
+        model="emulator/chat",
+        prompt=Decimal(1),
+        completion=Decimal(1),
+    )
+    await Generation.objects.filter(pk=generation.pk).aupdate(
+        gateway=await Gateway.objects.aget(name="g")
+    )
+    assert (await settle_cost(generation.pk, Lookup(expected=False))).changed is True
+    row = await reread(generation)
+    assert (row.cost, row.cost_source) == (None, "unavailable")
+    assert row.cost_note == (
+        "Osmexo reported no token counts, and the answer was deleted before they could be "
+        "counted from its text"
+    )
 
 
 # --- mark_interrupted ---------------------------------------------------------------------------
