@@ -1,15 +1,26 @@
-"""Sign-in attempts, limited per account and per client address.
+"""Password checks, limited per account and per client address: one limiter for every form that
+checks a password (the app's sign-in, the admin's, the admin's password change).
 
-Failed sign-ins are counted in Django's cache (Redis when `REDIS_URL` is set, so every server
+Failed checks are counted in Django's cache (Redis when `REDIS_URL` is set, so every server
 process sees the same counts) in fixed windows: an account's or an address's first failure opens
 a window of `CHAT_LOGIN_WINDOW` seconds, and once `CHAT_LOGIN_FAILURES_PER_ACCOUNT` (or
-`..._PER_ADDRESS`) failures fall in it, sign-ins for that account (or from that address) are
+`..._PER_ADDRESS`) failures fall in it, checks for that account (or from that address) are
 refused, the right password included, until it ends: otherwise the limit would only slow a guesser
-down, not stop one. A successful sign-in clears its account's count (not its address's: one good
-password must not reset a guesser's budget for every other account).
+down, not stop one. A success clears its account's count (not its address's: one good password
+must not reset a guesser's budget for every other account).
 
-The address is the peer's (`REMOTE_ADDR`); behind a reverse proxy, run Daphne with
-`--proxy-headers` so that it is the browser's, not the proxy's.
+Two decisions make the limit one that cannot be walked around:
+
+- An account is keyed by the name `authenticate` looks up, not by what was typed: the sign-in
+  field's cleaning (strip, NFKC), the user model's `normalize_username`, then `casefold`, so
+  alice in fullwidth letters and `ªlice` (NFKC: `alice`) count as alice. `ModelBackend` matches
+  names exactly; the case fold merges more spellings than sign in (`ALICE`), which costs nothing
+  (anyone can lock alice out by typing `alice`) and holds on a database that ignores case.
+- The address is decided here, from `CHAT_TRUSTED_PROXIES`, the number of proxies in front of
+  the app: 0, the peer's; N, the Nth `X-Forwarded-For` entry from the right, the one the
+  outermost trusted proxy wrote. What a client put to the left of it is never read, so a forged
+  header changes nothing. (Daphne's `--proxy-headers` takes the leftmost entry, which a client
+  writes: the shipped deploy files no longer use it.)
 """
 
 from __future__ import annotations
@@ -17,14 +28,21 @@ from __future__ import annotations
 import hashlib
 import math
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.forms import AuthenticationForm
+from django.contrib.admin.forms import AdminAuthenticationForm, AdminPasswordChangeForm
+from django.contrib.auth import get_user_model
+from django.contrib.auth.forms import AuthenticationForm, UsernameField
 from django.contrib.auth.views import LoginView
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
+from django.http import HttpRequest
+
+TOO_MANY = "too_many_attempts"  # the ValidationError's code
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,18 +74,66 @@ class Window:
         cache.delete_many([self.key, self.key + ":opened"])
 
 
-def windows(username: str, address: str) -> tuple[Window, Window]:
-    """The account's counter and the address's."""
-    account = hashlib.sha256(username.strip().casefold().encode()).hexdigest()
-    return (
-        Window(f"login-failures:account:{account}", settings.CHAT_LOGIN_FAILURES_PER_ACCOUNT),
-        Window(f"login-failures:address:{address}", settings.CHAT_LOGIN_FAILURES_PER_ADDRESS),
-    )
+def account_name(typed: str) -> str:
+    """The account a typed username signs in as, as the counters know it (see the docstring)."""
+    model = get_user_model()
+    longest = getattr(model._meta.get_field(model.USERNAME_FIELD), "max_length", None) or 254
+    cleaned = UsernameField(max_length=longest).to_python(typed)
+    return str(model.normalize_username(cleaned)).casefold()
+
+
+def client_address(request: HttpRequest | None) -> str:
+    """The client's address: the peer's, or with `CHAT_TRUSTED_PROXIES` = N the address the
+    outermost of those N proxies saw (each appends its peer to `X-Forwarded-For`)."""
+    if request is None:
+        return ""
+    peer = str(request.META.get("REMOTE_ADDR", ""))
+    hops: int = settings.CHAT_TRUSTED_PROXIES
+    if hops <= 0:
+        return peer
+    # Several X-Forwarded-For headers arrive joined by commas, in order.
+    header = str(request.META.get("HTTP_X_FORWARDED_FOR", ""))
+    forwarded = [entry.strip() for entry in header.split(",") if entry.strip()]
+    if not forwarded:
+        return peer  # not through the proxies (a health check on loopback)
+    # Fewer entries than hops: every entry there is one a trusted proxy wrote; take the outermost.
+    return forwarded[-min(hops, len(forwarded))]
+
+
+def windows(username: str, address: str | None) -> list[Window]:
+    """The account's counter, and the address's unless `address` is None."""
+    account = hashlib.sha256(account_name(username).encode()).hexdigest()
+    found = [Window(f"login-failures:account:{account}", settings.CHAT_LOGIN_FAILURES_PER_ACCOUNT)]
+    if address is not None:
+        peer = hashlib.sha256(address.encode()).hexdigest()
+        found.append(
+            Window(f"login-failures:address:{peer}", settings.CHAT_LOGIN_FAILURES_PER_ADDRESS)
+        )
+    return found
 
 
 def too_many(seconds: float) -> str:
     minutes = max(1, math.ceil(seconds / 60))
     return f"Too many attempts, try again in {minutes} minute{'s' if minutes != 1 else ''}."
+
+
+@contextmanager
+def limited(username: str, address: str | None) -> Iterator[None]:
+    """One password check of `username` (from `address`; None: the account alone counts):
+    refused with a `TOO_MANY` ValidationError while a counter is full, a ValidationError from the
+    check counts as a failure, and a check that raises none clears the account's count."""
+    counters = windows(username, address)
+    now = time.time()
+    wait = max(counter.blocked_for(now) for counter in counters)
+    if wait:
+        raise ValidationError(too_many(wait), code=TOO_MANY)
+    try:
+        yield
+    except ValidationError:
+        for counter in counters:
+            counter.record_failure(now)
+        raise
+    counters[0].clear()
 
 
 class LimitedAuthenticationForm(AuthenticationForm):
@@ -76,21 +142,27 @@ class LimitedAuthenticationForm(AuthenticationForm):
     throttled: str = ""  # the refusal, shown by the template instead of "didn't match"
 
     def clean(self) -> dict[str, Any]:
-        address = self.request.META.get("REMOTE_ADDR", "") if self.request else ""
-        account, peer = windows(self.data.get("username", ""), address)
-        now = time.time()
-        wait = max(account.blocked_for(now), peer.blocked_for(now))
-        if wait:
-            self.throttled = too_many(wait)
-            raise ValidationError(self.throttled, code="too_many_attempts")
         try:
-            cleaned = super().clean()
-        except ValidationError:
-            account.record_failure(now)
-            peer.record_failure(now)
+            with limited(self.data.get("username", ""), client_address(self.request)):
+                return super().clean()
+        except ValidationError as exc:
+            if exc.code == TOO_MANY:
+                self.throttled = exc.messages[0]
             raise
-        account.clear()
-        return cleaned
+
+
+class LimitedAdminAuthenticationForm(LimitedAuthenticationForm, AdminAuthenticationForm):
+    """The admin's sign-in form (staff only), on the same counters."""
+
+
+class LimitedAdminPasswordChangeForm(AdminPasswordChangeForm):
+    """The admin's password change: a wrong old password counts against the account (the form
+    is not given the request; whoever uses it is signed in as that account)."""
+
+    def clean_old_password(self) -> str:
+        with limited(self.user.get_username(), None):
+            old: str = super().clean_old_password()
+        return old
 
 
 login = LoginView.as_view(authentication_form=LimitedAuthenticationForm)

@@ -332,3 +332,6 @@ CHAT_GENERATIONS_PER_MINUTE = int(os.environ.get("CHAT_GENERATIONS_PER_MINUTE", 
 CHAT_WS_MAX_MESSAGE = 64 * 1024
 CHAT_WS_MESSAGES_PER_SECOND = 20.0
 CHAT_WS_BURST = 40
+# How many proxies in front of the app write X-Forwarded-For (nginx: 1); the client's address is
+# the entry the outermost of them wrote. 0: the peer's address, the header ignored.
+CHAT_TRUSTED_PROXIES = int(os.environ.get("CHAT_TRUSTED_PROXIES", "0"))

@@ -37,6 +37,10 @@ chat_patterns = [
     path("g/<int:pk>/stop/", views.stop, name="stop"),
 ]
 
+# Every form that checks a password counts failures on the same counters.
+admin.site.login_form = login_limits.LimitedAdminAuthenticationForm
+admin.site.password_change_form = login_limits.LimitedAdminPasswordChangeForm
+
 urlpatterns = [
     path("", include((chat_patterns, "chat"))),
     path("accounts/login/", login_limits.login, name="login"),

@@ -49,9 +49,9 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 # Daphne's access log is text written to stdout, not log records (neither the app's format nor
 # JSON): off, as nginx keeps one. The app's own log level is LOG_LEVEL's (settings.LOGGING).
-# --proxy-headers: a client's address is nginx's X-Forwarded-For (the sign-in limit counts
-# failures per address), trusted because Daphne listens on loopback only, behind nginx.
-DAPHNE_OPTIONS = ("-v", "0", "--proxy-headers")
+# No --proxy-headers: the app reads the client's address from the X-Forwarded-For entry nginx
+# wrote (CHAT_TRUSTED_PROXIES=1, below), trusted because Daphne listens on loopback only.
+DAPHNE_OPTIONS = ("-v", "0")
 
 # One Django start, not three (each costs a second or two): the schema, the static files for
 # nginx, and the admin account, whose output is the login printed at the end.
@@ -165,6 +165,7 @@ def cluster(options: ClusterOptions) -> Iterator[RunningCluster]:
             "REDIS_URL": redis_url,
             "DJANGO_SECRET_KEY": os.environ.get("DJANGO_SECRET_KEY") or secrets.token_urlsafe(50),
             "DJANGO_STATIC_ROOT": str(static_root),
+            "CHAT_TRUSTED_PROXIES": "1",  # nginx
             "PYTHONUNBUFFERED": "1",
         }
         children: list[tuple[Child, int]] = []  # each with the port it serves on

@@ -1,8 +1,11 @@
-"""Sign-in attempts are limited per account and per address, through the real login form.
+"""Password checks are limited per account and per address, through the real forms.
 
 The limits are the settings' defaults (5 failures per account, 20 per address, in 15 minutes);
 every test starts with an empty cache (conftest). The cache is Redis when `REDIS_URL` is set,
-which is what makes the counts hold across server processes.
+which is what makes the counts hold across server processes. Every form that checks a password
+shares the counters (the app's sign-in, the admin's, the admin's password change); every
+spelling that signs in as an account counts as that account; the address is the one the
+trusted proxies saw, whatever a client writes into `X-Forwarded-For`.
 """
 
 from __future__ import annotations
@@ -11,11 +14,16 @@ import os
 import subprocess
 import sys
 import time
+import unicodedata
 from typing import Any
 
 import pytest
 from django.conf import settings
+from django.core.cache import cache
 from django.test import Client
+from hypothesis import HealthCheck, given
+from hypothesis import settings as examples
+from hypothesis import strategies as st
 
 from tests.multiprocess.servers import ROOT
 
@@ -25,11 +33,17 @@ REFUSED = "Too many attempts, try again in 15 minutes."
 MISMATCH = "Your username and password didn't match."
 
 
-def attempt(username: str, password: str, address: str = "10.0.0.1") -> tuple[Client, str]:
-    client = Client(REMOTE_ADDR=address)
-    response = client.post(
-        "/accounts/login/", {"username": username, "password": password}, follow=False
-    )
+def attempt(
+    username: str,
+    password: str,
+    address: str = "10.0.0.1",
+    *,
+    path: str = "/accounts/login/",
+    forwarded_for: str | None = None,
+) -> tuple[Client, str]:
+    headers = {} if forwarded_for is None else {"HTTP_X_FORWARDED_FOR": forwarded_for}
+    client = Client(REMOTE_ADDR=address, **headers)
+    response = client.post(path, {"username": username, "password": password}, follow=False)
     if response.status_code == 302:
         return client, "signed in"
     return client, response.content.decode()
@@ -105,3 +119,129 @@ def test_the_counts_are_in_redis_when_redis_url_is_set() -> None:
         check=True,
     ).stdout
     assert output.strip() == "django.core.cache.backends.redis.RedisCache"
+
+
+def test_the_admins_sign_in_shares_the_limit(alice: Any, password: str) -> None:
+    alice.is_staff = True
+    alice.save()
+    for _ in range(settings.CHAT_LOGIN_FAILURES_PER_ACCOUNT):
+        _, page = attempt("alice", "wrong", path="/admin/login/")
+        assert "Please enter the correct username and password" in page
+    client, page = attempt("alice", password, path="/admin/login/")
+    assert REFUSED in page
+    assert not signed_in(client)
+    # One counter: the app's own sign-in is refused as well, and the other way round.
+    assert REFUSED in attempt("alice", password)[1]
+    cache.clear()
+    for _ in range(settings.CHAT_LOGIN_FAILURES_PER_ACCOUNT):
+        attempt("alice", "wrong")
+    assert REFUSED in attempt("alice", password, path="/admin/login/")[1]
+    # The control: with no failures the right password signs in to the admin.
+    cache.clear()
+    assert attempt("alice", password, path="/admin/login/")[1] == "signed in"
+
+
+def test_a_wrong_old_password_in_the_admins_password_change_counts(
+    alice: Any, password: str
+) -> None:
+    alice.is_staff = True
+    alice.save()
+    client = Client(REMOTE_ADDR="10.0.0.1")
+    client.force_login(alice)
+    form = {"new_password1": "a new long password", "new_password2": "a new long password"}
+    for _ in range(settings.CHAT_LOGIN_FAILURES_PER_ACCOUNT):
+        page = client.post("/admin/password_change/", {**form, "old_password": "wrong"})
+        assert "Your old password was entered incorrectly" in page.content.decode()
+    page = client.post("/admin/password_change/", {**form, "old_password": password})
+    assert REFUSED in page.content.decode()
+    alice.refresh_from_db()
+    assert alice.check_password(password)  # unchanged
+    assert REFUSED in attempt("alice", password)[1]  # and the account's sign-in waits too
+    # The control: with no failures the right old password changes it.
+    cache.clear()
+    page = client.post("/admin/password_change/", {**form, "old_password": password})
+    assert page.status_code == 302
+    alice.refresh_from_db()
+    assert alice.check_password("a new long password")
+
+
+FULLWIDTH_A, ORDINAL_A = "\uff41", "\u00aa"  # the review's: fullwidth a, feminine ordinal
+FULLWIDTH_ALICE = "".join(chr(ord(c) - ord("a") + 0xFF41) for c in "alice")
+# Every code point whose NFKC form is the letter: fullwidth, ordinal, mathematical, ...
+SPELLINGS = {
+    letter: sorted(
+        {letter}
+        | {chr(c) for c in range(0x110000) if unicodedata.normalize("NFKC", chr(c)) == letter}
+    )
+    for letter in "alice"
+}
+
+
+def test_the_spellings_include_the_reviews() -> None:
+    assert {FULLWIDTH_A, ORDINAL_A} <= set(SPELLINGS["a"])
+
+
+@pytest.mark.parametrize("spelling", [FULLWIDTH_ALICE, f"{ORDINAL_A}lice", f" {FULLWIDTH_A}lice "])
+def test_the_reviews_spellings_sign_in_as_alice_and_share_its_count(
+    alice: Any, password: str, spelling: str
+) -> None:
+    assert attempt(spelling, password)[1] == "signed in"  # the same account, to Django
+    for _ in range(settings.CHAT_LOGIN_FAILURES_PER_ACCOUNT):
+        attempt(spelling, "wrong", address="10.0.0.7")
+    assert REFUSED in attempt("alice", password)[1]
+
+
+@given(st.lists(st.tuples(*(st.sampled_from(SPELLINGS[c]) for c in "alice")), min_size=5))
+@examples(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_every_spelling_that_signs_in_as_alice_counts_as_alice(
+    alice: Any, password: str, spellings: list[tuple[str, ...]]
+) -> None:
+    cache.clear()
+    names = ["".join(letters) for letters in spellings]
+    for name in names[: settings.CHAT_LOGIN_FAILURES_PER_ACCOUNT]:
+        assert MISMATCH in attempt(name, "wrong")[1]
+    for name in ["alice", *names]:
+        assert REFUSED in attempt(name, password, address="10.9.9.9")[1], name
+
+
+def forged(index: int) -> str:
+    return f"198.51.{index // 256}.{index % 256}"
+
+
+def test_a_forged_forwarded_for_is_not_a_new_address_behind_one_proxy(
+    settings: Any, bob: Any, password: str
+) -> None:
+    settings.CHAT_TRUSTED_PROXIES = 1
+    # What nginx's old `$proxy_add_x_forwarded_for` passed on: the client's header, then its peer.
+    for index in range(settings.CHAT_LOGIN_FAILURES_PER_ADDRESS):
+        via_proxy = f"{forged(index)}, 203.0.113.7"
+        _, page = attempt(f"guess{index}", "wrong", address="127.0.0.1", forwarded_for=via_proxy)
+        assert MISMATCH in page
+    via_proxy = f"{forged(999)}, 203.0.113.7"
+    assert REFUSED in attempt("bob", password, address="127.0.0.1", forwarded_for=via_proxy)[1]
+    assert REFUSED in attempt("bob", password, address="127.0.0.1", forwarded_for="203.0.113.7")[1]
+    # Another client behind the same proxy is not locked out by it, forged header or not.
+    other = f"{forged(7)}, 203.0.113.8"
+    assert attempt("bob", password, address="127.0.0.1", forwarded_for=other)[1] == "signed in"
+
+
+def test_two_proxies_read_the_second_entry_from_the_right(
+    settings: Any, bob: Any, password: str
+) -> None:
+    settings.CHAT_TRUSTED_PROXIES = 2
+    for index in range(settings.CHAT_LOGIN_FAILURES_PER_ADDRESS):
+        chain = f"{forged(index)}, 203.0.113.7, 10.1.1.{index}"  # the inner proxy's peer varies
+        attempt(f"guess{index}", "wrong", address="127.0.0.1", forwarded_for=chain)
+    chain = "203.0.113.7, 10.1.1.1"
+    assert REFUSED in attempt("bob", password, address="127.0.0.1", forwarded_for=chain)[1]
+    chain = "203.0.113.9, 10.1.1.1"
+    assert attempt("bob", password, address="127.0.0.1", forwarded_for=chain)[1] == "signed in"
+
+
+def test_with_no_trusted_proxy_the_header_is_ignored(bob: Any, password: str) -> None:
+    assert settings.CHAT_TRUSTED_PROXIES == 0  # the default: a server reached directly
+    for index in range(settings.CHAT_LOGIN_FAILURES_PER_ADDRESS):
+        attempt(f"guess{index}", "wrong", address="10.0.0.1", forwarded_for=forged(index))
+    assert REFUSED in attempt("bob", password, address="10.0.0.1", forwarded_for="10.0.0.2")[1]
