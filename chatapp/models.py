@@ -9,6 +9,7 @@ on the `Message`, flushed there while streaming so a crash loses at most a coupl
 from __future__ import annotations
 
 from datetime import datetime
+from decimal import ROUND_FLOOR, Context, Decimal
 from typing import Any, NoReturn
 
 from django.conf import settings
@@ -300,6 +301,10 @@ class Generation(models.Model):
     # Why the cost is what it is when the gateway did not report it: the basis of an estimate,
     # or the reason none could be made ("tiny-3b streams report no usage and no price is ...").
     cost_note = models.CharField(max_length=300, blank=True)
+    # The worst case reserved against spending limits when it started (`spending_limits`), in
+    # its gateway's unit: prompt tokens counted plus its budget, at the model's price. None: no
+    # limit applied, or no price was known.
+    spend_ceiling = models.DecimalField(max_digits=30, decimal_places=15, null=True, blank=True)
     reconcile_attempts = models.PositiveSmallIntegerField(default=0)
 
     started_at = models.DateTimeField(auto_now_add=True)
@@ -339,10 +344,6 @@ class Generation(models.Model):
     def __str__(self) -> str:
         return f"{self.model} ({self.status})"
 
-    @property
-    def is_running(self) -> bool:
-        return self.status == self.Status.STREAMING
-
     def save(self, *args: Any, **kwargs: Any) -> None:
         if self._state.adding and self.user_id is None and self.conversation_id is not None:
             owner = self.conversation.user if self.conversation else None
@@ -354,6 +355,10 @@ class Generation(models.Model):
 
     def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise LedgerIsAppendOnly()
+
+    @property
+    def is_running(self) -> bool:
+        return self.status == self.Status.STREAMING
 
     @property
     def answer(self) -> Message:
@@ -391,6 +396,71 @@ class SpeechAudio(models.Model):
 
     def __str__(self) -> str:
         return f"Audio of generation {self.generation_id} ({self.media_type})"
+
+
+class SpendingLimit(models.Model):
+    """A budget an admin sets: at most `amount` in `unit` per `period` (`spending_limits` checks
+    it before a generation starts, and while it runs). Its scope is one user, one gateway (all
+    its users together), or, with neither, every user who has no limit of their own in that
+    unit and period."""
+
+    class Period(models.TextChoices):
+        DAY = "day", "a day"
+        MONTH = "month", "a month"
+
+    class UnknownPrice(models.TextChoices):
+        ALLOW = "allow", "allow it"
+        REFUSE = "refuse", "refuse it"
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="spending_limits",
+    )
+    gateway = models.ForeignKey(
+        Gateway, on_delete=models.CASCADE, null=True, blank=True, related_name="spending_limits"
+    )
+    unit = models.CharField(max_length=16, choices=CostUnit.choices)
+    period = models.CharField(max_length=8, choices=Period.choices, default=Period.MONTH)
+    amount = models.DecimalField(max_digits=30, decimal_places=15)
+    unknown_price = models.CharField(
+        "when the price is unknown",
+        max_length=8,
+        choices=UnknownPrice.choices,
+        default=UnknownPrice.ALLOW,
+        help_text="What to do with a generation whose worst case cannot be priced in this unit "
+        "(no price known for its model, another unit, an image or a reading).",
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["gateway", "user", "unit", "period"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(user__isnull=True) | models.Q(gateway__isnull=True),
+                name="spending_limit_one_scope",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(amount__gte=0), name="spending_limit_not_negative"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        amount = f"{self.amount.normalize():f} {self.unit}"
+        return f"{self.scope_label}: {amount} {self.get_period_display()}"
+
+    @property
+    def scope_label(self) -> str:
+        if self.user_id is not None:
+            return f"user {self.user}"
+        if self.gateway_id is not None:
+            return f"gateway {self.gateway}"
+        return "every user"
+
+
+_EXACT = Context(prec=60)
 
 
 class LedgerDay(models.Model):
@@ -433,3 +503,16 @@ class LedgerDay(models.Model):
 
     def __str__(self) -> str:
         return f"{self.day} {self.model}: {self.generations} generation(s)"
+
+    @property
+    def cost(self) -> Decimal:
+        """The exact sum of the folded generations' costs, in `cost_unit`."""
+        steps = self.cost_high * 10**8 + self.cost_low
+        return Decimal(self.cost_whole) + Decimal(steps).scaleb(-15, _EXACT)
+
+    @staticmethod
+    def cost_parts(amount: Decimal) -> tuple[int, int, int]:
+        """`amount` as (whole, high, low): the columns `cost` joins back."""
+        whole = int(amount.to_integral_value(ROUND_FLOOR))
+        steps = int(((amount - whole) * 10**15).to_integral_value(ROUND_FLOOR))
+        return whole, steps // 10**8, steps % 10**8
