@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
-from django.db.models.signals import post_delete, post_save
+from django.db.models.signals import post_delete, post_save, pre_delete
 
 
 class ChatappConfig(AppConfig):
@@ -13,9 +13,15 @@ class ChatappConfig(AppConfig):
     def ready(self) -> None:
         from . import checks  # noqa: F401  # registers them
         from .gateway import forget_configs
-        from .models import Gateway
+        from .ledger import forget_readings_audio
+        from .models import Conversation, Gateway
 
         # An admin's change to a gateway takes effect at once in this process (others within
         # `gateway.CONFIGS_TTL`).
         post_save.connect(forget_configs, sender=Gateway, dispatch_uid="chatapp.gateway.saved")
         post_delete.connect(forget_configs, sender=Gateway, dispatch_uid="chatapp.gateway.gone")
+        # A deleted conversation's text goes, and the audio of its readings with it (their
+        # generations stay in the ledger).
+        pre_delete.connect(
+            forget_readings_audio, sender=Conversation, dispatch_uid="chatapp.ledger.audio"
+        )

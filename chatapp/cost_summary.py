@@ -13,6 +13,11 @@ a REAL (15 significant digits, which is also all Django reads back) and its SUM 
 (100,000 x 0.0000081 is not 0.81), so there each cost is split in SQL into integers (its whole
 part, and its fraction in steps of 1e-15 rounded to the digits the REAL holds, in two halves so
 no sum can overflow), which SQLite sums exactly, and `_amount` joins them back.
+
+Generations folded away by retention (`ledger.fold`, `LedgerDay`) are counted with the rest: the
+callers pass the daily totals filtered as their generations are, and the finest groups are
+those rows' sums UNION ALL the generations', so every table includes them. A folded row keeps its
+cost in those same integer parts, so its sums are exact too.
 """
 
 from __future__ import annotations
@@ -25,10 +30,23 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.contrib.auth import get_user_model
 from django.db import connections
-from django.db.models import Count, DateField, Expression, F, Func, IntegerField, Q, QuerySet, Sum
+from django.db.models import (
+    Count,
+    DateField,
+    DecimalField,
+    Expression,
+    ExpressionWrapper,
+    F,
+    Func,
+    IntegerField,
+    Q,
+    QuerySet,
+    Sum,
+    Value,
+)
 from django.db.models.functions import TruncDate
 
-from .models import Gateway, Generation
+from .models import Gateway, Generation, LedgerDay
 from .units import CostUnit, Money
 
 if TYPE_CHECKING:
@@ -36,11 +54,13 @@ if TYPE_CHECKING:
     from django.db.models.sql.compiler import SQLCompiler
 
 __all__ = [
+    "DELETED_USER",
     "CostSummary",
     "DailyAmount",
     "GroupTotals",
     "SourceCount",
     "UnitTotal",
+    "exact_sums",
     "summarize",
     "totals",
 ]
@@ -50,6 +70,8 @@ _HALF = 10**8
 _EXACT = Context(prec=60)  # wide enough for any sum of 30-digit amounts
 _UNITS = frozenset(CostUnit.values)
 _ESTIMATED = Q(cost_source=Generation.CostSource.ESTIMATE)
+# The per-user key of a deleted user's generations is this and the name kept on their rows.
+DELETED_USER = "deleted:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +196,7 @@ class _FractionLow(_CostPart):
     sql = f"(({_fraction_steps('{x}')}) - {_HIGH} * {_HALF})"
 
 
-def _is_sqlite(queryset: QuerySet[Generation]) -> bool:
+def _is_sqlite(queryset: QuerySet[Any]) -> bool:
     return connections[queryset.db].vendor == "sqlite"
 
 
@@ -186,6 +208,17 @@ def _amount_sums(sqlite: bool, name: str, only: Q | None = None) -> dict[str, Su
         f"{name}_high": Sum(_FractionHigh(), filter=only),
         f"{name}_low": Sum(_FractionLow(), filter=only),
     }
+
+
+def _folded_amount_sums(sqlite: bool, name: str, only: Q | None = None) -> dict[str, Any]:
+    """`_amount_sums` over `LedgerDay`'s parts: the same integers on SQLite, one exact numeric
+    on PostgreSQL (SUM of bigint is numeric there)."""
+    whole, high, low = (Sum(f"cost_{part}", filter=only) for part in ("whole", "high", "low"))
+    if sqlite:
+        return {f"{name}_whole": whole, f"{name}_high": high, f"{name}_low": low}
+    steps = Value(Decimal(1).scaleb(-_PLACES))
+    joined = whole + high * Value(Decimal(_HALF).scaleb(-_PLACES)) + low * steps
+    return {name: ExpressionWrapper(joined, output_field=DecimalField())}
 
 
 def _sums(sqlite: bool) -> dict[str, Count | Sum]:
@@ -200,12 +233,38 @@ def _sums(sqlite: bool) -> dict[str, Count | Sum]:
     }
 
 
+def _folded_sums(sqlite: bool) -> dict[str, Any]:
+    """`_sums` of folded rows, under the same names and in the same order (a UNION's columns)."""
+    return {
+        "generations": Sum("generations"),
+        "priced": Sum("priced"),
+        "prompt": Sum("prompt_tokens"),
+        "completion": Sum("completion_tokens"),
+        **_folded_amount_sums(sqlite, "amount"),
+        **_folded_amount_sums(sqlite, "estimated", _ESTIMATED),
+    }
+
+
+def exact_sums(queryset: QuerySet[Generation]) -> dict[str, Any]:
+    """The aggregates whose row `exact_amount` reads: the cost summed exactly (`ledger.fold`)."""
+    return _amount_sums(_is_sqlite(queryset), "amount")
+
+
+def exact_amount(queryset: QuerySet[Generation], row: Mapping[str, Any]) -> Decimal:
+    return _amount(_is_sqlite(queryset), row, "amount")
+
+
 def _amount(sqlite: bool, row: Mapping[str, Any], name: str) -> Decimal:
     if not sqlite:
         return Decimal(row[name] or 0)
     steps = int(row[f"{name}_whole"] or 0) * 10**_PLACES
     steps += int(row[f"{name}_high"] or 0) * _HALF + int(row[f"{name}_low"] or 0)
     return Decimal(steps).scaleb(-_PLACES, _EXACT)
+
+
+def utc_day(queryset: QuerySet[Generation]) -> Expression:
+    """A generation's UTC day (`started_at`), as the summary and the ledger's days count it."""
+    return _utc_day(_is_sqlite(queryset))
 
 
 def _utc_day(sqlite: bool) -> Expression:
@@ -270,46 +329,81 @@ def _with_amounts(sqlite: bool, row: Mapping[str, Any]) -> dict[str, Any]:
 # --- The queries ------------------------------------------------------------------------------
 
 
-def totals(queryset: QuerySet[Generation]) -> GroupTotals:
-    """All of `queryset`'s generations: one query grouped by unit."""
+def _added(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of one unit (generations', then folded ones') added into one per unit."""
+    by_unit: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        found = by_unit.get(row["unit"])
+        if found is None:
+            by_unit[row["unit"]] = dict(row)
+            continue
+        for name in ("generations", "priced", "prompt", "completion", "amount", "estimated"):
+            found[name] = (found[name] or 0) + (row[name] or 0)
+    return list(by_unit.values())
+
+
+def totals(
+    queryset: QuerySet[Generation], *, folded: QuerySet[LedgerDay] | None = None
+) -> GroupTotals:
+    """All of `queryset`'s generations, and the `folded` ones' daily totals: a query grouped by
+    unit for each."""
     sqlite = _is_sqlite(queryset)
-    rows = queryset.order_by().values(unit=F("cost_unit")).annotate(**_sums(sqlite))
-    return _overall(_with_amounts(sqlite, row) for row in rows)
+    rows = [
+        _with_amounts(sqlite, row)
+        for row in queryset.order_by().values(unit=F("cost_unit")).annotate(**_sums(sqlite))
+    ]
+    if folded is not None:
+        grouped = folded.order_by().values(unit=F("cost_unit")).annotate(**_folded_sums(sqlite))
+        rows += [_with_amounts(sqlite, row) for row in grouped]
+    return _overall(_added(rows))
 
 
-# The tables over the finest groups: name, day column, key column (None: no such column).
+# A user's key: their pk, or for a deleted user's generations the name kept on them.
+_USER_KEY = f"COALESCE(CAST(g_user AS TEXT), '{DELETED_USER}' || g_user_name)"
+# The tables over the finest groups: name, day column, key expression (None: no such column).
 _TABLES: tuple[tuple[str, str | None, str | None], ...] = (
     ("all", None, None),
     ("day", "g_day", None),
-    ("model", None, "g_model"),
-    ("user", None, "g_user"),
-    ("gateway", None, "g_gateway"),
+    ("model", None, "CAST(g_model AS TEXT)"),
+    ("user", None, _USER_KEY),
+    ("gateway", None, "CAST(g_gateway AS TEXT)"),
 )
-_DAY_MODEL = ("day_model", "g_day", "g_model")
+_DAY_MODEL = ("day_model", "g_day", "CAST(g_model AS TEXT)")
 
 
-def _tables(queryset: QuerySet[Generation], by_model: bool) -> dict[str, list[dict[str, Any]]]:
-    """The one statement: {table: rows with day, key, unit and the sums}."""
-    sqlite = _is_sqlite(queryset)
-    sums = _sums(sqlite)
-    finest = (
+def _finest(queryset: QuerySet[Any], day: Expression | F, sums: Mapping[str, Any]) -> QuerySet[Any]:
+    finest: QuerySet[Any] = (
         queryset.order_by()  # the list's ordering would join the GROUP BY
         .values(
-            g_day=_utc_day(sqlite),
+            g_day=day,
             g_model=F("model"),
-            g_user=F("conversation__user_id"),
+            g_user=F("user_id"),
+            g_user_name=F("user_name"),
             g_gateway=F("gateway_id"),
             g_unit=F("cost_unit"),
         )
         .annotate(**sums)
     )
-    inner, params = finest.query.sql_with_params()
+    return finest
+
+
+def _tables(
+    queryset: QuerySet[Generation], folded: QuerySet[LedgerDay] | None, by_model: bool
+) -> dict[str, list[dict[str, Any]]]:
+    """The one statement: {table: rows with day, key, unit and the sums}."""
+    sqlite = _is_sqlite(queryset)
+    sums = _sums(sqlite)
+    inner, params = _finest(queryset, _utc_day(sqlite), sums).query.sql_with_params()
+    if folded is not None:
+        days = _finest(folded, F("day"), _folded_sums(sqlite))
+        folded_sql, folded_params = days.query.sql_with_params()
+        inner, params = f"{inner} UNION ALL {folded_sql}", (*params, *folded_params)
     added = ", ".join(f"SUM({name})" for name in sums)
     selects = []
     for name, day, key in (*_TABLES, _DAY_MODEL) if by_model else _TABLES:
         # Typed NULLs and text keys: PostgreSQL wants one type per column across a UNION.
         day_column = day or "CAST(NULL AS DATE)"
-        key_column = f"CAST({key} AS TEXT)" if key else "CAST(NULL AS TEXT)"
+        key_column = key or "CAST(NULL AS TEXT)"
         grouping = ", ".join(column for column in (day, key, "g_unit") if column)
         selects.append(
             f"SELECT '{name}', {day_column}, {key_column}, g_unit, {added} "
@@ -337,26 +431,50 @@ def _daily(rows: Sequence[dict[str, Any]], by_model: bool) -> tuple[DailyAmount,
     )  # fmt: skip
 
 
-def summarize(queryset: QuerySet[Generation], by_model: bool = False) -> CostSummary:
-    """The summary page's tables, and its chart's bars per unit (or per model, `by_model`)."""
-    tables = _tables(queryset, by_model)
-    days = _fold({**row, "key": row["day"].isoformat()} for row in tables["day"])
-    user_keys = [row["key"] for row in tables["user"]]
-    names = get_user_model().objects.filter(pk__in=user_keys)
-    gateway_keys = [row["key"] for row in tables["gateway"] if row["key"] is not None]
-    gateway_names = Gateway.objects.filter(pk__in=gateway_keys).values_list("pk", "name")
+def _user_labels(keys: Iterable[str]) -> dict[str, str]:
+    """Each user key's label: the user's name now, or the name a deleted user's rows keep."""
+    labels = {key: f"{key.removeprefix(DELETED_USER)} (deleted)" for key in keys}
+    pks = [key for key in labels if not key.startswith(DELETED_USER)]
+    for user in get_user_model().objects.filter(pk__in=pks):
+        labels[str(user.pk)] = user.get_username()
+    return labels
+
+
+def _source_counts(
+    queryset: QuerySet[Generation], folded: QuerySet[LedgerDay] | None
+) -> dict[str, int]:
     counted = dict(
         queryset.order_by()
         .values("cost_source")
         .annotate(n=Count("pk"))
         .values_list("cost_source", "n")
     )
+    if folded is not None:
+        grouped = folded.order_by().values("cost_source").annotate(n=Sum("generations"))
+        for source, count in grouped.values_list("cost_source", "n"):
+            counted[source] = counted.get(source, 0) + int(count or 0)
+    return counted
+
+
+def summarize(
+    queryset: QuerySet[Generation],
+    by_model: bool = False,
+    *,
+    folded: QuerySet[LedgerDay] | None = None,
+) -> CostSummary:
+    """The summary page's tables, and its chart's bars per unit (or per model, `by_model`), of
+    `queryset`'s generations and the `folded` ones' daily totals."""
+    tables = _tables(queryset, folded, by_model)
+    days = _fold({**row, "key": row["day"].isoformat()} for row in tables["day"])
+    gateway_keys = [row["key"] for row in tables["gateway"] if row["key"] is not None]
+    gateway_names = Gateway.objects.filter(pk__in=gateway_keys).values_list("pk", "name")
+    counted = _source_counts(queryset, folded)
     return CostSummary(
         overall=_overall(tables["all"]),
         days=tuple(sorted(days, key=lambda group: group.key)),
         models=_busiest_first(_fold(tables["model"])),
         users=_busiest_first(
-            _fold(tables["user"], {str(user.pk): user.get_username() for user in names})
+            _fold(tables["user"], _user_labels(str(row["key"]) for row in tables["user"]))
         ),
         # Generations recorded before gateways were rows have none.
         gateways=_busiest_first(

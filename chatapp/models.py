@@ -508,7 +508,7 @@ class LedgerDay(models.Model):
     def cost(self) -> Decimal:
         """The exact sum of the folded generations' costs, in `cost_unit`."""
         steps = self.cost_high * 10**8 + self.cost_low
-        return Decimal(self.cost_whole) + Decimal(steps).scaleb(-15, _EXACT)
+        return _EXACT.add(Decimal(self.cost_whole), Decimal(steps).scaleb(-15, _EXACT))
 
     @staticmethod
     def cost_parts(amount: Decimal) -> tuple[int, int, int]:

@@ -14,6 +14,7 @@ from django.urls import reverse
 from chatapp import gateway, key_vault, worker
 from chatapp.models import Conversation, Gateway, Generation, Message
 from chatapp.rendering import citation
+from chatapp.units import exact
 from gateway_client import GatewayClient
 from gateway_client.chunks import parse_annotation
 from gateway_client.emulator import EmulatorURL
@@ -373,7 +374,7 @@ async def test_rename_and_delete(alice: Any) -> None:
     assert not await Conversation.objects.filter(pk=pk).aexists()
 
 
-async def test_deleting_a_conversation_stops_its_generation(
+async def test_deleting_a_conversation_stops_its_generation_and_keeps_its_cost(
     alice: Any, upstream: UpstreamLog
 ) -> None:
     turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=100")
@@ -388,8 +389,19 @@ async def test_deleting_a_conversation_stops_its_generation(
     assert record.final_outcome == "cancelled"
     assert record.cancelled_at is not None
     assert record.tokens_completion < 1000
-    await asyncio.wait_for(task, 5)
-    assert not await Generation.objects.aexists()
+    await asyncio.wait_for(task, 30)
+    # The ledger keeps the generation (its text went with the conversation), its cost settled.
+    generation = await Generation.objects.aget()
+    assert (generation.status, generation.user_id, generation.user_name) == (
+        "cancelled",
+        alice.pk,
+        "alice",
+    )
+    assert (generation.conversation_id, generation.message_id) == (None, None)
+    assert generation.upstream_id == record.id
+    settled = await upstream.settled(record.id)
+    assert generation.cost_source == "record"
+    assert generation.cost == exact(settled.total_cost) > 0
 
 
 async def test_sidebar_lists_own_conversations_newest_first(alice: Any, bob: Any) -> None:
