@@ -42,6 +42,7 @@ logger = logging.getLogger(__name__)
 
 EMULATOR_API_KEY = "emulator-key"
 MODELS_TTL = 60.0
+MODELS_RETRY = 10.0  # seconds before a gateway whose list failed is asked again
 CONFIGS_TTL = 10.0
 DEFAULT_NAME = "Default gateway"  # the row LLM_BASE_URL / LLM_API_KEY create and keep in step
 EMULATOR_NAME = "Emulator"  # the row standing for the built-in emulator when nothing is set
@@ -49,6 +50,11 @@ EMULATOR_NAME = "Emulator"  # the row standing for the built-in emulator when no
 _emulator_lock = threading.Lock()
 _emulator: tuple[AbstractContextManager[str], str] | None = None
 _models_cache: dict[GatewayConfig, tuple[float, list[ModelInfo]]] = {}
+_models_failed: dict[GatewayConfig, tuple[float, str]] = {}
+_models_fetching: dict[
+    tuple[asyncio.AbstractEventLoop, GatewayConfig],
+    asyncio.Future[tuple[list[ModelInfo], str | None]],
+] = {}
 _clients: dict[tuple[asyncio.AbstractEventLoop, GatewayConfig], GatewayClient] = {}
 _configs: tuple[float, tuple[object, ...], dict[int, GatewayConfig], int] | None = None
 _refreshing: asyncio.Future[tuple[dict[int, GatewayConfig], int]] | None = None
@@ -97,7 +103,9 @@ def emulator_root() -> str:
             from gateway_client.emulator import serve_in_thread
 
             # A stalled demo stream gives up after 10 s, not the documented 10 minutes.
-            manager = serve_in_thread(stall_limit_s=10.0)
+            manager = serve_in_thread(
+                stall_limit_s=10.0, request_options=settings.CHAT_EMULATOR_REQUEST_OPTIONS
+            )
             url = manager.__enter__()
             _emulator = (manager, url)
             logger.info("Started the built-in gateway emulator at %s", url)
@@ -306,6 +314,10 @@ class GatewayUnavailable(ChatAppError):
     """The gateway asked for is disabled, unknown or has no readable key."""
 
 
+class ModelUnavailable(GatewayUnavailable):
+    """The gateway does not list the model asked for, or its list cannot be read."""
+
+
 def timeouts(config: GatewayConfig) -> Timeouts | None:
     """The deadlines set in the environment over the dialect's defaults; None when none is set,
     so the client keeps refining its defaults from what the gateway's headers reveal."""
@@ -325,18 +337,54 @@ def make_client(config: GatewayConfig) -> GatewayClient:
 
 
 async def list_models(config: GatewayConfig) -> tuple[list[ModelInfo], str | None]:
-    """The gateway's models (cached briefly) and an error message when it could not say."""
+    """The gateway's models (cached briefly) and an error message when it could not say (the
+    last list it gave, if any, with it). One request at a time per gateway, however many pages
+    ask (each may read up to 4 MiB: `gateway_client.model_list`), and a failure is remembered
+    for `MODELS_RETRY`, so a gateway that is down or hostile is not asked again by every page."""
     cached = _models_cache.get(config)
-    if cached and time.monotonic() - cached[0] < MODELS_TTL:
+    failed = _models_failed.get(config)
+    now = time.monotonic()
+    if cached and now - cached[0] < MODELS_TTL:
         return cached[1], None
+    if failed and now - failed[0] < MODELS_RETRY:
+        return (cached[1] if cached else []), failed[1]
+    key = (asyncio.get_running_loop(), config)
+    fetching = _models_fetching.get(key)
+    if fetching is None:
+        fetching = _models_fetching[key] = asyncio.ensure_future(_fetch_models(config))
+        fetching.add_done_callback(lambda _: _models_fetching.pop(key, None))
+    return await asyncio.shield(fetching)
+
+
+async def _fetch_models(config: GatewayConfig) -> tuple[list[ModelInfo], str | None]:
+    cached = _models_cache.get(config)
     try:
         models = sorted(await shared_client(config).list_models(), key=lambda m: m.id)
     except GatewayError as exc:
         logger.warning("Could not list models from %s: %s", config.name, exc)
-        return (cached[1] if cached else []), f"Could not load the model list: {exc}"
+        error = f"Could not load the model list: {exc}"
+        _models_failed[config] = (time.monotonic(), error)
+        return (cached[1] if cached else []), error
+    _models_failed.pop(config, None)
     _models_cache[config] = (time.monotonic(), models)
     await pricing.remember_listed(config, models)
     return models, None
+
+
+async def listed_models(config: GatewayConfig, model: str) -> list[ModelInfo]:
+    """The gateway's models, when they list `model`; else `ModelUnavailable` in words. A turn
+    with a model the gateway does not list is refused, not sent: it would reach the ledger under
+    any name a user typed. When the list cannot be read the turn is refused too, saying so: the
+    model cannot be checked, and a gateway that cannot list its models rarely answers chats."""
+    models, error = await list_models(config)
+    name = model
+    if settings.CHAT_EMULATOR_REQUEST_OPTIONS:  # tests: `emulator/long?long_tokens=50`
+        name = model.partition("?")[0]
+    if any(info.id == name for info in models):
+        return models
+    if error is not None and not models:
+        raise ModelUnavailable(f"{config.name}: {error}; try again in a moment.")
+    raise ModelUnavailable(f"{config.name} does not offer the model {model[:200]!r}.")
 
 
 async def catalog() -> list[GatewayModels]:

@@ -234,6 +234,9 @@ LLM_TIMEOUTS = {
     for phase in ("connect", "first_token", "idle", "total")
     if os.environ.get(f"LLM_{phase.upper()}_TIMEOUT")
 }
+# Tests and demos only: the built-in emulator takes options from the model name
+# ("emulator/long?long_tokens=500") and the app accepts such a suffix on a listed model.
+CHAT_EMULATOR_REQUEST_OPTIONS = env_bool("CHAT_EMULATOR_REQUEST_OPTIONS")
 
 # --- Streaming ------------------------------------------------------------------------------------
 

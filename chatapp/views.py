@@ -38,7 +38,7 @@ from .gateway import (
     GatewayUnavailable,
     aconfig_for,
     catalog,
-    list_models,
+    listed_models,
     parse_choice,
 )
 from .models import Conversation, Generation, Message
@@ -177,8 +177,24 @@ async def made_by(
 ) -> tuple[Generation.Kind, int]:
     """What `model` makes of a turn (an image generation for an image model, else a chat
     answer), and how many images the composer asks for."""
-    kind = image_models.kind_of(config, model, (await list_models(config))[0])
+    kind = image_models.kind_of(config, model, await listed_models(config, model))
     return kind, image_models.image_count(request.POST.get("images", ""))
+
+
+def _answer_model(user: User, pk: int) -> tuple[int | None, str] | None:
+    return (
+        Generation.objects.filter(message_id=pk, conversation__user=user)
+        .values_list("gateway_id", "model")
+        .first()
+    )
+
+
+async def check_answer_model(user: User, pk: int) -> None:
+    """`ModelUnavailable` when the answer `pk`'s model, which a retry or continuation keeps, is
+    not one its gateway lists (now, or when it was written: an older answer was not checked)."""
+    found = await persistence.on_record_thread(_answer_model, user, pk)
+    if found is not None:
+        await listed_models(await aconfig_for(found[0]), found[1])
 
 
 @login_required
@@ -259,6 +275,7 @@ async def retry(request: AuthenticatedRequest, pk: int) -> HttpResponse:
 
     async def create(user: User, owner_channel: str) -> Turn:
         if not value:
+            await check_answer_model(user, pk)
             return await persistence.on_record_thread(create_retry, user, pk, None, owner_channel)
         choice = await _chosen(value)
         kind, images = await made_by(request, *choice)
@@ -275,6 +292,7 @@ async def continue_answer(request: AuthenticatedRequest, pk: int) -> HttpRespons
     """A retry of the answer `pk`, which ran out of its token budget, with a larger budget."""
 
     async def create(user: User, owner_channel: str) -> Turn:
+        await check_answer_model(user, pk)
         return await persistence.on_record_thread(create_continuation, user, pk, owner_channel)
 
     return await start_version(request, create)

@@ -25,6 +25,7 @@ import orjson
 from .dialects import Limits, Timeouts, default_timeouts, guess_dialect
 from .errors import ConnectError, GatewayTimeout, StatusError
 from .events import Cost
+from .model_list import MAX_MODELS_BYTES, ModelInfo, TooLarge, parse_models
 from .protocol import parse_retry_after, status_error
 from .redaction import Redactor
 from .speech import SpeechStream
@@ -34,21 +35,6 @@ from .transport import GatewayTransport
 __all__ = ["GatewayClient", "GenerationRecord", "ModelInfo"]
 
 _USER_AGENT = "gateway-chat/0.1 (+gateway_client)"
-
-
-@dataclass(frozen=True, slots=True)
-class ModelInfo:
-    """A `/models` entry. Prices are per token in the gateway's cost unit, as the gateway wrote
-    them (Numes and Nodul list `pricing` as decimal strings; the others list none)."""
-
-    id: str
-    name: str | None = None
-    description: str | None = None
-    prompt_price: str | None = None
-    completion_price: str | None = None
-    output_modalities: tuple[str, ...] = ()
-    """What the model makes, from an OpenRouter-style `architecture.output_modalities` (Numes
-    lists `["image"]` for an image model); empty when the entry does not say."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,57 +276,40 @@ class GatewayClient:
         raise AssertionError("unreachable")
 
     async def list_models(self) -> list[ModelInfo]:
+        """The gateway's `/models`, read as untrusted (`model_list`): at most `MAX_MODELS_BYTES`
+        are read, and a body that is not a list of models is a `ProtocolError`."""
         try:
-            response = await self._http.get(self._url("models"), timeout=30.0)
+            async with self._http.stream("GET", self._url("models"), timeout=30.0) as response:
+                content_type = response.headers.get("content-type")
+                if response.status_code != 200:
+                    body = await _read_capped(response, self.limits.max_error_body_bytes)
+                    raise status_error(
+                        response.status_code, content_type, self.redactor.bytes(body)
+                    )
+                body = await _read_capped(response, MAX_MODELS_BYTES)
         except httpx.TransportError as exc:
             raise ConnectError(f"could not reach the gateway: {_reason(exc)}") from exc
-        content_type = response.headers.get("content-type")
-        if response.status_code != 200:
-            raise status_error(
-                response.status_code, content_type, self.redactor.bytes(response.content)
-            )
-        try:
-            items = response.json().get("data") or []
-        except ValueError as exc:
-            raise status_error(200, content_type, self.redactor.bytes(response.content)) from exc
-        return [_model_info(item) for item in items if isinstance(item, dict) and item.get("id")]
+        if len(body) > MAX_MODELS_BYTES:
+            raise TooLarge(f"the model list is larger than {MAX_MODELS_BYTES // 2**20} MiB")
+        return parse_models(body)
 
     def _url(self, path: str) -> str:
         return f"{self.base_url}/{path}"
 
 
+async def _read_capped(response: httpx.Response, cap: int) -> bytes:
+    """The body up to `cap` bytes and one more (so that the caller can tell it went over); the
+    rest is never read: leaving the `stream` block closes the connection."""
+    body = bytearray()
+    async for piece in response.aiter_bytes():
+        body += piece
+        if len(body) > cap:
+            return bytes(body[: cap + 1])
+    return bytes(body)
+
+
 def _reason(exc: Exception) -> str:
     return str(exc) or type(exc).__name__
-
-
-def _price(pricing: Any, key: str) -> str | None:
-    value = pricing.get(key) if isinstance(pricing, dict) else None
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        return None
-    return repr(value) if isinstance(value, float) else str(value)
-
-
-def _model_info(item: dict[str, Any]) -> ModelInfo:
-    def text(key: str) -> str | None:
-        value = item.get(key)
-        return value if isinstance(value, str) and value else None
-
-    pricing = item.get("pricing")
-    return ModelInfo(
-        str(item["id"]),
-        text("name"),
-        text("description"),
-        _price(pricing, "prompt"),
-        _price(pricing, "completion"),
-        _modalities(item.get("architecture")),
-    )
-
-
-def _modalities(architecture: Any) -> tuple[str, ...]:
-    listed = architecture.get("output_modalities") if isinstance(architecture, dict) else None
-    if not isinstance(listed, list):
-        return ()
-    return tuple(m.lower() for m in listed if isinstance(m, str))
 
 
 def _generation_record(generation_id: str, payload: Any) -> GenerationRecord:

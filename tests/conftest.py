@@ -17,5 +17,5 @@ def emulator_url() -> Iterator[EmulatorURL]:
     """
     from gateway_client.emulator import serve_in_thread
 
-    with serve_in_thread(tokens_per_second=2000, ttft_ms=5) as url:
+    with serve_in_thread(tokens_per_second=2000, ttft_ms=5, request_options=True) as url:
         yield url

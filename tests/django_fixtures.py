@@ -7,6 +7,7 @@ Not in the root conftest: `tests/gateway_client` must run without Django.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 from channels.layers import channel_layers
@@ -23,10 +24,13 @@ def fresh_channel_layer() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
-def fresh_gateways() -> Iterator[None]:
-    """Gateway configs are cached per process; each test has a database of its own."""
+def fresh_gateways(settings: Any) -> Iterator[None]:
+    """Gateway configs are cached per process; each test has a database of its own. Tests pick
+    the emulator's pacing per request (`emulator/long?long_tokens=50`): the app lets them."""
+    settings.CHAT_EMULATOR_REQUEST_OPTIONS = True
     gateway.forget_configs()
     gateway._models_cache.clear()
+    gateway._models_failed.clear()
     yield
     gateway.forget_configs()
 

@@ -12,7 +12,9 @@ test's adversary. The model name picks a scripted scenario (`emulator/chat`, `em
         url.app.records.get(generation_id)                                    # GenerationRecord
 
 Knobs (`create_app` keywords, `Options` fields; per request also as URL query parameters or a
-model suffix, e.g. `emulator/slow-start?slow_start_s=1.5`): `tokens_per_second`, `ttft_ms`,
+model suffix, e.g. `emulator/slow-start?slow_start_s=1.5`, but only in an app created with
+`request_options=True`, as tests do: otherwise only whoever starts it sets them; the command
+line's `--request-options`): `tokens_per_second`, `ttft_ms`,
 `keepalive_interval_s` (15), `slow_start_s` (8), `slow_start_keepalive_s` (1), `stall_limit_s`
 (None: each gateway's documented limit), `tiny_stall_s` (2), `finalize_delay_ms` (300),
 `long_tokens` (3000); for the `tools` scenario `calls` (1), `rounds` (1), `args` (`valid` or

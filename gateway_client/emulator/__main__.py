@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from .dialects import DIALECTS
 from .server import create_app, serve
+
+REQUEST_OPTIONS_ENV = "GATEWAY_EMULATOR_REQUEST_OPTIONS"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -18,9 +21,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tokens-per-second", type=float, default=40.0)
     parser.add_argument("--ttft-ms", type=int, default=400)
     parser.add_argument("--prefix", default="", help="serve under this path, e.g. /emulator")
+    parser.add_argument(
+        "--request-options",
+        action="store_true",
+        default=os.environ.get(REQUEST_OPTIONS_ENV, "") == "1",
+        help="let each request set knobs through its model name (emulator/long?long_tokens=50);"
+        f" for tests only (also {REQUEST_OPTIONS_ENV}=1)",
+    )
     args = parser.parse_args(argv)
     app = create_app(
-        tokens_per_second=args.tokens_per_second, ttft_ms=args.ttft_ms, prefix=args.prefix
+        tokens_per_second=args.tokens_per_second,
+        ttft_ms=args.ttft_ms,
+        prefix=args.prefix,
+        request_options=args.request_options,
     )
     base = f"http://{args.host}:{args.port}{app.prefix}"
     for dialect in DIALECTS.values():

@@ -38,8 +38,11 @@ _CREATED = 1_767_225_600  # 2026-01-01, a fixed "created" for the model list
 class EmulatorApp:
     """ASGI callable; see the module docstring for routes."""
 
-    def __init__(self, options: Options | None = None, *, prefix: str = "") -> None:
+    def __init__(
+        self, options: Options | None = None, *, prefix: str = "", request_options: bool = False
+    ) -> None:
         self.options = options or Options()
+        self.request_options = request_options  # requests may set knobs (`options`): tests only
         self.prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
         self.records = Registry(finalize_delay_s=self.options.finalize_delay_ms / 1000)
         self.state = SimpleNamespace(records=self.records, options=self.options)
@@ -157,6 +160,15 @@ class EmulatorApp:
             routes.update({"generation": "GET", "images": "POST", "audio/speech": "POST"})
         return routes
 
+    def _options_for(self, *queries: str) -> Options:
+        """The knobs for one request: the app's, overridden by the request's own (its URL query,
+        its model's suffix) only when `request_options` allows them."""
+        options = self.options
+        if self.request_options:
+            for query in queries:
+                options = options.with_overrides(query)
+        return options
+
     async def _reply(self, channel: Channel, reply: ErrorReply) -> None:
         await channel.json(reply.status, reply.body, reply.headers)
 
@@ -170,14 +182,14 @@ class EmulatorApp:
                 await self._generation(channel, query)
             case "images" | "audio/speech":
                 media = parse_media(body, text_field="prompt" if route == "images" else "input")
-                options = self.options.with_overrides(query).with_overrides(media.model_query)
+                options = self._options_for(query, media.model_query)
                 channel.watch()
                 run = run_images if route == "images" else run_speech
                 await run(channel, self.records, options, media)
             case _:
                 text_completion = route == "completions"
                 request = parse_completion(body) if text_completion else parse_chat(body)
-                options = self.options.with_overrides(query).with_overrides(request.model_query)
+                options = self._options_for(query, request.model_query)
                 script = build_script(
                     request,
                     options,

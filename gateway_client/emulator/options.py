@@ -1,12 +1,14 @@
 """Knobs of the emulator: pacing, keep-alive cadence, limits, record finalisation, and how the
 `tools` scenario calls tools.
 
-`Options` is fixed when the app is created; a request can override any knob for itself through
-its URL query (`?ttft_ms=50&slow_start_s=1.5`) or a query-like suffix on the model name
+`Options` is fixed when the app is created. Only when it is created with `request_options`
+(tests, demos) may a request override a knob for itself, through its URL query
+(`?ttft_ms=50&slow_start_s=1.5`) or a query-like suffix on the model name
 (`emulator/slow-start?slow_start_s=1.5`, `emulator/tools?calls=3&rounds=2`), so tests and the
 browser can pick slow or fast behaviour, or a model that misbehaves with tools, without
-restarting the emulator. Unknown or malformed overrides are ignored, never an error; counts are
-clamped to their range.
+restarting the emulator; otherwise anyone who may name a model could make it answer a 2 MB
+`long` (`?long_tokens=1000000`). Unknown or malformed overrides are ignored, never an error;
+counts are clamped to their range, and times to ten minutes.
 """
 
 from __future__ import annotations
@@ -76,6 +78,10 @@ class Options:
             if key in _COUNTS:
                 lowest, highest = _COUNTS[key]
                 changes[key] = min(max(int(value), lowest), highest)
+            elif key.endswith("_ms"):
+                changes[key] = min(value, _LONGEST_S * 1000)
+            elif key.endswith("_s"):
+                changes[key] = min(value, _LONGEST_S)
             else:
                 changes[key] = value
         return replace(self, **changes) if changes else self  # type: ignore[arg-type]
@@ -87,11 +93,13 @@ _CHOICES: dict[str, tuple[str, ...]] = {
 }
 """The knobs that are words, and the words each takes."""
 _COUNTS: dict[str, tuple[int, int]] = {
-    "long_tokens": (0, 10_000_000),
+    "long_tokens": (0, 50_000),
     "calls": (1, 16),
     "rounds": (1, 1_000),
 }
 """The knobs that are whole numbers, and their range."""
+_LONGEST_S = 600.0
+"""The longest a time knob may be set to (Numes's own stall limit)."""
 
 
 def split_model_options(model: str) -> tuple[str, str]:

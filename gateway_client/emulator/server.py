@@ -42,12 +42,14 @@ def create_app(
     tokens_per_second: float = 40.0,
     ttft_ms: int = 400,
     prefix: str = "",
+    request_options: bool = False,
     **options: Any,
 ) -> EmulatorApp:
     """The emulator ASGI app. Extra keyword options are `Options` fields, e.g.
-    `keepalive_interval_s`, `slow_start_s`, `stall_limit_s`, `finalize_delay_ms`."""
+    `keepalive_interval_s`, `slow_start_s`, `stall_limit_s`, `finalize_delay_ms`;
+    `request_options` lets each request set them for itself (tests: see `options`)."""
     settings = Options(tokens_per_second=tokens_per_second, ttft_ms=ttft_ms, **options)
-    return EmulatorApp(settings, prefix=prefix)
+    return EmulatorApp(settings, prefix=prefix, request_options=request_options)
 
 
 def _config(

@@ -60,7 +60,9 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes], log: Path) -> No
 def paced_emulator() -> Iterator[str]:
     from gateway_client.emulator import serve_in_thread
 
-    with serve_in_thread(tokens_per_second=40, ttft_ms=300, slow_start_s=4.0) as url:
+    with serve_in_thread(
+        tokens_per_second=40, ttft_ms=300, slow_start_s=4.0, request_options=True
+    ) as url:
         yield url
 
 

@@ -63,6 +63,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "PYTEST_"))}
     env |= {"DJANGO_SUPERUSER_USERNAME": USERNAME, "DJANGO_SUPERUSER_PASSWORD": PASSWORD}
+    # The pacing is picked per request (`SHORT`): the emulator and the app let it.
+    env |= {"GATEWAY_EMULATOR_REQUEST_OPTIONS": "1", "CHAT_EMULATOR_REQUEST_OPTIONS": "1"}
     started = time.monotonic()
     with output.open("wb") as out:
         process = subprocess.Popen(

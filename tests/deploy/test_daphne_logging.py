@@ -30,7 +30,7 @@ GENERATION_LINE = re.compile(r"Generation (\d+) refused")
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Server]]:
     directory = tmp_path_factory.mktemp("logging")
-    with serve_in_thread(tokens_per_second=2000, ttft_ms=5) as url:
+    with serve_in_thread(tokens_per_second=2000, ttft_ms=5, request_options=True) as url:
         env = environment(directory, url)
         started = {
             "plain": start_server("plain", env, directory),

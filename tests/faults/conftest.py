@@ -31,7 +31,9 @@ TRACEBACK_FREE_LOGGERS = ("chatapp", "gateway_client", "asyncio", "django", "dap
 @pytest.fixture(scope="session")
 def fault_emulator() -> Iterator[EmulatorURL]:
     """Fast, and its records final at once, so a cost lookup after a fault takes no waiting."""
-    with serve_in_thread(tokens_per_second=2000, ttft_ms=5, finalize_delay_ms=0) as url:
+    with serve_in_thread(
+        tokens_per_second=2000, ttft_ms=5, finalize_delay_ms=0, request_options=True
+    ) as url:
         yield url
 
 

@@ -48,7 +48,7 @@ def postgres_suite(
 @pytest.fixture(scope="session")
 def paced_emulator() -> Iterator[EmulatorURL]:
     """Paced so a stream can be watched and stopped; tests pick speeds per request."""
-    with serve_in_thread(tokens_per_second=100, ttft_ms=50) as url:
+    with serve_in_thread(tokens_per_second=100, ttft_ms=50, request_options=True) as url:
         yield url
 
 

@@ -75,13 +75,14 @@ def start_server(
     name: str, env: dict[str, str], directory: Path, *, options: Sequence[str] = ()
 ) -> Server:
     """Start Daphne in the background (with Daphne's `options` if any); call `wait_ready`
-    (start several first, then wait)."""
+    (start several first, then wait). Tests pick the emulator's pacing per request
+    (`emulator/long?long_tokens=50`): the server lets them unless `env` says otherwise."""
     port = free_port()
     log = directory / f"daphne-{name}.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
             [DAPHNE, "-b", "127.0.0.1", "-p", str(port), *options, "chatapp.asgi:application"],
-            env=env,
+            env={"CHAT_EMULATOR_REQUEST_OPTIONS": "1", **env},
             cwd=ROOT,
             stdin=subprocess.DEVNULL,
             stdout=out,

@@ -91,6 +91,10 @@ async def _answer(peer: Peer) -> None:
     head = peer.request_head.decode("latin-1")
     echo = head + peer.request_body.decode("utf-8", "replace")
     if head.startswith("GET ") and "/models" in head.split("\r\n", 1)[0]:
+        hostile = head.split(" ", 2)[1].split("/")[1]  # "/models-deep/v1/models": models-deep
+        if hostile in HOSTILE_MODELS:
+            await _hostile_models(peer, hostile)
+            return
         models = [{"id": name} for name in MODELS]
         body = orjson.dumps({"object": "list", "data": models})
         await _head(peer, content_type="application/json")
@@ -109,6 +113,7 @@ async def _answer(peer: Peer) -> None:
         await peer.end()
         return
     model = orjson.loads(peer.request_body).get("model", "")
+    CHAT_MODELS_ASKED.append(model)
     match model:
         case "ok":
             await _stream(peer, [event(chunk("Hello there."))])
@@ -144,6 +149,60 @@ async def _answer(peer: Peer) -> None:
             await _head(peer, "404 Not Found", "application/json")
             await peer.chunk(orjson.dumps({"error": {"message": f"no model {model!r}"}}))
             await peer.end()
+
+
+# `GET /models` answers that are no model list, each served under its own base URL
+# (`hostile_models_url`): the app must show that gateway as down, and every page still work.
+HUGE_MODELS_BYTES = 300 * 1024 * 1024
+HOSTILE_MODELS: dict[str, bytes] = {
+    "models-list": b"[]",
+    "models-data-5": b'{"data": 5}',
+    "models-deep": b'{"data": [' + b"[" * 100_000 + b"]" * 100_000 + b"]}",
+    "models-deep-entry": b'{"data": [{"id": "ok", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}]}",
+    # Only `ok` is a model: the others' IDs are no strings (or empty), and are skipped.
+    "models-bad-ids": orjson.dumps(
+        {
+            "data": [
+                {"id": 5},
+                {"id": None},
+                {"id": ""},
+                {"id": ["ok"]},
+                {"name": "x"},
+                7,
+                {"id": "ok"},
+            ]
+        }
+    ),
+    "models-huge": b"",  # `HUGE_MODELS_BYTES` of one entry's padding, streamed, never built
+}
+# Bytes of `models-huge` each connection wrote before the client hung up.
+HUGE_SENT: list[int] = []
+# The `model` of every chat request the scripted gateway was sent, in order.
+CHAT_MODELS_ASKED: list[str] = []
+
+
+def hostile_models_url(base_url: str, name: str) -> str:
+    """The base URL under which the scripted gateway's `/models` answers `HOSTILE_MODELS[name]`."""
+    root, _, _ = base_url.rpartition("/v1")
+    return f"{root}/{name}/v1"
+
+
+async def _hostile_models(peer: Peer, name: str) -> None:
+    await _head(peer, content_type="application/json")
+    if name != "models-huge":
+        await peer.chunk(HOSTILE_MODELS[name])
+        await peer.end()
+        return
+    sent = 0
+    piece = b"x" * 65536
+    HUGE_SENT.append(0)
+    await peer.chunk(b'{"data": [{"id": "ok", "pad": "')
+    while sent < HUGE_MODELS_BYTES:  # a write fails once the client hangs up
+        await peer.chunk(piece)
+        sent += len(piece)
+        HUGE_SENT[-1] = sent
+    await peer.chunk(b'"}]}')
+    await peer.end()
 
 
 ECHOES = ["echo-401", "echo-500-text", "echo-502-html", "echo-stream-error", "echo-malformed"]
