@@ -1,7 +1,9 @@
 """ASGI entry point: Django for HTTP, the conversation consumer for websockets.
 
 Static files are served by the app itself (no CDN, no separate web server for a self-hosted
-install). Websockets pass the allowed-hosts origin check and the session auth stack; the consumer
+install); a path that leaves the static directories (`..`, an absolute path, a NUL byte) is a
+404, not Django's SuspiciousFileOperation escaping the handler as a 500 with a traceback.
+Websockets pass the exact-origin check (`ws_origin.py`) and the session auth stack; the consumer
 itself refuses anonymous users and conversations they do not own.
 
 At shutdown the process's gateway clients are closed: Daphne speaks no ASGI lifespan, so there a
@@ -19,18 +21,28 @@ from typing import Any
 
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 from django.core.asgi import get_asgi_application
+from django.core.exceptions import SuspiciousOperation
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatapp.settings")
 django_asgi_app = get_asgi_application()  # before importing code that touches models
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from .gateway import close_clients  # noqa: E402
 from .routing import websocket_urlpatterns  # noqa: E402
 from .ws_backpressure import enable as enable_ws_backpressure  # noqa: E402
 from .ws_compression import enable as enable_ws_compression  # noqa: E402
+from .ws_origin import SameOriginValidator  # noqa: E402
+
+
+class StaticFiles(ASGIStaticFilesHandler):
+    def serve(self, request: HttpRequest) -> HttpResponse | FileResponse:
+        try:
+            return super().serve(request)
+        except (SuspiciousOperation, ValueError) as exc:  # outside the directories; a NUL byte
+            raise Http404("No such static file") from exc
 
 
 async def lifespan(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -62,10 +74,8 @@ enable_ws_backpressure()
 
 application = ProtocolTypeRouter(
     {
-        "http": ASGIStaticFilesHandler(django_asgi_app),
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
+        "http": StaticFiles(django_asgi_app),
+        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
         "lifespan": lifespan,
     }
 )
