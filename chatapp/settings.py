@@ -234,6 +234,14 @@ LLM_TIMEOUTS = {
     for phase in ("connect", "first_token", "idle", "total")
     if os.environ.get(f"LLM_{phase.upper()}_TIMEOUT")
 }
+# The environment variables a gateway's "API key environment variable" may name (comma-separated;
+# a trailing * is a prefix). Only variables put there for gateways: a staff user who may edit
+# gateways can send any of them to a server of their own (see chatapp.key_vault).
+CHAT_KEY_ENV_ALLOWED = tuple(
+    name.strip()
+    for name in os.environ.get("CHAT_KEY_ENV_ALLOWED", "GATEWAY_KEY_*").split(",")
+    if name.strip()
+)
 # Tests and demos only: the built-in emulator takes options from the model name
 # ("emulator/long?long_tokens=500") and the app accepts such a suffix on a listed model.
 CHAT_EMULATOR_REQUEST_OPTIONS = env_bool("CHAT_EMULATOR_REQUEST_OPTIONS")

@@ -36,19 +36,19 @@ def _manage_shell(env: dict[str, str], code: str) -> str:
 
 @pytest.fixture(scope="module")
 def tiny_gateway(server_env: dict[str, str], paced_emulator: str) -> Iterator[int]:
-    """A tiny-3b gateway on the paced emulator (its key: the server's `LLM_API_KEY`), disabled
+    """A tiny-3b gateway on the paced emulator (with a key of its own), disabled
     again afterwards so that other modules' pickers are as they were."""
     fields = {
         "base_url": f"{paced_emulator}/tiny/v1",
         "dialect": "tiny",
         "cost_unit": "credits",
-        "api_key_env": "LLM_API_KEY",
         "enabled": True,
     }
     pk = _manage_shell(
         server_env,
-        "from chatapp.models import Gateway; "
-        f"row, _ = Gateway.objects.update_or_create(name='tiny-3b', defaults={fields!r}); "
+        "from chatapp import key_vault; from chatapp.models import Gateway; "
+        f"row, _ = Gateway.objects.update_or_create(name='tiny-3b', defaults={fields!r} | "
+        "{'api_key_encrypted': key_vault.encrypt('sk-tiny')}); "
         "print(row.pk)",
     )
     yield int(pk)

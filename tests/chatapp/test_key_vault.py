@@ -31,10 +31,10 @@ def test_an_explicit_fernet_key_is_used_when_set(settings: Any) -> None:
 
 
 def test_a_key_can_come_from_a_named_environment_variable(monkeypatch: Any) -> None:
-    monkeypatch.setenv("NUMES_KEY_FOR_TEST", "sk-from-env")
-    assert key_vault.resolve("", "NUMES_KEY_FOR_TEST") == "sk-from-env"
-    monkeypatch.delenv("NUMES_KEY_FOR_TEST")
-    with pytest.raises(key_vault.KeyUnavailable, match="NUMES_KEY_FOR_TEST is not set"):
-        key_vault.resolve("", "NUMES_KEY_FOR_TEST")
+    monkeypatch.setenv("GATEWAY_KEY_NUMES_TEST", "sk-from-env")
+    assert key_vault.resolve("", "GATEWAY_KEY_NUMES_TEST") == "sk-from-env"
+    monkeypatch.delenv("GATEWAY_KEY_NUMES_TEST")
+    with pytest.raises(key_vault.KeyUnavailable, match="GATEWAY_KEY_NUMES_TEST is not set"):
+        key_vault.resolve("", "GATEWAY_KEY_NUMES_TEST")
     with pytest.raises(key_vault.KeyUnavailable, match="no API key"):
         key_vault.resolve("", "")
