@@ -4,11 +4,11 @@ from here."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from django import forms
-from django.conf import settings
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.http import (
     HttpRequest,
     HttpResponse,
@@ -29,6 +29,7 @@ from .models import (
     ModelPrice,
     ToolSwitch,
 )
+from .units import CostUnit, Money
 
 if TYPE_CHECKING:  # generic in django-stubs only: Django's admin classes are not subscriptable
     _MessageInline = admin.TabularInline[Message, Conversation]
@@ -48,12 +49,20 @@ else:
     _GatewayForm = forms.ModelForm
 
 
+# What a generation's answer said and asked is its record, as its cost is (the ledger): an
+# admin does not rewrite it, nor move a conversation, and its generations, to another owner.
+ANSWER_RECORD = ("conversation", "role", "content", "tool_calls")
+
+
 class MessageInline(_MessageInline):
     model = Message
     fields = ("role", "content", "created_at")
-    readonly_fields = ("created_at",)
+    readonly_fields = ("role", "content", "created_at")  # edited one by one, on its own page
     extra = 0
     show_change_link = True
+
+    def has_add_permission(self, request: HttpRequest, obj: Conversation | None = None) -> bool:
+        return False
 
 
 @admin.register(Conversation)
@@ -65,6 +74,10 @@ class ConversationAdmin(_ConversationAdmin):
     list_select_related = ("user", "gateway")
     inlines = [MessageInline]
 
+    def get_readonly_fields(self, request: HttpRequest, obj: Conversation | None = None) -> Any:
+        fields = super().get_readonly_fields(request, obj)
+        return fields if obj is None else (*fields, "user")
+
 
 @admin.register(Message)
 class MessageAdmin(_MessageAdmin):
@@ -72,6 +85,13 @@ class MessageAdmin(_MessageAdmin):
     list_filter = ("role",)
     search_fields = ("content",)
     raw_id_fields = ("conversation",)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Message | None = None) -> Any:
+        fields = super().get_readonly_fields(request, obj)
+        answered = obj is not None and (
+            Generation.objects.filter(message=obj).exists() or obj.readings.exists()
+        )
+        return (*fields, *ANSWER_RECORD) if answered else fields
 
     @admin.display(description="content")
     def short_content(self, obj: Message) -> str:
@@ -130,6 +150,11 @@ class ToolSwitchAdmin(_ToolSwitchAdmin):
 # --- Gateways and prices ----------------------------------------------------------------------
 
 
+def _in_unit(amount: Decimal, unit: str) -> str:
+    """A price as an amount in its gateway's unit, as costs read ("$0.0001708", "120 sat")."""
+    return str(Money(amount, CostUnit(unit))) if unit in CostUnit.values else f"{amount:f}"
+
+
 class GatewayForm(_GatewayForm):
     """The key is write-only: never rendered back (not even masked), kept when left blank."""
 
@@ -155,47 +180,15 @@ class GatewayForm(_GatewayForm):
             "speech_voice",
         )
 
-    # The stored key was typed for the old base URL: a new URL would be sent it unasked.
-    KEY_CLEARED = (
-        "The base URL changed, so the stored API key was cleared (it is never sent to another "
-        "server unasked): enter the key again."
-    )
-
-    key_cleared = False
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        admitted = ", ".join(settings.CHAT_KEY_ENV_ALLOWED) or "none"
-        hint = f"Read the key from this environment variable instead of storing it: {admitted}."
-        self.fields["api_key_env"].help_text = hint
-
-    def clean_api_key_env(self) -> str:
-        name: str = self.cleaned_data.get("api_key_env", "")
-        if name and not key_vault.env_allowed(name):
-            refusal = key_vault.env_refusal(name)
-            raise forms.ValidationError(f"{refusal[:1].upper()}{refusal[1:]}.")
-        return name
-
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
         if cleaned.get("api_key") and cleaned.get("clear_api_key"):
             raise forms.ValidationError("Enter a new key or clear the stored one, not both.")
         return cleaned
 
-    @property
-    def key_cleared_by_new_url(self) -> bool:
-        """Saving drops the stored key: the base URL changed and no new key came with it."""
-        return bool(
-            self.instance.pk
-            and self.instance.api_key_encrypted
-            and "base_url" in self.changed_data
-            and not self.cleaned_data.get("api_key")
-        )
-
     def save(self, commit: bool = True) -> Gateway:
-        self.key_cleared = self.key_cleared_by_new_url  # the admin then says so (`save_model`)
         gateway = super().save(commit=False)
-        if self.cleaned_data.get("clear_api_key") or self.key_cleared:
+        if self.cleaned_data.get("clear_api_key"):
             gateway.api_key_encrypted = ""
         elif key := self.cleaned_data.get("api_key"):
             gateway.api_key_encrypted = key_vault.encrypt(key)
@@ -217,11 +210,6 @@ class GatewayAdmin(_GatewayAdmin):
         ("Read aloud", {"fields": ("speech_model", "speech_voice")}),
         (None, {"fields": ("created_at",)}),
     )
-
-    def save_model(self, request: HttpRequest, obj: Gateway, form: Any, change: bool) -> None:
-        super().save_model(request, obj, form, change)
-        if getattr(form, "key_cleared", False):
-            messages.warning(request, GatewayForm.KEY_CLEARED)
 
     @admin.display(description="key in use")
     def key(self, obj: Gateway) -> str:
@@ -247,11 +235,19 @@ class GatewayAdmin(_GatewayAdmin):
 
 @admin.register(ModelPrice)
 class ModelPriceAdmin(_ModelPriceAdmin):
-    list_display = ("gateway", "model", "prompt", "completion", "source", "updated_at")
+    list_display = ("gateway", "model", "prompt_price", "completion_price", "source", "updated_at")
     list_filter = ("gateway", "source")
     search_fields = ("model",)
     readonly_fields = ("source", "updated_at")
     list_select_related = ("gateway",)
+
+    @admin.display(description="per prompt token", ordering="prompt")
+    def prompt_price(self, obj: ModelPrice) -> str:
+        return _in_unit(obj.prompt, obj.gateway.cost_unit)
+
+    @admin.display(description="per completion token", ordering="completion")
+    def completion_price(self, obj: ModelPrice) -> str:
+        return _in_unit(obj.completion, obj.gateway.cost_unit)
 
     def save_model(self, request: HttpRequest, obj: ModelPrice, form: Any, change: Any) -> None:
         # A price an admin saved is theirs: a gateway's /models listing no longer overwrites it.
