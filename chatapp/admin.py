@@ -8,7 +8,8 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from django import forms
-from django.contrib import admin
+from django.conf import settings
+from django.contrib import admin, messages
 from django.http import (
     HttpRequest,
     HttpResponse,
@@ -180,15 +181,47 @@ class GatewayForm(_GatewayForm):
             "speech_voice",
         )
 
+    # The stored key was typed for the old base URL: a new URL would be sent it unasked.
+    KEY_CLEARED = (
+        "The base URL changed, so the stored API key was cleared (it is never sent to another "
+        "server unasked): enter the key again."
+    )
+
+    key_cleared = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        admitted = ", ".join(settings.CHAT_KEY_ENV_ALLOWED) or "none"
+        hint = f"Read the key from this environment variable instead of storing it: {admitted}."
+        self.fields["api_key_env"].help_text = hint
+
+    def clean_api_key_env(self) -> str:
+        name: str = self.cleaned_data.get("api_key_env", "")
+        if name and not key_vault.env_allowed(name):
+            refusal = key_vault.env_refusal(name)
+            raise forms.ValidationError(f"{refusal[:1].upper()}{refusal[1:]}.")
+        return name
+
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
         if cleaned.get("api_key") and cleaned.get("clear_api_key"):
             raise forms.ValidationError("Enter a new key or clear the stored one, not both.")
         return cleaned
 
+    @property
+    def key_cleared_by_new_url(self) -> bool:
+        """Saving drops the stored key: the base URL changed and no new key came with it."""
+        return bool(
+            self.instance.pk
+            and self.instance.api_key_encrypted
+            and "base_url" in self.changed_data
+            and not self.cleaned_data.get("api_key")
+        )
+
     def save(self, commit: bool = True) -> Gateway:
+        self.key_cleared = self.key_cleared_by_new_url  # the admin then says so (`save_model`)
         gateway = super().save(commit=False)
-        if self.cleaned_data.get("clear_api_key"):
+        if self.cleaned_data.get("clear_api_key") or self.key_cleared:
             gateway.api_key_encrypted = ""
         elif key := self.cleaned_data.get("api_key"):
             gateway.api_key_encrypted = key_vault.encrypt(key)
@@ -210,6 +243,11 @@ class GatewayAdmin(_GatewayAdmin):
         ("Read aloud", {"fields": ("speech_model", "speech_voice")}),
         (None, {"fields": ("created_at",)}),
     )
+
+    def save_model(self, request: HttpRequest, obj: Gateway, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if getattr(form, "key_cleared", False):
+            messages.warning(request, GatewayForm.KEY_CLEARED)
 
     @admin.display(description="key in use")
     def key(self, obj: Gateway) -> str:
