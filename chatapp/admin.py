@@ -19,6 +19,7 @@ from django.utils import timezone
 from . import (
     generation_admin,  # noqa: F401  (registers GenerationAdmin)
     key_vault,
+    limits_admin,  # noqa: F401  (registers SpendingLimitAdmin)
     tools,
 )
 from .models import (

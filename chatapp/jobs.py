@@ -15,6 +15,7 @@ from gateway_client.errors import ErrorInfo
 from .gateway import GatewayConfig
 from .models import Generation
 from .request_options import RequestOptions
+from .spending_limits import SpendWatch
 
 Status = Generation.Status
 
@@ -47,6 +48,9 @@ class Job:
     """How many images an image generation asks for (`n`); unused by the other kinds."""
     user_pk: int = 0
     """Whose turn it is: tools read this user's data only."""
+    spend: SpendWatch | None = None
+    """The spending limits a chat answer must keep within as it streams (`spending_limits`);
+    None: none applies, or it could not be priced."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from typing import Any
 
 from . import tool_loop, tools
 from .models import Generation, Message
+from .spending_limits import SPENDING_LIMIT
 from .turns import larger_budget
 from .units import CostUnit, Money
 
@@ -126,6 +127,9 @@ def _tool_note(message: Message) -> FinishNote | None:
     if "cancelled" in statuses:
         return FinishNote("Stopped while the tools ran; the model was not sent their results.")
     continued = message.children.filter(role=Message.Role.ASSISTANT).exists()
+    generation = getattr(message, "generation", None)
+    if not continued and generation is not None and generation.error_type == SPENDING_LIMIT:
+        return FinishNote(f"The tools ran, but the turn stopped here: {generation.error_message}")
     if not continued:
         return FinishNote(
             "The tools ran, but the model was not asked to go on (the turn was stopped, or its"

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import DatabaseError, close_old_connections
 from django.utils import timezone
 
-from . import persistence, reading_stream, reconcile, worker, ws_protocol
+from . import persistence, reading_stream, reconcile, spend_push, worker, ws_protocol
 from .costing import record_expected
 from .gateway import GatewayUnavailable, config_for, shared_client
 from .models import Generation
@@ -86,7 +86,10 @@ async def settle_one(generation: Generation) -> bool:
     lookup = await reconcile.look_up(
         shared_client(config), generation.upstream_id, expected=record_expected(generation)
     )
-    return (await persistence.settle_cost(generation.pk, lookup)).changed
+    changed = (await persistence.settle_cost(generation.pk, lookup)).changed
+    if changed:
+        await spend_push.cost_settled(generation.pk)
+    return changed
 
 
 async def _sweep_forever() -> None:

@@ -29,7 +29,7 @@ from django.db import transaction
 from django.http import Http404
 from django.utils import timezone
 
-from . import rate_limits, request_options, tool_loop
+from . import rate_limits, request_options, spending_limits, tool_loop
 from .errors import ChatAppError
 from .gateway import GatewayConfig, config_for
 from .jobs import Job
@@ -240,6 +240,12 @@ def _start(
     assistant = Message.objects.create(
         conversation=conversation, role=Message.Role.ASSISTANT, parent_id=parent_pk
     )
+    messages = context_for(conversation, assistant)
+    # Before the row exists, under the limits' locks: `SpendingLimitReached` rolls it all back.
+    ceiling = spending_limits.ceiling_for(
+        gateway.pk, gateway.cost_unit, model, messages, max_tokens, kind
+    )
+    spend = spending_limits.reserve(conversation.user_id, gateway.pk, ceiling, kind)
     generation = Generation.objects.create(
         message=assistant,
         conversation=conversation,
@@ -249,6 +255,7 @@ def _start(
         owner_channel=owner_channel,
         tool_round=tool_round,
         kind=kind,
+        spend_ceiling=None if spend is None else spend.reserved,
     )
     conversation.gateway_id = gateway.pk
     conversation.model = model
@@ -260,7 +267,7 @@ def _start(
         conversation_pk=conversation.pk,
         gateway=gateway,
         model=model,
-        messages=context_for(conversation, assistant),
+        messages=messages,
         owner_channel=owner_channel,
         max_tokens=max_tokens,
         options=options,
@@ -269,6 +276,7 @@ def _start(
         user_pk=conversation.user_id,
         kind=kind,
         image_count=image_count,
+        spend=spend,
     )
     return Turn(conversation, assistant, generation, job, user_message)
 

@@ -26,6 +26,9 @@ message of type `chat.forward`, so a consumer forwards them without decoding or 
   render. `next`, when the answer's tool calls ran and the turn goes on, is the fragment URL of
   the next round's answer, which the browser puts after this one.
 - `{"t": "updated", "g": id}`: the record changed (cost reconciled); refetch the render.
+- `{"t": "spend", "html": text}`: to every socket of the user (their group), when one of their
+  costs settled: the sidebar's spend and the composer's limit warning, rendered, each an element
+  the page swaps for the one with its id (`spend_push.py`).
 - `{"t": "watching", "c": id}`: the answer to a watch: the socket now gets the conversation's
   messages, and snapshots of its running answers are on their way.
 - `{"t": "gone", "c": id}`: the conversation the page asked to watch is not there (or not the
@@ -98,6 +101,11 @@ def channel_layer() -> ChannelLayer:
 
 def group_name(conversation_id: int) -> str:
     return f"conversation.{conversation_id}"
+
+
+def user_group_name(user_pk: int) -> str:
+    """Every socket of one user, whatever its page shows (`spend`)."""
+    return f"user.{user_pk}"
 
 
 def group_message(payload: dict[str, object] | list[object]) -> ForwardMessage:
@@ -174,6 +182,11 @@ def error(text: str) -> dict[str, object]:
 
 def updated(generation_pk: int) -> dict[str, object]:
     return {"t": "updated", "g": generation_pk}
+
+
+def spend(html: str) -> dict[str, object]:
+    """The user's spend partials, rendered (`spend_push`)."""
+    return {"t": "spend", "html": html}
 
 
 def cancel(generation_pk: int) -> CancelMessage:
