@@ -131,7 +131,7 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
         self, kind: Literal["snapshot", "stop"], generation_pk: int
     ) -> None:
         row = (
-            await Generation.objects.filter(pk=generation_pk, conversation__user=self.user)
+            await Generation.objects.filter(pk=generation_pk, user=self.user)
             .values_list("status", "owner_channel", "last_seq", "message_id")
             .afirst()
         )

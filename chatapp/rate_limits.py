@@ -42,7 +42,7 @@ def check_generation_start(user: User) -> None:
     limit = settings.CHAT_GENERATIONS_PER_MINUTE
     since = timezone.now() - WINDOW
     recent = Generation.objects.filter(
-        conversation__user=user, kind__in=STARTED_BY_SENDING, tool_round=1, started_at__gt=since
+        user=user, kind__in=STARTED_BY_SENDING, tool_round=1, started_at__gt=since
     )
     if recent.count() < limit:
         return

@@ -85,7 +85,7 @@ def stored_audio(user: User, message_pk: int) -> SpeechAudio | None:
     return (
         SpeechAudio.objects.filter(
             generation__read_aloud_id=message_pk,
-            generation__conversation__user=user,
+            generation__user=user,
             generation__status=Generation.Status.COMPLETED,
         )
         .order_by("-generation_id")
@@ -126,7 +126,7 @@ def beat(generation_pk: int, upstream_id: str, request_id: str) -> None:
 def newest_reading(user: User, message_pk: int) -> Generation | None:
     """The user's newest reading of the answer `message_pk`, if any."""
     return (
-        Generation.objects.filter(kind=SPEECH, read_aloud_id=message_pk, conversation__user=user)
+        Generation.objects.filter(kind=SPEECH, read_aloud_id=message_pk, user=user)
         .order_by("-pk")
         .first()
     )

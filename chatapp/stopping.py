@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 async def stop_turn(user: User, generation_pk: int) -> bool:
     """Cancel the turn of `user`'s generation `generation_pk`; False if it is not theirs."""
     conversation_pk = (
-        await Generation.objects.filter(pk=generation_pk, conversation__user=user)
+        await Generation.objects.filter(pk=generation_pk, user=user)
         .values_list("conversation_id", flat=True)
         .afirst()
     )

@@ -183,7 +183,7 @@ async def made_by(
 
 def _answer_model(user: User, pk: int) -> tuple[int | None, str] | None:
     return (
-        Generation.objects.filter(message_id=pk, conversation__user=user)
+        Generation.objects.filter(message_id=pk, user=user)
         .values_list("gateway_id", "model")
         .first()
     )

@@ -20,6 +20,7 @@ from chatapp import cost_csv, ledger
 from chatapp.cost_summary import CostSummary, GroupTotals
 from chatapp.errors import ChatAppError, LedgerIsAppendOnly
 from chatapp.models import Conversation, Gateway, Generation, LedgerDay, Message, SpeechAudio
+from chatapp.rate_limits import RateLimited, check_generation_start
 from chatapp.spend import month_spend
 
 pytestmark = pytest.mark.django_db
@@ -408,3 +409,15 @@ def test_the_owners_migration_fills_existing_rows(alice: Any, numes: Gateway) ->
 
     row.refresh_from_db()
     assert (row.user_id, row.user_name) == (alice.pk, get_user_model().objects.get().username)
+
+
+def test_deleting_conversations_does_not_reset_the_answers_per_minute(
+    alice: Any, numes: Gateway, settings: Any
+) -> None:
+    settings.CHAT_GENERATIONS_PER_MINUTE = 2
+    for _ in range(2):
+        generation(alice, numes, days_ago=0)
+    Conversation.objects.filter(user=alice).delete()
+
+    with pytest.raises(RateLimited):
+        check_generation_start(alice)

@@ -355,5 +355,5 @@ async def test_a_reading_is_in_the_cost_ledger(alice: Any, django_user_model: An
     assert str(Money(reading.cost, CostUnit(reading.cost_unit))) in html
     export = await client.get(reverse("admin:chatapp_generation_export"), {"kind": "speech"})
     rows = b"".join([piece async for piece in export.streaming_content]).decode().split("\r\n")
-    assert rows[1].split(",")[-1] == "speech"
+    assert rows[1].split(",")[-2:] == ["speech", "1"]  # kind, and one generation
     assert rows[2:] == [""], "one row: the reading"
