@@ -1,10 +1,13 @@
 """Code blocks in model answers, highlighted on the server by Pygments.
 
 Pygments emits `<span class="k">` tokens (CSS classes, never inline style, so the CSP stays
-strict); `static/chatapp/highlight.css` colours them for light and dark themes. Only a language
-Pygments knows is highlighted, and only blocks up to `MAX_CODE_CHARS` (a model can write an
-enormous block; lexing is linear but not free): anything else stays plain escaped text.
-The HTML still goes through the one sanitizer (`rendering.sanitize`).
+strict); `static/chatapp/highlight.css` colours them for light and dark themes. Only blocks up
+to `MAX_CODE_CHARS` are highlighted, and only in a language of `LEXERS`, an allow-list of common
+languages whose lexers are well-behaved: the fence's word is the model's, and several of the
+~600 lexers Pygments ships have regexes that backtrack exponentially (a 58-character `registry`
+block held the server for 23 s). The list is what keeps normal answers fast; the render pool's
+deadline (`render_pool.py`) is what bounds the rest. Anything else stays plain escaped text. The
+HTML still goes through the one sanitizer (`rendering.sanitize`).
 
 Only tokens the stylesheet colours get a span, and a run of one class gets one: whitespace, plain
 names and punctuation are text. Pygments' own formatter spans every token, which made a code
@@ -17,23 +20,69 @@ from functools import cache
 from html import escape
 
 from pygments.formatters import HtmlFormatter
+from pygments.lexer import Lexer
 from pygments.lexers import get_lexer_by_name
 from pygments.token import STANDARD_TYPES, _TokenType
-from pygments.util import ClassNotFound
 
-__all__ = ["MAX_CODE_CHARS", "highlighted"]
+__all__ = ["LEXERS", "MAX_CODE_CHARS", "highlighted", "lexer_name"]
 
 MAX_CODE_CHARS = 50_000
+
+# The Pygments lexers code may be highlighted with (by their Pygments name), and the words a
+# fence may name each by (lower case; Pygments' own aliases are not consulted).
+LEXERS: dict[str, tuple[str, ...]] = {
+    "python": ("python", "py", "python3", "py3"),
+    "pycon": ("pycon",),
+    "javascript": ("javascript", "js", "mjs", "cjs", "node"),
+    "typescript": ("typescript", "ts"),
+    "jsx": ("jsx",),
+    "tsx": ("tsx",),
+    "json": ("json", "jsonc", "json5"),
+    "bash": ("bash", "sh", "shell", "zsh", "ksh"),
+    "console": ("console", "shell-session"),
+    "html": ("html", "htm", "xhtml"),
+    "xml": ("xml", "svg"),
+    "css": ("css",),
+    "scss": ("scss",),
+    "sql": ("sql", "postgresql", "mysql", "sqlite"),
+    "c": ("c", "h"),
+    "cpp": ("cpp", "c++", "cc", "cxx", "hpp"),
+    "csharp": ("csharp", "c#", "cs"),
+    "go": ("go", "golang"),
+    "rust": ("rust", "rs"),
+    "java": ("java",),
+    "kotlin": ("kotlin", "kt"),
+    "swift": ("swift",),
+    "ruby": ("ruby", "rb"),
+    "php": ("php",),
+    "lua": ("lua",),
+    "yaml": ("yaml", "yml"),
+    "toml": ("toml",),
+    "ini": ("ini", "cfg", "conf"),
+    "diff": ("diff", "patch", "udiff"),
+    "docker": ("dockerfile", "docker"),
+    "make": ("makefile", "make"),
+    "graphql": ("graphql", "gql"),
+}
+_NAMES = {alias: name for name, aliases in LEXERS.items() for alias in aliases}
+
+
+def lexer_name(language: str) -> str | None:
+    """The `LEXERS` name a fence's word resolves to, else None (not highlighted)."""
+    return _NAMES.get(language.strip().lower())
+
+
+@cache
+def _lexer(name: str) -> Lexer:
+    return get_lexer_by_name(name, stripnl=False, ensurenl=False)
 
 
 def highlighted(code: str, language: str) -> str:
     """The code's token spans, or "" to leave it to the plain renderer."""
-    if not language or len(code) > MAX_CODE_CHARS:
+    name = lexer_name(language)
+    if name is None or len(code) > MAX_CODE_CHARS:
         return ""
-    try:
-        lexer = get_lexer_by_name(language, stripnl=False, ensurenl=False)
-    except ClassNotFound:
-        return ""
+    lexer = _lexer(name)
     parts: list[str] = []
     run_class, run = "", list[str]()
     for ttype, value in lexer.get_tokens(code):

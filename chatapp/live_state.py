@@ -14,7 +14,7 @@ fold.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway_client.accumulator import Accumulator, Completion
 from gateway_client.events import (
@@ -33,6 +33,9 @@ from .attachments import MediaKind, image_attachment
 from .image_checks import MAX_PREVIEW_BYTES, MAX_PREVIEW_IMAGES, ImageRefused, checked_image
 from .live_blocks import BlockSettler, SettledChunk
 from .rendering import citation
+
+if TYPE_CHECKING:
+    from .answer_render import RenderedAnswer
 
 # A delta goes out once it has this many characters of text, or its oldest part is this old (s), or
 # it is the answer's first output, or it carries more than text (a tool call, a citation, media).
@@ -56,6 +59,7 @@ class LiveState:
     # stream has ended: all of them for a snapshot, those changed since the last delta for it.
     tool_runs: dict[int, dict[str, Any]] = field(default_factory=dict)
     _pending_runs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    final_render: RenderedAnswer | None = None  # the answer's render, once it has ended
 
     def ready(self, now: float) -> bool:
         """Whether the pending part should go out at `now` (seconds, any monotonic clock).
@@ -131,12 +135,42 @@ class LiveState:
         state.blocks = BlockSettler(doc_id, lambda: [citation(a) for a in sent.annotations])
         return state
 
-    def take_delta(self, *, last: bool = False) -> dict[str, object] | None:
+    def take_delta(self) -> dict[str, object] | None:
         """Move what is pending to `sent` and return it as the next numbered delta, if any.
 
-        A delta also carries the HTML of the blocks its text settled (`live_blocks`); the `last`
-        one, taken when the answer has ended, settles all the rest.
+        A delta also carries the HTML of the blocks settled since the last one (`live_blocks`):
+        their parse runs in the render pool meanwhile, so a delta never waits for it.
         """
+        delta = self._take_fields(last=False)
+        chunk = self.blocks.ready()
+        return self._numbered(delta, chunk)
+
+    async def take_last_delta(self) -> dict[str, object] | None:
+        """`take_delta` once the answer has ended: it settles all the rest, and renders the
+        answer as a whole (`final_render`, which `persistence.save_final` stores)."""
+        from .answer_render import render_answer
+
+        delta = self._take_fields(last=True)
+        chunk = await self.blocks.finish()
+        citations = [citation(a) for a in self.sent.annotations]
+        blocks = self.blocks
+        self.final_render = await render_answer(
+            self.content, citations, blocks.doc_id, blocks.runner
+        )
+        return self._numbered(delta, chunk)
+
+    def _numbered(
+        self, delta: dict[str, object] | None, chunk: SettledChunk | None
+    ) -> dict[str, object] | None:
+        if chunk is not None:
+            delta = delta if delta is not None else {}
+            delta["settled"] = chunk.to_wire()
+        if not delta:
+            return None
+        self.seq += 1
+        return {"seq": self.seq, **delta}
+
+    def _take_fields(self, *, last: bool) -> dict[str, object] | None:
         events = self.pending
         runs = self._pending_runs
         if not events and not runs and not last:
@@ -171,18 +205,12 @@ class LiveState:
                 sent.add(event)
             delta = _visible(batch.completion, sparse=True)
         text = delta.get("content")
-        chunk = self.blocks.feed(text) if isinstance(text, str) else None
-        if last:
-            chunk = _joined(chunk, self.blocks.finish())
-        if chunk is not None:
-            delta["settled"] = chunk.to_wire()
+        if isinstance(text, str):
+            self.blocks.feed(text)
         if runs:
             delta["tool_runs"] = list(runs.values())
         delta.update(self.preview_delta())
-        if not delta:
-            return None
-        self.seq += 1
-        return {"seq": self.seq, **delta}
+        return delta
 
     def sent_part(self) -> Completion:
         return self.sent.completion
@@ -246,13 +274,6 @@ class LiveState:
         if not self.previews:
             return {}
         return {"previews": [self.previews[index] for index in sorted(self.previews)]}
-
-
-def _joined(first: SettledChunk | None, second: SettledChunk | None) -> SettledChunk | None:
-    """One chunk for two consecutive ones (either may be missing)."""
-    if first is None or second is None:
-        return first or second
-    return SettledChunk(first.start, second.end, first.html + second.html)
 
 
 def _visible(part: Completion, *, sparse: bool) -> dict[str, object]:

@@ -178,6 +178,10 @@ class Message(models.Model):
     annotations = models.JSONField(default=list, blank=True)
     # Images, audio and files the gateway sent: list of {"kind", "media_type", "url"|"data", ...}.
     attachments = models.JSONField(default=list, blank=True)
+    # An answer's final render (sanitized HTML), made once when it ends, so a page view renders
+    # nothing; `html_version` is the `rendering.RENDERER_VERSION` it was made by (0: none yet).
+    html = models.TextField(blank=True)
+    html_version = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

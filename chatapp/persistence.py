@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
-from . import attachments, tool_loop, turns
+from . import answer_render, attachments, tool_loop, turns
 from .costing import apply_reported, not_billed_reason, record_expected, settle_cost_now
 from .models import Conversation, Generation, Message, SpeechAudio
 from .rendering import citation
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from gateway_client.errors import ErrorInfo
 
     from .jobs import Job, Outcome
+    from .answer_render import RenderedAnswer
     from .live_state import LiveState
     from .reading_records import ReadingEnd
     from .tool_loop import CallRun
@@ -146,7 +147,7 @@ def save_final(
                 _add_missing_text(message, sent)
             return FinalState(upstream_id=generation.upstream_id, cost_pending=False)
         if message is not None:
-            _write_answer(message, sent, completion, tool_runs)
+            _write_answer(message, sent, completion, tool_runs, state.final_render)
 
         generation.status = outcome.status
         generation.finished_at = now
@@ -193,6 +194,7 @@ def _write_answer(
     sent: Completion,
     completion: Completion | None,
     tool_runs: list[CallRun] | None,
+    rendered: RenderedAnswer | None = None,
 ) -> None:
     message.content = sent.content
     message.reasoning = sent.reasoning
@@ -204,6 +206,7 @@ def _write_answer(
     )
     message.attachments = attachments.from_completion(completion)
     message.reasoning_details = list(completion.reasoning_details) if completion else []
+    answer_render.keep(message, rendered)  # the final render, made as the answer ended
     message.save()
 
 
@@ -214,7 +217,8 @@ def _add_missing_text(message: Message, sent: Completion) -> None:
     if longer:
         message.content = sent.content
         message.reasoning = sent.reasoning
-        message.save(update_fields=["content", "reasoning"])
+        message.html, message.html_version = "", 0  # rendered again when next shown
+        message.save(update_fields=["content", "reasoning", "html", "html_version"])
 
 
 def _next_round(

@@ -10,9 +10,15 @@ Everything below is a render rule or a token rule of markdown-it, never a rewrit
 and a pure function of the text, the citations and the `doc_id`, so a part of an answer renders
 as it does within the whole (except a footnote whose reference and note are in different parts:
 markdown-it links them only within one render). Code blocks get a language label and a Copy
-button (`static/chatapp/answer_tools.js`); task lists (mdit-py-plugins) render as disabled
-checkboxes, the sanitizer forcing `type="checkbox" disabled`; footnote ids carry the `doc_id`, so
-two answers on one page do not share them.
+button (`static/chatapp/answer_tools.js`); task lists render as disabled checkboxes, the
+sanitizer forcing `type="checkbox" disabled` (our rule, `_task_lists`: mdit-py-plugins' looked
+back through the whole document for each item's list, so 12,500 items took 42 s); footnote ids
+carry the `doc_id`, so two answers on one page do not share them.
+
+Rendering runs only in the render pool's processes, under its deadline (`render_pool.py`); an
+answer that runs out of it is shown by `plain_text_html`, marked, through the same sanitizer.
+`RENDERER_VERSION` is kept with each stored render (`Message.html`): a change here that alters
+output bumps it, and stored answers are rendered again as they are next shown.
 """
 
 from __future__ import annotations
@@ -29,11 +35,12 @@ from markdown_it.rules_core.state_core import StateCore
 from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 from mdit_py_plugins.footnote import footnote_plugin
-from mdit_py_plugins.tasklists import tasklists_plugin
 
 from gateway_client.events import Annotation
 
 from .highlight import highlighted
+
+RENDERER_VERSION = 2
 
 
 def _highlight(code: str, language: str, attributes: str) -> str:
@@ -46,9 +53,46 @@ _md = (
         {"html": False, "linkify": False, "typographer": False, "highlight": _highlight},
     )
     .enable(["table", "strikethrough"])
-    .use(tasklists_plugin)
     .use(footnote_plugin, inline=False)
 )
+
+_TASK_MARK = re.compile(r"\[[ xX]\][ \t\n\v\f\r]")
+_LISTS = frozenset({"bullet_list_open", "ordered_list_open"})
+
+
+def _task_lists(state: StateCore) -> None:
+    """A list item whose paragraph starts `[ ] ` or `[x] ` gets a disabled checkbox, and its list
+    the `contains-task-list` class, as GitHub renders them; one pass, each list found on a stack."""
+    tokens = state.tokens
+    lists: list[Token] = []
+    for i, token in enumerate(tokens):
+        if token.type in _LISTS:
+            lists.append(token)
+        elif token.type in ("bullet_list_close", "ordered_list_close") and lists:
+            lists.pop()
+        elif (
+            token.type == "inline"
+            and i >= 2
+            and tokens[i - 1].type == "paragraph_open"
+            and tokens[i - 2].type == "list_item_open"
+            and _TASK_MARK.match(token.content)
+            and token.children
+        ):
+            checked = ' checked="checked"' if token.content[1] in "xX" else ""
+            box = Token("html_inline", "", 0)
+            box.content = (
+                f'<input class="task-list-item-checkbox"{checked} disabled="disabled" '
+                'type="checkbox">'
+            )
+            token.children[0].content = token.children[0].content[3:]
+            token.children.insert(0, box)
+            token.content = token.content[3:]
+            tokens[i - 2].attrSet("class", "task-list-item")
+            if lists:
+                lists[-1].attrSet("class", "contains-task-list")
+
+
+_md.core.ruler.after("inline", "task_lists", _task_lists)
 
 
 def _image_or_link(
@@ -185,6 +229,8 @@ ALLOWED_TAGS = frozenset(
 )  # fmt: skip
 ALLOWED_ATTRIBUTES = {
     "a": {"href", "title", "class", "id"},
+    "p": {"class"},
+    "pre": {"class"},
     "img": {"src", "alt", "title"},
     "ol": {"start", "class"},
     "ul": {"class"},
@@ -212,6 +258,8 @@ _FORCED_VALUES = {
 }
 _CLASSES = {  # besides the patterns below
     "span": {"code-lang"},
+    "p": {"render-fallback"},
+    "pre": {"plain-text"},
     "a": {"citation-ref", "footnote-backref"},
     "ol": {"footnotes-list"},
     "ul": {"contains-task-list"},
@@ -309,9 +357,54 @@ def render_markdown(
     return sanitize(_md.render(text, env))
 
 
+PLAIN_TEXT_NOTES = {
+    "deadline": "Shown as plain text: it took too long to format.",
+    "crashed": "Shown as plain text: it could not be formatted.",
+    "busy": "Shown as plain text: the server was too busy to format it.",
+}
+
+
+def plain_text_html(text: str, why: str) -> str:
+    """`text` escaped, as a block of plain text under a note saying why (a `PLAIN_TEXT_NOTES`
+    key): what shows when the renderer gave no result."""
+    if not text:
+        return ""
+    note = PLAIN_TEXT_NOTES.get(why, PLAIN_TEXT_NOTES["crashed"])
+    return sanitize(
+        f'<p class="render-fallback">{escapeHtml(note)}</p>\n'
+        f'<pre class="plain-text"><code>{escapeHtml(text)}</code></pre>\n'
+    )
+
+
 def doc_id_for(message_pk: int) -> str:
     """The `doc_id` of a message's answer, the same in its final render and its live blocks."""
     return f"m{message_pk}"
+
+
+def parse(
+    text: str, citations: Sequence[Mapping[str, object]] | None = None, *, doc_id: str = ""
+) -> tuple[list[Token], EnvType]:
+    """`text`'s tokens, inline ones included, and the env to render them in (`render_tokens`):
+    for rendering part of a block as it renders within the whole (`live_blocks`)."""
+    env: dict[str, object] = {"citations": citations or ()}
+    if doc_id:
+        env["docId"] = doc_id
+    return _md.parse(text, env), env
+
+
+def render_tokens(tokens: Sequence[Token], env: EnvType, inside: str = "") -> str:
+    """Sanitized HTML of a balanced run of `parse`'s tokens; `inside` (a tag: `ul`, `tbody`...)
+    when they are its children, sanitized within it (as HTML parses them) and returned without it."""
+    html = _md.renderer.render(tokens, _md.options, env)
+    if not inside:
+        return sanitize(html)
+    wrappers = {"tbody": ("<table>", "</table>"), "tr": ("<table><tbody>", "</tbody></table>")}
+    before, after = wrappers.get(inside, ("", ""))
+    opening, closing = f"{before}<{inside}>\n", f"</{inside}>{after}"
+    cleaned = sanitize(opening + html + closing)
+    if not (cleaned.startswith(opening) and cleaned.endswith(closing)):
+        raise ValueError(f"not the children of <{inside}>")
+    return cleaned[len(opening) : -len(closing)]
 
 
 def parse_blocks(text: str) -> list[Token]:

@@ -259,6 +259,13 @@ CHAT_STALL_NOTICE = float(os.environ.get("CHAT_STALL_NOTICE", "6"))
 CHAT_TOOL_ROUNDS = int(os.environ.get("CHAT_TOOL_ROUNDS", "8"))
 CHAT_TOOL_TIMEOUT = float(os.environ.get("CHAT_TOOL_TIMEOUT", "20"))
 
+# --- Rendering (chatapp/render_pool.py) -----------------------------------------------------------
+
+# Seconds a markdown render may take in a render process before it is killed (plain text shows).
+CHAT_RENDER_DEADLINE = float(os.environ.get("CHAT_RENDER_DEADLINE", "5"))
+CHAT_RENDER_WORKERS = int(os.environ.get("CHAT_RENDER_WORKERS", "2"))  # render processes
+CHAT_RENDER_QUEUE = int(os.environ.get("CHAT_RENDER_QUEUE", "64"))  # renders that may wait
+
 # --- Logging --------------------------------------------------------------------------------------
 
 # One handler, on the root logger, so each line is printed once: Daphne's `basicConfig` handler

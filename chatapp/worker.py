@@ -283,7 +283,7 @@ class GenerationWorker:
 
     async def send_delta(self, *, last: bool = False) -> None:
         async with self._sending:
-            delta = self.state.take_delta(last=last)
+            delta = await self.state.take_last_delta() if last else self.state.take_delta()
             if delta is not None:
                 message = ws_protocol.group_message(
                     ws_protocol.delta(self.job.generation_pk, delta)

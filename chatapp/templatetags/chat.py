@@ -1,4 +1,7 @@
-"""Template filters that turn stored answers into safe HTML and plain-words status lines."""
+"""Template filters that turn stored answers into safe HTML and plain-words status lines.
+
+They render nothing themselves: an answer's HTML is its stored final render, or made in the
+render pool, off the event loop and under its deadline (`answer_render.py`)."""
 
 from __future__ import annotations
 
@@ -7,9 +10,9 @@ from collections.abc import Mapping
 from django import template
 from django.utils.safestring import SafeString, mark_safe
 
-from .. import attachments, live_blocks, presentation, speech_offer
+from .. import answer_render, attachments, live_blocks, presentation, speech_offer
 from ..models import Generation, Message
-from ..rendering import doc_id_for, linkable_url, render_markdown, showable_image_url
+from ..rendering import linkable_url, showable_image_url
 
 register = template.Library()
 
@@ -18,9 +21,7 @@ register = template.Library()
 def partial_answer(message: Message) -> live_blocks.PartialAnswer:
     """A streaming answer's settled blocks (sanitized HTML, as `answer_html` makes) and its
     tail."""
-    partial = live_blocks.partial_answer(
-        message.content, _citations(message), doc_id_for(message.pk)
-    )
+    partial = answer_render.partial_html(message)
     return live_blocks.PartialAnswer(mark_safe(partial.html), partial.settled, partial.tail)
 
 
@@ -33,14 +34,8 @@ def seconds(milliseconds: int) -> str:
 @register.filter
 def answer_html(message: Message) -> SafeString:
     """A finished answer as `render_markdown` renders it, its `[n]` linked to its citations and its
-    footnote ids its own."""
-    html = render_markdown(message.content, _citations(message), doc_id=doc_id_for(message.pk))
-    return mark_safe(html)  # sanitized by nh3 in render_markdown
-
-
-def _citations(message: Message) -> list[dict[str, object]]:
-    stored = message.annotations if isinstance(message.annotations, list) else []
-    return [item if isinstance(item, dict) else {} for item in stored]
+    footnote ids its own: its stored render."""
+    return mark_safe(answer_render.stored_html(message))  # sanitized by nh3 when rendered
 
 
 @register.filter

@@ -190,17 +190,47 @@ function appendTail(st, text) {
 }
 
 // `[start, end, html]`: the sanitized HTML of the content from UTF-16 offset `start` to `end`.
+// `[start, end, html, join, split]`: the first `split` units of `html` continue the block still
+// open (a list's next items, a table's rows...): they go into its element, or replace it when
+// `join` is "=", and the rest follows it (chatapp/live_blocks.py).
+function fragment(html) {
+  const template = document.createElement("template");
+  template.innerHTML = html;
+  return template.content;
+}
+
+function joinTarget(box, tail, join) {
+  let el = tail ? tail.previousElementSibling : box.lastElementChild;
+  if (!el || join === "=") return el;
+  if (join === "tbody") el = el.tBodies ? el.tBodies[el.tBodies.length - 1] : null;
+  return el && el.localName === join ? el : null;
+}
+
 function applySettled(st, settled) {
-  const [start, end, html] = settled;
+  const [start, end, html, join, split] = settled;
   if (start !== st.settledEnd || end - start > st.tail.length) {
     askSnapshot(st); // this page's blocks were split elsewhere (it rendered before the stream)
     return;
   }
   const box = part(st, ".content");
   const tail = box.querySelector(":scope > .live-tail");
-  const template = document.createElement("template");
-  template.innerHTML = html;
-  box.insertBefore(template.content, tail);
+  let rest = html;
+  if (join) {
+    const target = joinTarget(box, tail, join);
+    if (!target) {
+      askSnapshot(st); // the open block is not what this page shows
+      return;
+    }
+    const joined = fragment(html.slice(0, split));
+    rest = html.slice(split);
+    if (join === "=") target.replaceWith(joined);
+    else {
+      target.append(joined);
+      if (join === "table") target.append("\n"); // as `</tbody>\n</table>` has it
+      if (join === "p") target.normalize(); // one text node across the lines, as rendered
+    }
+  }
+  box.insertBefore(fragment(rest), tail);
   st.tail = st.tail.slice(end - start);
   st.settledEnd = end;
   drawTail(st);

@@ -1,18 +1,28 @@
 """Block settling over every split point of a markdown corpus.
 
 What is settled never changes: at every prefix of an answer, the rendered settled part is the
-start of the whole answer's render, and the chunks a stream settles join up to exactly that
-render. (Markdown that reaches across blocks, a reference link or footnote defined further down,
-is the documented exception and not in this corpus.)
+start of the whole answer's render, and the chunks a stream settles join up (as the browser joins
+them: a list's items into its list) to exactly that render. (Markdown that reaches across blocks,
+a reference link or footnote defined further down, is the documented exception and not in this
+corpus.) The settler's parses run here in-process (`direct`); `test_render_pool.py` runs them in
+the pool's processes.
 """
 
 from __future__ import annotations
 
-import pytest
-from markdown_it.token import Token
+import asyncio
+from collections.abc import Callable, Iterable
+from typing import Any
 
-from chatapp import live_blocks
-from chatapp.live_blocks import BlockSettler, partial_answer, settled_length, utf16_length
+import pytest
+
+from chatapp.live_blocks import (
+    BlockSettler,
+    SettledChunk,
+    partial_answer,
+    settled_length,
+    utf16_length,
+)
 from chatapp.rendering import render_markdown
 
 CORPUS = {
@@ -46,7 +56,39 @@ CORPUS = {
     "blank lines first": "\n\n\nfirst after blanks\n\n\nsecond\n",
     "no final newline": "para one\n\npara two without newline",
     "hash tag line": "para\n#tag\n#\n\n# real\n",
+    "long list": "".join(f"- item {n}\n" for n in range(30)) + "\nafter\n",
+    "list that turns loose": "- a\n- b\n\n- c\n- d\n\nend\n",
+    "long table": "| a | b |\n|---|---|\n"
+    + "".join(f"| {n} | x |\n" for n in range(12))
+    + "\nend\n",
+    "header-only table then rows": "| h |\n|---|\n\n| h |\n|---|\n| 1 |\n",
+    "quote of blocks": "> p1\n>\n> p2\n>\n> - x\n> - y\n>\n> p3\n\nafter\n",
+    "deeply nested": "> > > - a\n> > >   - b\n> > >     > c\n> > > - d\n\n1. x\n   1. y\n      1. z\n",
+    "long paragraph": "".join(f"line {n} of it\n" for n in range(20)) + "\nnext\n",
+    "long paragraph that turns setext": "".join(f"line {n}\n" for n in range(10)) + "===\n\nx\n",
+    "long task list": "".join(f"- [{' x'[n % 2]}] task {n}\n" for n in range(25)) + "\ndone\n",
 }
+
+
+async def direct(function: Callable[..., Any], *args: object) -> object:
+    """The render pool's `run`, in this process."""
+    return function(*args)
+
+
+def settle(pieces: Iterable[str], **kwargs: Any) -> tuple[BlockSettler, list[SettledChunk]]:
+    """Stream `pieces` through a settler, as the worker does: each piece, then what settled."""
+
+    async def run() -> tuple[BlockSettler, list[SettledChunk]]:
+        settler = BlockSettler(run=direct, **kwargs)
+        chunks = []
+        for piece in pieces:
+            settler.feed(piece)
+            chunk = await settler.step()
+            chunks += [chunk] if chunk is not None else []
+        chunk = await settler.finish()
+        return settler, [*chunks, *([chunk] if chunk is not None else [])]
+
+    return asyncio.run(run())
 
 
 def settled_text(text: str) -> str:
@@ -66,26 +108,56 @@ def test_what_is_settled_at_any_prefix_stays_as_rendered(name: str) -> None:
 def test_chunks_split_anywhere_join_to_the_whole_render(name: str) -> None:
     text = CORPUS[name]
     whole = render_markdown(text)
-    for split in range(len(text) + 1):
-        settler = BlockSettler()
-        chunks = [settler.feed(text[:split]), settler.feed(text[split:]), settler.finish()]
-        found = [chunk for chunk in chunks if chunk is not None]
-        assert "".join(chunk.html for chunk in found) == whole, split
+    for split in range(0, len(text) + 1, 1 if len(text) < 200 else 7):
+        settler, found = settle([text[:split], text[split:]])
+        assert settler.html == whole, split
         assert [chunk.start for chunk in found] == [0, *(chunk.end for chunk in found[:-1])]
         assert found[-1].end == utf16_length(text)
 
 
 @pytest.mark.parametrize("name", CORPUS)
-def test_a_character_at_a_time_each_block_is_rendered_once(name: str) -> None:
+def test_a_character_at_a_time_each_piece_is_rendered_once(name: str) -> None:
     text = CORPUS[name]
-    settler = BlockSettler()
-    chunks = [settler.feed(char) for char in text]
-    chunks.append(settler.finish())
-    found = [chunk for chunk in chunks if chunk is not None]
-    assert "".join(chunk.html for chunk in found) == render_markdown(text)
+    settler, found = settle(text)
     assert settler.html == render_markdown(text)
     for chunk in found:
-        assert chunk.html, "an empty chunk is never sent"
+        assert chunk.html or chunk.join == "p", "an empty chunk is never sent"
+
+
+@pytest.mark.parametrize("name", CORPUS)
+def test_a_line_at_a_time_the_open_block_settles_piece_by_piece(name: str) -> None:
+    text = CORPUS[name]
+    settler, found = settle(text.splitlines(keepends=True))
+    assert settler.html == render_markdown(text)
+
+
+def test_a_list_settles_item_by_item_into_one_list() -> None:
+    settler, found = settle(["- one\n", "- two\n", "- three\n", "\nafter\n"])
+    assert [chunk.to_wire() for chunk in found] == [
+        [0, 6, "<ul>\n<li>one</li>\n</ul>\n"],
+        [6, 12, "<li>two</li>\n", "ul", 13],
+        [12, 21, "<li>three</li>\n", "ul", 15],
+        [21, 27, "<p>after</p>\n"],
+    ]
+    assert settler.html == render_markdown("- one\n- two\n- three\n\nafter\n")
+
+
+def test_a_table_settles_its_header_then_row_by_row() -> None:
+    lines = ["| a | b |\n", "|---|---|\n", "| 1 | 2 |\n", "| 3 | 4 |\n"]
+    settler, found = settle(lines)
+    wire = [chunk.to_wire() for chunk in found]
+    assert wire[0][:2] == [0, 20] and wire[0][2].endswith("</thead>\n</table>\n")
+    assert wire[1][3:] == ["table", utf16_length(wire[1][2])]  # its first row opens the body
+    assert wire[1][2].startswith("<tbody>\n<tr>\n<td>1</td>")
+    assert wire[2][2].startswith("<tr>\n<td>3</td>") and wire[2][3] == "tbody"
+    assert settler.html == render_markdown("".join(lines))
+
+
+def test_a_list_that_turns_loose_is_rendered_again_once() -> None:
+    settler, found = settle(["- a\n", "- b\n", "\n", "- c\n", "- d\n"])
+    assert [chunk.join for chunk in found].count("=") == 1
+    assert settler.html == render_markdown("- a\n- b\n\n- c\n- d\n")
+    assert "<p>a</p>" in settler.html
 
 
 def test_blocks_settle_when_the_next_one_starts_or_when_they_cannot_grow() -> None:
@@ -96,7 +168,7 @@ def test_blocks_settle_when_the_next_one_starts_or_when_they_cannot_grow() -> No
     assert settled_text("```py\nx = 1\n```\n") == "```py\nx = 1\n```\n"
     assert settled_text("```py\nx = 1\n``") == ""
     assert settled_text("```py\nx = 1\n\n\nmore\n") == ""  # an open fence swallows blank lines
-    assert settled_text("- a\n- b\n") == ""  # a list can grow
+    assert settled_text("- a\n- b\n") == ""  # a page view settles whole blocks only
     assert settled_text("---\n") == "---\n"
 
 
@@ -111,30 +183,15 @@ def test_a_partial_answer_renders_its_settled_part_and_keeps_the_rest_as_text() 
 
 
 def test_settled_html_goes_through_the_sanitizer() -> None:
-    settler = BlockSettler()
-    chunk = settler.feed("[x](javascript:alert(1)) <img src=x onerror=alert(1)>\n\nnext\n")
-    assert chunk is not None
-    assert "href" not in chunk.html
-    assert "<img" not in chunk.html
-    assert "&lt;img" in chunk.html
+    _, found = settle(["[x](javascript:alert(1)) <img src=x onerror=alert(1)>\n\nnext\n"])
+    html = found[0].html
+    assert "href" not in html
+    assert "<img" not in html
+    assert "&lt;img" in html
 
 
-def test_a_long_open_fence_is_not_parsed_again_for_each_line(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    parses: list[str] = []
-    parse = live_blocks.parse_blocks
-
-    def counted(text: str) -> list[Token]:
-        parses.append(text)
-        return parse(text)
-
-    monkeypatch.setattr(live_blocks, "parse_blocks", counted)
-    settler = BlockSettler()
-    settler.feed("Intro.\n\n```python\n")
-    for n in range(500):
-        assert settler.feed(f"x_{n} = {n}\n") is None
-    assert len(parses) <= 2
-    chunk = settler.feed("```\n")
-    assert chunk is not None
-    assert chunk.html.count("x_") == 500
+def test_a_long_open_fence_is_not_parsed_again_for_each_line() -> None:
+    lines = ["Intro.\n\n```python\n", *(f"x_{n} = {n}\n" for n in range(500)), "```\n"]
+    settler, found = settle(lines)
+    assert settler.parsed < 4 * len("".join(lines))
+    assert found[-1].html.count("x_") == 500

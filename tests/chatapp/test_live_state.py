@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
 from hypothesis import given
 from hypothesis import strategies as st
 
+from chatapp.live_blocks import BlockSettler
 from chatapp.live_state import LiveState
 from gateway_client.events import (
     Annotation,
@@ -138,27 +143,37 @@ def test_citations_and_media_reach_browsers_without_their_payloads() -> None:
     assert "UklGRg" not in str(snapshot)
 
 
-def test_deltas_carry_each_settled_block_once_and_the_last_one_settles_the_rest() -> None:
+async def direct(function: Callable[..., Any], *args: object) -> object:
+    return function(*args)  # the render pool's `run`, in this process
+
+
+async def settled_now(state: LiveState) -> None:
+    """Wait for the parse the last delta started, as the ticker's next tick would find it."""
+    await state.blocks.step()
+
+
+async def test_deltas_carry_each_settled_block_once_and_the_last_one_settles_the_rest() -> None:
     state = LiveState()
+    state.blocks = BlockSettler(run=direct)
     state.apply(TextDelta("# Plan\n\nFirst"))
-    first = state.take_delta()
+    first = state.take_delta()  # its parse starts: the delta does not wait for it
     state.apply(TextDelta(" step.\n\n- a\n"))
+    await asyncio.sleep(0)
     second = state.take_delta()
-    last = state.take_delta(last=True)
-    assert first == {
-        "seq": 1,
-        "content": "# Plan\n\nFirst",
-        "settled": [0, 7, "<h1>Plan</h1>\n"],
-    }
+    await asyncio.sleep(0)
+    last = await state.take_last_delta()
+    assert first == {"seq": 1, "content": "# Plan\n\nFirst"}
     assert second == {
         "seq": 2,
         "content": " step.\n\n- a\n",
-        "settled": [7, 21, "<p>First step.</p>\n"],
+        "settled": [0, 7, "<h1>Plan</h1>\n"],
     }
-    assert last == {"seq": 3, "settled": [21, 25, "<ul>\n<li>a</li>\n</ul>\n"]}
-    assert state.take_delta(last=True) is None  # nothing is left to settle or send
+    assert last == {"seq": 3, "settled": [7, 25, "<p>First step.</p>\n<ul>\n<li>a</li>\n</ul>\n"]}
+    assert await state.take_last_delta() is None  # nothing is left to settle or send
     html = "<h1>Plan</h1>\n<p>First step.</p>\n<ul>\n<li>a</li>\n</ul>\n"
     assert state.snapshot()["settled"] == [0, 25, html]
+    assert state.final_render is not None
+    assert state.final_render.html == html  # the whole answer, rendered once as it ended
 
 
 def test_a_snapshot_says_how_long_the_model_has_thought_and_whether_it_is_over() -> None:

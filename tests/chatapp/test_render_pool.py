@@ -1,0 +1,93 @@
+"""The render pool: jobs run in its processes, one that overruns its deadline or dies is killed
+and replaced, a full queue refuses at once, and the loop's API only awaits."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from chatapp import answer_render, render_jobs, render_pool
+from chatapp.render_pool import Failure, RenderPool
+from chatapp.rendering import PLAIN_TEXT_NOTES, render_markdown
+
+from . import render_jobs_for_tests as jobs
+
+
+@pytest.fixture
+def pool() -> Iterator[RenderPool]:
+    found = RenderPool(workers=1, deadline=1.0, queue=2)
+    yield found
+    found.shutdown()
+
+
+def test_a_job_runs_in_another_process_that_serves_the_next_one(pool: RenderPool) -> None:
+    first = pool.run_sync(jobs.pid)
+    assert isinstance(first, int) and first != os.getpid()
+    assert pool.run_sync(jobs.pid) == first
+    assert pool.run_sync(render_jobs.render, "*hi*", [], "m1") == render_markdown("*hi*")
+
+
+def test_a_job_past_its_deadline_is_stopped_and_its_process_replaced(pool: RenderPool) -> None:
+    before = pool.run_sync(jobs.pid)
+    result = pool.run_sync(jobs.sleep, 30.0)
+    assert isinstance(result, Failure) and result.kind == "deadline"
+    assert pool.replaced == 1
+    after = pool.run_sync(jobs.pid)
+    assert isinstance(after, int) and after != before
+    assert pool.pids() == [after]
+
+
+def test_a_process_that_dies_is_replaced(pool: RenderPool) -> None:
+    result = pool.run_sync(jobs.die)
+    assert isinstance(result, Failure) and result.kind == "crashed"
+    assert pool.replaced == 1
+    assert pool.run_sync(jobs.sleep, 0) == "slept"
+
+
+def test_a_job_that_raises_fails_and_its_process_serves_on(pool: RenderPool) -> None:
+    before = pool.run_sync(jobs.pid)
+    result = pool.run_sync(jobs.fail)
+    assert result == Failure("crashed", "ValueError: a bug in the job")
+    assert pool.run_sync(jobs.pid) == before
+    assert pool.replaced == 0
+
+
+async def test_the_loop_only_awaits_while_a_job_runs(pool: RenderPool) -> None:
+    ticks = 0
+    job = asyncio.ensure_future(pool.run(jobs.sleep, 0.5))
+    while not job.done():
+        ticks += 1
+        await asyncio.sleep(0.01)
+    assert await job == "slept"
+    assert ticks > 5  # the loop went on turning while the process slept
+
+
+async def test_a_full_queue_refuses_at_once() -> None:
+    pool = RenderPool(workers=1, deadline=5.0, queue=0)
+    try:
+        running = asyncio.ensure_future(pool.run(jobs.sleep, 1.0))
+        await asyncio.sleep(0)
+        refused = await pool.run(jobs.sleep, 0)
+        assert refused == Failure("busy", "the render queue is full")
+        assert await running == "slept"
+    finally:
+        pool.shutdown()
+
+
+def test_an_answer_past_the_deadline_shows_as_marked_plain_text(settings: object) -> None:
+    render_pool.shutdown()
+    settings.CHAT_RENDER_DEADLINE = 0.5  # type: ignore[attr-defined]
+    try:
+        slow = "![" * 50_000  # about 3 s to render here
+        rendered = answer_render.render_answer_sync(slow + "<b>", [], "m1")
+        assert rendered.keep  # kept: it would only run out again at the next view
+        assert rendered.html.startswith(f'<p class="render-fallback">{PLAIN_TEXT_NOTES["deadline"]}')
+        assert "&lt;b&gt;</code></pre>" in rendered.html  # escaped, never markup
+        assert render_pool.pool().replaced == 1
+        quick = answer_render.render_answer_sync("*fine*", [], "m1")
+        assert quick.html == "<p><em>fine</em></p>\n"
+    finally:
+        render_pool.shutdown()
