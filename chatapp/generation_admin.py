@@ -319,6 +319,8 @@ class GenerationAdmin(_GenerationAdmin):
             **self.admin_site.each_context(request),
             "opts": self.opts,
             "title": "Cost summary",
+            # The app list beside it would leave the tables too little of a 1280 px screen.
+            "is_nav_sidebar_enabled": False,
             "cl": changelist,
             "summary": summary,
             "chart": cost_chart.draw(summary.daily, _days(changelist, summary)),
