@@ -1,9 +1,11 @@
 """An answer's final HTML: rendered once, in the render pool, and kept on its `Message`.
 
 The worker renders an answer as it ends (`LiveState.take_last_delta`, through the pool from the
-loop) and `persistence.save_final` stores it with the `RENDERER_VERSION` that made it. A page
-view only reads it (`stored_html`). A row without one (an answer the sweep interrupted, an older
-row, a renderer since changed) is rendered through the pool from the view's thread, and stored.
+loop) and `persistence.save_final` stores it with its `render_key`: a digest of the renderer's
+`RENDERER_VERSION`, the content and the citations, so a stored render is used only for exactly
+what it rendered, whatever changed the row since. A page view only reads it (`stored_html`). A
+row without a matching one (an answer the sweep interrupted, an older row, a renderer since
+changed) is rendered through the pool from the view's thread, and stored.
 
 A render that ran out of its deadline, or crashed, is kept as its plain-text fallback: the same
 answer would only run out again, on every view (an answer of 12,500 task items once took 25 s per
@@ -12,8 +14,11 @@ view). One the pool was too busy for is shown as plain text but not kept: the ne
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+import orjson
 
 from . import live_blocks, render_jobs, render_pool
 from .live_blocks import Runner
@@ -64,36 +69,40 @@ def citations_of(message: Message) -> list[dict[str, object]]:
     return [item if isinstance(item, dict) else {} for item in stored]
 
 
+def render_key(text: str, citations: Citations) -> str:
+    """What a render is of: the renderer's version, the text and what it reads of citations."""
+    cited = [[item.get("url"), item.get("title")] for item in citations]
+    digest = hashlib.sha256(orjson.dumps([RENDERER_VERSION, text, cited], default=str))
+    return digest.hexdigest()
+
+
 def keep(message: Message, rendered: RenderedAnswer | None) -> None:
-    """Set `message.html` from `rendered` when it is the render of what the message now holds
+    """Set `message.html` from `rendered` if it is the render of what the message now holds
     (else clear it: the next view renders it); the caller saves the message."""
-    citations = [{"url": c.get("url"), "title": c.get("title")} for c in citations_of(message)]
-    rendered_citations = [
-        {"url": c.get("url"), "title": c.get("title")}
-        for c in (rendered.citations if rendered else [])
-    ]
+    key = render_key(message.content, citations_of(message))
     if (
         rendered is not None
         and rendered.keep
-        and rendered.text == message.content
-        and rendered_citations == citations
+        and render_key(rendered.text, rendered.citations) == key
     ):
-        message.html, message.html_version = rendered.html, RENDERER_VERSION
+        message.html, message.html_key = rendered.html, key
     else:
-        message.html, message.html_version = "", 0
+        message.html, message.html_key = "", ""
 
 
 def stored_html(message: Message) -> str:
-    """The answer's final HTML: the stored render, or one made now (and stored) if it has none
-    by this renderer."""
-    if message.html_version == RENDERER_VERSION:
+    """The answer's final HTML: the stored render, or one made now (and stored) if there is
+    none of what it holds by this renderer."""
+    citations = citations_of(message)
+    key = render_key(message.content, citations)
+    if message.html_key == key:
         return message.html
-    rendered = render_answer_sync(message.content, citations_of(message), doc_id_for(message.pk))
+    rendered = render_answer_sync(message.content, citations, doc_id_for(message.pk))
     if rendered.keep:
         Message.objects.filter(pk=message.pk, content=message.content).update(
-            html=rendered.html, html_version=RENDERER_VERSION
+            html=rendered.html, html_key=key
         )
-        message.html, message.html_version = rendered.html, RENDERER_VERSION
+        message.html, message.html_key = rendered.html, key
     return rendered.html
 
 

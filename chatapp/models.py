@@ -179,9 +179,10 @@ class Message(models.Model):
     # Images, audio and files the gateway sent: list of {"kind", "media_type", "url"|"data", ...}.
     attachments = models.JSONField(default=list, blank=True)
     # An answer's final render (sanitized HTML), made once when it ends, so a page view renders
-    # nothing; `html_version` is the `rendering.RENDERER_VERSION` it was made by (0: none yet).
+    # nothing; `html_key` says of what: the renderer's version, the content and the citations
+    # (`answer_render.render_key`; "" for none yet). A render of anything else is not used.
     html = models.TextField(blank=True)
-    html_version = models.PositiveSmallIntegerField(default=0)
+    html_key = models.CharField(max_length=64, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

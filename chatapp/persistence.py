@@ -217,8 +217,8 @@ def _add_missing_text(message: Message, sent: Completion) -> None:
     if longer:
         message.content = sent.content
         message.reasoning = sent.reasoning
-        message.html, message.html_version = "", 0  # rendered again when next shown
-        message.save(update_fields=["content", "reasoning", "html", "html_version"])
+        message.html, message.html_key = "", ""  # rendered again when next shown
+        message.save(update_fields=["content", "reasoning", "html", "html_key"])
 
 
 def _next_round(

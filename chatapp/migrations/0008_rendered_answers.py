@@ -14,7 +14,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddField(
             model_name="message",
-            name="html_version",
-            field=models.PositiveSmallIntegerField(default=0),
+            name="html_key",
+            field=models.CharField(blank=True, max_length=64),
         ),
     ]
