@@ -30,7 +30,8 @@ def session_cookie(user: Any) -> str:
 
 
 def communicator(user: Any | None, cookie: str | None = None) -> WebsocketCommunicator:
-    headers = [(b"origin", b"http://127.0.0.1:8000")]
+    # The page's own origin (the socket's exact-origin check compares it with the Host).
+    headers = [(b"origin", b"http://127.0.0.1:8000"), (b"host", b"127.0.0.1:8000")]
     if cookie is not None:
         headers.append((b"cookie", f"sessionid={cookie}".encode()))
     return WebsocketCommunicator(application, "/ws/chat/", headers)

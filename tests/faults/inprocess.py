@@ -86,7 +86,11 @@ async def page_socket(user: Any, conversation_pk: int) -> WebsocketCommunicator:
         return str(client.cookies["sessionid"].value)
 
     cookie = await sync_to_async(login)()
-    headers = [(b"origin", b"http://127.0.0.1:8000"), (b"cookie", f"sessionid={cookie}".encode())]
+    headers = [
+        (b"origin", b"http://127.0.0.1:8000"),
+        (b"host", b"127.0.0.1:8000"),  # the page's own origin: the socket's exact-origin check
+        (b"cookie", f"sessionid={cookie}".encode()),
+    ]
     ws = WebsocketCommunicator(application, "/ws/chat/", headers)
     connected, _ = await ws.connect()
     assert connected
