@@ -11,7 +11,7 @@ class ChatappConfig(AppConfig):
     verbose_name = "Chat"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401  # registers them
+        from . import checks, session_sockets  # noqa: F401  # checks: registers them
         from .gateway import forget_configs
         from .ledger import forget_readings_audio
         from .models import Conversation, Gateway
@@ -20,6 +20,8 @@ class ChatappConfig(AppConfig):
         # `gateway.CONFIGS_TTL`).
         post_save.connect(forget_configs, sender=Gateway, dispatch_uid="chatapp.gateway.saved")
         post_delete.connect(forget_configs, sender=Gateway, dispatch_uid="chatapp.gateway.gone")
+        # A sign-out, a password change or a deactivation ends the user's sockets too.
+        session_sockets.connect_signals()
         # A deleted conversation's text goes, and the audio of its readings with it (their
         # generations stay in the ledger).
         pre_delete.connect(

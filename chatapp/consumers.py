@@ -25,7 +25,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.urls import reverse
 
-from . import layer_errors, stopping, sweep, ws_limits, ws_protocol
+from . import layer_errors, session_sockets, stopping, sweep, ws_limits, ws_protocol
 from .models import Conversation, Generation, Message
 
 if TYPE_CHECKING:
@@ -115,7 +115,20 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
             return
         group = ws_protocol.group_name(conversation_pk)
         if group != self.group:
+    async def session_check(self, message: session_sockets.CheckMessage) -> None:
+        """The user signed out, changed password or was deactivated (`session_sockets`)."""
+        ended = session_sockets.ends(message, self.scope["session"].session_key)
+        if ended is False:
+            return
+        if ended or not await session_sockets.still_signed_in(self.scope, self.user.pk):
+            logger.info("Closing a websocket of %s: its session ended", self.user)
+            await self.close(code=session_sockets.CLOSE_SIGNED_OUT)
+
             if self.group is not None:
+        if not await session_sockets.still_signed_in(self.scope, self.user.pk):
+            logger.info("Closing a websocket of %s on watch: its session ended", self.user)
+            await self.close(code=session_sockets.CLOSE_SIGNED_OUT)
+            return
                 await self.channel_layer.group_discard(self.group, self.channel_name)
             self.group = group
             await self.channel_layer.group_add(group, self.channel_name)
