@@ -1,11 +1,13 @@
-"""How many answers a user may start: `CHAT_GENERATIONS_PER_MINUTE`, over send, retry, edit and
-continue alike (each starts one generation). `turns` checks first, on the records thread with the
-rest of the turn, and a new chat's early request is not sent past it.
+"""How many answers a user may start: `CHAT_GENERATIONS_PER_MINUTE`, over send, retry, edit,
+continue and Read aloud alike (each starts one generation). `turns` and `reading_records` check
+first, on the records thread with the rest of the turn, and a new chat's early request is not
+sent past it.
 
 Nothing is counted: the user's generations of the last minute are rows every process already
-shares, so the limit holds across server processes with no counter to keep in step. Chat answers
-and images count, readings aloud do not (they are not started by sending), and only the first
-round of a turn (a turn that calls tools makes more, which the user did not ask for one by one).
+shares, so the limit holds across server processes with no counter to keep in step. Chat answers,
+images and readings aloud count (a reading bills like an answer: leaving them out let a user
+start readings without end), and only the first round of a turn (a turn that calls tools makes
+more, which the user did not ask for one by one).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
 WINDOW = timedelta(minutes=1)
-STARTED_BY_SENDING = [Generation.Kind.CHAT, Generation.Kind.IMAGE]  # not readings aloud
+STARTED_BY_USER = [Generation.Kind.CHAT, Generation.Kind.IMAGE, Generation.Kind.SPEECH]
 
 
 class RateLimited(ChatAppError):
@@ -42,7 +44,7 @@ def check_generation_start(user: User) -> None:
     limit = settings.CHAT_GENERATIONS_PER_MINUTE
     since = timezone.now() - WINDOW
     recent = Generation.objects.filter(
-        user=user, kind__in=STARTED_BY_SENDING, tool_round=1, started_at__gt=since
+        user=user, kind__in=STARTED_BY_USER, tool_round=1, started_at__gt=since
     )
     if recent.count() < limit:
         return

@@ -8,11 +8,17 @@ that spends money is a CSRF risk, so it is only served to a fetch the browser ma
 cross-site `<audio src>`, link or form is refused, as is a client that sends none (the session
 cookie is `SameSite=Lax` too, which keeps it off cross-site subresource requests). A complete
 earlier reading is served from storage and costs nothing.
+
+One reading per answer at a time: requests of this process join the running one and play the same
+audio from its start (`reading_stream.start_or_join`); one in another process answers 409, in
+words (`reading_records`, whose row lock keeps two processes from both starting one). A stopped
+reading is not started again for a few seconds, and readings count with the answers a user
+starts per minute (`rate_limits`).
 """
 
 from __future__ import annotations
 
-import asyncio
+import math
 from typing import TYPE_CHECKING
 
 from django.contrib.auth.decorators import login_required
@@ -30,6 +36,7 @@ from gateway_client.errors import GatewayError
 from . import reading_records, reading_stream
 from .errors import ChatAppError
 from .persistence import on_record_thread
+from .rate_limits import RateLimited
 from .reading_records import NoSuchAnswer, ReadingRefused
 
 if TYPE_CHECKING:
@@ -72,22 +79,25 @@ async def read_aloud(request: AuthenticatedRequest, pk: int) -> HttpResponseBase
     if stored is not None:
         return _audio(bytes(stored.data), stored.media_type)
     try:
-        begun = await on_record_thread(reading_records.create_reading, user, pk)
+        reading, seat = await reading_stream.start_or_join(user, pk)
     except NoSuchAnswer as exc:
         raise Http404(str(exc)) from exc
     except ReadingRefused as exc:
         return _refused(str(exc), 409)
-    reading = reading_stream.start(begun)
+    except RateLimited as exc:
+        response = _refused(str(exc), 429)
+        response["Retry-After"] = str(math.ceil(exc.retry_after))
+        return response
     try:
         media_type = await reading.opened()
-    except asyncio.CancelledError:
-        reading.stop()  # the browser left while the gateway prepared the audio
+    except BaseException as exc:
+        seat.leave()  # the browser left while the gateway prepared the audio, or it refused
+        if isinstance(exc, GatewayError):
+            return _refused(f"The gateway refused to read it aloud: {exc.info.message}", 502)
+        if isinstance(exc, ChatAppError):
+            return _refused(str(exc), 502)
         raise
-    except GatewayError as exc:
-        return _refused(f"The gateway refused to read it aloud: {exc.info.message}", 502)
-    except ChatAppError as exc:
-        return _refused(str(exc), 502)
-    return _audio(reading.relay(), media_type)
+    return _audio(reading.relay(seat), media_type)
 
 
 @login_required

@@ -9,11 +9,16 @@ run on the records thread (`persistence.on_record_thread`); its final state is w
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
+from . import rate_limits
 from .errors import ChatAppError
 from .models import Generation, Message, SpeechAudio
 from .speech_offer import SpeechSetup, speech_for
@@ -26,11 +31,13 @@ if TYPE_CHECKING:
 __all__ = [
     "NoSuchAnswer",
     "ReadingEnd",
+    "ReadingInFlight",
     "ReadingRefused",
     "ReadingStart",
     "beat",
     "create_reading",
     "newest_reading",
+    "stopped_recently",
     "stored_audio",
 ]
 
@@ -42,7 +49,22 @@ class NoSuchAnswer(ChatAppError):
 
 
 class ReadingRefused(ChatAppError):
-    """The answer cannot be read aloud (still being written, no text, no gateway that speaks)."""
+    """The answer cannot be read aloud (still being written, no text, no gateway that speaks,
+    its reading stopped a moment ago)."""
+
+
+class ReadingInFlight(ReadingRefused):
+    """The answer is being read aloud already (in another process: one in this process is
+    joined, `reading_stream.start_or_join`)."""
+
+
+IN_FLIGHT = (
+    "This answer is being read aloud already (in another window?); once that reading is done "
+    "it plays again for free."
+)
+# After a reading is stopped, how long before the answer may be read aloud again: hanging up and
+# asking again at once would bill a new reading each time.
+COOL_DOWN = timedelta(seconds=10)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +115,39 @@ def stored_audio(user: User, message_pk: int) -> SpeechAudio | None:
     )
 
 
+def _claim(message_pk: int) -> None:
+    """Make sure no reading of the answer is under way, nor was stopped a moment ago, for the
+    rest of the transaction: the answer's row is locked (SQLite's immediate transactions lock
+    the database), so of two processes starting a reading at once the second sees the first's
+    row. `ReadingInFlight`, `ReadingRefused` otherwise."""
+    Message.objects.select_for_update().filter(pk=message_pk).values_list("pk").first()
+    now = timezone.now()
+    readings = Generation.objects.filter(kind=SPEECH, read_aloud_id=message_pk)
+    alive = now - timedelta(seconds=settings.CHAT_STALE_AFTER)
+    if readings.filter(status=Generation.Status.STREAMING, heartbeat_at__gt=alive).exists():
+        raise ReadingInFlight(IN_FLIGHT)
+    stopped = (
+        readings.filter(status=Generation.Status.CANCELLED, finished_at__gt=now - COOL_DOWN)
+        .values_list("finished_at", flat=True)
+        .first()
+    )
+    if stopped is not None:
+        raise ReadingRefused(stopped_recently(stopped + COOL_DOWN - now))
+
+
+def stopped_recently(wait: timedelta) -> str:
+    """Why a reading stopped a moment ago is not started again yet, and for how long."""
+    seconds = max(1, math.ceil(wait.total_seconds()))
+    return (
+        "Reading this answer aloud was stopped a moment ago; it can be read aloud again in "
+        f"{seconds} s."
+    )
+
+
 def create_reading(user: User, message_pk: int) -> ReadingStart:
-    """A `streaming` speech generation reading the user's finished answer `message_pk`."""
+    """A `streaming` speech generation reading the user's finished answer `message_pk`: one at
+    a time per answer (`_claim`), counted with the answers the user starts (`rate_limits`)."""
+    rate_limits.check_generation_start(user)
     message = _answer(user, message_pk)
     written = getattr(message, "generation", None)
     if written is None or written.is_running or not message.content.strip():
@@ -102,16 +155,17 @@ def create_reading(user: User, message_pk: int) -> ReadingStart:
     setup = speech_for(written.gateway_id)
     if setup is None:
         raise ReadingRefused("No gateway here can read answers aloud.")
-    now = timezone.now()
-    generation = Generation.objects.create(
-        kind=SPEECH,
-        read_aloud=message,
-        conversation_id=message.conversation_id,
-        gateway_id=setup.config.pk,
-        model=setup.model[:200],
-        dialect=setup.config.dialect or "numes",
-        heartbeat_at=now,
-    )
+    with transaction.atomic():
+        _claim(message_pk)
+        generation = Generation.objects.create(
+            kind=SPEECH,
+            read_aloud=message,
+            conversation_id=message.conversation_id,
+            gateway_id=setup.config.pk,
+            model=setup.model[:200],
+            dialect=setup.config.dialect or "numes",
+            heartbeat_at=timezone.now(),
+        )
     return ReadingStart(generation.pk, message.content, setup)
 
 

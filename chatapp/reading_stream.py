@@ -21,6 +21,7 @@ import contextvars
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 
@@ -32,15 +33,27 @@ from .attachments import PLAYABLE_AUDIO_TYPES
 from .errors import ChatAppError
 from .gateway import shared_client
 from .models import Generation
-from .reading_records import ReadingEnd, ReadingStart, beat
+from .reading_records import (
+    COOL_DOWN,
+    ReadingEnd,
+    ReadingRefused,
+    ReadingStart,
+    beat,
+    create_reading,
+    stopped_recently,
+)
 
-__all__ = ["NotPlayable", "Reading", "running_pks", "start"]
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+__all__ = ["NotPlayable", "Reading", "Seat", "running_pks", "start", "start_or_join"]
 
 logger = logging.getLogger(__name__)
 
 Status = Generation.Status
 
 _running: dict[int, Reading] = {}
+_claims: dict[tuple[int, int], _Claim] = {}  # (user, answer) → its reading in this process
 
 
 class NotPlayable(ChatAppError):
@@ -56,11 +69,14 @@ class _Pumped:
 
 
 class Reading:
-    def __init__(self, start: ReadingStart) -> None:
+    def __init__(self, start: ReadingStart, audience: Audience | None = None) -> None:
         self.start = start
         self.pk = start.generation_pk
         self.client = shared_client(start.setup.config)
-        self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.audience = audience or Audience()
+        self.audience.reading = self
+        self._arrived = asyncio.Condition()  # notified as audio arrives, and at its end
+        self._ended = False
         self._head: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._audio = bytearray()
         self._media_type = ""
@@ -82,15 +98,29 @@ class Reading:
         if self._pumping and self._task is not None:
             self._task.cancel()
 
-    def relay(self) -> Relay:
-        return Relay(self)
+    def relay(self, seat: Seat) -> Relay:
+        return Relay(self, seat)
 
-    async def pieces(self) -> AsyncIterator[bytes]:
+    async def pieces(self, seat: Seat) -> AsyncIterator[bytes]:
+        """The audio from its first byte, as it arrives: every request playing this reading
+        gets all of it, however late it joined."""
+        sent = 0
         try:
-            while (piece := await self._queue.get()) is not None:
+            while True:
+                async with self._arrived:
+                    while not self._ended and len(self._audio) == sent:
+                        await self._arrived.wait()
+                if len(self._audio) == sent:
+                    return
+                piece = bytes(self._audio[sent:])
+                sent += len(piece)
                 yield piece
         finally:
-            self.stop()  # no-op once the upstream body has ended
+            seat.leave()  # the last to leave stops the reading (a no-op once its body ended)
+
+    async def _announce(self) -> None:
+        async with self._arrived:
+            self._arrived.notify_all()
 
     async def run(self) -> None:
         _running[self.pk] = self
@@ -103,6 +133,7 @@ class Reading:
         finally:
             beating.cancel()
             _running.pop(self.pk, None)
+            self.audience.closed()
 
     async def _pump(self) -> _Pumped:
         self._pumping = True  # from here a `stop` cancels this task, which the code below ends
@@ -128,7 +159,7 @@ class Reading:
                     if self._ttft_ms is None:
                         self._ttft_ms = round((loop.time() - began) * 1000)
                     self._audio += piece
-                    self._queue.put_nowait(piece)
+                    await self._announce()
             return _Pumped(None)
         except asyncio.CancelledError:
             task = asyncio.current_task()
@@ -146,7 +177,8 @@ class Reading:
             return _Pumped(Status.INCOMPLETE, replace(exc.info, message=said))
         finally:
             self._pumping = False
-            self._queue.put_nowait(None)
+            self._ended = True
+            await asyncio.shield(self._announce())
             self._fail_head(ChatAppError("The reading ended before any audio."))
 
     def _fail_head(self, exc: Exception) -> None:
@@ -206,27 +238,111 @@ def _confirmed(record: GenerationRecord | None, received: int) -> tuple[Status, 
 
 
 class Relay:
-    """The response's content. `close` is Django's call (`response.close()`, from a thread,
-    also after a disconnect): it stops the reading even if the relay was left suspended at a
-    `yield`, where the handler's cancellation does not reach it."""
+    """One response's content. `close` is Django's call (`response.close()`, from a thread,
+    also after a disconnect): its request leaves the reading even if the relay was left
+    suspended at a `yield`, where the handler's cancellation does not reach it."""
 
-    def __init__(self, reading: Reading) -> None:
+    def __init__(self, reading: Reading, seat: Seat) -> None:
         self._reading = reading
+        self._seat = seat
         self._loop = asyncio.get_running_loop()
 
     def __aiter__(self) -> AsyncIterator[bytes]:
-        return self._reading.pieces()
+        return self._reading.pieces(self._seat)
 
     def close(self) -> None:
-        self._loop.call_soon_threadsafe(self._reading.stop)
+        self._loop.call_soon_threadsafe(self._seat.leave)
 
 
-def start(begun: ReadingStart) -> Reading:
+class Audience:
+    """The requests of this process playing one reading: it stops when the last one leaves (a
+    reading that is stopped before it began sends nothing upstream)."""
+
+    def __init__(self) -> None:
+        self.seats = 0
+        self.reading: Reading | None = None
+        self.abandoned = False  # every request left: nobody may join what is being stopped
+        self.claim: tuple[int, int] | None = None
+
+    def seat(self) -> Seat:
+        self.seats += 1
+        return Seat(self)
+
+    def _left(self) -> None:
+        self.seats -= 1
+        if self.seats == 0:
+            self.abandoned = True
+            if self.reading is not None:
+                self.reading.stop()
+
+    def closed(self) -> None:
+        """The reading has ended: a request from now on plays the stored audio or starts anew."""
+        key = self.claim
+        if key is not None and (claim := _claims.get(key)) is not None and claim.audience is self:
+            del _claims[key]
+
+
+class Seat:
+    """One request's place in an `Audience`; `leave` is idempotent."""
+
+    def __init__(self, audience: Audience) -> None:
+        self._audience: Audience | None = audience
+
+    def leave(self) -> None:
+        if self._audience is not None:
+            audience, self._audience = self._audience, None
+            audience._left()
+
+
+@dataclass(slots=True)
+class _Claim:
+    audience: Audience
+    started: asyncio.Future[Reading]
+
+
+def start(begun: ReadingStart, audience: Audience | None = None) -> Reading:
     """Start reading `begun` aloud on the running loop."""
-    reading = Reading(begun)
+    reading = Reading(begun, audience)
+    if reading.audience.abandoned:
+        reading.stop()  # every request left while its row was made: it records itself cancelled
     task = asyncio.get_running_loop().create_task(reading.run(), context=contextvars.Context())
     reading._task = task
     return reading
+
+
+async def start_or_join(user: User, message_pk: int) -> tuple[Reading, Seat]:
+    """The user's answer `message_pk` being read aloud, and this request's seat in its audience:
+    the reading another request of this process started, if one runs (so that 30 requests at
+    once make one reading, one upstream request, one bill), else a new one (`create_reading`,
+    which refuses while one runs in another process). Raises what `create_reading` raises, to
+    every request that joined."""
+    key = (user.pk, message_pk)
+    claim = _claims.get(key)
+    if claim is not None and claim.audience.abandoned:
+        raise ReadingRefused(stopped_recently(COOL_DOWN))
+    if claim is None:
+        audience = Audience()
+        audience.claim = key
+        started = asyncio.ensure_future(_begin(user, message_pk, audience))
+        claim = _claims[key] = _Claim(audience, started)
+        started.add_done_callback(lambda done: _forget_refused(key, claim, done))
+    seat = claim.audience.seat()
+    try:
+        reading = await asyncio.shield(claim.started)
+    except BaseException:
+        seat.leave()
+        raise
+    return reading, seat
+
+
+async def _begin(user: User, message_pk: int, audience: Audience) -> Reading:
+    begun = await persistence.on_record_thread(create_reading, user, message_pk)
+    return start(begun, audience)
+
+
+def _forget_refused(key: tuple[int, int], claim: _Claim, started: asyncio.Future[Reading]) -> None:
+    if (started.cancelled() or started.exception() is not None) and _claims.get(key) is claim:
+        del _claims[key]
 
 
 def running_pks() -> set[int]:
