@@ -421,3 +421,25 @@ def test_deleting_conversations_does_not_reset_the_answers_per_minute(
 
     with pytest.raises(RateLimited):
         check_generation_start(alice)
+
+
+def test_the_admin_shows_a_generation_whose_conversation_is_gone(
+    admin: Client, alice: Any, numes: Gateway
+) -> None:
+    answer = generation(alice, numes, cost="0.0001708")
+    reading = Generation.objects.create(
+        kind="speech", read_aloud=answer.message, conversation=answer.conversation, model="tts"
+    )
+    Conversation.objects.all().delete()
+
+    listed = admin.get(reverse(CHANGELIST))
+    html = listed.content.decode()
+
+    assert listed.status_code == 200
+    for text in ("Deleted answer", "Read aloud of a deleted answer", ">deleted<", "$0.0001708"):
+        assert text in html
+    for row in (answer, reading):
+        page = admin.get(reverse("admin:chatapp_generation_change", args=[row.pk]))
+        assert page.status_code == 200
+    summary = admin.get(reverse(SUMMARY))
+    assert [g.label for g in summary.context["summary"].users] == ["alice"]

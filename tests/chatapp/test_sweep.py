@@ -11,7 +11,7 @@ from channels.layers import get_channel_layer
 from django.utils import timezone
 
 from chatapp import worker, ws_protocol
-from chatapp.models import Generation, Message
+from chatapp.models import Conversation, Generation, Message
 from chatapp.sweep import sweep_stale_generations
 
 from .conftest import GroupListener, start_turn
@@ -65,3 +65,16 @@ async def test_the_page_shows_an_interrupted_answer(alice: Any) -> None:
     assert 'data-status="interrupted"' in html
     assert "The server stopped while this answer was being written" in html
     assert "partial text" in html
+
+
+async def test_a_generation_whose_conversation_was_deleted_is_interrupted_and_kept(
+    alice: Any,
+) -> None:
+    generation = await orphan(alice, beat_seconds_ago=60)
+    await Conversation.objects.filter(pk=generation.conversation_id).adelete()
+
+    assert await sweep_stale_generations() == 1
+
+    swept = await Generation.objects.aget(pk=generation.pk)
+    assert (swept.status, swept.conversation_id, swept.user_id) == ("interrupted", None, alice.pk)
+    assert swept.cost_source == "pending", "the reconciliation still settles it"
