@@ -9,6 +9,12 @@ reach the database do so only on a path that is checked first and then taken in 
 before: saving a modified session, and storing messages (which may overflow into the session).
 Django's async-safety check stays on, so a hook that did touch the database here would fail
 loudly, not block the loop.
+
+`NoStore` is ours: every response a view makes is the user's (a signed-in page, a download of
+their data, the sign-in form with its CSRF token), so none is kept by the browser's cache or a
+proxy's (`Cache-Control: no-store`; `private` still lets the browser keep it on disk, readable
+after sign-out), unless the view marked it `public`. Static files are served before Django's
+middleware and keep their own caching.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from django.middleware.common import CommonMiddleware
 from django.middleware.csp import ContentSecurityPolicyMiddleware
 from django.middleware.csrf import CsrfViewMiddleware
 from django.middleware.security import SecurityMiddleware
+from django.utils.deprecation import MiddlewareMixin
 
 type View = Callable[..., Any]
 
@@ -54,6 +61,15 @@ class _Inline:
                 )
             else:
                 response = process_response(request, response)
+        return response
+
+
+class NoStore(_Inline, MiddlewareMixin):
+    def process_response(
+        self, request: HttpRequest, response: HttpResponseBase
+    ) -> HttpResponseBase:
+        if "public" not in response.get("Cache-Control", ""):
+            response["Cache-Control"] = "no-store"
         return response
 
 

@@ -1,12 +1,19 @@
-"""The deploy check that stands in for Django's W001-W003 with our middleware subclasses."""
+"""The deploy checks that stand in for Django's with our middleware subclasses: W001-W003, and
+Django's own security checks run as if MIDDLEWARE held Django's classes (`manage.py check
+--deploy` for real: without DJANGO_HTTPS it warns as stock Django does, with it it is clean)."""
 
 from __future__ import annotations
 
+import os
+import secrets
+import subprocess
+import sys
 from typing import Any
 
 import pytest
 
-from chatapp.checks import required_middleware
+from chatapp.checks import django_security_checks, required_middleware, stock_middleware
+from tests.multiprocess.servers import ROOT
 
 
 def test_our_middleware_passes() -> None:
@@ -24,3 +31,42 @@ def test_our_middleware_passes() -> None:
 def test_a_missing_one_is_named(settings: Any, removed: str, check_id: str) -> None:
     settings.MIDDLEWARE = [m for m in settings.MIDDLEWARE if m != removed]
     assert [m.id for m in required_middleware()] == [check_id]
+
+
+def deploy_check(https: bool) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "CHAT_", "LLM_"))}
+    env |= {
+        "DJANGO_SETTINGS_MODULE": "chatapp.settings",
+        "DJANGO_DEBUG": "0",
+        "DJANGO_HTTPS": "1" if https else "0",
+        "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+    }
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "check", "--deploy"],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    return result.stdout + result.stderr
+
+
+def test_the_deploy_check_reports_djangos_https_warnings_without_https() -> None:
+    output = deploy_check(https=False)
+    for check_id in ("security.W004", "security.W008", "security.W012", "security.W016"):
+        assert f"({check_id})" in output, output
+
+
+def test_the_deploy_check_is_clean_in_the_production_mode() -> None:
+    output = deploy_check(https=True)
+    assert "System check identified no issues" in output, output
+
+
+def test_djangos_checks_see_our_subclasses_as_djangos_classes(settings: Any) -> None:
+    stock = stock_middleware()
+    assert "django.middleware.security.SecurityMiddleware" in stock
+    assert "django.contrib.sessions.middleware.SessionMiddleware" in stock
+    assert "django.middleware.csrf.CsrfViewMiddleware" in stock
+    assert "chatapp.middleware.NoStore" in stock  # ours alone: kept as it is
+    settings.DEBUG = False
+    settings.SECURE_HSTS_SECONDS = 0
+    assert "security.W004" in [m.id for m in django_security_checks()]
+    settings.SECURE_HSTS_SECONDS = 3600
+    assert "security.W004" not in [m.id for m in django_security_checks()]

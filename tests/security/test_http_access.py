@@ -207,3 +207,34 @@ async def test_admin_pages_are_refused_to_non_staff(alice: Any, bob: Any) -> Non
     staff = await _client(bob)
     for url in urls:
         assert (await staff.get(url)).status_code == 200, url
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=lambda route: route.name)
+async def test_every_response_is_no_store(route: Route, alice: Any) -> None:
+    """Signed-in pages, fragments and downloads (attachments, readings, exports) are the user's:
+    `no-store`, so neither a shared proxy nor the browser's disk cache keeps them."""
+    owned = await sync_to_async(_victims_conversation)(alice)
+    owner = await _client(alice)
+    has_pk = "<int:pk>" in route.template
+    url = route.url(_owners_pk(route, owned)) if has_pk else reverse(route.name)
+    response = await owner.get(url, headers=SAME_ORIGIN)
+    if response.status_code == 405:
+        response = await owner.post(url, POST_DATA, headers={"HX-Request": "true", **SAME_ORIGIN})
+    assert response.get("Cache-Control") == "no-store", (url, response.status_code)
+    await _workers_finished()
+
+
+async def test_the_admin_and_the_sign_in_page_are_no_store(alice: Any) -> None:
+    anonymous = AsyncClient()
+    assert (await anonymous.get(reverse("login")))["Cache-Control"] == "no-store"
+    alice.is_staff = alice.is_superuser = True
+    await alice.asave()
+    staff = await _client(alice)
+    urls = [reverse("admin:index")] + [
+        reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
+        for model in admin.site._registry
+    ]
+    for url in urls:
+        response = await staff.get(url)
+        assert response.status_code == 200, url
+        assert response["Cache-Control"] == "no-store", url
