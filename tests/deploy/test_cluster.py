@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from redis import Redis
 
 from deploy.cluster import pid_alive
 from deploy.processes import free_port, port_open
@@ -34,6 +35,7 @@ USERNAME, PASSWORD = "dana", "cluster-test-password"
 FAST = "emulator/chat?tokens_per_second=2000&ttft_ms=5"
 SHORT = "emulator/long?tokens_per_second=400&long_tokens=200"
 START_WITHIN = 40.0
+ADDRESS_LIMIT = 5  # failed sign-ins per address (each costs a password hash: keep it short)
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "PYTEST_"))}
     env |= {"DJANGO_SUPERUSER_USERNAME": USERNAME, "DJANGO_SUPERUSER_PASSWORD": PASSWORD}
+    env["CHAT_LOGIN_FAILURES_PER_ADDRESS"] = str(ADDRESS_LIMIT)
     # The pacing is picked per request (`SHORT`): the emulator and the app let it.
     env |= {"GATEWAY_EMULATOR_REQUEST_OPTIONS": "1", "CHAT_EMULATOR_REQUEST_OPTIONS": "1"}
     started = time.monotonic()
@@ -133,6 +136,32 @@ def test_nginx_serves_the_collected_static_files_itself(cluster: Running) -> Non
     # No upstream: nginx answered from the collected files.
     static_line = r'"GET /static/chatapp/chat.js HTTP/1.1" 200 \d+ upstream=- '
     assert re.search(static_line, cluster.access_log())
+
+
+def test_a_forged_forwarded_for_is_one_address_through_nginx(cluster: Running) -> None:
+    """nginx writes X-Forwarded-For from its peer and the app trusts that one proxy: a client
+    that forges a new header on every request is still one address to the sign-in limit, in
+    both processes (the counts are in Redis). Its counts are deleted after."""
+    limit = ADDRESS_LIMIT
+    try:
+        with httpx.Client(base_url=cluster.proxy.url, timeout=10) as http:
+
+            def attempt(username: str, password: str, index: int) -> str:
+                page = http.get("/accounts/login/")
+                token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
+                assert token is not None
+                form = {"username": username, "password": password, "csrfmiddlewaretoken": token[1]}
+                forged = {"X-Forwarded-For": f"198.51.100.{index}"}
+                return http.post("/accounts/login/", data=form, headers=forged).text
+
+            for index in range(limit):
+                assert "didn't match" in attempt(f"nobody{index}", "wrong", index)
+            assert "Too many attempts" in attempt(USERNAME, PASSWORD, limit)
+    finally:
+        redis = Redis.from_url(cluster.state["redis_url"])
+        for key in redis.scan_iter("*login-failures*"):
+            redis.delete(key)
+        redis.close()
 
 
 def _process_tree(roots: set[int]) -> dict[int, str]:
