@@ -128,7 +128,8 @@ def estimate_or_explain(generation: Generation, message: Message | None) -> None
             prompt = _counted(_context_text(message))
         if completion is None:
             completion = _counted(message.content + message.reasoning)
-    assert prompt is not None and completion is not None
+    assert prompt is not None
+    assert completion is not None
     generation.cost = Decimal(prompt) * price.prompt + Decimal(completion) * price.completion
     generation.cost_unit = generation.gateway.cost_unit if generation.gateway else CostUnit.CREDITS
     generation.cost_source = CostSource.ESTIMATE
