@@ -213,7 +213,7 @@ def applicable(user_pk: int, gateway_pk: int | None, *, lock: bool = False) -> l
     order, so two checks never wait on each other crosswise) when `lock`."""
     rows = SpendingLimit.objects.filter(_applicable_q(user_pk, gateway_pk)).order_by("pk")
     if lock:
-        rows = rows.select_for_update()
+        rows = rows.select_for_update(of=("self",))  # PostgreSQL: not the gateway's outer join
     return _without_replaced(list(rows.select_related("gateway")))
 
 

@@ -14,3 +14,5 @@ from chatapp.settings import *  # noqa: F403
 CHAT_STALE_AFTER = 4.0
 CHAT_SWEEP_INTERVAL = float(os.environ.get("TEST_CHAT_SWEEP_INTERVAL", "1"))
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+if os.environ.get("TEST_SLOW_RESERVATION"):  # tests/multiprocess/test_spending_limits.py
+    INSTALLED_APPS = [*INSTALLED_APPS, "tests.multiprocess.slow_reservations.SlowReservations"]  # noqa: F405

@@ -1,0 +1,521 @@
+"""Spending limits (`chatapp/spending_limits.py`): refused before anything is sent upstream on
+every path that starts a generation, worst-case ceilings, the unknown-price policy, periods, the
+hard stop mid-stream, and the spend pushed to the user's sockets when a cost settles."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import threading
+from decimal import Decimal
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.db import connection, transaction
+from django.test import AsyncClient
+from django.urls import reverse
+from django.utils import timezone
+
+from chatapp import gateway, key_vault, persistence, spending_limits, worker
+from chatapp.asgi import application
+from chatapp.models import Conversation, Gateway, Generation, Message, ModelPrice, SpendingLimit
+from chatapp.spending_limits import Ceiling, SpendingLimitReached, ceiling_for, period_bounds
+from chatapp.turns import create_turn, first_context
+from chatapp.units import CostUnit, Money
+from gateway_client.emulator import EmulatorURL
+from tests.waiting import eventually
+
+from .conftest import UpstreamLog, start_turn
+from .test_consumers import receive, session_cookie
+from .test_read_aloud import AsgiRequest, an_answer, session_headers, speech_url
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+HTMX = {"HX-Request": "true"}
+DEAR = Decimal("0.001")  # per token: a worst case that is easy to make large
+
+
+async def logged_in(user: Any) -> AsyncClient:
+    client = AsyncClient()
+    await client.aforce_login(user)
+    return client
+
+
+async def default_gateway() -> Gateway:
+    def find() -> Gateway:
+        _, pk = gateway.configs(force=True)
+        return Gateway.objects.get(pk=pk)
+
+    return await sync_to_async(find)()
+
+
+async def priced(model: str, prompt: Decimal = DEAR, completion: Decimal = DEAR) -> Gateway:
+    row = await default_gateway()
+    await ModelPrice.objects.aupdate_or_create(
+        gateway=row, model=model, defaults={"prompt": prompt, "completion": completion}
+    )
+    return row
+
+
+async def limit(amount: str, **fields: Any) -> SpendingLimit:
+    fields.setdefault("unit", CostUnit.USD)
+    return await SpendingLimit.objects.acreate(amount=Decimal(amount), **fields)
+
+
+async def spent(user: Any, amount: str, *, ago: datetime.timedelta | None = None) -> Generation:
+    """A settled generation of `user`'s costing `amount` US dollars, `ago` before now."""
+    row = await default_gateway()
+    generation = await Generation.objects.acreate(
+        user=user,
+        gateway=row,
+        model="emulator/chat",
+        status=Generation.Status.COMPLETED,
+        cost=Decimal(amount),
+        cost_unit=CostUnit.USD,
+        cost_source=Generation.CostSource.STREAM,
+    )
+    if ago is not None:
+        when = timezone.now() - ago
+        await Generation.objects.filter(pk=generation.pk).aupdate(started_at=when)
+    return generation
+
+
+async def open_socket(user: Any, conversation_pk: int) -> WebsocketCommunicator:
+    """A page's socket, watching `conversation_pk`, through the real ASGI stack."""
+    cookie = await sync_to_async(session_cookie)(user)
+    headers = [
+        (b"origin", b"http://testserver"),
+        (b"host", b"testserver"),
+        (b"cookie", f"sessionid={cookie}".encode()),
+    ]
+    ws = WebsocketCommunicator(application, "/ws/chat/", headers)
+    connected, _ = await ws.connect()
+    assert connected
+    await ws.send_json_to({"t": "watch", "c": conversation_pk})
+    assert await receive(ws) == {"t": "watching", "c": conversation_pk}
+    return ws
+
+
+async def reserve(user_pk: int, gateway_pk: int, ceiling: Ceiling) -> Any:
+    """`spending_limits.reserve` in a transaction of its own, as a turn calls it."""
+
+    def run() -> Any:
+        with transaction.atomic():
+            return spending_limits.reserve(user_pk, gateway_pk, ceiling)
+
+    return await sync_to_async(run)()
+
+
+async def workers_done() -> None:
+    while worker._tasks:
+        await asyncio.wait_for(asyncio.wait(list(worker._tasks)), 30)
+
+
+def refused(response: Any) -> str:
+    assert response["HX-Retarget"] == "#composer-error"
+    return str(response.content.decode().strip())
+
+
+# --- Ceilings and periods -----------------------------------------------------------------------
+
+
+async def test_the_ceiling_is_the_counted_prompt_and_the_budget_at_the_models_price() -> None:
+    row = await priced("emulator/chat", Decimal("0.002"), Decimal("0.01"))
+    messages = [{"role": "user", "content": "x" * 398}]  # with nothing joined: 100 tokens
+    found = await sync_to_async(ceiling_for)(row.pk, "usd", "emulator/chat", messages, 300)
+    assert (found.prompt_tokens, found.completion_tokens) == (100, 300)
+    assert found.amount == Decimal("0.2") + Decimal("3")
+    unset = await sync_to_async(ceiling_for)(row.pk, "usd", "emulator/chat?x=1", messages, None)
+    assert unset.completion_tokens == spending_limits.DEFAULT_CEILING_TOKENS  # and its base price
+    assert unset.amount == Decimal("0.2") + Decimal("0.01") * unset.completion_tokens
+    unknown = await sync_to_async(ceiling_for)(row.pk, "usd", "emulator/other", messages, 300)
+    assert unknown.amount is None
+    assert unknown.unpriced == "no price is known for emulator/other"
+    image = await sync_to_async(ceiling_for)(row.pk, "usd", "emulator/chat", messages, 1, "image")
+    assert image.amount is None
+
+
+def test_a_day_and_a_month_start_and_reset_in_the_servers_time_zone(settings: Any) -> None:
+    settings.TIME_ZONE = "Europe/Oslo"
+    oslo = ZoneInfo("Europe/Oslo")
+    now = datetime.datetime(2026, 12, 31, 23, 30, tzinfo=datetime.UTC)  # 00:30 on 1 Jan in Oslo
+    day_start, day_reset = period_bounds("day", now)
+    assert day_start == datetime.datetime(2027, 1, 1, tzinfo=oslo)
+    assert day_reset == datetime.datetime(2027, 1, 2, tzinfo=oslo)
+    month_start, month_reset = period_bounds("month", now)
+    assert month_start == datetime.datetime(2027, 1, 1, tzinfo=oslo)
+    assert month_reset == datetime.datetime(2027, 2, 1, tzinfo=oslo)
+    assert period_bounds("month", datetime.datetime(2026, 12, 15, tzinfo=datetime.UTC)) == (
+        datetime.datetime(2026, 12, 1, tzinfo=oslo),
+        datetime.datetime(2027, 1, 1, tzinfo=oslo),
+    )
+
+
+async def test_yesterdays_spend_counts_for_the_month_but_not_for_the_day(alice: Any) -> None:
+    await spent(alice, "0.5", ago=datetime.timedelta(days=1))
+    day = await limit("1", user=alice, period=SpendingLimit.Period.DAY)
+    month = await limit("1", user=alice, period=SpendingLimit.Period.MONTH)
+    standings = await sync_to_async(spending_limits.standings_for)(alice)
+    used = {state.limit.pk: state.used for state in standings}
+    if timezone.localtime().day == 1:  # yesterday was last month
+        assert used == {day.pk: 0, month.pk: 0}
+    else:
+        assert used == {day.pk: 0, month.pk: Decimal("0.5")}
+    _, resets = period_bounds("day")
+    assert resets - timezone.now() <= datetime.timedelta(days=1)
+
+
+# --- Refused before anything is sent ------------------------------------------------------------
+
+
+async def test_a_send_over_the_limit_is_refused_in_words_and_nothing_goes_upstream(
+    alice: Any, upstream: UpstreamLog
+) -> None:
+    await priced("emulator/chat")
+    await spent(alice, "0.75")
+    await limit("1", user=alice)
+    client = await logged_in(alice)
+    response = await client.post(
+        reverse("chat:send_new"), {"content": "Otters?", "model": "emulator/chat"}, headers=HTMX
+    )
+    _, resets = period_bounds("month")
+    cost = Decimal(2) * DEAR + spending_limits.DEFAULT_CEILING_TOKENS * DEAR
+    assert refused(response) == (
+        f"This answer could cost up to ${cost.normalize():f}, more than the $0.25 left of your "
+        f"spending limit of $1.00 a month; it resets on 1 {resets:%B} at 00:00 UTC."
+    )
+    assert upstream.new() == []
+    assert await Conversation.objects.acount() == 0
+    assert await Generation.objects.acount() == 1  # the spend before, and no refused row
+
+
+async def test_the_conversations_budget_is_its_ceiling_and_a_limit_with_room_starts_it(
+    alice: Any, upstream: UpstreamLog
+) -> None:
+    await priced("emulator/chat")
+    await limit("0.25", user=alice)
+    conversation = await Conversation.objects.acreate(user=alice, max_tokens=100)
+    client = await logged_in(alice)
+    response = await client.post(
+        reverse("chat:send", args=[conversation.pk]),
+        {"content": "Otters?", "model": "emulator/chat"},
+        headers=HTMX,
+    )
+    assert "composer-error" not in response.get("HX-Retarget", "")
+    record = await upstream.one(scenario="chat")
+    generation = await Generation.objects.aget(conversation=conversation)
+    assert generation.spend_ceiling == 2 * DEAR + 100 * DEAR
+    await upstream.finished(record)
+    await workers_done()
+
+
+async def test_every_way_of_starting_an_answer_is_checked(
+    alice: Any, upstream: UpstreamLog
+) -> None:
+    await priced("emulator/echo")
+    conversation = await Conversation.objects.acreate(user=alice, max_tokens=10)
+    turn = await start_turn(alice, "one", "emulator/echo", conversation.pk)
+    worker.start(turn.job)
+    await workers_done()
+    question = turn.user_message
+    assert question is not None
+    await Generation.objects.filter(pk=turn.generation.pk).aupdate(finish_reason="length")
+    await limit("0", user=alice)  # less than the settled answer already cost
+    before = len(upstream.new())
+    client = await logged_in(alice)
+    answer = turn.assistant.pk
+    for url, data in [
+        (reverse("chat:send", args=[conversation.pk]), {"content": "two"}),
+        (reverse("chat:retry", args=[answer]), {}),
+        (reverse("chat:retry", args=[answer]), {"model": "emulator/echo"}),
+        (reverse("chat:edit", args=[question.pk]), {"content": "uno"}),
+        (reverse("chat:continue", args=[answer]), {}),
+    ]:
+        response = await client.post(url, {"model": "emulator/echo", **data}, headers=HTMX)
+        text = refused(response)
+        assert text.startswith("Your spending limit of $0.00 a month is used up; it resets on 1 ")
+    assert len(upstream.new()) == before
+    assert await Generation.objects.filter(conversation=conversation).acount() == 1
+
+
+async def test_an_unknown_price_is_allowed_or_refused_as_the_limit_says(
+    alice: Any, upstream: UpstreamLog, emulator_url: EmulatorURL
+) -> None:
+    # Osmexo's /models lists no prices (the emulator's Numes does, and they would be kept).
+    osmexo = await Gateway.objects.acreate(
+        name="Osmexo",
+        base_url=f"{emulator_url}/osmexo/v1",
+        dialect="osmexo",
+        cost_unit="micro_usd",
+        api_key_encrypted=key_vault.encrypt("osmexo-key"),
+    )
+    gateway.forget_configs()
+    policy = await limit(
+        "1000000",
+        user=alice,
+        unit=CostUnit.MICRO_USD,
+        unknown_price=SpendingLimit.UnknownPrice.REFUSE,
+    )
+    client = await logged_in(alice)
+    data = {"content": "Otters?", "model": gateway.choice_value(osmexo.pk, "emulator/echo")}
+    text = refused(await client.post(reverse("chat:send_new"), data, headers=HTMX))
+    assert text.startswith(
+        "This answer cannot be priced (no price is known for emulator/echo), and your spending "
+        "limit of $1.000000 a month refuses what it cannot price; $1.000000 is left, and it "
+        "resets on 1 "
+    )
+    assert upstream.new() == []
+    policy.unknown_price = SpendingLimit.UnknownPrice.ALLOW
+    await policy.asave()
+    response = await client.post(reverse("chat:send_new"), data, headers=HTMX)
+    assert "HX-Retarget" not in response or response["HX-Retarget"] != "#composer-error"
+    await upstream.one(scenario="echo")
+    generation = await Generation.objects.aget()
+    assert generation.spend_ceiling is None  # nothing to reserve: its cost counts once settled
+    await workers_done()
+    await Generation.objects.filter(pk=generation.pk).aupdate(cost=1000000)
+    # Used up: even allowed, an unpriced answer waits for the reset.
+    text = refused(await client.post(reverse("chat:send_new"), data, headers=HTMX))
+    assert text.startswith("Your spending limit of $1.000000 a month is used up")
+
+
+async def test_a_limit_in_another_unit_or_on_another_gateway_does_not_count_this_one(
+    alice: Any, bob: Any, upstream: UpstreamLog
+) -> None:
+    await priced("emulator/chat")
+    other = await Gateway.objects.acreate(name="Other", base_url="http://127.0.0.1:9/v1")
+    await limit("0", user=alice, unit=CostUnit.PNP)
+    await limit("0", gateway=other)
+    await limit("0", user=bob)
+    turn = await start_turn(alice, "Otters?", "emulator/chat")
+    assert turn.generation.spend_ceiling is None
+    worker.start(turn.job)
+    await workers_done()
+
+
+async def test_a_users_own_limit_replaces_the_default_and_a_gateways_counts_everyone(
+    alice: Any, bob: Any
+) -> None:
+    row = await priced("emulator/chat")
+    await limit("0", user=None)  # the default: nothing
+    await limit("10", user=alice)
+    await spent(bob, "0.01")
+    ceiling = Ceiling(10, 10, CostUnit.USD, DEAR, DEAR)
+    assert await reserve(alice.pk, row.pk, ceiling) is not None
+    with pytest.raises(SpendingLimitReached, match=r"^Your spending limit of \$0\.00 a month"):
+        await reserve(bob.pk, row.pk, ceiling)
+    await SpendingLimit.objects.filter(user=None).adelete()
+    await limit("0.02", gateway=row)  # bob's 0.01 counts against alice too
+    with pytest.raises(SpendingLimitReached, match=f"left of {row.name}'s spending limit of"):
+        await reserve(alice.pk, row.pk, ceiling)
+
+
+# --- Tool rounds, images, readings --------------------------------------------------------------
+
+
+async def test_a_tool_round_is_checked_like_an_answer(alice: Any, upstream: UpstreamLog) -> None:
+    model = "emulator/tools"
+    row = await priced(model)
+    conversation = await Conversation.objects.acreate(
+        user=alice, tools=["calculator"], max_tokens=50
+    )
+    text = "What is six times seven?"
+    first = await sync_to_async(ceiling_for)(row.pk, "usd", model, first_context(text), 50)
+    assert first.amount is not None
+    # Room for round 1's worst case exactly: round 2's context is longer and round 1 cost more
+    # than nothing.
+    await limit(str(first.amount), user=alice)
+    turn = await start_turn(alice, text, model, conversation.pk)
+    worker.start(turn.job)
+    await workers_done()
+    rows = [g async for g in Generation.objects.filter(conversation=conversation)]
+    assert len(rows) == 1
+    assert len(upstream.new(scenario="tools")) == 1
+    assert rows[0].status == Generation.Status.COMPLETED
+    assert rows[0].error_type == spending_limits.SPENDING_LIMIT
+    client = await logged_in(alice)
+    html = (await client.get(reverse("chat:message", args=[turn.assistant.pk]))).content.decode()
+    assert "The tools ran, but the turn stopped here: This answer could cost up to" in html
+
+
+async def test_an_image_generation_is_checked_before_it_is_sent(
+    alice: Any, upstream: UpstreamLog
+) -> None:
+    await limit("5", user=alice, unknown_price=SpendingLimit.UnknownPrice.REFUSE)
+    owner = await worker.owner_channel()
+    with pytest.raises(SpendingLimitReached, match=r"^This image generation cannot be priced"):
+        await sync_to_async(create_turn)(
+            alice, None, "a lighthouse", "emulator/image", owner, kind=Generation.Kind.IMAGE
+        )
+    assert upstream.new() == []
+    assert await Message.objects.acount() == 0
+
+
+async def test_a_reading_aloud_is_refused_unbilled_and_says_why(
+    alice: Any, upstream: UpstreamLog
+) -> None:
+    answer = await an_answer(alice, "emulator/audio")
+    await limit("5", user=alice, unknown_price=SpendingLimit.UnknownPrice.REFUSE)
+    request = await AsgiRequest(speech_url(answer), await session_headers(alice)).start().finish()
+    assert request.status == 409
+    assert request.body.decode().startswith("This reading aloud cannot be priced")
+    assert upstream.new() == []
+    reading = await Generation.objects.aget(read_aloud=answer)
+    assert reading.cost_source == Generation.CostSource.NOT_BILLED
+    client = await logged_in(alice)
+    state = await client.get(reverse("chat:reading_state", args=[answer.pk]))
+    assert state.json()["error"].startswith("This reading aloud cannot be priced")
+
+
+# --- While it streams ---------------------------------------------------------------------------
+
+
+async def test_an_answer_whose_cost_crosses_the_limit_is_stopped_there_upstream_too(
+    alice: Any, upstream: UpstreamLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(spending_limits, "DEFAULT_CEILING_TOKENS", 100)
+    model = "emulator/long?long_tokens=4000&tokens_per_second=400"
+    await priced("emulator/long", Decimal(0))
+    await limit("0.3", user=alice)  # 300 tokens at a tenth of a cent
+    turn = await start_turn(alice, "Tell me everything.", model)
+    assert turn.generation.spend_ceiling == Decimal("0.1")
+    worker.start(turn.job)
+    record = await upstream.finished(await upstream.one(scenario="long"), within=20)
+    assert record.final_outcome == "cancelled"
+    assert record.cancelled_at is not None
+    assert record.tokens_completion < 4000
+    await workers_done()
+    generation = await Generation.objects.select_related("message").aget(pk=turn.generation.pk)
+    assert generation.status == Generation.Status.CANCELLED
+    assert generation.error_type == spending_limits.SPENDING_LIMIT
+    assert generation.message is not None
+    shown = len(generation.message.content) / 4
+    assert 200 < shown < 600  # stopped near its 300 tokens, once per tick
+    client = await logged_in(alice)
+    html = (await client.get(reverse("chat:message", args=[turn.assistant.pk]))).content.decode()
+    assert "Stopped: this answer reached your spending limit of $0.30 a month; it resets on" in html
+    settled = await eventually(
+        lambda: (
+            Generation.objects.filter(pk=generation.pk)
+            .exclude(cost_source=Generation.CostSource.PENDING)
+            .afirst()
+        ),
+        what="the stopped answer's cost to settle",
+        within=20,
+    )
+    assert settled.cost is not None
+
+
+async def test_twenty_reservations_at_once_start_only_what_the_limit_allows(alice: Any) -> None:
+    """On one process the records thread runs turns one at a time; `tests/multiprocess` has the
+    same over two servers on PostgreSQL."""
+    await priced("emulator/echo")
+    conversations = [
+        await Conversation.objects.acreate(user=alice, max_tokens=98) for _ in range(20)
+    ]
+    one = DEAR + 98 * DEAR  # "hi" is one token: 0.099 each
+    await limit(str(5 * one + one / 2), user=alice)
+    owner = await worker.owner_channel()
+    results = await asyncio.gather(
+        *(
+            persistence.on_record_thread(create_turn, alice, c.pk, "hi", "emulator/echo", owner)
+            for c in conversations
+        ),
+        return_exceptions=True,
+    )
+    started = [r for r in results if not isinstance(r, BaseException)]
+    assert all(isinstance(r, SpendingLimitReached) for r in results if r not in started)
+    assert len(started) == 5
+    assert await Generation.objects.acount() == 5
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite has one writer at a time")
+async def test_a_second_check_of_a_limit_waits_for_the_first_to_commit(alice: Any) -> None:
+    """The limit rows are locked: a check that starts while another's turn is uncommitted waits
+    for it, then sees its reservation (run on PostgreSQL by `tests/multiprocess/suite.py`)."""
+    row = await priced("emulator/chat")
+    ceiling = Ceiling(1, 1, CostUnit.USD, DEAR, DEAR)
+    await limit("0.003", user=alice)  # room for one worst case of 0.002
+    reserved, release = threading.Event(), threading.Event()
+
+    def first() -> None:
+        try:
+            with transaction.atomic():
+                watch = spending_limits.reserve(alice.pk, row.pk, ceiling)
+                assert watch is not None
+                Generation.objects.create(
+                    user=alice, gateway=row, model="emulator/chat", spend_ceiling=watch.reserved
+                )
+                reserved.set()
+                release.wait(30)
+        finally:
+            connection.close()
+
+    def second() -> object:
+        try:
+            with transaction.atomic():
+                return spending_limits.reserve(alice.pk, row.pk, ceiling)
+        except SpendingLimitReached as exc:
+            return exc
+        finally:
+            connection.close()
+
+    def waiting_on_a_lock() -> bool:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT count(*) FROM pg_stat_activity"
+                    " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+                )
+                (count,) = cursor.fetchone()
+            return bool(count)
+        finally:
+            connection.close()  # a thread of the loop's executor: its connection goes with it
+
+    holding = asyncio.ensure_future(asyncio.to_thread(first))
+    await eventually(reserved.is_set, what="the first reservation")
+    checking = asyncio.ensure_future(asyncio.to_thread(second))
+    try:
+        await eventually(
+            lambda: asyncio.to_thread(waiting_on_a_lock),
+            what="the second check to wait on the limit's lock",
+        )
+        assert not checking.done()
+    finally:
+        release.set()
+        await holding
+    assert isinstance(await checking, SpendingLimitReached)
+
+
+# --- The spend, live ----------------------------------------------------------------------------
+
+
+async def test_a_settled_cost_pushes_the_new_spend_to_every_socket_of_its_user(
+    alice: Any, bob: Any
+) -> None:
+    await priced("emulator/echo")
+    await limit("1", user=alice)
+    await spent(alice, "0.8")
+    conversation = await Conversation.objects.acreate(user=alice, max_tokens=1)
+    other = await Conversation.objects.acreate(user=alice)
+    elsewhere = await open_socket(alice, other.pk)  # a tab showing another conversation
+    bobs = await open_socket(bob, (await Conversation.objects.acreate(user=bob)).pk)
+    turn = await start_turn(alice, "hi", "emulator/echo", conversation.pk)
+    worker.start(turn.job)
+    pushed = await receive(elsewhere)
+    assert pushed["t"] == "spend"
+    settled = await Generation.objects.aget(pk=turn.generation.pk)
+    assert settled.cost is not None
+    html = pushed["html"]
+    assert '<div id="sidebar-spend"' in html
+    assert 'id="limit-warning"' in html
+    left = Money(Decimal(1) - Decimal("0.8") - settled.cost, CostUnit.USD)
+    assert f'<p class="limit-left near">{left} of $1.00 left this month</p>' in html
+    assert f"You have used 80% of your spending limit this month: {left} left; it resets" in html
+    assert await bobs.receive_nothing(timeout=0.5)
+    await workers_done()
+    await elsewhere.disconnect()
+    await bobs.disconnect()

@@ -1,0 +1,103 @@
+"""A spending limit holds across server processes: 20 new chats sent at once, half through each
+Daphne, against a limit with room for 5 worst cases start exactly 5 (the limit rows are locked
+while each turn checks, `chatapp/spending_limits.py`), and the other 15 send nothing upstream."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+
+import psycopg
+import pytest
+
+from gateway_client.emulator import EmulatorURL
+
+from .servers import Server, User, sign_in
+
+pytestmark = pytest.mark.multiprocess
+
+# Slow enough that every answer still streams while the 20 are checked: each holds its worst
+# case the whole time (a settled cost would free the rest of it).
+MODEL = "emulator/long?tokens_per_second=10&long_tokens=400"
+PRICE = "0.001"  # per prompt and per completion token
+# "Go" is one token; no budget is set, so 4,096 completion tokens are reserved.
+CEILING = 0.001 + 4096 * 0.001
+USERNAME, PASSWORD = "dana", "limits-across-processes"
+
+
+def add_user(database_url: str) -> int:
+    """A user of this test's own (the suite's user keeps no limit), with the servers' MD5 hasher."""
+    salt = "limits"
+    digest = hashlib.md5((salt + PASSWORD).encode()).hexdigest()
+    with psycopg.connect(database_url, autocommit=True) as db:
+        row = db.execute(
+            "INSERT INTO auth_user (password, is_superuser, username, first_name, last_name,"
+            " email, is_staff, is_active, date_joined)"
+            " VALUES (%s, false, %s, '', '', '', false, true, now()) RETURNING id",
+            [f"md5${salt}${digest}", USERNAME],
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def price_and_limit(database_url: str, user_pk: int, amount: float) -> None:
+    with psycopg.connect(database_url, autocommit=True) as db:
+        found = db.execute(
+            "SELECT id FROM chatapp_gateway WHERE name = 'Default gateway'"
+        ).fetchone()
+        assert found is not None
+        db.execute(
+            "INSERT INTO chatapp_modelprice (gateway_id, model, prompt, completion, source,"
+            " updated_at) VALUES (%s, 'emulator/long', %s, %s, 'admin', now())"
+            " ON CONFLICT (gateway_id, model) DO UPDATE SET prompt = EXCLUDED.prompt,"
+            " completion = EXCLUDED.completion, source = 'admin'",
+            [found[0], PRICE, PRICE],
+        )
+        db.execute(
+            "INSERT INTO chatapp_spendinglimit (user_id, unit, period, amount, unknown_price,"
+            " updated_at) VALUES (%s, 'usd', 'month', %s, 'refuse', now())",
+            [user_pk, amount],
+        )
+
+
+def started_generations(database_url: str, user_pk: int) -> list[tuple[int, float | None]]:
+    with psycopg.connect(database_url, autocommit=True) as db:
+        rows = db.execute(
+            "SELECT id, spend_ceiling FROM chatapp_generation WHERE user_id = %s ORDER BY id",
+            [user_pk],
+        ).fetchall()
+    return [(pk, None if ceiling is None else float(ceiling)) for pk, ceiling in rows]
+
+
+async def test_twenty_sends_at_once_against_room_for_five_start_five(
+    servers: tuple[Server, Server], postgres_url: str, paced_emulator: EmulatorURL
+) -> None:
+    server_a, server_b = servers
+    user_pk = add_user(postgres_url)
+    dana = User(sign_in(server_a, USERNAME, PASSWORD), postgres_url)
+    await dana.get(server_a, "/")  # the default gateway's row exists once a page was served
+    price_and_limit(postgres_url, user_pk, 5 * CEILING + CEILING / 2)
+    before = {record.id for record in paced_emulator.app.records.all()}
+
+    async def send(server: Server) -> tuple[int, str]:
+        response = await dana.post(server, "/c/new/send/", {"content": "Go", "model": MODEL})
+        return response.status_code, response.text
+
+    results = await asyncio.gather(*(send(server_a if i % 2 else server_b) for i in range(20)))
+    started = [text for status, text in results if status == 302]
+    refused = [text for status, text in results if status != 302]
+    assert len(started) == 5, results
+    for text in refused:
+        assert re.search(
+            r"This answer could cost up to \$4\.097, more than the \$[0-9.]+ left of your "
+            r"spending limit of \$22\.5[0-9]* a month; it resets on 1 \w+ at 00:00 UTC\.",
+            text,
+        ), text
+    generations = started_generations(postgres_url, user_pk)
+    assert len(generations) == 5
+    assert all(ceiling == pytest.approx(CEILING) for _, ceiling in generations)
+    new = [record for record in paced_emulator.app.records.all() if record.id not in before]
+    assert len([record for record in new if record.scenario == "long"]) == 5  # none refused
+    for pk, _ in generations:
+        await dana.post(server_a, f"/g/{pk}/stop/")
