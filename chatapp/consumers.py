@@ -69,10 +69,17 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
         )
         sweep.ensure_sweeper()
         await self.accept()
+        # Whatever the page shows, its spend follows the user's costs as they settle.
+        await self.channel_layer.group_add(ws_protocol.user_group_name(user.pk), self.channel_name)
 
     async def disconnect(self, code: int) -> None:
         if self.group is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
+        user = getattr(self, "user", None)
+        if user is not None:
+            await self.channel_layer.group_discard(
+                ws_protocol.user_group_name(user.pk), self.channel_name
+            )
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         # Forwarding is most of the traffic and touches no database: skip the base class's
@@ -108,13 +115,6 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
     async def _error(self, text: str) -> None:
         await self.send(text_data=orjson.dumps(ws_protocol.error(text)).decode())
 
-    async def _watch(self, conversation_pk: int) -> None:
-        owned = await Conversation.objects.filter(pk=conversation_pk, user=self.user).aexists()
-        if not owned:
-            await self.send(text_data=orjson.dumps(ws_protocol.not_found(conversation_pk)).decode())
-            return
-        group = ws_protocol.group_name(conversation_pk)
-        if group != self.group:
     async def session_check(self, message: session_sockets.CheckMessage) -> None:
         """The user signed out, changed password or was deactivated (`session_sockets`)."""
         ended = session_sockets.ends(message, self.scope["session"].session_key)
@@ -124,11 +124,18 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
             logger.info("Closing a websocket of %s: its session ended", self.user)
             await self.close(code=session_sockets.CLOSE_SIGNED_OUT)
 
-            if self.group is not None:
+    async def _watch(self, conversation_pk: int) -> None:
         if not await session_sockets.still_signed_in(self.scope, self.user.pk):
             logger.info("Closing a websocket of %s on watch: its session ended", self.user)
             await self.close(code=session_sockets.CLOSE_SIGNED_OUT)
             return
+        owned = await Conversation.objects.filter(pk=conversation_pk, user=self.user).aexists()
+        if not owned:
+            await self.send(text_data=orjson.dumps(ws_protocol.not_found(conversation_pk)).decode())
+            return
+        group = ws_protocol.group_name(conversation_pk)
+        if group != self.group:
+            if self.group is not None:
                 await self.channel_layer.group_discard(self.group, self.channel_name)
             self.group = group
             await self.channel_layer.group_add(group, self.channel_name)

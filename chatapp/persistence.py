@@ -25,13 +25,14 @@ from . import answer_render, attachments, tool_loop, turns
 from .costing import apply_reported, not_billed_reason, record_expected, settle_cost_now
 from .models import Conversation, Generation, Message, SpeechAudio
 from .rendering import citation
+from .spending_limits import SPENDING_LIMIT, SpendingLimitReached
 
 if TYPE_CHECKING:
     from gateway_client.accumulator import Completion
     from gateway_client.errors import ErrorInfo
 
-    from .jobs import Job, Outcome
     from .answer_render import RenderedAnswer
+    from .jobs import Job, Outcome
     from .live_state import LiveState
     from .reading_records import ReadingEnd
     from .tool_loop import CallRun
@@ -231,6 +232,12 @@ def _next_round(
             return turns.create_tool_round(message, generation, tools).job
     except (OperationalError, InterfaceError):
         raise  # the whole write is retried
+    except SpendingLimitReached as exc:  # said under the answer (`presentation.finish_note`)
+        logger.info("Generation %s: its next tool round is over a spending limit", generation.pk)
+        generation.error_type = SPENDING_LIMIT
+        generation.error_message = str(exc)
+        generation.save(update_fields=["error_type", "error_message"])
+        return None
     except Exception:
         logger.exception("Generation %s: its next tool round could not start", generation.pk)
         return None

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from . import rate_limits
+from . import rate_limits, spending_limits
 from .errors import ChatAppError
 from .models import Generation, Message, SpeechAudio
 from .speech_offer import SpeechSetup, speech_for
@@ -155,17 +155,35 @@ def create_reading(user: User, message_pk: int) -> ReadingStart:
     setup = speech_for(written.gateway_id)
     if setup is None:
         raise ReadingRefused("No gateway here can read answers aloud.")
-    with transaction.atomic():
-        _claim(message_pk)
-        generation = Generation.objects.create(
-            kind=SPEECH,
-            read_aloud=message,
-            conversation_id=message.conversation_id,
-            gateway_id=setup.config.pk,
-            model=setup.model[:200],
-            dialect=setup.config.dialect or "numes",
-            heartbeat_at=timezone.now(),
+    row = {
+        "kind": SPEECH,
+        "read_aloud": message,
+        "conversation_id": message.conversation_id,
+        "gateway_id": setup.config.pk,
+        "model": setup.model[:200],
+        "dialect": setup.config.dialect or "numes",
+    }
+    config = setup.config
+    ceiling = spending_limits.ceiling_for(
+        config.pk, config.cost_unit, setup.model, [], None, SPEECH
+    )
+    try:
+        with transaction.atomic():
+            _claim(message_pk)
+            spending_limits.reserve(user.pk, config.pk, ceiling, SPEECH)
+            generation = Generation.objects.create(**row, heartbeat_at=timezone.now())
+    except spending_limits.SpendingLimitReached as exc:
+        # Kept, not billed, so that the page's player can say why (`newest_reading`).
+        Generation.objects.create(
+            **row,
+            status=Generation.Status.FAILED,
+            finished_at=timezone.now(),
+            cost_source=Generation.CostSource.NOT_BILLED,
+            cost_note="refused before it began: over a spending limit",
+            error_type=spending_limits.SPENDING_LIMIT,
+            error_message=str(exc),
         )
+        raise ReadingRefused(str(exc)) from exc
     return ReadingStart(generation.pk, message.content, setup)
 
 

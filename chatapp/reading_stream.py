@@ -28,7 +28,7 @@ from django.conf import settings
 from gateway_client.client import GenerationRecord
 from gateway_client.errors import ErrorInfo, GatewayError
 
-from . import persistence, reconcile
+from . import persistence, reconcile, spend_push
 from .attachments import PLAYABLE_AUDIO_TYPES
 from .errors import ChatAppError
 from .gateway import shared_client
@@ -196,12 +196,14 @@ class Reading:
             # Written first, so that the page can say "stopped" (or why it failed) at once.
             final = await persistence.save_reading(self.pk, self._end(pumped.status, pumped.error))
             if not final.cost_pending:
+                await spend_push.cost_settled(self.pk)
                 return
             lookup = await reconcile.look_up(
                 self.client, final.upstream_id, expected=final.record_expected
             )
         if final.cost_pending:
             await persistence.settle_cost(self.pk, lookup)
+        await spend_push.cost_settled(self.pk)
 
     def _end(self, status: Status, error: ErrorInfo | None) -> ReadingEnd:
         return ReadingEnd(

@@ -70,6 +70,7 @@ class Ticker:
             now = loop.time()
             for worker in list(self.workers.values()):
                 try:
+                    worker.check_spend()
                     if worker.state.ready(now):
                         await worker.send_delta()
                 except Exception:  # a hiccup in the layer must not stop the other streams

@@ -26,6 +26,8 @@ from . import (
     library_views,
     persistence,
     rate_limits,
+    spend_push,
+    spending_limits,
     stopping,
     sweep,
     user_text,
@@ -43,7 +45,7 @@ from .gateway import (
 )
 from .models import Conversation, Generation, Message
 from .request_options import RequestOptions, default_options, dialect_of, upstream_tools
-from .spend import conversation_spend, month_spend
+from .spend import conversation_spend
 from .turns import (
     ShownMessage,
     Turn,
@@ -72,6 +74,13 @@ if TYPE_CHECKING:
 
 
 PREFERRED_MODEL = "emulator/chat"
+# Why a turn may not start, each in words for the composer's error line.
+REFUSALS = (
+    TurnError,
+    GatewayUnavailable,
+    rate_limits.RateLimited,
+    spending_limits.SpendingLimitReached,
+)
 
 
 def _selected(groups: list[GatewayModels], conversation: Conversation | None) -> str:
@@ -113,7 +122,7 @@ def _page(
         "conversation_spend": conversation_spend(conversation)
         if conversation and sidebar
         else None,
-        "month_spend": month_spend(request.user) if sidebar else None,
+        **spend_push.spend_context(request.user, month=sidebar),
         "model_groups": groups,
         "selected_model": _selected(groups, conversation),
         "stall_notice_ms": round(settings.CHAT_STALL_NOTICE * 1000),
@@ -163,11 +172,14 @@ async def _chosen(value: str) -> tuple[GatewayConfig, str]:
 
 def _new_chat_options(
     user: User, config: GatewayConfig
-) -> tuple[RequestOptions, tuple[dict[str, Any], ...]]:
+) -> tuple[RequestOptions, tuple[dict[str, Any], ...]] | None:
     """What a new chat's first request is sent with: the user's defaults and the tools they
     choose, as the conversation will copy them (`turns.create_turn`); `RateLimited` first, so
-    a refused one sends nothing upstream."""
+    a refused one sends nothing upstream. None when a spending limit applies: the request waits
+    for its reservation (`spending_limits`), made with the turn."""
     rate_limits.check_generation_start(user)
+    if spending_limits.any_apply(user.pk, config.pk):
+        return None
     options = default_options(user)
     return options, upstream_tools(options, dialect_of(config.pk))
 
@@ -211,9 +223,11 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
             # A new chat's context is its one message: send it upstream now, so the rows are
             # written while the gateway prepares its first token.
             # With the options the conversation will copy from the user's defaults.
-            options, tools = await sync_to_async(_new_chat_options)(user, config)
-            context = first_context(checked_message(text, model))
-            early = worker.open_early(config, model, context, options=options, tools=tools)
+            chosen = await sync_to_async(_new_chat_options)(user, config)
+            if chosen is not None:
+                options, tools = chosen
+                context = first_context(checked_message(text, model))
+                early = worker.open_early(config, model, context, options=options, tools=tools)
         turn = await persistence.on_record_thread(
             create_turn,
             user,
@@ -229,7 +243,7 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
     except BaseException as exc:
         if early is not None:  # no generation will read it: cancel the request upstream
             await early.aclose()
-        if isinstance(exc, TurnError | GatewayUnavailable | rate_limits.RateLimited):
+        if isinstance(exc, REFUSALS):
             return await sync_to_async(_composer_error)(request, str(exc))
         raise
     worker.start(turn.job, early=early)
@@ -260,7 +274,7 @@ async def start_version(
     owner_channel = await worker.owner_channel()
     try:
         turn = await create(user, owner_channel)
-    except (TurnError, GatewayUnavailable, rate_limits.RateLimited) as exc:
+    except REFUSALS as exc:
         return await sync_to_async(_composer_error)(request, str(exc))
     worker.start(turn.job)
     response = await sync_to_async(_render_turn)(request, turn)

@@ -17,6 +17,7 @@ import contextvars
 import dataclasses
 import logging
 from collections.abc import Awaitable, Coroutine
+from decimal import Decimal
 from typing import Any
 
 from django.urls import reverse
@@ -31,7 +32,16 @@ from gateway_client.errors import (
     StatusError,
 )
 
-from . import layer_errors, log_context, persistence, reconcile, tool_loop, ws_protocol
+from . import (
+    layer_errors,
+    log_context,
+    persistence,
+    reconcile,
+    spend_push,
+    spending_limits,
+    tool_loop,
+    ws_protocol,
+)
 from .gateway import GatewayConfig, shared_client
 from .image_models import image_prompt
 from .jobs import Job, Outcome, Status
@@ -40,6 +50,7 @@ from .models import Generation
 from .persistence import FinalState
 from .rendering import doc_id_for
 from .request_options import RequestOptions, stream_arguments
+from .spending_limits import SPENDING_LIMIT
 from .ticker import Ticker, current_ticker, ticker
 from .tool_loop import CallRun
 from .tools.base import ToolContext
@@ -144,6 +155,11 @@ class GenerationWorker:
         self.request_id: str | None = None
         self._stream: EventStream | None = None
         self._cancel = asyncio.Event()
+        # Spending limits (`spending_limits`): what this answer has reserved, a request for more
+        # while one is out, and why it was stopped when there was no more.
+        self._reserved = job.spend.reserved if job.spend is not None else None
+        self._extending: asyncio.Task[None] | None = None
+        self._limit_note: str | None = None
         self._sending = asyncio.Lock()  # one send at a time, so deltas leave in seq order
 
     # --- Lifecycle --------------------------------------------------------------------------------
@@ -162,6 +178,8 @@ class GenerationWorker:
             self.ticker.remove(self)
         if final.cost_pending:
             await self._reconcile(gw, final)
+        else:
+            await spend_push.cost_settled(self.job.generation_pk)
 
     def cancel(self) -> None:
         self._cancel.set()
@@ -185,10 +203,47 @@ class GenerationWorker:
                 await self._early.aclose()
             return Outcome(Status.CANCELLED)
         outcome = await self._unless_cancelled(self._stream_answer(gw))
+        if outcome is None and self._limit_note is not None:
+            logger.info("Generation %s stopped at a spending limit", self.job.generation_pk)
+            note = self._limit_note
+            return Outcome(Status.CANCELLED, ErrorInfo(None, SPENDING_LIMIT, SPENDING_LIMIT, note))
         if outcome is None:
             logger.info("Generation %s cancelled", self.job.generation_pk)
             return Outcome(Status.CANCELLED)
         return outcome
+
+    # --- Spending limits --------------------------------------------------------------------------
+
+    def check_spend(self) -> None:
+        """The ticker's, once per tick: past what it reserved, this answer asks its limits for
+        more (`spending_limits.extend`, off the loop), and is stopped when they have none."""
+        watch = self.job.spend
+        if watch is None or self._reserved is None or self._extending is not None:
+            return
+        if self._cancel.is_set():
+            return
+        cost = watch.cost_so_far(len(self.state.content) + len(self.state.reasoning))
+        if cost > self._reserved:
+            self._extending = asyncio.get_running_loop().create_task(self._extend(cost))
+
+    async def _extend(self, cost: Decimal) -> None:
+        job = self.job
+        assert job.spend is not None
+        try:
+            larger = await persistence.on_record_thread(
+                spending_limits.extend, job.generation_pk, job.user_pk, job.spend, cost
+            )
+            if larger is None:
+                self._limit_note = await persistence.on_record_thread(
+                    spending_limits.stop_note, job.spend, job.user_pk
+                )
+                self.cancel()
+            else:
+                self._reserved = larger
+        except Exception:  # the database is away: the answer goes on, and is checked again
+            logger.exception("Generation %s: its limits were not checked", job.generation_pk)
+        finally:
+            self._extending = None
 
     async def _stream_answer(self, gw: GatewayClient) -> Outcome:
         """Never raises: every failure becomes an `Outcome` the user can read."""
@@ -373,6 +428,7 @@ class GenerationWorker:
                 logger.warning(
                     "Generation %s: its cost update was not sent (%s)", self.job.generation_pk, exc
                 )
+            await spend_push.cost_settled(self.job.generation_pk)
 
 
 # --- Process-local registry -----------------------------------------------------------------------

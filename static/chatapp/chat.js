@@ -503,8 +503,23 @@ async function addNextRound(el, id, url, tries = 0) {
   syncComposer();
 }
 
+// The user's spend, pushed when one of their costs settles (chatapp/spend_push.py): each
+// top-level element replaces the page's element with its id (the sidebar's figures, the
+// composer's limit warning).
+function swapSpend(html) {
+  const template = document.createElement("template");
+  template.innerHTML = html;
+  for (const fresh of [...template.content.children]) {
+    if (fresh.id) document.getElementById(fresh.id)?.replaceWith(fresh);
+  }
+}
+
 function handle(msg) {
   if (msg.t === "watching" || msg.t === "gone") return; // about the conversation, not an answer
+  if (msg.t === "spend") {
+    if (typeof msg.html === "string") swapSpend(msg.html);
+    return;
+  }
   if (msg.t === "error") {
     // A message of this page's the server refused (chatapp/ws_limits.py): nothing to show.
     console.warn("The server refused a websocket message:", msg.error);
