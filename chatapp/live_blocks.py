@@ -47,7 +47,7 @@ _FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*$")
 # Top-level blocks that no later line can extend, once their lines are complete.
 _FINAL_BLOCKS = frozenset({"heading_open", "hr"})
 _LISTS = {"bullet_list_open": "ul", "ordered_list_open": "ol"}
-FREE_TAIL = 2_000  # a tail this short is parsed at every new line
+FREE_TAIL = 512  # a tail this short is parsed at every new line
 BACKOFF = 1.25  # else only once it has grown by this factor since it was last parsed
 PARAGRAPH_CUT_LINES = 8  # a paragraph's lines settle one by one once it has this many
 MAX_TABLE_HEADER = 2_000  # characters; a table with a longer header settles whole

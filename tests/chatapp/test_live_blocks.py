@@ -63,7 +63,9 @@ CORPUS = {
     + "\nend\n",
     "header-only table then rows": "| h |\n|---|\n\n| h |\n|---|\n| 1 |\n",
     "quote of blocks": "> p1\n>\n> p2\n>\n> - x\n> - y\n>\n> p3\n\nafter\n",
-    "deeply nested": "> > > - a\n> > >   - b\n> > >     > c\n> > > - d\n\n1. x\n   1. y\n      1. z\n",
+    "deeply nested": (
+        "> > > - a\n> > >   - b\n> > >     > c\n> > > - d\n\n1. x\n   1. y\n      1. z\n"
+    ),
     "long paragraph": "".join(f"line {n} of it\n" for n in range(20)) + "\nnext\n",
     "long paragraph that turns setext": "".join(f"line {n}\n" for n in range(10)) + "===\n\nx\n",
     "long task list": "".join(f"- [{' x'[n % 2]}] task {n}\n" for n in range(25)) + "\ndone\n",
@@ -127,7 +129,7 @@ def test_a_character_at_a_time_each_piece_is_rendered_once(name: str) -> None:
 @pytest.mark.parametrize("name", CORPUS)
 def test_a_line_at_a_time_the_open_block_settles_piece_by_piece(name: str) -> None:
     text = CORPUS[name]
-    settler, found = settle(text.splitlines(keepends=True))
+    settler, _found = settle(text.splitlines(keepends=True))
     assert settler.html == render_markdown(text)
 
 
@@ -146,10 +148,12 @@ def test_a_table_settles_its_header_then_row_by_row() -> None:
     lines = ["| a | b |\n", "|---|---|\n", "| 1 | 2 |\n", "| 3 | 4 |\n"]
     settler, found = settle(lines)
     wire = [chunk.to_wire() for chunk in found]
-    assert wire[0][:2] == [0, 20] and wire[0][2].endswith("</thead>\n</table>\n")
+    assert wire[0][:2] == [0, 20]
+    assert wire[0][2].endswith("</thead>\n</table>\n")
     assert wire[1][3:] == ["table", utf16_length(wire[1][2])]  # its first row opens the body
     assert wire[1][2].startswith("<tbody>\n<tr>\n<td>1</td>")
-    assert wire[2][2].startswith("<tr>\n<td>3</td>") and wire[2][3] == "tbody"
+    assert wire[2][2].startswith("<tr>\n<td>3</td>")
+    assert wire[2][3] == "tbody"
     assert settler.html == render_markdown("".join(lines))
 
 

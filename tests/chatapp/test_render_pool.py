@@ -25,7 +25,8 @@ def pool() -> Iterator[RenderPool]:
 
 def test_a_job_runs_in_another_process_that_serves_the_next_one(pool: RenderPool) -> None:
     first = pool.run_sync(jobs.pid)
-    assert isinstance(first, int) and first != os.getpid()
+    assert isinstance(first, int)
+    assert first != os.getpid()
     assert pool.run_sync(jobs.pid) == first
     assert pool.run_sync(render_jobs.render, "*hi*", [], "m1") == render_markdown("*hi*")
 
@@ -33,16 +34,19 @@ def test_a_job_runs_in_another_process_that_serves_the_next_one(pool: RenderPool
 def test_a_job_past_its_deadline_is_stopped_and_its_process_replaced(pool: RenderPool) -> None:
     before = pool.run_sync(jobs.pid)
     result = pool.run_sync(jobs.sleep, 30.0)
-    assert isinstance(result, Failure) and result.kind == "deadline"
+    assert isinstance(result, Failure)
+    assert result.kind == "deadline"
     assert pool.replaced == 1
     after = pool.run_sync(jobs.pid)
-    assert isinstance(after, int) and after != before
+    assert isinstance(after, int)
+    assert after != before
     assert pool.pids() == [after]
 
 
 def test_a_process_that_dies_is_replaced(pool: RenderPool) -> None:
     result = pool.run_sync(jobs.die)
-    assert isinstance(result, Failure) and result.kind == "crashed"
+    assert isinstance(result, Failure)
+    assert result.kind == "crashed"
     assert pool.replaced == 1
     assert pool.run_sync(jobs.sleep, 0) == "slept"
 
@@ -84,7 +88,9 @@ def test_an_answer_past_the_deadline_shows_as_marked_plain_text(settings: object
         slow = "![" * 50_000  # about 3 s to render here
         rendered = answer_render.render_answer_sync(slow + "<b>", [], "m1")
         assert rendered.keep  # kept: it would only run out again at the next view
-        assert rendered.html.startswith(f'<p class="render-fallback">{PLAIN_TEXT_NOTES["deadline"]}')
+        assert rendered.html.startswith(
+            f'<p class="render-fallback">{PLAIN_TEXT_NOTES["deadline"]}'
+        )
         assert "&lt;b&gt;</code></pre>" in rendered.html  # escaped, never markup
         assert render_pool.pool().replaced == 1
         quick = answer_render.render_answer_sync("*fine*", [], "m1")
