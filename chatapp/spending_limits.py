@@ -36,14 +36,14 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import Q
 from django.utils import timezone
 
 from . import pricing
 from .cost_summary import totals
 from .costing import CHARS_PER_TOKEN
 from .errors import ChatAppError
-from .models import Generation, SpendingLimit
+from .models import Generation, LedgerDay, SpendingLimit
 from .units import CostUnit, Money
 
 if TYPE_CHECKING:
@@ -112,21 +112,24 @@ def _resets(resets: datetime) -> str:
 # --- What is used -----------------------------------------------------------------------------
 
 
-def _counted_rows(limit: SpendingLimit, user_pk: int | None) -> QuerySet[Generation]:
-    """The generations a limit counts: its gateway's, or its user's (the default: `user_pk`'s)."""
-    rows = Generation.objects.all()
+def _counted(limit: SpendingLimit, user_pk: int | None) -> Q | None:
+    """Whose spend a limit counts: its gateway's, or its user's (the default: `user_pk`'s); the
+    same fields filter generations and the daily totals folded from them (`LedgerDay`)."""
     if limit.gateway_id is not None:
-        return rows.filter(gateway_id=limit.gateway_id)
+        return Q(gateway_id=limit.gateway_id)
     owner = limit.user_id if limit.user_id is not None else user_pk
-    return rows.none() if owner is None else rows.filter(user_id=owner)
+    return None if owner is None else Q(user_id=owner)
 
 
-def _spent(rows: QuerySet[Generation], unit: str, since: datetime) -> Decimal:
-    """Settled costs in `unit` since `since` (summed exactly, as every total is: `cost_summary`),
-    plus the ceilings of those still running or pending on a gateway billing in it: a cost not
-    known yet holds its place with its worst case."""
-    rows = rows.filter(started_at__gte=since)
-    settled = totals(rows.filter(cost__isnull=False, cost_unit=unit)).totals
+def _spent(scope: Q | None, unit: str, since: datetime) -> Decimal:
+    """Settled costs in `unit` since `since` (summed exactly, folded days included, as every
+    total is: `cost_summary`), plus the ceilings of those still running or pending on a gateway
+    billing in it: a cost not known yet holds its place with its worst case."""
+    if scope is None:
+        return Decimal(0)
+    rows = Generation.objects.filter(scope, started_at__gte=since)
+    folded = LedgerDay.objects.filter(scope, day__gte=since.date(), cost_unit=unit)
+    settled = totals(rows.filter(cost__isnull=False, cost_unit=unit), folded=folded).totals
     amount = next((total.amount for total in settled if total.unit == unit), Decimal(0))
     reserved = rows.filter(
         cost__isnull=True, cost_source=PENDING, gateway__cost_unit=unit, spend_ceiling__isnull=False
@@ -182,7 +185,7 @@ class Standing:
 
 def standing(limit: SpendingLimit, user_pk: int | None, now: datetime | None = None) -> Standing:
     start, resets = period_bounds(limit.period, now)
-    used = _spent(_counted_rows(limit, user_pk), limit.unit, start)
+    used = _spent(_counted(limit, user_pk), limit.unit, start)
     return Standing(limit, used, start, resets)
 
 

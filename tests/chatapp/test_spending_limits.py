@@ -21,7 +21,15 @@ from django.utils import timezone
 
 from chatapp import gateway, key_vault, persistence, spending_limits, worker
 from chatapp.asgi import application
-from chatapp.models import Conversation, Gateway, Generation, Message, ModelPrice, SpendingLimit
+from chatapp.models import (
+    Conversation,
+    Gateway,
+    Generation,
+    LedgerDay,
+    Message,
+    ModelPrice,
+    SpendingLimit,
+)
 from chatapp.spending_limits import Ceiling, SpendingLimitReached, ceiling_for, period_bounds
 from chatapp.turns import create_turn, first_context
 from chatapp.units import CostUnit, Money
@@ -166,6 +174,29 @@ async def test_yesterdays_spend_counts_for_the_month_but_not_for_the_day(alice: 
         assert used == {day.pk: 0, month.pk: Decimal("0.5")}
     _, resets = period_bounds("day")
     assert resets - timezone.now() <= datetime.timedelta(days=1)
+
+
+async def test_spend_folded_into_daily_totals_still_counts(alice: Any) -> None:
+    whole, high, low = LedgerDay.cost_parts(Decimal("0.4"))
+    await LedgerDay.objects.acreate(
+        day=timezone.now().date(),
+        user=alice,
+        user_name="alice",
+        model="emulator/chat",
+        kind="chat",
+        status="completed",
+        cost_unit="usd",
+        cost_source="stream",
+        generations=3,
+        priced=3,
+        cost_whole=whole,
+        cost_high=high,
+        cost_low=low,
+    )
+    await spent(alice, "0.1")
+    await limit("1", user=alice)
+    [state] = await sync_to_async(spending_limits.standings_for)(alice)
+    assert state.used == Decimal("0.5")
 
 
 # --- Refused before anything is sent ------------------------------------------------------------
