@@ -199,6 +199,31 @@ async def test_spend_folded_into_daily_totals_still_counts(alice: Any) -> None:
     assert state.used == Decimal("0.5")
 
 
+async def test_the_admin_lists_each_limit_with_what_is_used_and_left(
+    alice: Any, bob: Any, django_user_model: Any
+) -> None:
+    row = await default_gateway()
+    await spent(alice, "0.25")
+    await spent(bob, "0.5")
+    await limit("1", user=alice)
+    await limit("2")  # every user's: bob's is the most used
+    admin = await django_user_model.objects.acreate_superuser("root", password="x")
+    client = await logged_in(admin)
+    html = (await client.get("/admin/chatapp/spendinglimit/")).content.decode()
+    assert '<td class="field-used_so_far">$0.25</td>' in html
+    assert '<td class="field-left">$0.75</td>' in html
+    assert '<td class="field-used_so_far">$0.50 (bob, the most of any user)</td>' in html
+    assert '<td class="field-left">$1.50</td>' in html
+    both = {"user": alice.pk, "gateway": row.pk, "unit": "usd", "period": "month"}
+    response = await client.post(
+        "/admin/chatapp/spendinglimit/add/", {**both, "amount": "1", "unknown_price": "allow"}
+    )
+    assert "A limit is for one user, or one gateway, or (with neither) every user" in (
+        response.content.decode()
+    )
+    assert await SpendingLimit.objects.acount() == 2
+
+
 # --- Refused before anything is sent ------------------------------------------------------------
 
 
