@@ -80,6 +80,7 @@ def server_env(tmp_path_factory: pytest.TempPathFactory, paced_emulator: str) ->
         "LLM_API_KEY": "sk-browser-secret",
         "LLM_IDLE_TIMEOUT": "2",
         "CHAT_STALL_NOTICE": "1",
+        "CHAT_EMULATOR_REQUEST_OPTIONS": "1",  # tests pick knobs per model (`emulator/tools?...`)
         "PYTHONUNBUFFERED": "1",
         "SERVER_DIR": str(directory),
     }
