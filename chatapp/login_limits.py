@@ -117,23 +117,31 @@ def too_many(seconds: float) -> str:
     return f"Too many attempts, try again in {minutes} minute{'s' if minutes != 1 else ''}."
 
 
+@dataclass(slots=True)
+class Check:
+    passed: bool = False
+    """Set by the caller once the password matched (a form with a field missing checks none)."""
+
+
 @contextmanager
-def limited(username: str, address: str | None) -> Iterator[None]:
+def limited(username: str, address: str | None) -> Iterator[Check]:
     """One password check of `username` (from `address`; None: the account alone counts):
-    refused with a `TOO_MANY` ValidationError while a counter is full, a ValidationError from the
-    check counts as a failure, and a check that raises none clears the account's count."""
+    refused with a `TOO_MANY` ValidationError while a counter is full; a ValidationError from the
+    check counts as a failure; a check marked `passed` clears the account's count."""
     counters = windows(username, address)
     now = time.time()
     wait = max(counter.blocked_for(now) for counter in counters)
     if wait:
         raise ValidationError(too_many(wait), code=TOO_MANY)
+    check = Check()
     try:
-        yield
+        yield check
     except ValidationError:
         for counter in counters:
             counter.record_failure(now)
         raise
-    counters[0].clear()
+    if check.passed:
+        counters[0].clear()
 
 
 class LimitedAuthenticationForm(AuthenticationForm):
@@ -143,8 +151,10 @@ class LimitedAuthenticationForm(AuthenticationForm):
 
     def clean(self) -> dict[str, Any]:
         try:
-            with limited(self.data.get("username", ""), client_address(self.request)):
-                return super().clean()
+            with limited(self.data.get("username", ""), client_address(self.request)) as check:
+                cleaned = super().clean()
+                check.passed = self.user_cache is not None
+                return cleaned
         except ValidationError as exc:
             if exc.code == TOO_MANY:
                 self.throttled = exc.messages[0]
@@ -160,8 +170,9 @@ class LimitedAdminPasswordChangeForm(AdminPasswordChangeForm):
     is not given the request; whoever uses it is signed in as that account)."""
 
     def clean_old_password(self) -> str:
-        with limited(self.user.get_username(), None):
+        with limited(self.user.get_username(), None) as check:
             old: str = super().clean_old_password()
+            check.passed = True
         return old
 
 

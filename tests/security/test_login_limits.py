@@ -19,12 +19,17 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.contrib import admin
+from django.contrib.auth.forms import AuthenticationForm, PasswordChangeForm
+from django.contrib.auth.views import LoginView, PasswordChangeView
 from django.core.cache import cache
 from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver
 from hypothesis import HealthCheck, given
 from hypothesis import settings as examples
 from hypothesis import strategies as st
 
+from chatapp import login_limits
 from tests.multiprocess.servers import ROOT
 
 pytestmark = [pytest.mark.django_db]
@@ -92,6 +97,16 @@ def test_successful_sign_ins_are_unaffected_and_clear_the_accounts_count(
         client, page = attempt("alice", password)
         assert page == "signed in"
         assert signed_in(client)
+
+
+def test_a_sign_in_that_checks_no_password_does_not_clear_the_count(
+    alice: Any, password: str
+) -> None:
+    for _ in range(settings.CHAT_LOGIN_FAILURES_PER_ACCOUNT - 1):
+        attempt("alice", "wrong")
+    attempt("alice", "")  # a field missing: no password is checked, nothing is reset
+    assert MISMATCH in attempt("alice", "wrong")[1]
+    assert REFUSED in attempt("alice", password)[1]
 
 
 def test_the_wait_is_what_is_left_of_the_window(
@@ -245,3 +260,34 @@ def test_with_no_trusted_proxy_the_header_is_ignored(bob: Any, password: str) ->
     for index in range(settings.CHAT_LOGIN_FAILURES_PER_ADDRESS):
         attempt(f"guess{index}", "wrong", address="10.0.0.1", forwarded_for=forged(index))
     assert REFUSED in attempt("bob", password, address="10.0.0.1", forwarded_for="10.0.0.2")[1]
+
+
+def _views(patterns: list[Any]) -> list[Any]:
+    found = []
+    for pattern in patterns:
+        if isinstance(pattern, URLResolver):
+            found += _views(pattern.url_patterns)
+        elif isinstance(pattern, URLPattern):
+            found.append(pattern.callback)
+    return found
+
+
+def test_every_view_that_checks_a_password_uses_the_limited_forms() -> None:
+    """A new sign-in or password-change route must count on the same counters."""
+    checked = []
+    for view in _views(get_resolver().url_patterns):
+        view_class = getattr(view, "view_class", None)
+        if view_class is None:
+            continue
+        if issubclass(view_class, LoginView):
+            form = view.view_initkwargs.get("authentication_form") or AuthenticationForm
+            assert issubclass(form, login_limits.LimitedAuthenticationForm), view
+            checked.append(view)
+        elif issubclass(view_class, PasswordChangeView):
+            form = view.view_initkwargs.get("form_class") or PasswordChangeForm
+            assert issubclass(form, login_limits.LimitedAdminPasswordChangeForm), view
+            checked.append(view)
+    assert checked  # the app's sign-in
+    # The admin builds its views per request, from these two.
+    assert issubclass(admin.site.login_form, login_limits.LimitedAuthenticationForm)
+    assert issubclass(admin.site.password_change_form, login_limits.LimitedAdminPasswordChangeForm)
