@@ -182,14 +182,19 @@ def test_a_wrong_old_password_in_the_admins_password_change_counts(
 
 FULLWIDTH_A, ORDINAL_A = "\uff41", "\u00aa"  # the review's: fullwidth a, feminine ordinal
 FULLWIDTH_ALICE = "".join(chr(ord(c) - ord("a") + 0xFF41) for c in "alice")
+
+
 # Every code point whose NFKC form is the letter: fullwidth, ordinal, mathematical, ...
-SPELLINGS = {
-    letter: sorted(
-        {letter}
-        | {chr(c) for c in range(0x110000) if unicodedata.normalize("NFKC", chr(c)) == letter}
-    )
-    for letter in "alice"
-}
+def _spellings(letters: str) -> dict[str, list[str]]:
+    found: dict[str, set[str]] = {letter: {letter} for letter in letters}
+    for code in range(0x110000):
+        normal = unicodedata.normalize("NFKC", chr(code))
+        if normal in found:
+            found[normal].add(chr(code))
+    return {letter: sorted(chars) for letter, chars in found.items()}
+
+
+SPELLINGS = _spellings("alice")
 
 
 def test_the_spellings_include_the_reviews() -> None:
