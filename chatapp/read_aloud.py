@@ -103,11 +103,15 @@ async def read_aloud(request: AuthenticatedRequest, pk: int) -> HttpResponseBase
 @login_required
 @require_GET
 async def reading_state(request: AuthenticatedRequest, pk: int) -> JsonResponse:
-    """The newest reading of the answer `pk`: its status, and what went wrong in words."""
+    """The newest reading of the answer `pk`: its status, what went wrong in words, and why a
+    new reading would be refused now ("": it would not)."""
     user = await request.auser()
     generation = await on_record_thread(reading_records.newest_reading, user, pk)
     if generation is None:
         raise Http404("This answer has not been read aloud.")
-    response = JsonResponse({"status": generation.status, "error": generation.error_message})
+    refused = await on_record_thread(reading_records.refusal, user, pk)
+    response = JsonResponse(
+        {"status": generation.status, "error": generation.error_message, "refused": refused}
+    )
     response["Cache-Control"] = "no-store"
     return response

@@ -37,6 +37,7 @@ __all__ = [
     "beat",
     "create_reading",
     "newest_reading",
+    "refusal",
     "stopped_recently",
     "stored_audio",
 ]
@@ -121,6 +122,10 @@ def _claim(message_pk: int) -> None:
     the database), so of two processes starting a reading at once the second sees the first's
     row. `ReadingInFlight`, `ReadingRefused` otherwise."""
     Message.objects.select_for_update().filter(pk=message_pk).values_list("pk").first()
+    _check_free(message_pk)
+
+
+def _check_free(message_pk: int) -> None:
     now = timezone.now()
     readings = Generation.objects.filter(kind=SPEECH, read_aloud_id=message_pk)
     alive = now - timedelta(seconds=settings.CHAT_STALE_AFTER)
@@ -128,11 +133,24 @@ def _claim(message_pk: int) -> None:
         raise ReadingInFlight(IN_FLIGHT)
     stopped = (
         readings.filter(status=Generation.Status.CANCELLED, finished_at__gt=now - COOL_DOWN)
+        .order_by("-finished_at")
         .values_list("finished_at", flat=True)
         .first()
     )
     if stopped is not None:
         raise ReadingRefused(stopped_recently(stopped + COOL_DOWN - now))
+
+
+def refusal(user: User, message_pk: int) -> str:
+    """Why a reading of the user's answer would be refused now (in flight, cooling down, the
+    answer limit), or "": the page's player cannot read a refused response's words, so it asks
+    for them (`read_aloud.reading_state`)."""
+    try:
+        _check_free(message_pk)
+        rate_limits.check_generation_start(user)
+    except (ReadingRefused, rate_limits.RateLimited) as exc:
+        return str(exc)
+    return ""
 
 
 def stopped_recently(wait: timedelta) -> str:

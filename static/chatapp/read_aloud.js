@@ -86,7 +86,7 @@ async function outcome(stateUrl) {
     const response = await fetch(stateUrl, { credentials: "same-origin", cache: "no-store" });
     if (!response.ok) return null;
     const state = await response.json();
-    if (state.status !== "streaming") return state;
+    if (state.status !== "streaming" || state.refused) return state;
     await new Promise((resolve) => setTimeout(resolve, wait));
     wait *= 2;
   }
@@ -103,7 +103,9 @@ async function finish(fallback) {
   let text = fallback;
   try {
     const state = await outcome(reading.stateUrl);
-    if (state && state.status !== "completed" && state.status !== "cancelled") {
+    if (fallback && state && state.refused) {
+      text = state.refused; // refused before it began: stopped a moment ago, being read already
+    } else if (state && state.status !== "completed" && state.status !== "cancelled") {
       text = state.error || `The reading ended ${state.status}.`;
     } else if (state && state.status === "completed") {
       text = "";

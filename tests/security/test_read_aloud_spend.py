@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection
+from django.test import AsyncClient
+from django.urls import reverse
 from django.utils import timezone
 
 from chatapp import reading_records
@@ -166,3 +168,27 @@ async def test_readings_count_in_the_answer_limit(
     assert second.body.decode().startswith("You have started 2 answers in the last minute")
     assert second.headers["retry-after"].isdigit()
     assert len(upstream.new(endpoint="audio/speech")) == 1
+
+
+async def test_the_page_is_told_in_words_why_a_reading_is_refused(
+    alice: Any, upstream: UpstreamLog
+) -> None:
+    """The page's `<audio>` cannot read a refused response's body: the reading's state says it."""
+    answer = await an_answer(alice, SLOW)
+    headers = await session_headers(alice)
+    state_url = reverse("chat:reading_state", args=[answer.pk])
+    client = AsyncClient()
+    await client.aforce_login(alice)
+    first = AsgiRequest(speech_url(answer), headers).start()
+    await asyncio.wait_for(first.first_chunk.wait(), 10)
+    assert (await client.get(state_url)).json()["refused"] == reading_records.IN_FLIGHT
+    first.disconnect()
+    await first.finish()
+    await reading_of(answer, status="cancelled")
+    state = (await client.get(state_url)).json()
+    assert state["status"] == "cancelled"
+    assert state["refused"].startswith(COOLING)
+
+    earlier = timezone.now() - reading_records.COOL_DOWN - timedelta(seconds=1)
+    await Generation.objects.filter(read_aloud=answer).aupdate(finished_at=earlier)
+    assert (await client.get(state_url)).json()["refused"] == ""
