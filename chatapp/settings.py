@@ -344,6 +344,9 @@ else:
 CHAT_LOGIN_FAILURES_PER_ACCOUNT = int(os.environ.get("CHAT_LOGIN_FAILURES_PER_ACCOUNT", "5"))
 CHAT_LOGIN_FAILURES_PER_ADDRESS = int(os.environ.get("CHAT_LOGIN_FAILURES_PER_ADDRESS", "20"))
 CHAT_LOGIN_WINDOW = 15 * 60
+# How many proxies in front of the app write X-Forwarded-For (nginx: 1); the client's address is
+# the entry the outermost of them wrote. 0: the peer's address, the header ignored.
+CHAT_TRUSTED_PROXIES = int(os.environ.get("CHAT_TRUSTED_PROXIES", "0"))
 # Answers a user may start per minute (send, retry, edit, continue; see chatapp.rate_limits).
 CHAT_GENERATIONS_PER_MINUTE = int(os.environ.get("CHAT_GENERATIONS_PER_MINUTE", "30"))
 # The page's websocket (see chatapp.consumers): a message's size in characters, and how many
@@ -351,6 +354,3 @@ CHAT_GENERATIONS_PER_MINUTE = int(os.environ.get("CHAT_GENERATIONS_PER_MINUTE", 
 CHAT_WS_MAX_MESSAGE = 64 * 1024
 CHAT_WS_MESSAGES_PER_SECOND = 20.0
 CHAT_WS_BURST = 40
-# How many proxies in front of the app write X-Forwarded-For (nginx: 1); the client's address is
-# the entry the outermost of them wrote. 0: the peer's address, the header ignored.
-CHAT_TRUSTED_PROXIES = int(os.environ.get("CHAT_TRUSTED_PROXIES", "0"))
