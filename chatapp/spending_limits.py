@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, Sum
 from django.utils import timezone
 
 from . import pricing
@@ -131,10 +131,11 @@ def _spent(scope: Q | None, unit: str, since: datetime) -> Decimal:
     folded = LedgerDay.objects.filter(scope, day__gte=since.date(), cost_unit=unit)
     settled = totals(rows.filter(cost__isnull=False, cost_unit=unit), folded=folded).totals
     amount = next((total.amount for total in settled if total.unit == unit), Decimal(0))
+    # Worst cases, not amounts: the database's own sum will do (on SQLite, a REAL's).
     reserved = rows.filter(
         cost__isnull=True, cost_source=PENDING, gateway__cost_unit=unit, spend_ceiling__isnull=False
-    ).values_list("spend_ceiling", flat=True)
-    return amount + sum((Decimal(ceiling) for ceiling in reserved if ceiling), Decimal(0))
+    ).aggregate(total=Sum("spend_ceiling"))["total"]
+    return amount + (Decimal(reserved) if reserved else Decimal(0))
 
 
 @dataclass(frozen=True, slots=True)
