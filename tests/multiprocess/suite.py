@@ -14,7 +14,12 @@ from pathlib import Path
 
 from .servers import ROOT
 
-SUITES = ["tests/chatapp/test_worker.py", "tests/chatapp/test_sweep.py"]
+SUITES = [
+    "tests/chatapp/test_worker.py",
+    "tests/chatapp/test_sweep.py",
+    "tests/chatapp/test_spending_limits.py",  # the limits' row locks, on the database that has them
+    "tests/chatapp/test_ledger.py",  # folding's exact sums and row locks, on numeric and bigint
+]
 DESELECT = "not stalled"  # deadlines, not the database: already covered on SQLite
 
 
