@@ -20,12 +20,14 @@ Two decisions make the limit one that cannot be walked around:
   the app: 0, the peer's; N, the Nth `X-Forwarded-For` entry from the right, the one the
   outermost trusted proxy wrote. What a client put to the left of it is never read, so a forged
   header changes nothing. (Daphne's `--proxy-headers` takes the leftmost entry, which a client
-  writes: the shipped deploy files no longer use it.)
+  writes: the shipped deploy files no longer use it.) An IPv6 address counts by its /64, the
+  least a host is given: one host has billions of addresses to rotate through within it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import math
 import time
 from collections.abc import Iterator
@@ -100,12 +102,26 @@ def client_address(request: HttpRequest | None) -> str:
     return forwarded[-min(hops, len(forwarded))]
 
 
+def address_key(address: str) -> str:
+    """What the address counter counts: an IPv4 address (IPv4-mapped IPv6 included), an IPv6
+    address's /64 network, or the text as it came (not an address: counted as it is)."""
+    try:
+        parsed = ipaddress.ip_address(address.strip("[]"))
+    except ValueError:
+        return address
+    if isinstance(parsed, ipaddress.IPv6Address):
+        if parsed.ipv4_mapped is not None:
+            return str(parsed.ipv4_mapped)
+        return str(ipaddress.IPv6Network((parsed, 64), strict=False))
+    return str(parsed)
+
+
 def windows(username: str, address: str | None) -> list[Window]:
     """The account's counter, and the address's unless `address` is None."""
     account = hashlib.sha256(account_name(username).encode()).hexdigest()
     found = [Window(f"login-failures:account:{account}", settings.CHAT_LOGIN_FAILURES_PER_ACCOUNT)]
     if address is not None:
-        peer = hashlib.sha256(address.encode()).hexdigest()
+        peer = hashlib.sha256(address_key(address).encode()).hexdigest()
         found.append(
             Window(f"login-failures:address:{peer}", settings.CHAT_LOGIN_FAILURES_PER_ADDRESS)
         )

@@ -260,6 +260,20 @@ def test_two_proxies_read_the_second_entry_from_the_right(
     assert attempt("bob", password, address="127.0.0.1", forwarded_for=chain)[1] == "signed in"
 
 
+def test_an_ipv6_host_rotating_through_its_64_is_one_address(bob: Any, password: str) -> None:
+    for index in range(settings.CHAT_LOGIN_FAILURES_PER_ADDRESS):
+        attempt(f"guess{index}", "wrong", address=f"2001:db8:1:2:{index:x}::{index + 1:x}")
+    assert REFUSED in attempt("bob", password, address="2001:db8:1:2:ffff::1")[1]
+    assert attempt("bob", password, address="2001:db8:1:3::1")[1] == "signed in"  # another /64
+
+
+def test_an_ipv4_mapped_address_is_its_ipv4_address(bob: Any, password: str) -> None:
+    for index in range(settings.CHAT_LOGIN_FAILURES_PER_ADDRESS):
+        address = "10.0.0.1" if index % 2 else "::ffff:10.0.0.1"
+        attempt(f"guess{index}", "wrong", address=address)
+    assert REFUSED in attempt("bob", password, address="::ffff:10.0.0.1")[1]
+
+
 def test_with_no_trusted_proxy_the_header_is_ignored(bob: Any, password: str) -> None:
     assert settings.CHAT_TRUSTED_PROXIES == 0  # the default: a server reached directly
     for index in range(settings.CHAT_LOGIN_FAILURES_PER_ADDRESS):
