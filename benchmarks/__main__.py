@@ -3,8 +3,9 @@
 `python -m benchmarks load [options]` runs the end-to-end load benchmark instead (`benchmarks.load`,
 see benchmarks/README.md), and `python -m benchmarks admin [options]` the cost admin pages over
 100,000 generations (`benchmarks.admin_costs`), and `python -m benchmarks markdown` what live
-markdown costs on a 4,000-token answer (`benchmarks.live_markdown`); with no sub-command the
-reader benchmark runs.
+markdown costs on a 4,000-token answer (`benchmarks.live_markdown`), and `python -m benchmarks
+markdown-login` an anonymous page's latency while answers render (`benchmarks.markdown_login`);
+with no sub-command the reader benchmark runs.
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ if __name__ == "__main__":
         from benchmarks.load.cli import main as load_main
 
         sys.exit(load_main(sys.argv[2:]))
+    if sys.argv[1:2] == ["markdown-login"]:
+        from benchmarks.markdown_login import main as markdown_login_main
+
+        sys.exit(markdown_login_main(sys.argv[2:]))
     if sys.argv[1:2] == ["markdown"]:
         from benchmarks.live_markdown import main as markdown_main
 

@@ -15,12 +15,16 @@ view). One the pool was too busy for is shown as plain text but not kept: the ne
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, TimeoutError
 from dataclasses import dataclass
 
 import orjson
+from django.conf import settings
+from django.db import connection
 
-from . import live_blocks, render_jobs, render_pool
+from . import render_jobs, render_pool
 from .live_blocks import Runner
 from .models import Message
 from .rendering import RENDERER_VERSION, doc_id_for, plain_text_html
@@ -91,30 +95,78 @@ def keep(message: Message, rendered: RenderedAnswer | None) -> None:
 
 
 def stored_html(message: Message) -> str:
-    """The answer's final HTML: the stored render, or one made now (and stored) if there is
-    none of what it holds by this renderer."""
+    """The answer's final HTML: the stored render, or one made now if there is none of what it
+    holds by this renderer. A page waits for that at most `CHAT_RENDER_PAGE_WAIT` seconds: every
+    sync view (the login page's too) runs on one thread, which a slow render would hold. Past
+    it, the answer shows as plain text for now, and its render is stored once done, for the
+    next view."""
     citations = citations_of(message)
     key = render_key(message.content, citations)
     if message.html_key == key:
         return message.html
-    rendered = render_answer_sync(message.content, citations, doc_id_for(message.pk))
-    if rendered.keep:
-        Message.objects.filter(pk=message.pk, content=message.content).update(
-            html=rendered.html, html_key=key
-        )
-        message.html, message.html_key = rendered.html, key
+    job = _rendering(message.pk, message.content, citations, key)
+    try:
+        rendered = job.future.result(timeout=settings.CHAT_RENDER_PAGE_WAIT)
+    except TimeoutError:
+        with _lock:
+            job.abandoned = not job.future.done()
+        if job.abandoned:
+            return plain_text_html(message.content, "pending")
+        rendered = job.future.result()
+    _store(message.pk, key, rendered)
+    message.html, message.html_key = rendered.html, key
     return rendered.html
 
 
-def partial_html(message: Message) -> live_blocks.PartialAnswer:
-    """A streaming answer's settled blocks and its tail, rendered in the pool; all text when
-    the pool gives no result (the live snapshot that follows renders it)."""
-    text = message.content
-    if not text:
-        return live_blocks.PartialAnswer("", 0, text)
-    result = render_pool.run_sync(
-        render_jobs.partial, text, citations_of(message), doc_id_for(message.pk)
-    )
-    if isinstance(result, live_blocks.PartialAnswer):
-        return result
-    return live_blocks.PartialAnswer("", 0, text)
+@dataclass(slots=True)
+class _Job:
+    """A render a page asked for; `abandoned` once no page waits for it (it stores itself)."""
+
+    future: Future[RenderedAnswer]
+    abandoned: bool = False
+
+
+_background = ThreadPoolExecutor(max_workers=2, thread_name_prefix="render-store")
+_under_way: dict[str, _Job] = {}  # by render key
+_lock = threading.Lock()
+MAX_UNDER_WAY = 256
+
+
+def _rendering(pk: int, text: str, citations: Citations, key: str) -> _Job:
+    """The render of this answer under way (one per key), started if need be."""
+    with _lock:
+        found = _under_way.get(key)
+        if found is not None:
+            return found
+        job = _Job(Future())
+        if len(_under_way) >= MAX_UNDER_WAY:
+            job.future.set_result(_rendered(text, citations, render_pool.Failure("busy")))
+            return job
+        _under_way[key] = job
+
+    def render() -> None:
+        try:
+            rendered = render_answer_sync(text, citations, doc_id_for(pk))
+        except BaseException as exc:
+            job.future.set_exception(exc)
+            raise
+        finally:
+            with _lock:
+                _under_way.pop(key, None)
+                abandoned = job.abandoned
+        job.future.set_result(rendered)
+        if abandoned:
+            try:
+                _store(pk, key, rendered)
+            finally:
+                connection.close()  # this thread's own
+
+    _background.submit(render)
+    return job
+
+
+def _store(pk: int, key: str, rendered: RenderedAnswer) -> None:
+    if rendered.keep and render_key(rendered.text, rendered.citations) == key:
+        Message.objects.filter(pk=pk, content=rendered.text).update(
+            html=rendered.html, html_key=key
+        )

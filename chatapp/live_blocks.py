@@ -673,34 +673,10 @@ class BlockSettler:
 @dataclass(frozen=True, slots=True)
 class PartialAnswer:
     """What a page shows of an answer still streaming, before its live snapshot arrives: the
-    settled part rendered (`html`, ending at UTF-16 offset `settled`), the rest as text."""
+    settled part rendered (`html`, ending at UTF-16 offset `settled`), the rest as text. Pages
+    render none of it (`templatetags.chat.partial_answer`): the snapshot the page asks for as it
+    opens brings the blocks, rendered in the pool."""
 
     html: str
     settled: int
     tail: str
-
-
-def settled_length(text: str) -> int:
-    """How many leading characters of `text` form whole settled top-level blocks (0 if none)."""
-    complete = text[: text.rfind("\n") + 1]
-    if not complete:
-        return 0
-    blocks = [token for token in parse_blocks(complete) if token.level == 0 and token.map]
-    if not blocks:
-        return 0
-    last = max(blocks, key=lambda token: token.map[0] if token.map else 0)
-    assert last.map is not None
-    start, end = last.map
-    lines = _line_starts(complete)
-    if _cannot_grow(last, lines, complete):
-        return lines[end] if end < len(lines) else len(complete)
-    return lines[start] if start < len(lines) else len(complete)
-
-
-def partial_answer(text: str, citations: Citations = (), doc_id: str = "") -> PartialAnswer:
-    """Run in the render pool (`render_jobs.partial`): it parses and renders."""
-    length = settled_length(text)
-    html = render_markdown(text[:length], citations, doc_id=doc_id) if length else ""
-    if not html:
-        return PartialAnswer("", 0, text)
-    return PartialAnswer(html, utf16_length(text[:length]), text[length:])

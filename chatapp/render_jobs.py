@@ -19,12 +19,6 @@ def render(text: str, citations: Sequence[Mapping[str, object]], doc_id: str) ->
     return render_markdown(text, citations, doc_id=doc_id)
 
 
-def partial(
-    text: str, citations: Sequence[Mapping[str, object]], doc_id: str
-) -> live_blocks.PartialAnswer:
-    return live_blocks.partial_answer(text, citations, doc_id)
-
-
 def settle(
     tail: str,
     context: live_blocks.OpenBlock | None,

@@ -17,6 +17,7 @@ plain text, marked (`rendering.plain_text_html`, through the one sanitizer).
   pair), not a fork: the server's loop, threads and sockets are not copied into it, and unlike
   multiprocessing's `spawn` it does not run the server's main module again.
 - A process exits when its pipe closes (the server died); `shutdown` (at exit) kills the rest.
+- Processes run at a lower priority (`NICENESS`): on a busy machine requests are served first.
 
 A job is a module-level function and its arguments, pickled by reference: the processes import
 `chatapp.render_jobs`, whose import warms the renderer, so a new process is ready for the first job.
@@ -60,6 +61,7 @@ class Failure:
 
 
 _READY = "ready"
+NICENESS = 10  # renders are background work: a busy machine serves requests first
 STARTUP_TIMEOUT = 60.0  # seconds a new process may take to import the renderer (not a job's time)
 
 
@@ -73,6 +75,7 @@ class _Process:
 def serve(fd: int) -> None:
     """A pool process (`python -c`): run jobs from the socket `fd` until it closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the server's; it ends us
+    os.nice(NICENESS)  # the server's own process comes first for the CPU
     conn = Connection(fd)
     import chatapp.render_jobs  # noqa: F401  (the renderer, imported before the first job)
 

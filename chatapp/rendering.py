@@ -361,6 +361,7 @@ PLAIN_TEXT_NOTES = {
     "deadline": "Shown as plain text: it took too long to format.",
     "crashed": "Shown as plain text: it could not be formatted.",
     "busy": "Shown as plain text: the server was too busy to format it.",
+    "pending": "Shown as plain text while it is formatted: reload to see it formatted.",
 }
 
 
@@ -394,7 +395,7 @@ def parse(
 
 def render_tokens(tokens: Sequence[Token], env: EnvType, inside: str = "") -> str:
     """Sanitized HTML of a balanced run of `parse`'s tokens; `inside` (a tag: `ul`, `tbody`...)
-    when they are its children, sanitized within it (as HTML parses them) and returned without it."""
+    when they are its children: sanitized within it (as HTML parses them), returned without it."""
     html = _md.renderer.render(tokens, _md.options, env)
     if not inside:
         return sanitize(html)

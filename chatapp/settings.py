@@ -266,6 +266,8 @@ CHAT_TOOL_TIMEOUT = float(os.environ.get("CHAT_TOOL_TIMEOUT", "20"))
 CHAT_RENDER_DEADLINE = float(os.environ.get("CHAT_RENDER_DEADLINE", "5"))
 CHAT_RENDER_WORKERS = int(os.environ.get("CHAT_RENDER_WORKERS", "2"))  # render processes
 CHAT_RENDER_QUEUE = int(os.environ.get("CHAT_RENDER_QUEUE", "64"))  # renders that may wait
+# Seconds a page waits for an answer with no stored render to be rendered (else: plain text).
+CHAT_RENDER_PAGE_WAIT = float(os.environ.get("CHAT_RENDER_PAGE_WAIT", "0.1"))
 
 # --- Logging --------------------------------------------------------------------------------------
 

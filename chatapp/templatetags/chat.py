@@ -19,10 +19,10 @@ register = template.Library()
 
 @register.filter
 def partial_answer(message: Message) -> live_blocks.PartialAnswer:
-    """A streaming answer's settled blocks (sanitized HTML, as `answer_html` makes) and its
-    tail."""
-    partial = answer_render.partial_html(message)
-    return live_blocks.PartialAnswer(mark_safe(partial.html), partial.settled, partial.tail)
+    """A streaming answer as text: its blocks come rendered with the live snapshot the page asks
+    for as it opens. A render here would hold the request thread every sync view shares (the
+    login page's too) for as long as the render took."""
+    return live_blocks.PartialAnswer("", 0, message.content)
 
 
 @register.filter

@@ -19,8 +19,6 @@ import pytest
 from chatapp.live_blocks import (
     BlockSettler,
     SettledChunk,
-    partial_answer,
-    settled_length,
     utf16_length,
 )
 from chatapp.rendering import render_markdown
@@ -93,19 +91,6 @@ def settle(pieces: Iterable[str], **kwargs: Any) -> tuple[BlockSettler, list[Set
     return asyncio.run(run())
 
 
-def settled_text(text: str) -> str:
-    return text[: settled_length(text)]
-
-
-@pytest.mark.parametrize("name", CORPUS)
-def test_what_is_settled_at_any_prefix_stays_as_rendered(name: str) -> None:
-    text = CORPUS[name]
-    whole = render_markdown(text)
-    for end in range(len(text) + 1):
-        settled = render_markdown(settled_text(text[:end]))
-        assert whole.startswith(settled), (end, text[:end])
-
-
 @pytest.mark.parametrize("name", CORPUS)
 def test_chunks_split_anywhere_join_to_the_whole_render(name: str) -> None:
     text = CORPUS[name]
@@ -162,28 +147,6 @@ def test_a_list_that_turns_loose_is_rendered_again_once() -> None:
     assert [chunk.join for chunk in found].count("=") == 1
     assert settler.html == render_markdown("- a\n- b\n\n- c\n- d\n")
     assert "<p>a</p>" in settler.html
-
-
-def test_blocks_settle_when_the_next_one_starts_or_when_they_cannot_grow() -> None:
-    assert settled_text("para\n\nnext") == ""  # the next line is not complete
-    assert settled_text("para\n\nnext\n") == "para\n\n"
-    assert settled_text("# Heading\n") == "# Heading\n"
-    assert settled_text("# Heading") == ""
-    assert settled_text("```py\nx = 1\n```\n") == "```py\nx = 1\n```\n"
-    assert settled_text("```py\nx = 1\n``") == ""
-    assert settled_text("```py\nx = 1\n\n\nmore\n") == ""  # an open fence swallows blank lines
-    assert settled_text("- a\n- b\n") == ""  # a page view settles whole blocks only
-    assert settled_text("---\n") == "---\n"
-
-
-def test_a_partial_answer_renders_its_settled_part_and_keeps_the_rest_as_text() -> None:
-    text = "## Plan 😀\n\n- one\n- tw"
-    partial = partial_answer(text)
-    assert partial.html == render_markdown("## Plan 😀\n")
-    assert partial.tail == "- one\n- tw"
-    assert partial.settled == utf16_length("## Plan 😀\n\n")  # counted as JavaScript counts
-    assert partial.settled == len("## Plan 😀\n\n") + 1
-    assert partial_answer("plain text") == type(partial)("", 0, "plain text")
 
 
 def test_settled_html_goes_through_the_sanitizer() -> None:

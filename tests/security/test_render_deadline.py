@@ -23,13 +23,13 @@ import pytest
 from chatapp import answer_render, render_jobs, render_pool
 from chatapp.answer_render import render_key
 from chatapp.highlight import LEXERS, highlighted
-from chatapp.live_blocks import BlockSettler
+from chatapp.live_blocks import BlockSettler, PartialAnswer
 from chatapp.models import Conversation, Message
 from chatapp.render_pool import RenderPool
 from chatapp.rendering import PLAIN_TEXT_NOTES
-from chatapp.templatetags.chat import answer_html
+from chatapp.templatetags.chat import answer_html, partial_answer
 from tests.multiprocess.servers import Server, User, prepare_database, sign_in, start_server
-from tests.waiting import eventually
+from tests.waiting import eventually, poll
 
 # A 58-character message that once held the server for 23 s (Pygments' `registry` lexer); at
 # ~60 characters it never returned.
@@ -170,7 +170,10 @@ def test_a_40k_list_in_40_character_deltas_is_parsed_about_once() -> None:
 
 
 @pytest.mark.django_db
-def test_a_page_shows_the_stored_render_and_renders_only_what_has_none(alice: Any) -> None:
+def test_a_page_shows_the_stored_render_and_renders_only_what_has_none(
+    alice: Any, settings: Any
+) -> None:
+    settings.CHAT_RENDER_PAGE_WAIT = 60.0  # the pool's first process starts meanwhile
     conversation = Conversation.objects.create(user=alice, title="t")
     answer = Message.objects.create(conversation=conversation, role="assistant", content="*new*")
     answer.html, answer.html_key = "<p>stored</p>", answer_render.render_key("*new*", [])
@@ -183,6 +186,30 @@ def test_a_page_shows_the_stored_render_and_renders_only_what_has_none(alice: An
 
     answer.content = "*edited*"  # the key no longer matches: rendered again
     assert answer_html(answer) == "<p><em>edited</em></p>\n"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_page_does_not_wait_for_a_slow_render_which_is_kept_for_the_next(
+    alice: Any, settings: Any
+) -> None:
+    settings.CHAT_RENDER_PAGE_WAIT = 0.0  # every sync view shares the thread a wait would hold
+    conversation = Conversation.objects.create(user=alice, title="t")
+    answer = Message.objects.create(conversation=conversation, role="assistant", content="*a*")
+    assert answer_html(answer).startswith(
+        f'<p class="render-fallback">{PLAIN_TEXT_NOTES["pending"]}</p>'
+    )
+
+    def stored() -> bool:
+        answer.refresh_from_db()
+        return answer.html == "<p><em>a</em></p>\n"
+
+    poll(stored, what="the render to be kept", within=60)
+    assert answer_html(answer) == "<p><em>a</em></p>\n"
+
+
+def test_a_page_renders_no_streaming_answer() -> None:
+    message = Message(pk=1, role="assistant", content="- a\n- [ ] b\n" * 1000)
+    assert partial_answer(message) == PartialAnswer("", 0, message.content)
 
 
 # --- A real server stays responsive ---------------------------------------------------------------
@@ -271,19 +298,21 @@ async def test_an_anonymous_request_is_answered_while_a_page_view_renders(
         conversation,
     )
     start = len(server.log_text())
-    view = asyncio.ensure_future(user.get(server, f"/c/{conversation}/"))
+    page = (await user.get(server, f"/c/{conversation}/")).text
+    assert PLAIN_TEXT_NOTES["pending"] in page  # the page did not wait for the render
     await eventually(
         lambda: "Render job render started" in server.log_text()[start:],
-        what="the page's render to start",
+        what="the answer's render to start",
         within=30,
     )
     assert await _login_page(server) == 200
-    assert not view.done()  # the page is still rendering
-    page = (await view).text
+
+    def stored() -> str:
+        sql = "SELECT html FROM chatapp_message WHERE conversation_id = ? AND role = 'assistant'"
+        return str(_query(database, sql, conversation)[0][0])
+
+    assert stored() == ""  # answered while the render still ran
+    await eventually(stored, what="the render to be kept", within=60)
+    assert PLAIN_TEXT_NOTES["deadline"] in stored()  # kept: the next view renders nothing
+    page = (await user.get(server, f"/c/{conversation}/")).text
     assert PLAIN_TEXT_NOTES["deadline"] in page
-    stored = _query(
-        database,
-        "SELECT html FROM chatapp_message WHERE conversation_id = ? AND role = 'assistant'",
-        conversation,
-    )
-    assert PLAIN_TEXT_NOTES["deadline"] in stored[0][0]  # kept: the next view renders nothing
