@@ -74,7 +74,7 @@ def cluster_env(redis_url: str, postgres_url: str, paced_emulator: EmulatorURL) 
         # test_spending_limits.py: its checks of one limit overlap across the two servers
         # (`slow_reservations.py`: only where a limit applies), and each server takes ten sends
         # at once, each request holding a connection while the records thread needs one more.
-        "TEST_SLOW_RESERVATION": "0.1",
+        "TEST_SLOW_RESERVATION": "0.2",
         "DATABASE_POOL_MAX_SIZE": "16",
     }
 

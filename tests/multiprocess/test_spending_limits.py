@@ -1,6 +1,10 @@
 """A spending limit holds across server processes: 20 new chats sent at once, half through each
 Daphne, against a limit with room for 5 worst cases start exactly 5 (the limit rows are locked
-while each turn checks, `chatapp/spending_limits.py`), and the other 15 send nothing upstream."""
+while each turn checks, `chatapp/spending_limits.py`), and the other 15 send nothing upstream.
+
+Without the lock this fails only when the two servers' checks meet at the last slot (6 of 20
+started in one such run); `tests/chatapp/test_spending_limits.py` shows the lock itself on
+PostgreSQL, a second check waiting for the first to commit, every time."""
 
 from __future__ import annotations
 
@@ -81,7 +85,10 @@ async def test_twenty_sends_at_once_against_room_for_five_start_five(
     before = {record.id for record in paced_emulator.app.records.all()}
 
     async def send(server: Server) -> tuple[int, str]:
-        response = await dana.post(server, "/c/new/send/", {"content": "Go", "model": MODEL})
+        async with dana.http(server) as http:
+            # Each server checks its ten one after another, each check slowed (the overlap).
+            data = {"content": "Go", "model": MODEL}
+            response = await http.post("/c/new/send/", data=data, timeout=30)
         return response.status_code, response.text
 
     results = await asyncio.gather(*(send(server_a if i % 2 else server_b) for i in range(20)))
