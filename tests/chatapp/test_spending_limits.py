@@ -573,5 +573,6 @@ async def test_a_settled_cost_pushes_the_new_spend_to_every_socket_of_its_user(
     assert f"You have used 80% of your spending limit this month: {left} left; it resets" in html
     assert await bobs.receive_nothing(timeout=0.5)
     await workers_done()
+    assert await elsewhere.receive_nothing(timeout=0.5)  # one message for the cost, none per token
     await elsewhere.disconnect()
     await bobs.disconnect()
