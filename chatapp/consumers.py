@@ -21,6 +21,7 @@ import time
 from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
+from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.urls import reverse
@@ -124,12 +125,18 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
             logger.info("Closing a websocket of %s: its session ended", self.user)
             await self.close(code=session_sockets.CLOSE_SIGNED_OUT)
 
+    def _may_watch(self, conversation_pk: int) -> tuple[bool, bool]:
+        """Whether the session still signs the user in, and whether they own the conversation:
+        one thread hop for both, as a watch took before the session was checked."""
+        signed_in = session_sockets.signed_in_as(self.scope, self.user.pk)
+        return signed_in, Conversation.objects.filter(pk=conversation_pk, user=self.user).exists()
+
     async def _watch(self, conversation_pk: int) -> None:
-        if not await session_sockets.still_signed_in(self.scope, self.user.pk):
+        signed_in, owned = await database_sync_to_async(self._may_watch)(conversation_pk)
+        if not signed_in:
             logger.info("Closing a websocket of %s on watch: its session ended", self.user)
             await self.close(code=session_sockets.CLOSE_SIGNED_OUT)
             return
-        owned = await Conversation.objects.filter(pk=conversation_pk, user=self.user).aexists()
         if not owned:
             await self.send(text_data=orjson.dumps(ws_protocol.not_found(conversation_pk)).decode())
             return

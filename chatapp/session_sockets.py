@@ -64,15 +64,16 @@ def ends(message: CheckMessage, session_key: str | None) -> bool | None:
 
 async def still_signed_in(scope: dict[str, Any], user_pk: int) -> bool:
     """Whether the socket's session still signs in the user it was opened for, read afresh."""
-    session = scope.get("session")
-    key = None if session is None else session.session_key
-    if key is None:
-        return False
-    signed_in: bool = await database_sync_to_async(_signed_in_as)(key, user_pk)
+    signed_in: bool = await database_sync_to_async(signed_in_as)(scope, user_pk)
     return signed_in
 
 
-def _signed_in_as(session_key: str, user_pk: int) -> bool:
+def signed_in_as(scope: dict[str, Any], user_pk: int) -> bool:
+    """`still_signed_in`, for a caller already on a thread that may query the database."""
+    session = scope.get("session")
+    session_key = None if session is None else session.session_key
+    if session_key is None:
+        return False
     engine = import_module(settings.SESSION_ENGINE)
     request = SimpleNamespace(session=engine.SessionStore(session_key))
     user = auth.get_user(request)  # type: ignore[arg-type]  # it reads only `.session`
