@@ -130,6 +130,9 @@ class LiveState:
     def for_answer(cls, doc_id: str) -> LiveState:
         """The state of an answer whose blocks render as its final render will (`doc_id`, and
         the citations arrived so far)."""
+        from . import render_pool
+
+        render_pool.warm()  # its processes start while the gateway thinks
         state = cls()
         sent = state.sent
         state.blocks = BlockSettler(doc_id, lambda: [citation(a) for a in sent.annotations])

@@ -12,10 +12,11 @@ plain text, marked (`rendering.plain_text_html`, through the one sanitizer).
   for the loop: a thread of the pool's own waits on the process's pipe, which holds no GIL.
 - Bounded: at most `CHAT_RENDER_WORKERS` jobs run and `CHAT_RENDER_QUEUE` wait; a job that finds
   the queue full, or waits longer than a deadline for a process, fails at once as `"busy"`.
-- Lazy and cheap: nothing starts until the first job; a process starts when a job needs one and
-  none is idle, and serves job after job. Each is a fresh interpreter (`python -c`, over a socket
-  pair), not a fork: the server's loop, threads and sockets are not copied into it, and unlike
-  multiprocessing's `spawn` it does not run the server's main module again.
+- Lazy and cheap: nothing starts until an answer starts (`warm`, from `LiveState.for_answer`)
+  or a job needs a process and none is idle; a process serves job after job. Each is a fresh
+  interpreter (`python -c`, over a socket pair), not a fork: the server's loop, threads and
+  sockets are not copied into it, and unlike multiprocessing's `spawn` it does not run the
+  server's main module again.
 - A process exits when its pipe closes (the server died); `shutdown` (at exit) kills the rest.
 - Processes run at a lower priority (`NICENESS`): on a busy machine requests are served first.
 
@@ -46,7 +47,7 @@ from django.conf import settings
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Failure", "RenderPool", "pool", "run", "run_sync", "shutdown"]
+__all__ = ["Failure", "RenderPool", "pool", "run", "run_sync", "shutdown", "warm"]
 
 type FailureKind = Literal["deadline", "crashed", "busy"]
 
@@ -104,6 +105,7 @@ class RenderPool:
         self._waiting = 0
         self._threads = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="render-wait")
         self._async_waiting = 0
+        self._warming = 0
         self.replaced = 0  # processes killed at the deadline or found dead
 
     def pids(self) -> list[int]:
@@ -192,11 +194,38 @@ class RenderPool:
             raise
         return worker
 
+    def warm(self) -> None:
+        """Start the pool's processes in the background, if they are not all running: a new
+        process takes a second or more to import the renderer, which the first answer's blocks
+        should not wait for."""
+        with self._lock:
+            missing = self.workers - len(self._idle) - len(self._running) - self._warming
+            if missing <= 0:
+                return
+            self._warming += missing
+
+        def start() -> None:
+            for _ in range(missing):
+                try:
+                    self._give_back(self._take())
+                except (EOFError, OSError):
+                    logger.warning("A render process did not start")
+                finally:
+                    with self._lock:
+                        self._warming -= 1
+
+        threading.Thread(target=start, name="render-warm", daemon=True).start()
+
     def _give_back(self, worker: _Process) -> None:
         worker.jobs += 1
         with self._lock:
             self._running.discard(worker)
-            self._idle.append(worker)
+            extra = len(self._idle) + len(self._running) >= self.workers
+            if not extra:
+                self._idle.append(worker)
+        if extra:  # a job and `warm` both started one
+            _end(worker)
+            worker.conn.close()
 
     def _discard(self, worker: _Process, why: str) -> None:
         logger.warning("Render process %s %s: replaced", worker.process.pid, why)
@@ -255,6 +284,11 @@ def shutdown() -> None:
         found, _pool = _pool, None
     if found is not None:
         found.shutdown()
+
+
+def warm() -> None:
+    """`RenderPool.warm` for the process's pool."""
+    pool().warm()
 
 
 def run_sync(function: Callable[..., Any], *args: object) -> object | Failure:
