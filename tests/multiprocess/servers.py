@@ -176,13 +176,21 @@ class Socket:
     def __init__(self, connection: ClientConnection) -> None:
         self.connection = connection
         self.received: list[tuple[float, dict[str, Any]]] = []
+        # The user's spend, pushed to every tab whenever one of their costs settles (a cost from
+        # an earlier test's answer too): the page's, not a reply to anything this socket sent.
+        self.spend_pushes: list[dict[str, Any]] = []
 
     async def send(self, message: dict[str, Any]) -> None:
         await self.connection.send(orjson.dumps(message).decode())
 
     async def next(self, within: float) -> dict[str, Any]:
+        """The next message about what this socket watches or asked (spend pushes kept apart)."""
         async with asyncio.timeout(within):
-            message: dict[str, Any] = ws_protocol.decode(await self.connection.recv())
+            while True:
+                message: dict[str, Any] = ws_protocol.decode(await self.connection.recv())
+                if message.get("t") != "spend":
+                    break
+                self.spend_pushes.append(message)
         self.received.append((time.monotonic(), message))
         return message
 

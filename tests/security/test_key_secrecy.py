@@ -68,7 +68,7 @@ async def answer_of(
             )
             texts.append(speech.text)
             texts.append((await http.get(f"/m/{message}/speech/state/")).text)
-    frames = [frame for _, frame in socket.received]
+    frames = [frame for _, frame in socket.received] + socket.spend_pushes
     return message, frames, "\n".join(texts) + repr(frames)
 
 
