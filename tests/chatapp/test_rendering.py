@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from chatapp.highlight import MAX_CODE_CHARS, stylesheet
+from chatapp.highlight import MAX_CODE_CHARS, lexer_name, stylesheet
 from chatapp.rendering import ALLOWED_TAGS, doc_id_for, render_markdown, sanitize
 
 
@@ -292,3 +292,20 @@ def test_nothing_executable_survives_the_new_markup(text: str) -> None:
         href = attrs.get("href") or ""
         assert not href or href.startswith(("https://", "#fn"))
     assert "<script" not in html
+
+
+def test_a_fence_is_highlighted_only_in_an_allowed_language_by_any_of_its_names() -> None:
+    assert lexer_name("Py") == lexer_name("python3") == "python"
+    assert lexer_name("c++") == "cpp"
+    assert lexer_name("registry") is None  # Pygments has it; it backtracks without end
+    assert lexer_name("text") is None
+    assert 'class="k"' in render_markdown("```PY\ndef f(): pass\n```")
+
+
+def test_task_lists_render_as_the_plugin_rendered_them() -> None:
+    from markdown_it import MarkdownIt
+    from mdit_py_plugins.tasklists import tasklists_plugin
+
+    text = "- [ ] a\n- [x] b *c*\n- [X] d\n- plain\n\n1. [ ] e\n   - [x] nested\n\n[ ] not a list\n"
+    plugin = MarkdownIt("commonmark").use(tasklists_plugin).render(text)
+    assert render_markdown(text) == sanitize(plugin)
