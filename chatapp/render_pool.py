@@ -18,7 +18,8 @@ plain text, marked (`rendering.plain_text_html`, through the one sanitizer).
   sockets are not copied into it, and unlike multiprocessing's `spawn` it does not run the
   server's main module again.
 - A process exits when its pipe closes (the server died); `shutdown` (at exit) kills the rest.
-- Processes run at a lower priority (`NICENESS`): on a busy machine requests are served first.
+- Processes run at a lower priority (`NICENESS`): on a busy machine requests are served first;
+  and within `MEMORY_LIMIT`, so a render that would take the machine's memory fails instead.
 
 A job is a module-level function and its arguments, pickled by reference: the processes import
 `chatapp.render_jobs`, whose import warms the renderer, so a new process is ready for the first job.
@@ -30,6 +31,7 @@ import asyncio
 import atexit
 import logging
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -63,6 +65,7 @@ class Failure:
 
 _READY = "ready"
 NICENESS = 10  # renders are background work: a busy machine serves requests first
+MEMORY_LIMIT = 1 << 30  # bytes of address space a process may map: a job past it fails
 STARTUP_TIMEOUT = 60.0  # seconds a new process may take to import the renderer (not a job's time)
 
 
@@ -77,6 +80,7 @@ def serve(fd: int) -> None:
     """A pool process (`python -c`): run jobs from the socket `fd` until it closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the server's; it ends us
     os.nice(NICENESS)  # the server's own process comes first for the CPU
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
     conn = Connection(fd)
     import chatapp.render_jobs  # noqa: F401  (the renderer, imported before the first job)
 

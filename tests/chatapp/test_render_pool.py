@@ -59,6 +59,12 @@ def test_a_job_that_raises_fails_and_its_process_serves_on(pool: RenderPool) -> 
     assert pool.replaced == 0
 
 
+def test_a_job_past_its_memory_fails_and_its_process_serves_on(pool: RenderPool) -> None:
+    result = pool.run_sync(jobs.allocate, 2048)
+    assert result == Failure("crashed", "MemoryError: ")
+    assert pool.run_sync(jobs.allocate, 16) == 16 << 20
+
+
 async def test_the_loop_only_awaits_while_a_job_runs(pool: RenderPool) -> None:
     ticks = 0
     job = asyncio.ensure_future(pool.run(jobs.sleep, 0.5))
