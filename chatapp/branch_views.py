@@ -36,7 +36,7 @@ async def edit_message(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     async def create(user: User, owner_channel: str) -> Turn:
         choice = await _chosen(model)
         kind, images = await made_by(request, *choice)
-        return await persistence.on_record_thread(
+        return await persistence.on_record_thread_from_view(
             create_edit, user, pk, text, choice, owner_channel, kind, images
         )
 

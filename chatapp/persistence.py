@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from asgiref.sync import sync_to_async
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
@@ -57,6 +58,24 @@ async def on_record_thread[**P, R](
     waiting and is better told at once)."""
     call = functools.partial(function, *args, **kwargs)
     return await asyncio.get_running_loop().run_in_executor(_executor, call)
+
+
+def _give_back_connection() -> None:
+    if not connection.in_atomic_block:
+        connection.close()  # with a pool: back to it, not closed
+
+
+async def on_record_thread_from_view[**P, R](
+    function: Callable[P, R], *args: P.args, **kwargs: P.kwargs
+) -> R:
+    """`on_record_thread` for a view: first its request's thread gives its database connection
+    back, when connections come from a pool (PostgreSQL). Each request reads its session, user
+    and options on its own thread, which keeps the connection it borrowed until the request
+    ends; a burst of requests waiting here with one each emptied the pool (10 sends, a pool of
+    10), the records thread got none, and every send hung until the pool's timeout."""
+    if connection.settings_dict.get("OPTIONS", {}).get("pool"):
+        await sync_to_async(_give_back_connection)()  # on the request's thread
+    return await on_record_thread(function, *args, **kwargs)
 
 
 def _on_final_thread[**P, R](function: Callable[P, R]) -> Callable[P, Awaitable[R]]:

@@ -35,7 +35,7 @@ from gateway_client.errors import GatewayError
 
 from . import reading_records, reading_stream
 from .errors import ChatAppError
-from .persistence import on_record_thread
+from .persistence import on_record_thread_from_view
 from .rate_limits import RateLimited
 from .reading_records import NoSuchAnswer, ReadingRefused
 
@@ -75,7 +75,7 @@ async def read_aloud(request: AuthenticatedRequest, pk: int) -> HttpResponseBase
     if request.headers.get("Sec-Fetch-Site") != "same-origin":
         return _refused(CROSS_SITE, 403)
     user = await request.auser()
-    stored = await on_record_thread(reading_records.stored_audio, user, pk)
+    stored = await on_record_thread_from_view(reading_records.stored_audio, user, pk)
     if stored is not None:
         return _audio(bytes(stored.data), stored.media_type)
     try:
@@ -106,10 +106,10 @@ async def reading_state(request: AuthenticatedRequest, pk: int) -> JsonResponse:
     """The newest reading of the answer `pk`: its status, what went wrong in words, and why a
     new reading would be refused now ("": it would not)."""
     user = await request.auser()
-    generation = await on_record_thread(reading_records.newest_reading, user, pk)
+    generation = await on_record_thread_from_view(reading_records.newest_reading, user, pk)
     if generation is None:
         raise Http404("This answer has not been read aloud.")
-    refused = await on_record_thread(reading_records.refusal, user, pk)
+    refused = await on_record_thread_from_view(reading_records.refusal, user, pk)
     response = JsonResponse(
         {"status": generation.status, "error": generation.error_message, "refused": refused}
     )

@@ -204,7 +204,7 @@ def _answer_model(user: User, pk: int) -> tuple[int | None, str] | None:
 async def check_answer_model(user: User, pk: int) -> None:
     """`ModelUnavailable` when the answer `pk`'s model, which a retry or continuation keeps, is
     not one its gateway lists (now, or when it was written: an older answer was not checked)."""
-    found = await persistence.on_record_thread(_answer_model, user, pk)
+    found = await persistence.on_record_thread_from_view(_answer_model, user, pk)
     if found is not None:
         await listed_models(await aconfig_for(found[0]), found[1])
 
@@ -228,7 +228,7 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
                 options, tools = chosen
                 context = first_context(checked_message(text, model))
                 early = worker.open_early(config, model, context, options=options, tools=tools)
-        turn = await persistence.on_record_thread(
+        turn = await persistence.on_record_thread_from_view(
             create_turn,
             user,
             pk,
@@ -290,10 +290,12 @@ async def retry(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     async def create(user: User, owner_channel: str) -> Turn:
         if not value:
             await check_answer_model(user, pk)
-            return await persistence.on_record_thread(create_retry, user, pk, None, owner_channel)
+            return await persistence.on_record_thread_from_view(
+                create_retry, user, pk, None, owner_channel
+            )
         choice = await _chosen(value)
         kind, images = await made_by(request, *choice)
-        return await persistence.on_record_thread(
+        return await persistence.on_record_thread_from_view(
             create_retry, user, pk, choice, owner_channel, kind, images
         )
 
@@ -307,7 +309,9 @@ async def continue_answer(request: AuthenticatedRequest, pk: int) -> HttpRespons
 
     async def create(user: User, owner_channel: str) -> Turn:
         await check_answer_model(user, pk)
-        return await persistence.on_record_thread(create_continuation, user, pk, owner_channel)
+        return await persistence.on_record_thread_from_view(
+            create_continuation, user, pk, owner_channel
+        )
 
     return await start_version(request, create)
 

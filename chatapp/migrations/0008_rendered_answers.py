@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [("chatapp", "0007_tools_images_speech")]
 
-    operations: list[migrations.operations.base.Operation] = [
+    operations = [
         migrations.AddField(
             model_name="message",
             name="html",

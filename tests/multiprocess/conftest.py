@@ -72,10 +72,8 @@ def cluster_env(redis_url: str, postgres_url: str, paced_emulator: EmulatorURL) 
         "PYTHONUNBUFFERED": "1",
         "TEST_CHAT_SWEEP_INTERVAL": "0",
         # test_spending_limits.py: its checks of one limit overlap across the two servers
-        # (`slow_reservations.py`: only where a limit applies), and each server takes ten sends
-        # at once, each request holding a connection while the records thread needs one more.
+        # (`slow_reservations.py`: only where a limit applies).
         "TEST_SLOW_RESERVATION": "0.2",
-        "DATABASE_POOL_MAX_SIZE": "16",
     }
 
 
