@@ -17,9 +17,13 @@ message of type `chat.forward`, so a consumer forwards them without decoding or 
   else the final while it is small enough); the browser shows each in place of the one before
   for its index. A checked raster `data:` URL (`image_checks.py`); a snapshot carries the newest
   of every index.
-- `settled`: `[start, end, html]`, the sanitized HTML of the answer's content from UTF-16 offset
-  `start` to `end`, sent once when those blocks settle (`live_blocks.py`); the browser shows the
-  content after `end` as text. A delta's `start` is the previous `end`.
+- `settled`: `[start, end, html]` or `[start, end, html, join, split]`, the sanitized HTML of the
+  answer's content from UTF-16 offset `start` to `end`, sent once when it settles
+  (`live_blocks.py`); the browser shows the content after `end` as text. A delta's `start` is the
+  previous `end`. With `join` (the open block's tag: `ul`, `ol`, `blockquote`, `p`, `table`,
+  `tbody`; or `=`), the first `split` UTF-16 units of `html` go into the element of the block
+  still open (list items, table rows and lines settle on their own), or replace it (`=`: the
+  block turned out to be another, a loose list or a setext heading); the rest follows it.
 - `{"t": "snapshot", "g": id, "seq": n, "content", "reasoning", "tool_calls", ..., "settled"}`:
   everything up to and including delta `n` (`settled` starts at 0).
 - `{"t": "done", "g": id, "seq": n, "status", "next"?}`: terminal; the browser fetches the final
