@@ -14,6 +14,7 @@ let socket = null;
 let watched = null; // the conversation this socket was last told to watch
 let retryDelay = 250;
 let reconnectTimer = null;
+const SESSION_ENDED = 4401; // the server's close code for a socket without a valid session
 
 function streamFor(el) {
   const id = Number(el.dataset.generation);
@@ -616,11 +617,18 @@ function connect() {
     }
     handle(Array.isArray(msg) ? deltaFrom(msg) : msg);
   };
-  ws.onclose = () => {
+  ws.onclose = (event) => {
     if (socket !== ws) return;
     socket = null;
     watched = null;
     document.body.dataset.socket = "closed";
+    if (event.code === SESSION_ENDED && holder.dataset.loginPath) {
+      // Signed out (here or in another tab), password changed or deactivated: reconnecting would
+      // be refused for ever; sign in again and come back here.
+      const back = encodeURIComponent(location.pathname + location.search);
+      location.assign(`${holder.dataset.loginPath}?next=${back}`);
+      return;
+    }
     reconnectTimer = setTimeout(connect, retryDelay);
     retryDelay = Math.min(retryDelay * 2, 5000);
   };
