@@ -173,5 +173,4 @@ def _download(text: str, content_type: str, filename: str) -> HttpResponse:
     response["Content-Disposition"] = content_disposition_header(True, filename)
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
-    response["Cache-Control"] = "private"
     return response

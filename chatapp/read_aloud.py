@@ -57,7 +57,6 @@ def _audio(
         response = HttpResponse(content, content_type=media_type)
     else:
         response = StreamingHttpResponse(content, content_type=media_type)
-    response["Cache-Control"] = "no-store"  # a reading is the user's, and each fetch may bill
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
     return response
@@ -113,5 +112,4 @@ async def reading_state(request: AuthenticatedRequest, pk: int) -> JsonResponse:
     response = JsonResponse(
         {"status": generation.status, "error": generation.error_message, "refused": refused}
     )
-    response["Cache-Control"] = "no-store"
     return response

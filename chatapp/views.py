@@ -353,7 +353,6 @@ def message_source(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     response = HttpResponse(message.content, content_type="text/plain; charset=utf-8")
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
-    response["Cache-Control"] = "private"
     return response
 
 
@@ -417,5 +416,4 @@ def attachment(request: AuthenticatedRequest, pk: int, index: int) -> HttpRespon
         response["Content-Disposition"] = disposition
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
-    response["Cache-Control"] = "private"
     return response
