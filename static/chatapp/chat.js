@@ -359,7 +359,13 @@ function onSnapshot(st, msg) {
   part(st, ".tool-calls-pane").hidden = true;
   part(st, ".citations").textContent = "";
   part(st, ".citations").hidden = true;
-  part(st, ".attachments").textContent = "";
+  // An image generation's figures stay: the snapshot's previews go into them by index, so a
+  // picture is replaced in place, never removed and drawn again.
+  for (const child of [...part(st, ".attachments").childNodes]) {
+    if (!(child instanceof Element && child.matches("figure.generated-image[data-index]"))) {
+      child.remove();
+    }
+  }
   applyParts(st, { ...msg, content: "", reasoning: "", settled: null });
   st.seq = msg.seq;
   drainHeld(st);
