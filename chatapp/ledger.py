@@ -9,7 +9,8 @@ summary's integer sums on SQLite, numeric on PostgreSQL), then deletes those gen
 
 The rows are taken in batches of primary keys, each locked (`SELECT ... FOR UPDATE` on
 PostgreSQL; SQLite has one writer) before it is summed and deleted, so a cost settled meanwhile
-is either in the sum or waits for the fold. A generation still streaming is left for a later run.
+is either in the sum or waits for the fold. A generation still streaming, or whose cost is still
+pending (it settles later, and a folded row could not take it), is left for a later run.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ class FoldReport:
     last_day: datetime.date | None
     per_unit: tuple[UnitFolded, ...]
     dry_run: bool
+    pending: int = 0
+    """Finished generations before the day left unfolded: their cost is still pending."""
 
 
 @dataclass(slots=True)
@@ -115,13 +118,16 @@ def _sum_batch(batch: Any, groups: dict[tuple[Any, ...], _Sums]) -> None:
 
 
 def fold(before: datetime.date, *, dry_run: bool = False) -> FoldReport:
-    """Fold every finished generation started before `before` (UTC) into daily totals and
-    delete it, in one transaction; with `dry_run`, only say what would be folded."""
+    """Fold every finished generation started before `before` (UTC) whose cost is not pending
+    into daily totals and delete it, in one transaction; with `dry_run`, only say what would be
+    folded."""
     groups: dict[tuple[Any, ...], _Sums] = {}
     with transaction.atomic():
-        candidates = Generation.objects.filter(started_at__lt=_midnight(before)).exclude(
+        started = Generation.objects.filter(started_at__lt=_midnight(before)).exclude(
             status=Generation.Status.STREAMING
         )
+        pending = started.filter(cost_source=Generation.CostSource.PENDING).count()
+        candidates = started.exclude(cost_source=Generation.CostSource.PENDING)
         pks = list(candidates.order_by("pk").values_list("pk", flat=True))
         for chunk in itertools.batched(pks, BATCH):
             batch = Generation.objects.filter(pk__in=chunk)
@@ -151,6 +157,7 @@ def fold(before: datetime.date, *, dry_run: bool = False) -> FoldReport:
         last_day=max(days, default=None),
         per_unit=per_unit,
         dry_run=dry_run,
+        pending=pending,
     )
 
 

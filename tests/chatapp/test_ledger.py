@@ -279,8 +279,9 @@ def test_folding_changes_no_total(
 
     report = ledger.fold(TODAY - datetime.timedelta(days=5))
 
-    assert report.generations == 9, "all but the streaming one and the last five days'"
-    assert Generation.objects.count() == 3
+    assert report.generations == 8, "all but the streaming, the pending and the last five days'"
+    assert report.pending == 1
+    assert Generation.objects.count() == 4
     assert LedgerDay.objects.count() == report.daily_totals < report.generations
     assert _everything(admin, query, [alice, bob]) == before
 
@@ -353,6 +354,28 @@ def test_the_command_folds_and_a_dry_run_changes_nothing(
     out = io.StringIO()
     call_command("fold_ledger", "--before", cutoff, stdout=out)
     assert out.getvalue() == f"No finished generations started before {cutoff}.\n"
+
+
+def test_a_pending_cost_is_left_unfolded_and_counts_once_it_settles(
+    alice: Any, numes: Gateway
+) -> None:
+    generation(alice, numes, days_ago=10, cost="0.5")
+    pending = generation(alice, numes, days_ago=10, cost=None, source="pending", status="failed")
+    cutoff = (TODAY - datetime.timedelta(days=5)).isoformat()
+
+    out = io.StringIO()
+    call_command("fold_ledger", "--before", cutoff, stdout=out)
+
+    assert out.getvalue().endswith(
+        "Left 1 generation(s) whose cost is still pending, for a later run.\n"
+    )
+    assert list(Generation.objects.values_list("pk", flat=True)) == [pending.pk]
+    Generation.objects.filter(pk=pending.pk).update(
+        cost=Decimal("0.25"), cost_unit="usd", cost_source="record"
+    )
+    call_command("fold_ledger", "--before", cutoff, stdout=io.StringIO())
+    assert not Generation.objects.exists()
+    assert sum(day.cost for day in LedgerDay.objects.all()) == Decimal("0.75")
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,9 @@
 
 Folds every finished generation started before DAY (UTC) into daily totals per user, model,
 gateway, kind, status, unit and cost source, then deletes those generations, in one transaction
-(`chatapp.ledger`): every total (the sidebar's month, the admin's list and summary, the CSV) is
-the same before and after. The only way generations are ever deleted.
+(`chatapp.ledger`); one whose cost is still pending is left (and counted in the output) for a
+later run, since its cost settles after. Every total (the sidebar's month, the admin's list and
+summary, the CSV) is the same before and after. The only way generations are ever deleted.
 """
 
 from __future__ import annotations
@@ -46,11 +47,16 @@ class Command(BaseCommand):
         report = ledger.fold(before, dry_run=options["dry_run"])
         if not report.generations:
             self.stdout.write(f"No finished generations started before {before}.")
-            return
-        verb = "Would fold" if report.dry_run else "Folded"
-        self.stdout.write(
-            f"{verb} {report.generations:,} generation(s) from {report.first_day} to "
-            f"{report.last_day} into {report.daily_totals:,} daily total(s):"
-        )
-        for unit in report.per_unit:
-            self.stdout.write(f"  {unit}")
+        else:
+            verb = "Would fold" if report.dry_run else "Folded"
+            self.stdout.write(
+                f"{verb} {report.generations:,} generation(s) from {report.first_day} to "
+                f"{report.last_day} into {report.daily_totals:,} daily total(s):"
+            )
+            for unit in report.per_unit:
+                self.stdout.write(f"  {unit}")
+        if report.pending:
+            self.stdout.write(
+                f"Left {report.pending:,} generation(s) whose cost is still pending, for a "
+                "later run."
+            )
