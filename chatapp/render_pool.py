@@ -107,7 +107,9 @@ class RenderPool:
         self._idle: list[_Process] = []
         self._running: set[_Process] = set()
         self._waiting = 0
-        self._threads = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="render-wait")
+        # A thread for every job `run` admits, so each waits on the timed `_slots`, never in the
+        # executor's own queue, which has no deadline.
+        self._threads = ThreadPoolExecutor(workers + queue, thread_name_prefix="render-wait")
         self._async_waiting = 0
         self._warming = 0
         self.replaced = 0  # processes killed at the deadline or found dead

@@ -103,3 +103,22 @@ def test_an_answer_past_the_deadline_shows_as_marked_plain_text(settings: object
         assert quick.html == "<p><em>fine</em></p>\n"
     finally:
         render_pool.shutdown()
+
+
+async def test_a_flood_of_slow_jobs_waits_no_longer_than_a_deadline_each() -> None:
+    pool = RenderPool(workers=1, deadline=0.5, queue=3)
+    try:
+        assert isinstance(pool.run_sync(jobs.pid), int)  # a process is up: no start to wait on
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+
+        async def timed() -> tuple[object, float]:
+            result = await pool.run(jobs.sleep, 30.0)
+            return result, loop.time() - began
+
+        finished = await asyncio.gather(*(timed() for _ in range(4)))
+        results = [result for result, _ in finished]
+        assert results.count(Failure("busy", "no render process was free")) == 3
+        assert max(elapsed for _, elapsed in finished) < 4 * pool.deadline
+    finally:
+        pool.shutdown()
