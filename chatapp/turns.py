@@ -246,6 +246,10 @@ def _start(
         gateway.pk, gateway.cost_unit, model, messages, max_tokens, kind
     )
     spend = spending_limits.reserve(conversation.user_id, gateway.pk, ceiling, kind)
+    if spend is not None and max_tokens is None:
+        # The budget reserved goes upstream, so the gateway holds the answer to it: hidden
+        # reasoning is billed but never reaches the worker's check as it streams.
+        max_tokens = spend.ceiling.completion_tokens
     generation = Generation.objects.create(
         message=assistant,
         conversation=conversation,

@@ -5,6 +5,7 @@ hard stop mid-stream, and the spend pushed to the user's sockets when a cost set
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import threading
 from decimal import Decimal
@@ -268,6 +269,26 @@ async def test_the_conversations_budget_is_its_ceiling_and_a_limit_with_room_sta
     await workers_done()
 
 
+async def test_with_a_limit_and_no_budget_set_the_reserved_budget_goes_upstream(
+    alice: Any, upstream: UpstreamLog
+) -> None:
+    await priced("emulator/chat")
+    free = await start_turn(alice, "Otters?", "emulator/chat")
+    worker.start(free.job)
+    assert (await upstream.one(scenario="chat")).max_tokens is None, "no limit: none is sent"
+    await workers_done()
+    await limit("10", user=alice)
+
+    turn = await start_turn(alice, "Otters?", "emulator/chat")
+    worker.start(turn.job)
+
+    (record,) = await eventually(lambda: upstream.new(scenario="chat")[1:], what="the second")
+    assert record.max_tokens == spending_limits.DEFAULT_CEILING_TOKENS
+    assert turn.generation.max_tokens == spending_limits.DEFAULT_CEILING_TOKENS
+    await upstream.finished(record)
+    await workers_done()
+
+
 async def test_every_way_of_starting_an_answer_is_checked(
     alice: Any, upstream: UpstreamLog
 ) -> None:
@@ -438,7 +459,8 @@ async def test_an_answer_whose_cost_crosses_the_limit_is_stopped_there_upstream_
     await limit("0.3", user=alice)  # 300 tokens at a tenth of a cent
     turn = await start_turn(alice, "Tell me everything.", model)
     assert turn.generation.spend_ceiling == Decimal("0.1")
-    worker.start(turn.job)
+    # The reserved budget is sent as `max_tokens`; a gateway that ignores it is held here.
+    worker.start(dataclasses.replace(turn.job, max_tokens=None))
     record = await upstream.finished(await upstream.one(scenario="long"), within=20)
     assert record.final_outcome == "cancelled"
     assert record.cancelled_at is not None
