@@ -2,7 +2,8 @@
 
 The worker renders an answer as it ends (`LiveState.take_last_delta`, through the pool from the
 loop) and `persistence.save_final` stores it with its `render_key`: a digest of the renderer's
-`RENDERER_VERSION`, the content and the citations, so a stored render is used only for exactly
+`RENDERER_VERSION`, the content, the citations and the `doc_id` its footnote ids carry, so a
+stored render is used only for exactly
 what it rendered, whatever changed the row since. A page view only reads it (`stored_html`). A
 row without a matching one (an answer the sweep interrupted, an older row, a renderer since
 changed) is rendered through the pool from the view's thread, and stored.
@@ -34,27 +35,30 @@ type Citations = Sequence[Mapping[str, object]]
 
 @dataclass(frozen=True, slots=True)
 class RenderedAnswer:
-    """The HTML of `text` with `citations`; `keep` unless it is a fallback for a busy pool."""
+    """The HTML of `text` with `citations` under `doc_id`; `keep` unless it is a fallback for a
+    busy pool."""
 
     text: str
     citations: list[dict[str, object]]
+    doc_id: str
     html: str
     keep: bool
 
 
-def _rendered(text: str, citations: Citations, result: object) -> RenderedAnswer:
+def _rendered(text: str, citations: Citations, doc_id: str, result: object) -> RenderedAnswer:
     cited = [dict(item) for item in citations]
     if isinstance(result, str):
-        return RenderedAnswer(text, cited, result, keep=True)
+        return RenderedAnswer(text, cited, doc_id, result, keep=True)
     kind = result.kind if isinstance(result, render_pool.Failure) else "crashed"
-    return RenderedAnswer(text, cited, plain_text_html(text, kind), keep=kind != "busy")
+    html = plain_text_html(text, kind)
+    return RenderedAnswer(text, cited, doc_id, html, keep=kind != "busy")
 
 
 def render_answer_sync(text: str, citations: Citations, doc_id: str) -> RenderedAnswer:
     if not text:
-        return RenderedAnswer(text, [dict(c) for c in citations], "", keep=True)
+        return RenderedAnswer(text, [dict(c) for c in citations], doc_id, "", keep=True)
     result = render_pool.run_sync(render_jobs.render, text, list(citations), doc_id)
-    return _rendered(text, citations, result)
+    return _rendered(text, citations, doc_id, result)
 
 
 async def render_answer(
@@ -62,9 +66,9 @@ async def render_answer(
 ) -> RenderedAnswer:
     """`render_answer_sync` for the loop; `run` is the pool's (`render_pool.run`) unless given."""
     if not text:
-        return RenderedAnswer(text, [dict(c) for c in citations], "", keep=True)
+        return RenderedAnswer(text, [dict(c) for c in citations], doc_id, "", keep=True)
     result = await (run or render_pool.run)(render_jobs.render, text, list(citations), doc_id)
-    return _rendered(text, citations, result)
+    return _rendered(text, citations, doc_id, result)
 
 
 def citations_of(message: Message) -> list[dict[str, object]]:
@@ -73,21 +77,22 @@ def citations_of(message: Message) -> list[dict[str, object]]:
     return [item if isinstance(item, dict) else {} for item in stored]
 
 
-def render_key(text: str, citations: Citations) -> str:
-    """What a render is of: the renderer's version, the text and what it reads of citations."""
+def render_key(text: str, citations: Citations, doc_id: str) -> str:
+    """What a render is of: the renderer's version, the text, what it reads of citations, and
+    the `doc_id` its footnote ids carry (two messages of the same text render differently)."""
     cited = [[item.get("url"), item.get("title")] for item in citations]
-    digest = hashlib.sha256(orjson.dumps([RENDERER_VERSION, text, cited], default=str))
+    digest = hashlib.sha256(orjson.dumps([RENDERER_VERSION, text, cited, doc_id], default=str))
     return digest.hexdigest()
 
 
 def keep(message: Message, rendered: RenderedAnswer | None) -> None:
     """Set `message.html` from `rendered` if it is the render of what the message now holds
     (else clear it: the next view renders it); the caller saves the message."""
-    key = render_key(message.content, citations_of(message))
+    key = render_key(message.content, citations_of(message), doc_id_for(message.pk))
     if (
         rendered is not None
         and rendered.keep
-        and render_key(rendered.text, rendered.citations) == key
+        and render_key(rendered.text, rendered.citations, rendered.doc_id) == key
     ):
         message.html, message.html_key = rendered.html, key
     else:
@@ -101,7 +106,7 @@ def stored_html(message: Message) -> str:
     it, the answer shows as plain text for now, and its render is stored once done, for the
     next view."""
     citations = citations_of(message)
-    key = render_key(message.content, citations)
+    key = render_key(message.content, citations, doc_id_for(message.pk))
     if message.html_key == key:
         return message.html
     job = _rendering(message.pk, message.content, citations, key)
@@ -140,7 +145,9 @@ def _rendering(pk: int, text: str, citations: Citations, key: str) -> _Job:
             return found
         job = _Job(Future())
         if len(_under_way) >= MAX_UNDER_WAY:
-            job.future.set_result(_rendered(text, citations, render_pool.Failure("busy")))
+            job.future.set_result(
+                _rendered(text, citations, doc_id_for(pk), render_pool.Failure("busy"))
+            )
             return job
         _under_way[key] = job
 
@@ -166,7 +173,7 @@ def _rendering(pk: int, text: str, citations: Citations, key: str) -> _Job:
 
 
 def _store(pk: int, key: str, rendered: RenderedAnswer) -> None:
-    if rendered.keep and render_key(rendered.text, rendered.citations) == key:
+    if rendered.keep and render_key(rendered.text, rendered.citations, rendered.doc_id) == key:
         Message.objects.filter(pk=pk, content=rendered.text).update(
             html=rendered.html, html_key=key
         )

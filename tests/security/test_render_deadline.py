@@ -26,7 +26,7 @@ from chatapp.highlight import LEXERS, highlighted
 from chatapp.live_blocks import BlockSettler, PartialAnswer
 from chatapp.models import Conversation, Message
 from chatapp.render_pool import RenderPool
-from chatapp.rendering import PLAIN_TEXT_NOTES
+from chatapp.rendering import PLAIN_TEXT_NOTES, doc_id_for
 from chatapp.templatetags.chat import answer_html, partial_answer
 from tests.multiprocess.servers import Server, User, prepare_database, sign_in, start_server
 from tests.waiting import eventually, poll
@@ -176,13 +176,19 @@ def test_a_page_shows_the_stored_render_and_renders_only_what_has_none(
     settings.CHAT_RENDER_PAGE_WAIT = 60.0  # the pool's first process starts meanwhile
     conversation = Conversation.objects.create(user=alice, title="t")
     answer = Message.objects.create(conversation=conversation, role="assistant", content="*new*")
-    answer.html, answer.html_key = "<p>stored</p>", answer_render.render_key("*new*", [])
+    answer.html, answer.html_key = (
+        "<p>stored</p>",
+        answer_render.render_key("*new*", [], doc_id_for(answer.pk)),
+    )
     assert answer_html(answer) == "<p>stored</p>"  # what it shows is not rendered again
 
     answer.html, answer.html_key = "", ""  # a row from before stored renders
     assert answer_html(answer) == "<p><em>new</em></p>\n"
     answer.refresh_from_db()
-    assert (answer.html, answer.html_key) == ("<p><em>new</em></p>\n", render_key("*new*", []))
+    assert (answer.html, answer.html_key) == (
+        "<p><em>new</em></p>\n",
+        render_key("*new*", [], doc_id_for(answer.pk)),
+    )
 
     answer.content = "*edited*"  # the key no longer matches: rendered again
     assert answer_html(answer) == "<p><em>edited</em></p>\n"
