@@ -109,6 +109,6 @@ def send_refused(page: Any, text: str, model: str) -> str:
     page.get_by_label("Message").fill(text)
     page.get_by_label("Message").press("Enter")
     error = page.locator("#composer-error")
-    expect(error).not_to_be_empty()
+    expect(error).not_to_be_empty(timeout=15_000)  # a loaded machine: a condition, not a speed
     assert page.locator("article.assistant").count() == answers
     return str(error.inner_text())
