@@ -377,14 +377,24 @@ async def listed_models(config: GatewayConfig, model: str) -> list[ModelInfo]:
     any name a user typed. When the list cannot be read the turn is refused too, saying so: the
     model cannot be checked, and a gateway that cannot list its models rarely answers chats."""
     models, error = await list_models(config)
-    name = model
-    if settings.CHAT_EMULATOR_REQUEST_OPTIONS:  # tests: `emulator/long?long_tokens=50`
-        name = model.partition("?")[0]
-    if any(info.id == name for info in models):
+    if any(info.id == _without_emulator_options(config, model) for info in models):
         return models
     if error is not None and not models:
         raise ModelUnavailable(f"{config.name}: {error}; try again in a moment.")
     raise ModelUnavailable(f"{config.name} does not offer the model {model[:200]!r}.")
+
+
+def _without_emulator_options(config: GatewayConfig, model: str) -> str:
+    """`model` without the knobs the emulator reads from its name (`emulator/long?long_tokens=50`,
+    when `CHAT_EMULATOR_REQUEST_OPTIONS`), only where an emulator reads them: the built-in one,
+    or a served one (the tests'), whose models are its scenarios; `gpt-4?x` stays unlisted."""
+    if not settings.CHAT_EMULATOR_REQUEST_OPTIONS:
+        return model
+    name = model.partition("?")[0]
+    prefix, _, scenario = name.partition("/")
+    if config.emulated or (prefix == "emulator" and scenario in emulator.SCENARIOS):
+        return name
+    return model
 
 
 async def catalog() -> list[GatewayModels]:

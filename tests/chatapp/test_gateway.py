@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from decimal import Decimal
 from typing import Any
 
@@ -16,6 +17,7 @@ from chatapp.models import Gateway, Generation, ModelPrice
 from chatapp.presentation import error_text
 from chatapp.turns import create_turn
 from chatapp.units import default_unit
+from gateway_client import ModelInfo
 
 from .conftest import GroupListener
 
@@ -275,3 +277,19 @@ async def test_configs_are_refreshed_once_for_many_new_chats_at_once(monkeypatch
     assert gateway._refreshing is not None
     await gateway._refreshing
     assert loads == 2
+
+
+@pytest.mark.parametrize("emulated", [False, True])
+async def test_only_an_emulator_reads_options_from_a_model_name(
+    settings: Any, emulated: bool
+) -> None:
+    settings.CHAT_EMULATOR_REQUEST_OPTIONS = True
+    config = GatewayConfig(1, "Real", "https://gw.example/v1", "k", None, "credits", emulated)
+    listed = [ModelInfo("gpt-4"), ModelInfo("emulator/long")]
+    gateway._models_cache[config] = (time.monotonic(), listed)
+    assert await gateway.listed_models(config, "emulator/long?long_tokens=5") == listed
+    if emulated:
+        assert await gateway.listed_models(config, "gpt-4?x") == listed
+    else:
+        with pytest.raises(gateway.ModelUnavailable, match="does not offer the model 'gpt-4\\?x'"):
+            await gateway.listed_models(config, "gpt-4?x")
