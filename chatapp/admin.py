@@ -187,13 +187,22 @@ class GatewayForm(_GatewayForm):
         "The base URL changed, so the stored API key was cleared (it is never sent to another "
         "server unasked): enter the key again."
     )
+    # Likewise the variable: its key is the old server's.
+    ENV_CLEARED = (
+        "The base URL changed, so the API key environment variable was cleared (its key is never "
+        "sent to another server unasked): name it again."
+    )
 
     key_cleared = False
+    env_cleared = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         admitted = ", ".join(settings.CHAT_KEY_ENV_ALLOWED) or "none"
-        hint = f"Read the key from this environment variable instead of storing it: {admitted}."
+        hint = (
+            f"Read the key from this environment variable instead of storing it: {admitted}. "
+            "A new base URL clears it unless it is changed in the same save."
+        )
         self.fields["api_key_env"].help_text = hint
 
     def clean_api_key_env(self) -> str:
@@ -219,9 +228,22 @@ class GatewayForm(_GatewayForm):
             and not self.cleaned_data.get("api_key")
         )
 
+    @property
+    def env_cleared_by_new_url(self) -> bool:
+        """Saving drops the key's variable: the base URL changed and the variable did not."""
+        return bool(
+            self.instance.pk
+            and self.initial.get("api_key_env")
+            and "base_url" in self.changed_data
+            and "api_key_env" not in self.changed_data
+        )
+
     def save(self, commit: bool = True) -> Gateway:
         self.key_cleared = self.key_cleared_by_new_url  # the admin then says so (`save_model`)
+        self.env_cleared = self.env_cleared_by_new_url
         gateway = super().save(commit=False)
+        if self.env_cleared:
+            gateway.api_key_env = ""
         if self.cleaned_data.get("clear_api_key") or self.key_cleared:
             gateway.api_key_encrypted = ""
         elif key := self.cleaned_data.get("api_key"):
@@ -249,6 +271,8 @@ class GatewayAdmin(_GatewayAdmin):
         super().save_model(request, obj, form, change)
         if getattr(form, "key_cleared", False):
             messages.warning(request, GatewayForm.KEY_CLEARED)
+        if getattr(form, "env_cleared", False):
+            messages.warning(request, GatewayForm.ENV_CLEARED)
 
     @admin.display(description="key in use")
     def key(self, obj: Gateway) -> str:

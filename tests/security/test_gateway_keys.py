@@ -148,3 +148,31 @@ def test_other_changes_keep_the_stored_key(staff: Client, numes: Gateway) -> Non
     numes.refresh_from_db()
     assert numes.name == "Numes (EU)"
     assert key_vault.decrypt(numes.api_key_encrypted) == STORED
+
+
+def test_a_new_base_url_clears_the_key_variable_saying_so(
+    staff: Client, numes: Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GATEWAY_KEY_NUMES", "sk-env-for-numes")
+    numes.api_key_encrypted, numes.api_key_env = "", "GATEWAY_KEY_NUMES"
+    numes.save()
+    moved = {**FORM, "base_url": "https://attacker.example/v1", "api_key_env": "GATEWAY_KEY_NUMES"}
+    response = staff.post(_change(numes), moved, follow=True)
+    assert "the API key environment variable was cleared" in response.content.decode()
+    numes.refresh_from_db()
+    assert (numes.base_url, numes.api_key_env) == (moved["base_url"], "")
+    with pytest.raises(key_vault.KeyUnavailable, match="no API key is configured"):
+        gateway.resolve(numes)  # the variable's key is not sent to the new URL
+
+
+def test_a_new_base_url_with_a_new_key_variable_keeps_it(staff: Client, numes: Gateway) -> None:
+    numes.api_key_env = "GATEWAY_KEY_NUMES"
+    numes.save()
+    moved = {**FORM, "base_url": "https://numes.example/v2", "api_key_env": "GATEWAY_KEY_NUMES2"}
+    response = staff.post(_change(numes), moved, follow=True)
+    assert "environment variable was cleared" not in response.content.decode()
+    numes.refresh_from_db()
+    assert numes.api_key_env == "GATEWAY_KEY_NUMES2"
+    response = staff.post(_change(numes), {**moved, "name": "Numes (EU)"}, follow=True)
+    numes.refresh_from_db()
+    assert numes.api_key_env == "GATEWAY_KEY_NUMES2"  # other changes keep it
