@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_CEILING_TOKENS",
     "SPENDING_LIMIT",
+    "UNWATCHED",
     "WARN_AT",
     "Ceiling",
     "SpendWatch",
@@ -72,6 +73,7 @@ __all__ = [
 DEFAULT_CEILING_TOKENS = 4_096
 WARN_AT = Decimal("0.8")  # the share of a limit used at which the composer warns
 SPENDING_LIMIT = "spending_limit"  # `Generation.error_type` of what a limit stopped
+UNWATCHED = Decimal("Infinity")  # `extend`'s reservation for an answer no limit watches any more
 
 Period = SpendingLimit.Period
 STREAMING = Generation.Status.STREAMING
@@ -124,17 +126,23 @@ def _counted(limit: SpendingLimit, user_pk: int | None) -> Q | None:
 def _spent(scope: Q | None, unit: str, since: datetime) -> Decimal:
     """Settled costs in `unit` since `since` (summed exactly, folded days included, as every
     total is: `cost_summary`), plus the ceilings of those still running or pending on a gateway
-    billing in it: a cost not known yet holds its place with its worst case."""
+    billing in it: a cost not known yet holds its place with its worst case.
+
+    The parts are separate statements, and a final cost is written without the limits' lock, so
+    on PostgreSQL one can commit between them. They are read in the order that makes such a row
+    count twice (the check refuses early), never nowhere: the ceilings before the settled costs,
+    and those before the folded days (`totals` reads them in that order; a pending row is never
+    folded)."""
     if scope is None:
         return Decimal(0)
     rows = Generation.objects.filter(scope, started_at__gte=since)
-    folded = LedgerDay.objects.filter(scope, day__gte=since.date(), cost_unit=unit)
-    settled = totals(rows.filter(cost__isnull=False, cost_unit=unit), folded=folded).totals
-    amount = next((total.amount for total in settled if total.unit == unit), Decimal(0))
     # Worst cases, not amounts: the database's own sum will do (on SQLite, a REAL's).
     reserved = rows.filter(
         cost__isnull=True, cost_source=PENDING, gateway__cost_unit=unit, spend_ceiling__isnull=False
     ).aggregate(total=Sum("spend_ceiling"))["total"]
+    folded = LedgerDay.objects.filter(scope, day__gte=since.date(), cost_unit=unit)
+    settled = totals(rows.filter(cost__isnull=False, cost_unit=unit), folded=folded).totals
+    amount = next((total.amount for total in settled if total.unit == unit), Decimal(0))
     return amount + (Decimal(reserved) if reserved else Decimal(0))
 
 
@@ -372,11 +380,14 @@ def extend(
 ) -> Decimal | None:
     """A larger reservation for `user_pk`'s running answer whose cost so far passed what it
     reserved: twice as much, or what its limits have left if less, stored on its row; None when
-    they have nothing left beyond its cost so far (the answer is to be stopped)."""
+    they have nothing left beyond its cost so far (the answer is to be stopped); `UNWATCHED`
+    when its limits were all deleted since it started (it runs on, as if none had applied)."""
     with transaction.atomic():
         limits = list(
             SpendingLimit.objects.select_for_update().filter(pk__in=watch.limit_pks).order_by("pk")
         )
+        if not limits:
+            return UNWATCHED
         mine = (
             Generation.objects.filter(pk=generation_pk, status=STREAMING)
             .values_list("spend_ceiling", flat=True)

@@ -200,6 +200,39 @@ async def test_spend_folded_into_daily_totals_still_counts(alice: Any) -> None:
     assert state.used == Decimal("0.5")
 
 
+async def test_a_cost_that_settles_while_a_limit_is_read_is_counted_not_lost(alice: Any) -> None:
+    """The final write takes no limit lock: on PostgreSQL it can commit between the reads."""
+    running = await Generation.objects.acreate(
+        user=alice,
+        gateway=await default_gateway(),
+        model="emulator/chat",
+        cost_source=Generation.CostSource.PENDING,
+        spend_ceiling=Decimal("0.5"),
+    )
+    own = await limit("1", user=alice)
+
+    def used_while_it_settles() -> Decimal:
+        settled = False
+
+        def settle_after_the_first_read(execute: Any, sql: str, *args: Any) -> Any:
+            nonlocal settled
+            result = execute(sql, *args)
+            if not settled and "chatapp_generation" in sql:
+                settled = True
+                Generation.objects.filter(pk=running.pk).update(
+                    status=Generation.Status.COMPLETED,
+                    cost=Decimal("0.5"),
+                    cost_unit=CostUnit.USD,
+                    cost_source=Generation.CostSource.STREAM,
+                )
+            return result
+
+        with connection.execute_wrapper(settle_after_the_first_read):
+            return spending_limits.standing(own, alice.pk).used
+
+    assert await sync_to_async(used_while_it_settles)() >= Decimal("0.5")
+
+
 async def test_the_admin_lists_each_limit_with_what_is_used_and_left(
     alice: Any, bob: Any, django_user_model: Any
 ) -> None:
@@ -485,6 +518,25 @@ async def test_an_answer_whose_cost_crosses_the_limit_is_stopped_there_upstream_
         within=20,
     )
     assert settled.cost is not None
+
+
+async def test_an_answer_whose_limits_were_deleted_runs_on_unwatched(
+    alice: Any, upstream: UpstreamLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(spending_limits, "DEFAULT_CEILING_TOKENS", 100)
+    await priced("emulator/long", Decimal(0))
+    own = await limit("0.3", user=alice)
+    model = "emulator/long?long_tokens=600&tokens_per_second=2000"
+    turn = await start_turn(alice, "Tell me everything.", model)
+    await own.adelete()
+    # Past its 100 reserved tokens it asks its limits for more: there are none left.
+    worker.start(dataclasses.replace(turn.job, max_tokens=None))
+
+    record = await upstream.finished(await upstream.one(scenario="long"), within=20)
+    await workers_done()
+    assert (record.final_outcome, record.cancelled_at) == ("completed", None)
+    generation = await Generation.objects.aget(pk=turn.generation.pk)
+    assert (generation.status, generation.error_type) == (Generation.Status.COMPLETED, "")
 
 
 async def test_twenty_reservations_at_once_start_only_what_the_limit_allows(alice: Any) -> None:
