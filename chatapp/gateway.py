@@ -168,6 +168,9 @@ def _ensure_default() -> Gateway:
     if key and (not gateway.api_key_encrypted or _stored_key(gateway) != key):
         gateway.api_key_encrypted = key_vault.encrypt(key)
         changed.append("api_key_encrypted")
+    elif not key and "base_url" in changed and gateway.api_key_encrypted:
+        gateway.api_key_encrypted = ""  # the old URL's key: never sent to the new one unasked
+        changed.append("api_key_encrypted")
     if changed:
         gateway.save(update_fields=changed)
     return gateway

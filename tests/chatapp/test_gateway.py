@@ -79,6 +79,21 @@ async def test_llm_base_url_creates_then_updates_the_default_gateway(
     assert "rotated-key" not in repr(second), "a config never prints its key"
 
 
+async def test_a_new_llm_base_url_without_a_key_drops_the_old_urls_key(
+    settings: Any, emulator_url: str
+) -> None:
+    first = await gateway.aconfig_for(None)
+    assert first.api_key == "test-key"
+    settings.LLM_BASE_URL = f"{emulator_url}/osmexo/v1"
+    settings.LLM_API_KEY = ""
+    gateway.forget_configs()
+    await sync_to_async(gateway._ensure_default)()
+    row = await Gateway.objects.aget(pk=first.pk)
+    assert (row.base_url, row.api_key_encrypted) == (settings.LLM_BASE_URL, "")
+    with pytest.raises(key_vault.KeyUnavailable, match="no API key is configured"):
+        gateway.resolve(row)
+
+
 async def test_llm_speech_model_sets_the_default_gateways_or_leaves_the_admins(
     settings: Any, emulator_url: str
 ) -> None:
