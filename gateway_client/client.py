@@ -23,7 +23,7 @@ import httpx
 import orjson
 
 from .dialects import Limits, Timeouts, default_timeouts, guess_dialect
-from .errors import ConnectError, GatewayTimeout, StatusError
+from .errors import ConnectError, GatewayTimeout, ProtocolError, StatusError
 from .events import Cost
 from .model_list import MAX_MODELS_BYTES, ModelInfo, TooLarge, parse_models
 from .protocol import parse_retry_after, status_error
@@ -277,16 +277,24 @@ class GatewayClient:
 
     async def list_models(self) -> list[ModelInfo]:
         """The gateway's `/models`, read as untrusted (`model_list`): at most `MAX_MODELS_BYTES`
-        are read, and a body that is not a list of models is a `ProtocolError`."""
+        are read, and a body that is not a list of models is a `ProtocolError`. Asked for and
+        read unencoded: one read of a compressed body could expand far past the cap before it
+        was counted."""
+        url = self._url("models")
+        headers = {"Accept-Encoding": "identity"}
         try:
-            async with self._http.stream("GET", self._url("models"), timeout=30.0) as response:
+            async with self._http.stream("GET", url, headers=headers, timeout=30.0) as response:
                 content_type = response.headers.get("content-type")
+                encoding = response.headers.get("content-encoding", "identity").strip().lower()
                 if response.status_code != 200:
-                    body = await _read_capped(response, self.limits.max_error_body_bytes)
+                    cap = self.limits.max_error_body_bytes
+                    body = await _read_capped(response, cap, raw=encoding != "identity")
                     raise status_error(
                         response.status_code, content_type, self.redactor.bytes(body)
                     )
-                body = await _read_capped(response, MAX_MODELS_BYTES)
+                if encoding != "identity":
+                    raise ProtocolError(f"the model list came {encoding[:40]}-encoded, unasked")
+                body = await _read_capped(response, MAX_MODELS_BYTES, raw=True)
         except httpx.TransportError as exc:
             raise ConnectError(f"could not reach the gateway: {_reason(exc)}") from exc
         if len(body) > MAX_MODELS_BYTES:
@@ -297,11 +305,12 @@ class GatewayClient:
         return f"{self.base_url}/{path}"
 
 
-async def _read_capped(response: httpx.Response, cap: int) -> bytes:
+async def _read_capped(response: httpx.Response, cap: int, *, raw: bool = False) -> bytes:
     """The body up to `cap` bytes and one more (so that the caller can tell it went over); the
-    rest is never read: leaving the `stream` block closes the connection."""
+    rest is never read: leaving the `stream` block closes the connection. `raw`: as sent, not
+    decoded."""
     body = bytearray()
-    async for piece in response.aiter_bytes():
+    async for piece in response.aiter_raw() if raw else response.aiter_bytes():
         body += piece
         if len(body) > cap:
             return bytes(body[: cap + 1])

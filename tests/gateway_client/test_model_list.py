@@ -3,10 +3,13 @@ depth-bounded, and read over a real socket only up to its cap."""
 
 from __future__ import annotations
 
+import gzip
+import tracemalloc
+
 import pytest
 
 from gateway_client import GatewayClient
-from gateway_client.errors import ProtocolError
+from gateway_client.errors import GatewayError, ProtocolError
 from gateway_client.model_list import MAX_MODELS_BYTES, ModelInfo, TooLarge, parse_models
 from tests.gateway_client.rawserver import Peer, raw_server
 
@@ -67,3 +70,25 @@ async def test_a_huge_listing_is_read_only_up_to_the_cap() -> None:
         with pytest.raises(TooLarge, match="larger than 4 MiB"):
             await client.list_models()
     assert sent[0] < MAX_MODELS_BYTES + 32 * 1024 * 1024  # the cap and the socket's buffers
+
+
+BOMB = gzip.compress(b"0" * (64 << 20), compresslevel=9)  # 64 MiB in about 64 KiB
+
+
+@pytest.mark.parametrize("status", ["200 OK", "500 Internal Server Error"])
+async def test_a_compressed_listing_is_asked_against_and_never_expanded(status: str) -> None:
+    async def bomb(peer: Peer) -> None:
+        await peer.head(status, "application/json", extra="Content-Encoding: gzip\r\n")
+        await peer.chunk(BOMB)
+        await peer.end()
+
+    tracemalloc.start()
+    try:
+        async with raw_server(bomb) as (url, peers), GatewayClient(url, "k") as client:
+            with pytest.raises(GatewayError):
+                await client.list_models()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20  # the 64 MiB it would expand to was never made
+    assert b"accept-encoding: identity" in peers[0].request_head.lower()
