@@ -53,7 +53,17 @@ else:
 
 # What a generation's answer said and asked is its record, as its cost is (the ledger): an
 # admin does not rewrite it, nor move a conversation, and its generations, to another owner.
-ANSWER_RECORD = ("conversation", "role", "content", "tool_calls")
+ANSWER_RECORD = (
+    "conversation",
+    "role",
+    "parent",
+    "content",
+    "reasoning",
+    "reasoning_details",
+    "tool_calls",
+    "annotations",
+    "attachments",
+)
 
 
 class MessageInline(_MessageInline):
@@ -87,6 +97,8 @@ class MessageAdmin(_MessageAdmin):
     list_filter = ("role",)
     search_fields = ("content",)
     raw_id_fields = ("conversation",)
+    # The stored render is a cache of the record, served as it is: never written here.
+    exclude = ("html", "html_key")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Message | None = None) -> Any:
         fields = super().get_readonly_fields(request, obj)

@@ -1,6 +1,7 @@
 """The admin cannot erase or rewrite the cost ledger, through its own URLs: no generation is
 added, changed or deleted (one by one or in bulk), nor a folded daily total; an answer's
-content, role and tool calls stay as recorded; a conversation keeps its owner.
+content, reasoning, tool calls, annotations, attachments, role and place stay as recorded; no
+message's stored render is in the form; a conversation keeps its owner.
 
 Each refusal has its control: the same admin edits what is not the record (a question's text,
 a conversation's title), so a refusal means the record was refused, not that the form was wrong.
@@ -125,7 +126,13 @@ def test_an_answers_record_is_read_only_and_a_question_is_not(
         "role": "user",
         "content": "Rewritten",
         "tool_calls": "[]",
-        "reasoning": "changed too",
+        "reasoning": "Rewritten",
+        "reasoning_details": '[{"type": "reasoning.text", "text": "Rewritten"}]',
+        "annotations": '[{"type": "url_citation", "url": "https://evil.example"}]',
+        "attachments": '[{"kind": "image", "url": "https://evil.example/x.png"}]',
+        "parent": "",
+        "html": "<script>alert(1)</script>",
+        "html_key": "forged",
     }
 
     assert admin.post(answer_url, forged).status_code == 302
@@ -133,13 +140,34 @@ def test_an_answers_record_is_read_only_and_a_question_is_not(
     answer = Message.objects.get(pk=answered.message.pk)
     assert (answer.conversation_id, answer.role) == (answered.conversation_id, "assistant")
     assert (answer.content, answer.tool_calls) == ("The answer", CALLS)
-    assert answer.reasoning == "changed too", "what is not the record stays editable"
+    assert (answer.reasoning, answer.reasoning_details) == ("", [])
+    assert (answer.annotations, answer.attachments) == ([], [])
+    assert (answer.html, answer.html_key) == ("", "")
     question = answer.parent
     assert question is not None
+    assert question.pk == answered.message.parent_id, "an answer keeps its place"
     question_url = f"/admin/chatapp/message/{question.pk}/change/"
     edited = {**_form(admin, question_url), "content": "Hello there"}
     assert admin.post(question_url, edited).status_code == 302
     assert Message.objects.get(pk=question.pk).content == "Hello there"
+
+
+def test_an_answers_stored_render_is_not_in_the_admins_form(
+    admin: Client, answered: Generation
+) -> None:
+    """`html` is served as it is: a field for it would let the admin write raw HTML into a page."""
+    assert answered.message is not None
+    Message.objects.filter(pk=answered.message.pk).update(html="<p>The answer</p>", html_key="k")
+    for message in (answered.message.parent, answered.message):
+        assert message is not None
+        url = f"/admin/chatapp/message/{message.pk}/change/"
+        page = admin.get(url)
+        assert {"html", "html_key"}.isdisjoint(page.context["adminform"].form.fields)
+        assert 'name="html"' not in page.content.decode()
+    forged = {**_form(admin, url), "html": "<script>alert(1)</script>", "html_key": "forged"}
+    assert admin.post(url, forged).status_code == 302
+    answer = Message.objects.get(pk=answered.message.pk)
+    assert (answer.html, answer.html_key) == ("<p>The answer</p>", "k")
 
 
 def test_a_conversation_keeps_its_owner_and_its_answers_text(
