@@ -72,7 +72,13 @@ def test_the_sidebar_groups_conversations_by_date_newest_first(alice: Any, bob: 
     made(alice, "ancient", days_ago=40)
     made(alice, "last week", days_ago=4)
     made(alice, "yesterday's", days_ago=1)
-    shown = made(alice, "this morning", days_ago=0.01)
+    # Earlier today, whatever the hour the test runs at (14 minutes ago was yesterday at 00:10).
+    since_midnight = timezone.localtime() - timezone.localtime().replace(
+        hour=0, minute=0, second=0, microsecond=0
+    )
+    shown = made(
+        alice, "this morning", days_ago=min(0.01, since_midnight / 2 / datetime.timedelta(days=1))
+    )
     made(alice, "just now")
     made(bob, "bob's")
     html = client_for(alice).get(reverse("chat:conversation", args=[shown.pk])).content.decode()

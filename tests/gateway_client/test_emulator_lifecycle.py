@@ -45,6 +45,7 @@ async def drain(body: AsyncIterator[bytes]) -> None:
 
 
 STALL_TOKENS = 8  # what the `stall` scenario delivers before it falls silent
+SILENCE_NOTICED = 10.0  # seconds; far below any stall, far above a loaded machine's delay
 
 
 def registry(url: str) -> Registry:
@@ -123,13 +124,12 @@ async def read_then_close(
 @pytest.mark.parametrize("dialect", DIALECTS)
 async def test_disconnect_while_streaming(emulator_url: str, dialect: str) -> None:
     url = f"{emulator_url}{BASES[dialect]}/chat/completions"
-    events, closed_at = await read_then_close(url, chat_body("long"), 10, tokens_per_second=100)
+    events, _ = await read_then_close(url, chat_body("long"), 10, tokens_per_second=100)
     chunk_id = events[-1].json["id"]
     record = await finished(emulator_url, chunk_id)
     assert record.final_outcome == "cancelled"
     assert record.outcome == "in_progress", "still finalising"
-    assert record.cancelled_at is not None
-    assert record.cancelled_at - closed_at < 0.1
+    assert record.cancelled_at is not None  # at the close: the tokens counted below say so
     seen = sum(1 for e in events if e.data and e.json["choices"][0]["delta"].get("content"))
     assert seen <= record.tokens_completion <= seen + 15  # 100 tok/s: a few in flight at most
     assert record not in registry(emulator_url).active
@@ -153,7 +153,9 @@ async def test_disconnect_during_silence(emulator_url: str, dialect: str) -> Non
     record = await finished(emulator_url, events[-1].json["id"])
     assert record.final_outcome == "cancelled"
     assert record.cancelled_at is not None
-    assert record.cancelled_at - closed_at < 0.1
+    # The silence lasts 120 s and more (Nodul's documented gap; Numes stays silent up to 10 min):
+    # a cancel seconds after the close was noticed, not waited out (no speed is claimed here).
+    assert record.cancelled_at - closed_at < SILENCE_NOTICED
 
 
 async def test_disconnect_before_first_byte(emulator_url: str) -> None:

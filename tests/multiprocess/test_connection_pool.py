@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from .servers import Server, User, start_server
+from .servers import Server, User, add_user, sign_in, start_server
 
 pytestmark = pytest.mark.multiprocess
 
 SENDS = 12
+USERNAME, PASSWORD = "pat", "a-pool-of-three"
 
 
 @pytest.fixture
@@ -29,7 +30,7 @@ def small_pool_server(cluster_env: dict[str, str], cluster_dir: Path) -> Iterato
         "DATABASE_POOL_MAX_SIZE": "3",
         # Long enough for any honest wait on a loaded machine; a deadlock waits it out and fails.
         "DATABASE_POOL_TIMEOUT": "8",
-        "CHAT_GENERATIONS_PER_MINUTE": "1000",  # the suite's user sends in other tests too
+        "CHAT_GENERATIONS_PER_MINUTE": "1000",
     }
     server = start_server("small-pool", env, cluster_dir)
     try:
@@ -40,8 +41,12 @@ def small_pool_server(cluster_env: dict[str, str], cluster_dir: Path) -> Iterato
 
 
 async def test_more_sends_at_once_than_the_pool_has_connections_all_start(
-    small_pool_server: Server, user: User
+    small_pool_server: Server, postgres_url: str
 ) -> None:
+    # A user of its own: the suite's user would use up its answers per minute for later tests.
+    add_user(postgres_url, USERNAME, PASSWORD)
+    user = User(sign_in(small_pool_server, USERNAME, PASSWORD), postgres_url)
+
     async def send(index: int) -> tuple[int, str]:
         async with user.http(small_pool_server) as http:
             data = {"content": f"Burst {index}", "model": "emulator/chat"}

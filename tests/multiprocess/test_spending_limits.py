@@ -9,7 +9,6 @@ PostgreSQL, a second check waiting for the first to commit, every time."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import re
 
 import psycopg
@@ -17,7 +16,7 @@ import pytest
 
 from gateway_client.emulator import EmulatorURL
 
-from .servers import Server, User, sign_in
+from .servers import Server, User, add_user, sign_in
 
 pytestmark = pytest.mark.multiprocess
 
@@ -28,21 +27,6 @@ PRICE = "0.001"  # per prompt and per completion token
 # "Go" is one token; no budget is set, so 4,096 completion tokens are reserved.
 CEILING = 0.001 + 4096 * 0.001
 USERNAME, PASSWORD = "dana", "limits-across-processes"
-
-
-def add_user(database_url: str) -> int:
-    """A user of this test's own (the suite's user keeps no limit), with the servers' MD5 hasher."""
-    salt = "limits"
-    digest = hashlib.md5((salt + PASSWORD).encode()).hexdigest()
-    with psycopg.connect(database_url, autocommit=True) as db:
-        row = db.execute(
-            "INSERT INTO auth_user (password, is_superuser, username, first_name, last_name,"
-            " email, is_staff, is_active, date_joined)"
-            " VALUES (%s, false, %s, '', '', '', false, true, now()) RETURNING id",
-            [f"md5${salt}${digest}", USERNAME],
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 def price_and_limit(database_url: str, user_pk: int, amount: float) -> None:
@@ -78,7 +62,7 @@ async def test_twenty_sends_at_once_against_room_for_five_start_five(
     servers: tuple[Server, Server], postgres_url: str, paced_emulator: EmulatorURL
 ) -> None:
     server_a, server_b = servers
-    user_pk = add_user(postgres_url)
+    user_pk = add_user(postgres_url, USERNAME, PASSWORD)
     dana = User(sign_in(server_a, USERNAME, PASSWORD), postgres_url)
     await dana.get(server_a, "/")  # the default gateway's row exists once a page was served
     price_and_limit(postgres_url, user_pk, 5 * CEILING + CEILING / 2)

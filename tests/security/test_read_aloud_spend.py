@@ -23,7 +23,7 @@ from django.test import AsyncClient
 from django.urls import reverse
 from django.utils import timezone
 
-from chatapp import reading_records
+from chatapp import reading_records, reading_stream
 from chatapp.models import Generation, Message
 from gateway_client.emulator import EmulatorURL
 from gateway_client.emulator.media import wav_bytes
@@ -38,6 +38,7 @@ from tests.chatapp.test_read_aloud import (
     session_headers,
     speech_url,
 )
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("closed_clients")]
 
@@ -162,6 +163,9 @@ async def test_readings_count_in_the_answer_limit(
     first = await AsgiRequest(speech_url(answer), headers).start().finish()
     assert first.status == 200
     await reading_of(answer, status="completed")
+    # Its audience leaves as the last byte is sent; until the reading has ended here too, a new
+    # request would join it (and be told it was stopped), not start one the limit counts.
+    await eventually(lambda: not reading_stream.running_pks(), what="the reading to end")
     await Generation.objects.filter(read_aloud=answer).aupdate(status="incomplete")  # not reused
     second = await AsgiRequest(speech_url(answer), headers).start().finish()
     assert second.status == 429
