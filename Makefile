@@ -26,12 +26,13 @@ run: install
 	$(BIN)/python manage.py collectstatic --noinput -v 0
 	$(BIN)/daphne -b 127.0.0.1 -p $(PORT) chatapp.asgi:application
 
-# Debian packages the tests drive: Chromium (browser tests), and the Redis and PostgreSQL servers
-# and nginx (tests/multiprocess and `make cluster` start private instances of each). Only what
-# is missing is installed, in one apt-get run (needs root, as on CI); with everything present
-# this is a few file checks.
+# Debian packages the tests drive: Chromium (browser tests), Node (the browser code's unit tests,
+# `node --test tests/js/`), and the Redis and PostgreSQL servers and nginx (tests/multiprocess and
+# `make cluster` start private instances of each). Only what is missing is installed, in one
+# apt-get run (needs root, as on CI); with everything present this is a few file checks.
 MISSING_PACKAGES = $(strip \
 	$(if $(wildcard /usr/bin/chromium),,chromium) \
+	$(if $(wildcard /usr/bin/node),,nodejs) \
 	$(if $(wildcard /usr/bin/redis-server),,redis-server) \
 	$(if $(wildcard /usr/lib/postgresql/*/bin/initdb),,postgresql) \
 	$(if $(wildcard /usr/sbin/nginx),,nginx))
