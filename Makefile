@@ -1,5 +1,5 @@
-# Every target builds on `install`, which is quick when nothing changed (a stamp tracks pyproject.toml
-# and this file).
+# Every target builds on `install`, which is quick when nothing changed (a stamp tracks pyproject.toml,
+# requirements.lock and this file).
 SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
@@ -9,16 +9,30 @@ PORT ?= 8000
 PYTHON ?= $(shell for p in python3.12 python3.13 python3 /root/.pyenv/versions/3.12*/bin/python3.12 /root/.pyenv/versions/3.13*/bin/python3.13 /usr/bin/python3.12 /usr/bin/python3.13; do \
 	$$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 && { echo $$p; break; }; done)
 
-.PHONY: install run cluster test lint format bench test-packages chromium clean
+.PHONY: install lock run cluster test lint format bench test-packages chromium clean
 
-$(STAMP): pyproject.toml Makefile
+# The exact versions in requirements.lock, then the app itself without resolving anything again;
+# `pip check` fails when pyproject.toml asks for something the lock lacks (run `make lock`).
+$(STAMP): pyproject.toml requirements.lock Makefile
 	@test -n "$(PYTHON)" || { echo "Python 3.12 or newer is required (none found)."; exit 1; }
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,redis,postgres]'
+	$(BIN)/python -m pip install -q -r requirements.lock
+	$(BIN)/python -m pip install -q --no-deps -e .
+	$(BIN)/python -m pip check
 	@touch $(STAMP)
 
 install: $(STAMP)
+
+# requirements.lock from pyproject.toml: the app and its dev, redis and postgres extras, pinned
+# for every platform on Python 3.12+. Pins already in the file are kept unless UPGRADE=1. uv is
+# installed into the venv as a tool only; the app does not need it.
+lock:
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q 'uv>=0.5'
+	$(BIN)/uv pip compile pyproject.toml --extra dev --extra redis --extra postgres \
+		--universal --python-version 3.12 --custom-compile-command 'make lock' \
+		$(if $(UPGRADE),--upgrade) -q -o requirements.lock
 
 run: install
 	$(BIN)/python manage.py migrate --noinput
