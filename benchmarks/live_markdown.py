@@ -5,8 +5,8 @@ three languages, as models write them) goes through `LiveState` as the worker fe
 emulator's pieces of up to four characters, a delta taken as the ticker takes them (every
 `--tokens-per-delta` pieces, 50 tokens/s at a 50 ms tick). Reported: the websocket bytes per byte
 of answer (each delta's encoded message plus its frame header), as Daphne sends them with
-permessage-deflate (`chatapp/ws_compression.py`: zlib with its window and memory level, flushed
-per message) and uncompressed, with and without the settled blocks' HTML; the server CPU per
+permessage-deflate (`chatapp/patches/daphne_compression.py`: zlib with its window and memory level,
+flushed per message) and uncompressed, with and without the settled blocks' HTML; the server CPU per
 settled chunk and per delta; and whether the chunks join to exactly the final render. The
 settler's parses run in this process (not in the render pool, so that their CPU is counted), one
 tick after the delta that started them, as the ticker finds them. Prints one table and writes it
@@ -72,7 +72,7 @@ class Deflater:
     """A socket's permessage-deflate compressor, as autobahn runs it for Daphne."""
 
     def __init__(self) -> None:
-        from chatapp.ws_compression import MEM_LEVEL, WINDOW_BITS
+        from chatapp.patches.daphne_compression import MEM_LEVEL, WINDOW_BITS
 
         self._zlib = zlib.compressobj(
             zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -WINDOW_BITS, MEM_LEVEL
@@ -89,10 +89,10 @@ async def _direct(function: object, *args: object) -> object:
 
 
 async def run(tokens: int, tokens_per_delta: int) -> dict[str, object]:
-    from chatapp import ws_protocol
-    from chatapp.live_blocks import BlockSettler
-    from chatapp.live_state import LiveState
-    from chatapp.rendering import render_markdown
+    from chatapp.rendering.markdown import render_markdown
+    from chatapp.streaming.live_blocks import BlockSettler
+    from chatapp.streaming.live_state import LiveState
+    from chatapp.ws import protocol
     from gateway_client.emulator.text import split_tokens
     from gateway_client.events import TextDelta
 
@@ -117,7 +117,7 @@ async def run(tokens: int, tokens_per_delta: int) -> dict[str, object]:
             return
         cpu_deltas += spent
         deltas += 1
-        message = ws_protocol.group_message(ws_protocol.delta(1, fields))["text"]
+        message = protocol.group_message(protocol.delta(1, fields))["text"]
         wire += frame(message)
         deflated += deflater.frame(message)
         settled = fields.pop("settled", None)
@@ -126,7 +126,7 @@ async def run(tokens: int, tokens_per_delta: int) -> dict[str, object]:
             cpu_settling += spent
             html.append(str(settled[2]))  # type: ignore[index]
         if "content" in fields:
-            plain = ws_protocol.group_message(ws_protocol.delta(1, fields))["text"]
+            plain = protocol.group_message(protocol.delta(1, fields))["text"]
             wire_without_html += frame(plain)
 
     for i, piece in enumerate(pieces, 1):

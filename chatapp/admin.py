@@ -16,13 +16,14 @@ from django.http import (
 )
 from django.utils import timezone
 
-from . import (
+from chatapp import tools
+from chatapp.costs import (
     generation_admin,  # noqa: F401  (registers GenerationAdmin)
-    key_vault,
     limits_admin,  # noqa: F401  (registers SpendingLimitAdmin)
-    tools,
 )
-from .models import (
+from chatapp.costs.units import CostUnit, Money
+from chatapp.gateways import key_vault
+from chatapp.models import (
     ChatDefaults,
     Conversation,
     Gateway,
@@ -31,7 +32,6 @@ from .models import (
     ModelPrice,
     ToolSwitch,
 )
-from .units import CostUnit, Money
 
 if TYPE_CHECKING:  # generic in django-stubs only: Django's admin classes are not subscriptable
     _MessageInline = admin.TabularInline[Message, Conversation]

@@ -11,13 +11,14 @@ class ChatappConfig(AppConfig):
     verbose_name = "Chat"
 
     def ready(self) -> None:
-        from . import checks, session_sockets  # noqa: F401  # checks: registers them
-        from .gateway import forget_configs
-        from .ledger import forget_readings_audio
-        from .models import Conversation, Gateway
+        from chatapp import checks  # noqa: F401  (registers them)
+        from chatapp.costs.ledger import forget_readings_audio
+        from chatapp.gateways.configs import forget_configs
+        from chatapp.models import Conversation, Gateway
+        from chatapp.ws import session_sockets
 
         # An admin's change to a gateway takes effect at once in this process (others within
-        # `gateway.CONFIGS_TTL`).
+        # `configs.CONFIGS_TTL`).
         post_save.connect(forget_configs, sender=Gateway, dispatch_uid="chatapp.gateway.saved")
         post_delete.connect(forget_configs, sender=Gateway, dispatch_uid="chatapp.gateway.gone")
         # A sign-out, a password change or a deactivation ends the user's sockets too.
@@ -25,5 +26,5 @@ class ChatappConfig(AppConfig):
         # A deleted conversation's text goes, and the audio of its readings with it (their
         # generations stay in the ledger).
         pre_delete.connect(
-            forget_readings_audio, sender=Conversation, dispatch_uid="chatapp.ledger.audio"
+            forget_readings_audio, sender=Conversation, dispatch_uid="chatapp.costs.ledger.audio"
         )

@@ -30,11 +30,11 @@ django_asgi_app = get_asgi_application()  # before importing code that touches m
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from .gateway import close_clients  # noqa: E402
-from .routing import websocket_urlpatterns  # noqa: E402
-from .ws_backpressure import enable as enable_ws_backpressure  # noqa: E402
-from .ws_compression import enable as enable_ws_compression  # noqa: E402
-from .ws_origin import SameOriginValidator  # noqa: E402
+from chatapp.gateways.clients import close_clients  # noqa: E402
+from chatapp.patches.daphne_backpressure import enable as enable_ws_backpressure  # noqa: E402
+from chatapp.patches.daphne_compression import enable as enable_ws_compression  # noqa: E402
+from chatapp.ws.origin import SameOriginValidator  # noqa: E402
+from chatapp.ws.routing import websocket_urlpatterns  # noqa: E402
 
 
 class StaticFiles(ASGIStaticFilesHandler):

@@ -1,7 +1,8 @@
 """`LOG_FORMAT=json`: one JSON object per log line, for log shippers.
 
 Every object has the same keys: `time` (UTC, ISO 8601, milliseconds), `level`, `logger`,
-`message`, `generation` and `conversation` (chatapp.log_context; null outside a generation) and
+`message`, `generation` and `conversation` (chatapp.streaming.log_context; null outside a
+generation) and
 `exc_info` (the formatted traceback, or null). A message or traceback with newlines stays on its
 line, escaped, so a shipper never has to guess where a record ends.
 """

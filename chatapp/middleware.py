@@ -1,14 +1,4 @@
-"""Django's own middleware, run on the event loop where it does no I/O.
-
-Under ASGI, Django runs each hook of a `MiddlewareMixin` middleware in a thread
-(`sync_to_async`), whatever it does: with our nine that was a dozen thread hops per request, each
-a wait for the GIL among every other request's threads, and under a burst of 50 new chats the
-requests spent 300-550 ms in them before reaching the view. The hooks below are pure (they set
-headers, check a token, put lazy objects on the request), so they run inline. The two that can
-reach the database do so only on a path that is checked first and then taken in a thread as
-before: saving a modified session, and storing messages (which may overflow into the session).
-Django's async-safety check stays on, so a hook that did touch the database here would fail
-loudly, not block the loop.
+"""Our own middleware: `NoStore`.
 
 `NoStore` is ours: every response a view makes is the user's (a signed-in page, a download of
 their data, the sign-in form with its CSRF token), so none is kept by the browser's cache or a
@@ -19,97 +9,16 @@ middleware and keep their own caching.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
-
-from asgiref.sync import sync_to_async
-from django.conf import settings
-from django.contrib.auth.middleware import AuthenticationMiddleware
-from django.contrib.messages.middleware import MessageMiddleware
-from django.contrib.sessions.middleware import SessionMiddleware
 from django.http import HttpRequest, HttpResponseBase
-from django.middleware.clickjacking import XFrameOptionsMiddleware
-from django.middleware.common import CommonMiddleware
-from django.middleware.csp import ContentSecurityPolicyMiddleware
-from django.middleware.csrf import CsrfViewMiddleware
-from django.middleware.security import SecurityMiddleware
 from django.utils.deprecation import MiddlewareMixin
 
-type View = Callable[..., Any]
+from chatapp.patches.inline_middleware import InlineHooks
 
 
-class _Inline:
-    """`MiddlewareMixin.__acall__` with the hooks called inline, unless `needs_thread` says the
-    response hook may do I/O for this request."""
-
-    def needs_thread(self, request: HttpRequest) -> bool:
-        return False
-
-    async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
-        response = None
-        process_request = getattr(self, "process_request", None)
-        if process_request is not None:
-            response = process_request(request)
-        get_response: Callable[[HttpRequest], Awaitable[HttpResponseBase]]
-        get_response = self.get_response  # type: ignore[attr-defined]  # MiddlewareMixin's
-        response = response or await get_response(request)
-        process_response = getattr(self, "process_response", None)
-        if process_response is not None:
-            if self.needs_thread(request):
-                response = await sync_to_async(process_response, thread_sensitive=True)(
-                    request, response
-                )
-            else:
-                response = process_response(request, response)
-        return response
-
-
-class NoStore(_Inline, MiddlewareMixin):
+class NoStore(InlineHooks, MiddlewareMixin):
     def process_response(
         self, request: HttpRequest, response: HttpResponseBase
     ) -> HttpResponseBase:
         if "public" not in response.get("Cache-Control", ""):
             response["Cache-Control"] = "no-store"
         return response
-
-
-class Security(_Inline, SecurityMiddleware):
-    pass
-
-
-class ContentSecurityPolicy(_Inline, ContentSecurityPolicyMiddleware):
-    pass
-
-
-class Session(_Inline, SessionMiddleware):
-    def needs_thread(self, request: HttpRequest) -> bool:
-        session = getattr(request, "session", None)
-        if session is None or not session.accessed:
-            return False
-        return bool(session.modified or settings.SESSION_SAVE_EVERY_REQUEST)
-
-
-class Common(_Inline, CommonMiddleware):
-    pass
-
-
-class Csrf(_Inline, CsrfViewMiddleware):
-    async def process_view(  # type: ignore[override]
-        self, request: HttpRequest, callback: View, args: Any, kwargs: Any
-    ) -> HttpResponseBase | None:
-        # The token is checked against the cookie (not the session): no I/O.
-        return super().process_view(request, callback, args, kwargs)
-
-
-class Authentication(_Inline, AuthenticationMiddleware):
-    pass  # puts a lazy user on the request; `request.auser()` loads it asynchronously
-
-
-class Messages(_Inline, MessageMiddleware):
-    def needs_thread(self, request: HttpRequest) -> bool:
-        storage = getattr(request, "_messages", None)
-        return storage is not None and bool(storage.used or storage.added_new)
-
-
-class XFrameOptions(_Inline, XFrameOptionsMiddleware):
-    pass

@@ -15,8 +15,8 @@ from typing import Any, NoReturn
 from django.conf import settings
 from django.db import models
 
-from .errors import LedgerIsAppendOnly
-from .units import CostUnit
+from chatapp.costs.units import CostUnit
+from chatapp.errors import LedgerIsAppendOnly
 
 
 class Gateway(models.Model):
@@ -469,7 +469,7 @@ _EXACT = Context(prec=60)
 
 
 class LedgerDay(models.Model):
-    """Generations folded away by `manage.py fold_ledger` (`chatapp/ledger.py`): one UTC day's
+    """Generations folded away by `manage.py fold_ledger` (`chatapp/costs/ledger.py`): one UTC day's
     generations of one user, gateway, model, kind, status, unit and cost source, counted and
     summed, so that every total reads the same once the rows themselves are gone.
 

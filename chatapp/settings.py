@@ -90,17 +90,17 @@ INSTALLED_APPS = [
 ]
 
 # Django's own middleware, with the hooks that do no I/O run on the event loop instead of in a
-# thread each (see chatapp.middleware); same classes, same order, same behaviour.
+# thread each (see chatapp.patches.inline_middleware); same classes, same order, same behaviour.
 MIDDLEWARE = [
     "chatapp.middleware.NoStore",  # ours: Cache-Control: no-store on every view's response
-    "chatapp.middleware.Security",
-    "chatapp.middleware.ContentSecurityPolicy",
-    "chatapp.middleware.Session",
-    "chatapp.middleware.Common",
-    "chatapp.middleware.Csrf",
-    "chatapp.middleware.Authentication",
-    "chatapp.middleware.Messages",
-    "chatapp.middleware.XFrameOptions",
+    "chatapp.patches.inline_middleware.Security",
+    "chatapp.patches.inline_middleware.ContentSecurityPolicy",
+    "chatapp.patches.inline_middleware.Session",
+    "chatapp.patches.inline_middleware.Common",
+    "chatapp.patches.inline_middleware.Csrf",
+    "chatapp.patches.inline_middleware.Authentication",
+    "chatapp.patches.inline_middleware.Messages",
+    "chatapp.patches.inline_middleware.XFrameOptions",
     "django_htmx.middleware.HtmxMiddleware",
 ]
 
@@ -190,8 +190,9 @@ if os.environ.get("REDIS_URL"):
         }
     }
 else:
-    # Channels' in-memory layer with cheaper expiry and group sends (see chatapp.channel_layer).
-    CHANNEL_LAYERS = {"default": {"BACKEND": "chatapp.channel_layer.LocalChannelLayer"}}
+    # Channels' in-memory layer with cheaper expiry and group sends (see
+    # chatapp.patches.channel_layer).
+    CHANNEL_LAYERS = {"default": {"BACKEND": "chatapp.patches.channel_layer.LocalChannelLayer"}}
 
 # --- Auth -----------------------------------------------------------------------------------------
 
@@ -237,7 +238,7 @@ LLM_TIMEOUTS = {
 }
 # The environment variables a gateway's "API key environment variable" may name (comma-separated;
 # a trailing * is a prefix). Only variables put there for gateways: a staff user who may edit
-# gateways can send any of them to a server of their own (see chatapp.key_vault).
+# gateways can send any of them to a server of their own (see chatapp.gateways.key_vault).
 CHAT_KEY_ENV_ALLOWED = tuple(
     name.strip()
     for name in os.environ.get("CHAT_KEY_ENV_ALLOWED", "GATEWAY_KEY_*").split(",")
@@ -260,7 +261,7 @@ CHAT_STALL_NOTICE = float(os.environ.get("CHAT_STALL_NOTICE", "6"))
 CHAT_TOOL_ROUNDS = int(os.environ.get("CHAT_TOOL_ROUNDS", "8"))
 CHAT_TOOL_TIMEOUT = float(os.environ.get("CHAT_TOOL_TIMEOUT", "20"))
 
-# --- Rendering (chatapp/render_pool.py) -----------------------------------------------------------
+# --- Rendering (chatapp/rendering/pool.py) --------------------------------------------------------
 
 # Seconds a markdown render may take in a render process before it is killed (plain text shows).
 CHAT_RENDER_DEADLINE = float(os.environ.get("CHAT_RENDER_DEADLINE", "5"))
@@ -272,17 +273,17 @@ CHAT_RENDER_PAGE_WAIT = float(os.environ.get("CHAT_RENDER_PAGE_WAIT", "0.1"))
 # --- Logging --------------------------------------------------------------------------------------
 
 # One handler, on the root logger, so each line is printed once: Daphne's `basicConfig` handler
-# is replaced, the app's loggers propagate to it, and Django's own defaults (a console handler
-# for DEBUG, which printed Django's lines a second time, and mail_admins) are dropped. Every
-# line about a generation carries its IDs (chatapp.log_context); LOG_FORMAT=json writes one JSON
-# object per line for log shippers (chatapp.log_format).
+# is replaced, the app's loggers propagate to it, and Django's own defaults (a console
+# handler for DEBUG, which printed Django's lines a second time, and mail_admins) are dropped.
+# Every line about a generation carries its IDs (chatapp.streaming.log_context); LOG_FORMAT=json
+# writes one JSON object per line for log shippers (chatapp.log_format).
 LOG_FORMAT = os.environ.get("LOG_FORMAT", "plain")
 if LOG_FORMAT not in {"plain", "json"}:
     raise ValueError(f"LOG_FORMAT must be plain or json, not {LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"context": {"()": "chatapp.log_context.ContextFilter"}},
+    "filters": {"context": {"()": "chatapp.streaming.log_context.ContextFilter"}},
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s%(context)s: %(message)s"},
         "json": {"()": "chatapp.log_format.JsonFormatter"},
@@ -320,7 +321,7 @@ if DJANGO_HTTPS:
 
 # Cost ledger (issue 9). US dollars per unit for converted totals, e.g. "sat=0.00095,pnp=1.2"
 # (micro-USD converts exactly without it); a Fernet key for gateway API keys at rest (default:
-# derived from SECRET_KEY, see chatapp/key_vault.py).
+# derived from SECRET_KEY, see chatapp/gateways/key_vault.py).
 CHAT_COST_RATES = os.environ.get("CHAT_COST_RATES", "")
 # The first wait before asking a generation record again (it doubles, six asks in all): Numes
 # writes the record shortly after the stream ends, and may say `in_progress` briefly.
@@ -342,16 +343,16 @@ if os.environ.get("REDIS_URL"):
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 # Failed sign-ins per account and per client address within the window (seconds), after which
-# that account or address is refused until the window ends (see chatapp.login_limits).
+# that account or address is refused until the window ends (see chatapp.access.login_limits).
 CHAT_LOGIN_FAILURES_PER_ACCOUNT = int(os.environ.get("CHAT_LOGIN_FAILURES_PER_ACCOUNT", "5"))
 CHAT_LOGIN_FAILURES_PER_ADDRESS = int(os.environ.get("CHAT_LOGIN_FAILURES_PER_ADDRESS", "20"))
 CHAT_LOGIN_WINDOW = 15 * 60
 # How many proxies in front of the app write X-Forwarded-For (nginx: 1); the client's address is
 # the entry the outermost of them wrote. 0: the peer's address, the header ignored.
 CHAT_TRUSTED_PROXIES = int(os.environ.get("CHAT_TRUSTED_PROXIES", "0"))
-# Answers a user may start per minute (send, retry, edit, continue; see chatapp.rate_limits).
+# Answers a user may start per minute (send, retry, edit, continue; see chatapp.access.rate_limits).
 CHAT_GENERATIONS_PER_MINUTE = int(os.environ.get("CHAT_GENERATIONS_PER_MINUTE", "30"))
-# The page's websocket (see chatapp.consumers): a message's size in characters, and how many
+# The page's websocket (see chatapp.ws.consumer): a message's size in characters, and how many
 # messages a second it may send (a burst of up to CHAT_WS_BURST is let through).
 CHAT_WS_MAX_MESSAGE = 64 * 1024
 CHAT_WS_MESSAGES_PER_SECOND = 20.0

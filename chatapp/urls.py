@@ -6,7 +6,10 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from . import answer_settings_views, branch_views, library_views, login_limits, read_aloud, views
+from chatapp.access import login_limits
+from chatapp.read_aloud import views as read_aloud
+from chatapp.views import answer_settings, branches, library
+from chatapp.views import chat as views
 
 chat_patterns = [
     path("", views.home, name="home"),
@@ -15,22 +18,22 @@ chat_patterns = [
     path("c/<int:pk>/send/", views.send_message, name="send"),
     path("c/<int:pk>/rename/", views.rename, name="rename"),
     path("c/<int:pk>/delete/", views.delete, name="delete"),
-    path("c/<int:pk>/remove/", library_views.delete_entry, name="delete_entry"),
-    path("c/<int:pk>/export.md", library_views.export_markdown, name="export_markdown"),
-    path("c/<int:pk>/export.json", library_views.export_json, name="export_json"),
-    path("search/", library_views.search, name="search"),
+    path("c/<int:pk>/remove/", library.delete_entry, name="delete_entry"),
+    path("c/<int:pk>/export.md", library.export_markdown, name="export_markdown"),
+    path("c/<int:pk>/export.json", library.export_json, name="export_json"),
+    path("search/", library.search, name="search"),
     path(
         "c/<int:pk>/settings/",
-        answer_settings_views.conversation_settings,
+        answer_settings.conversation_settings,
         name="conversation_settings",
     ),
-    path("settings/", answer_settings_views.defaults, name="defaults"),
+    path("settings/", answer_settings.defaults, name="defaults"),
     path("m/<int:pk>/", views.message_fragment, name="message"),
     path("m/<int:pk>/source/", views.message_source, name="message_source"),
     path("m/<int:pk>/retry/", views.retry, name="retry"),
     path("m/<int:pk>/continue/", views.continue_answer, name="continue"),
-    path("m/<int:pk>/edit/", branch_views.edit_message, name="edit"),
-    path("m/<int:pk>/show/", branch_views.show_version, name="show_version"),
+    path("m/<int:pk>/edit/", branches.edit_message, name="edit"),
+    path("m/<int:pk>/show/", branches.show_version, name="show_version"),
     path("m/<int:pk>/attachments/<int:index>/", views.attachment, name="attachment"),
     path("m/<int:pk>/speech/", read_aloud.read_aloud, name="read_aloud"),
     path("m/<int:pk>/speech/state/", read_aloud.reading_state, name="reading_state"),
@@ -46,5 +49,5 @@ urlpatterns = [
     path("accounts/login/", login_limits.login, name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
-    path("favicon.ico", library_views.favicon),
+    path("favicon.ico", library.favicon),
 ]

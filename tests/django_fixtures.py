@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from channels.layers import channel_layers
 
-from chatapp import gateway
+from chatapp.gateways import catalog, clients, configs
 
 
 @pytest.fixture(autouse=True)
@@ -28,15 +28,15 @@ def fresh_gateways(settings: Any) -> Iterator[None]:
     """Gateway configs are cached per process; each test has a database of its own. Tests pick
     the emulator's pacing per request (`emulator/long?long_tokens=50`): the app lets them."""
     settings.CHAT_EMULATOR_REQUEST_OPTIONS = True
-    gateway.forget_configs()
-    gateway._models_cache.clear()
-    gateway._models_failed.clear()
+    configs.forget_configs()
+    catalog._models_cache.clear()
+    catalog._models_failed.clear()
     yield
-    gateway.forget_configs()
+    configs.forget_configs()
 
 
 @pytest.fixture(autouse=True)
 async def closed_clients() -> AsyncIterator[None]:
     """The test loop's shared gateway clients are closed with it, as at server shutdown."""
     yield
-    await gateway.close_clients()
+    await clients.close_clients()

@@ -8,8 +8,8 @@ from typing import Any
 
 from django import template
 
-from ..answer_settings_views import header_context
-from ..models import Conversation
+from chatapp.models import Conversation
+from chatapp.views.answer_settings import header_context
 
 register = template.Library()
 

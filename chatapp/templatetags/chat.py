@@ -10,9 +10,12 @@ from collections.abc import Mapping
 from django import template
 from django.utils.safestring import SafeString, mark_safe
 
-from .. import answer_render, attachments, live_blocks, presentation, speech_offer
-from ..models import Generation, Message
-from ..rendering import linkable_url, showable_image_url
+from chatapp.models import Generation, Message
+from chatapp.read_aloud import offer
+from chatapp.rendering import answer_html as answer_render
+from chatapp.rendering import attachments, presentation
+from chatapp.rendering.markdown import linkable_url, showable_image_url
+from chatapp.streaming import live_blocks
 
 register = template.Library()
 
@@ -107,4 +110,4 @@ def tools_ran(calls: list[Mapping[str, object]]) -> bool:
 
 @register.filter
 def can_read_aloud(message: Message) -> bool:
-    return speech_offer.can_read_aloud(message)
+    return offer.can_read_aloud(message)

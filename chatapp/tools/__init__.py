@@ -20,9 +20,9 @@ import orjson
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from ..models import ToolSwitch
-from . import calculator, clock, conversation_search
-from .base import RunStatus, Tool, ToolContext, ToolFailure, ToolRun
+from chatapp.models import ToolSwitch
+from chatapp.tools import calculator, clock, conversation_search
+from chatapp.tools.base import RunStatus, Tool, ToolContext, ToolFailure, ToolRun
 
 __all__ = [
     "MAX_RESULT",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from ..errors import ChatAppError
+from chatapp.errors import ChatAppError
 
 type RunStatus = Literal["done", "error"]
 

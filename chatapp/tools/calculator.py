@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from .base import ToolContext, ToolFailure
+from chatapp.tools.base import ToolContext, ToolFailure
 
 __all__ = [
     "MAX_DEPTH",

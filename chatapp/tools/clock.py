@@ -13,7 +13,7 @@ import orjson
 from django.conf import settings
 from django.utils import timezone
 
-from .base import ToolContext, ToolFailure
+from chatapp.tools.base import ToolContext, ToolFailure
 
 __all__ = ["TOOL", "Clock"]
 

@@ -1,6 +1,7 @@
 """The `search_conversations` tool: finds what the user discussed in their other conversations.
 
-The sidebar's search (`chatapp/search.py`), so the model finds what the user would, ranked the
+The sidebar's search (`chatapp/conversations/search.py`), so the model finds what the user would,
+ranked the
 same way, and only ever among `context.user_id`'s conversations. The conversation being answered
 is left out: the model already has it. Titles and snippets reach the model as plain text (the
 sidebar's are escaped HTML with `<mark>`).
@@ -14,9 +15,9 @@ from typing import Any
 import orjson
 from django.contrib.auth.models import User
 
-from .. import search
-from ..search import Hit
-from .base import ToolContext, ToolFailure
+from chatapp.conversations import search
+from chatapp.conversations.search import Hit
+from chatapp.tools.base import ToolContext, ToolFailure
 
 __all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "TOOL", "ConversationSearch"]
 

@@ -141,10 +141,16 @@ def test_stop_after_the_first_token_keeps_the_partial_answer(alice: Any) -> None
 
 
 def test_reload_mid_stream_reattaches_without_gap_or_duplicate(alice: Any) -> None:
+    sockets: list[tuple[Any, Any]] = []  # each socket the page opens: its page and server sides
+
+    def relay(ws: Any) -> None:
+        sockets.append((ws, ws.connect_to_server()))
+
     send(alice, LONG_WORDS, "emulator/echo")
     expect(alice).to_have_url(re.compile(r"/c/\d+/$"))
     answer = alice.locator("article.assistant").last
     wait_for_text(answer, minimum=40)
+    alice.route_web_socket(re.compile(r"/ws/chat/"), relay)
     alice.reload()
     answer = alice.locator("article.assistant").last
     expect(answer).to_have_attribute("data-status", "streaming")
@@ -153,7 +159,10 @@ def test_reload_mid_stream_reattaches_without_gap_or_duplicate(alice: Any) -> No
     record_views(answer)
     before_drop = wait_for_views(alice, 4)
     # A dropped websocket reconnects and continues the same way.
-    alice.evaluate("window.chatDropSocket()")
+    page_side, server_side = sockets[-1]
+    page_side.close(code=1006 - 6)  # 1000: a close the page did not ask for, as a network drop
+    server_side.close()
+    poll(lambda: len(sockets) > 1, "the page opened a new socket")
     wait_for_views(alice, before_drop + 4)
     expect(answer).to_have_attribute("data-status", "completed", timeout=30_000)
     assert_prefix_growing(alice, LONG_WORDS)
@@ -308,7 +317,7 @@ def test_a_lost_delta_is_recovered_with_a_snapshot(alice: Any) -> None:
 
         def from_server(message: str | bytes) -> None:
             text = message if isinstance(message, str) else message.decode()
-            if text.startswith("["):  # a delta (chatapp/ws_protocol.py)
+            if text.startswith("["):  # a delta (chatapp/ws/protocol.py)
                 count["delta"] += 1
                 if count["delta"] % 4 == 2:
                     return  # lost

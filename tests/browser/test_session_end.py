@@ -1,6 +1,6 @@
 """A page whose session ends (signed out in another tab) goes to the sign-in page and back.
 
-The server closes the session's sockets with 4401 (`chatapp/session_sockets.py`); a page that
+The server closes the session's sockets with 4401 (`chatapp/ws/session_sockets.py`); a page that
 only reconnected would be refused every few seconds for ever, showing a conversation it can no
 longer update.
 """

@@ -20,10 +20,11 @@ USERNAME = "erin"
 SEED = f"""
 from decimal import Decimal
 from django.contrib.auth import get_user_model
-from chatapp import gateway
+
 from chatapp.models import Gateway, Generation, ModelPrice, SpendingLimit
+from chatapp.gateways import configs
 user = get_user_model().objects.create_user({USERNAME!r}, password={PASSWORD!r})
-_, default_pk = gateway.configs(force=True)
+_, default_pk = configs.configs(force=True)
 row = Gateway.objects.get(pk=default_pk)
 for model, price in [("emulator/chat", "0.00001"), ("emulator/long", "0.001")]:
     ModelPrice.objects.update_or_create(

@@ -14,8 +14,9 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model
 
-from chatapp import worker, ws_protocol
-from chatapp.turns import Turn, create_turn
+from chatapp.conversations.turns import Turn, create_turn
+from chatapp.streaming import worker
+from chatapp.ws import protocol
 from gateway_client.emulator import EmulatorURL, GenerationRecord
 from tests.django_fixtures import (  # noqa: F401 (used by name: pytest finds fixtures here)
     closed_clients,
@@ -31,7 +32,9 @@ def chat_settings(settings: Any, emulator_url: str) -> Any:
     settings.LLM_API_KEY = "test-key"
     settings.LLM_TIMEOUTS = {"idle": 1.0, "first_token": 5.0}
     settings.CHAT_SWEEP_INTERVAL = 0
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "chatapp.channel_layer.LocalChannelLayer"}}
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "chatapp.patches.channel_layer.LocalChannelLayer"}
+    }
     # Deliberately slow in production; irrelevant to what these tests check.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     return settings
@@ -98,7 +101,7 @@ class GroupListener:
 
     def __init__(self, conversation_id: int) -> None:
         self.layer = get_channel_layer()
-        self.group = ws_protocol.group_name(conversation_id)
+        self.group = protocol.group_name(conversation_id)
         self.channel = ""
         self.received: list[dict[str, Any]] = []
 
@@ -110,7 +113,7 @@ class GroupListener:
     async def next(self) -> dict[str, Any]:
         async with asyncio.timeout(10):
             message = await self.layer.receive(self.channel)
-        payload = ws_protocol.decode(message["text"])
+        payload = protocol.decode(message["text"])
         self.received.append(payload)
         return payload
 

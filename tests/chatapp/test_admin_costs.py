@@ -21,9 +21,12 @@ from django.db.models import Sum
 from django.test import AsyncClient, Client
 from django.urls import reverse
 
-from chatapp import cost_chart, cost_csv, cost_summary, key_vault
+from chatapp.costs import chart as cost_chart
+from chatapp.costs import csv_file
+from chatapp.costs import summary as cost_summary
+from chatapp.costs.units import CostUnit, Money
+from chatapp.gateways import key_vault
 from chatapp.models import Conversation, Gateway, Generation, Message, ModelPrice
-from chatapp.units import CostUnit, Money
 
 SUMMARY = "admin:chatapp_generation_summary"
 EXPORT = "admin:chatapp_generation_export"
@@ -509,7 +512,7 @@ def test_the_csv_adds_up_to_the_page_and_opens_in_a_spreadsheet(
     assert response["Content-Disposition"].startswith('attachment; filename="generations-')
     assert body.startswith(b"\xef\xbb\xbf")  # UTF-8 byte-order mark
     assert b"\r\n" in body
-    assert list(rows[0]) == list(cost_csv.COLUMNS)
+    assert list(rows[0]) == list(csv_file.COLUMNS)
     assert len(rows) == 5
     sums: dict[str, Decimal] = defaultdict(Decimal)
     for row in rows:
@@ -542,7 +545,7 @@ def test_the_csv_takes_the_lists_filters(
 
 @pytest.mark.django_db(transaction=True)
 async def test_the_csv_streams_under_asgi(admin_user: Any, alice: Any, numes: Gateway) -> None:
-    count = cost_csv.CHUNK_ROWS + 5  # more than one chunk
+    count = csv_file.CHUNK_ROWS + 5  # more than one chunk
     await sync_to_async(_bulk_generations)(numes, alice, count, Decimal("0.001"), "usd")
     client = AsyncClient()
     await client.aforce_login(admin_user)
@@ -560,7 +563,7 @@ async def test_the_csv_streams_under_asgi(admin_user: Any, alice: Any, numes: Ga
 
 
 def test_formula_cells_are_defused_and_amounts_are_plain() -> None:
-    assert [cost_csv._text(text) for text in ("=1+1", "+1", "-1", "@x", "\tx", "ok")] == [
+    assert [csv_file._text(text) for text in ("=1+1", "+1", "-1", "@x", "\tx", "ok")] == [
         "'=1+1",
         "'+1",
         "'-1",
@@ -568,9 +571,9 @@ def test_formula_cells_are_defused_and_amounts_are_plain() -> None:
         "'\tx",
         "ok",
     ]
-    assert cost_csv.plain(Decimal("0.000008100000000")) == "0.0000081"
-    assert cost_csv.plain(Decimal("130.000000000000000")) == "130"
-    assert cost_csv.plain(Decimal("1E+3")) == "1000"
+    assert csv_file.plain(Decimal("0.000008100000000")) == "0.0000081"
+    assert csv_file.plain(Decimal("130.000000000000000")) == "130"
+    assert csv_file.plain(Decimal("1E+3")) == "1000"
 
 
 # --- The chart --------------------------------------------------------------------------------

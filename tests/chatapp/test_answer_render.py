@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
-from chatapp import answer_render, render_pool
 from chatapp.models import Conversation, Message
-from chatapp.rendering import doc_id_for
+from chatapp.rendering import answer_html as answer_render
+from chatapp.rendering import pool
+from chatapp.rendering.markdown import doc_id_for
 from chatapp.templatetags.chat import answer_html
 from tests.waiting import poll
 
@@ -19,7 +20,7 @@ FOOTNOTED = "Hi[^1]\n\n[^1]: a note"
 def test_two_answers_of_the_same_text_each_render_with_their_own_footnote_ids(
     alice: Any, bob: Any, settings: Any
 ) -> None:
-    render_pool.shutdown()  # the first render waits for a process: it is under way a while
+    pool.shutdown()  # the first render waits for a process: it is under way a while
     first = Message.objects.create(
         conversation=Conversation.objects.create(user=alice, title="t"),
         role="assistant",

@@ -9,9 +9,10 @@ import pytest
 from django.test import AsyncClient, Client
 from django.urls import reverse
 
-from chatapp import gateway, key_vault, request_options
-from chatapp.answer_settings_views import AnswerSettingsForm
+from chatapp.conversations import request_options
+from chatapp.gateways import configs, key_vault
 from chatapp.models import ChatDefaults, Conversation, Gateway, ToolSwitch
+from chatapp.views.answer_settings import AnswerSettingsForm
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -55,7 +56,7 @@ def applied(html: str) -> str:
 
 @pytest.fixture
 def conversation(alice: Any) -> Conversation:
-    default = gateway.config_for(None)  # the emulator's Numes, as the default gateway
+    default = configs.config_for(None)  # the emulator's Numes, as the default gateway
     return Conversation.objects.create(user=alice, title="Salt", gateway_id=default.pk)
 
 
@@ -147,7 +148,7 @@ def test_an_effort_the_gateway_is_not_sent_says_so(alice: Any, emulator_url: str
         cost_unit="micro_usd",
         api_key_encrypted=key_vault.encrypt("osmexo-key"),
     )
-    gateway.forget_configs()
+    configs.forget_configs()
     conversation = Conversation.objects.create(user=alice, gateway=osmexo)
     html = signed_in(alice).post(
         settings_url(conversation), {**EMPTY, "reasoning_effort": "low"}, headers=HTMX
@@ -310,7 +311,7 @@ def test_tools_on_a_gateway_that_takes_none_say_so(alice: Any, emulator_url: str
         cost_unit="micro_usd",
         api_key_encrypted=key_vault.encrypt("tiny-key"),
     )
-    gateway.forget_configs()
+    configs.forget_configs()
     conversation = Conversation.objects.create(user=alice, gateway=tiny)
     html = signed_in(alice).post(
         settings_url(conversation), {**EMPTY, "tools": ["calculator"]}, headers=HTMX

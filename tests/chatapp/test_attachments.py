@@ -8,7 +8,7 @@ import wave
 
 import pytest
 
-from chatapp.attachments import (
+from chatapp.rendering.attachments import (
     audio_attachment,
     from_completion,
     image_attachment,

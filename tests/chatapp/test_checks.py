@@ -23,7 +23,7 @@ def test_our_middleware_passes() -> None:
 @pytest.mark.parametrize(
     ("removed", "check_id"),
     [
-        ("chatapp.middleware.Security", "chatapp.W001"),
+        ("chatapp.patches.inline_middleware.Security", "chatapp.W001"),
         ("chatapp.middleware.XFrameOptions", "chatapp.W002"),
         ("chatapp.middleware.Csrf", "chatapp.W003"),
     ],

@@ -12,10 +12,11 @@ from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from chatapp import worker, ws_protocol
 from chatapp.asgi import application
-from chatapp.consumers import CLOSE_UNAUTHENTICATED
 from chatapp.models import Generation, Message
+from chatapp.streaming import worker
+from chatapp.ws import protocol
+from chatapp.ws.consumer import CLOSE_UNAUTHENTICATED
 from tests.waiting import eventually
 
 from .conftest import start_turn
@@ -58,7 +59,7 @@ async def connect(ws: WebsocketCommunicator, *, owned: bool = True) -> tuple[boo
 
 
 async def receive(ws: WebsocketCommunicator) -> dict[str, Any]:
-    return ws_protocol.decode(await ws.receive_from(timeout=10))
+    return protocol.decode(await ws.receive_from(timeout=10))
 
 
 async def collect_until_done(ws: WebsocketCommunicator) -> list[dict[str, Any]]:
@@ -98,9 +99,7 @@ async def test_another_users_conversation_is_refused(alice: Any, bob: Any) -> No
     assert connected  # bob's own socket; watching alice's conversation is what is refused
     assert await receive(ws) == {"t": "gone", "c": turn.conversation.pk}
     assert await ws.receive_nothing(timeout=0.3)  # none of alice's deltas reach bob
-    await get_channel_layer().send(
-        turn.job.owner_channel, ws_protocol.cancel(turn.job.generation_pk)
-    )
+    await get_channel_layer().send(turn.job.owner_channel, protocol.cancel(turn.job.generation_pk))
     await asyncio.wait_for(task, 10)
     await ws.disconnect()
 
@@ -215,6 +214,6 @@ async def test_malformed_and_foreign_requests_are_refused(alice: Any, bob: Any) 
     assert generation.status == "streaming"
     await ws.disconnect()
     await get_channel_layer().send(
-        theirs.job.owner_channel, ws_protocol.cancel(theirs.job.generation_pk)
+        theirs.job.owner_channel, protocol.cancel(theirs.job.generation_pk)
     )
     await asyncio.wait_for(task, 10)

@@ -11,12 +11,14 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
-from chatapp import gateway, key_vault, worker, ws_protocol
-from chatapp.gateway import GatewayConfig
+from chatapp.conversations.turns import create_turn
+from chatapp.costs.units import default_unit
+from chatapp.gateways import catalog, configs, key_vault
+from chatapp.gateways.configs import GatewayConfig
 from chatapp.models import Gateway, Generation, ModelPrice
-from chatapp.presentation import error_text
-from chatapp.turns import create_turn
-from chatapp.units import default_unit
+from chatapp.rendering.presentation import error_text
+from chatapp.streaming import worker
+from chatapp.ws import protocol
 from gateway_client import ModelInfo
 
 from .conftest import GroupListener
@@ -32,8 +34,8 @@ async def gateway_at(base_url: str, dialect: str = "", unit: str = "credits") ->
         cost_unit=unit,
         api_key_encrypted=key_vault.encrypt("test-key"),
     )
-    gateway.forget_configs()
-    return await gateway.aconfig_for(row.pk)
+    configs.forget_configs()
+    return await configs.aconfig_for(row.pk)
 
 
 async def run(user: Any, model: str, base_url: str, dialect: str = "") -> Generation:
@@ -46,12 +48,12 @@ async def run(user: Any, model: str, base_url: str, dialect: str = "") -> Genera
 
 async def test_without_llm_base_url_the_built_in_emulator_serves(settings: Any) -> None:
     settings.LLM_BASE_URL = None
-    config = await gateway.aconfig_for(None)
+    config = await configs.aconfig_for(None)
     assert config.emulated
-    assert config.name == gateway.EMULATOR_NAME
+    assert config.name == configs.EMULATOR_NAME
     assert config.base_url.endswith("/numes/api/v1")
     assert config.base_url.startswith("http://127.0.0.1:")
-    [group] = await gateway.catalog()
+    [group] = await catalog.catalog()
     assert group.error is None
     chat = next(choice for choice in group.choices if choice.model == "emulator/chat")
     assert chat.value == f"g{config.pk}:emulator/chat"
@@ -62,15 +64,15 @@ async def test_without_llm_base_url_the_built_in_emulator_serves(settings: Any) 
 async def test_llm_base_url_creates_then_updates_the_default_gateway(
     settings: Any, emulator_url: str
 ) -> None:
-    first = await gateway.aconfig_for(None)
+    first = await configs.aconfig_for(None)
     assert (first.name, first.base_url, first.api_key) == (
-        gateway.DEFAULT_NAME,
+        configs.DEFAULT_NAME,
         f"{emulator_url}/numes/api/v1",
         "test-key",
     )
     settings.LLM_API_KEY = "rotated-key"
     settings.LLM_COST_UNIT = "sat"
-    second = await gateway.aconfig_for(None)
+    second = await configs.aconfig_for(None)
     assert second.pk == first.pk
     assert (second.api_key, second.cost_unit) == ("rotated-key", "sat")
     row = await Gateway.objects.aget(pk=first.pk)
@@ -82,33 +84,33 @@ async def test_llm_base_url_creates_then_updates_the_default_gateway(
 async def test_a_new_llm_base_url_without_a_key_drops_the_old_urls_key(
     settings: Any, emulator_url: str
 ) -> None:
-    first = await gateway.aconfig_for(None)
+    first = await configs.aconfig_for(None)
     assert first.api_key == "test-key"
     settings.LLM_BASE_URL = f"{emulator_url}/osmexo/v1"
     settings.LLM_API_KEY = ""
-    gateway.forget_configs()
-    await sync_to_async(gateway._ensure_default)()
+    configs.forget_configs()
+    await sync_to_async(configs._ensure_default)()
     row = await Gateway.objects.aget(pk=first.pk)
     assert (row.base_url, row.api_key_encrypted) == (settings.LLM_BASE_URL, "")
     with pytest.raises(key_vault.KeyUnavailable, match="no API key is configured"):
-        gateway.resolve(row)
+        configs.resolve(row)
 
 
 async def test_llm_speech_model_sets_the_default_gateways_or_leaves_the_admins(
     settings: Any, emulator_url: str
 ) -> None:
-    config = await gateway.aconfig_for(None)
+    config = await configs.aconfig_for(None)
     await Gateway.objects.filter(pk=config.pk).aupdate(speech_model="set-by-an-admin")
-    gateway.forget_configs()
-    assert (await gateway.aconfig_for(None)).speech_model == "set-by-an-admin"
+    configs.forget_configs()
+    assert (await configs.aconfig_for(None)).speech_model == "set-by-an-admin"
     settings.LLM_SPEECH_MODEL = "emulator/audio"
-    assert (await gateway.aconfig_for(None)).speech_model == "emulator/audio"
+    assert (await configs.aconfig_for(None)).speech_model == "emulator/audio"
 
 
 async def test_a_gateway_that_is_down_is_a_group_with_its_reason(emulator_url: str) -> None:
     down = await gateway_at("http://127.0.0.1:9/v1")
-    groups = await gateway.catalog()
-    assert [g.config.name for g in groups] == [gateway.DEFAULT_NAME, down.name]
+    groups = await catalog.catalog()
+    assert [g.config.name for g in groups] == [configs.DEFAULT_NAME, down.name]
     assert groups[0].error is None, "the others still work"
     assert groups[0].choices
     assert groups[1].choices == []
@@ -118,10 +120,10 @@ async def test_a_gateway_that_is_down_is_a_group_with_its_reason(emulator_url: s
 
 async def test_the_emulators_four_dialects_are_four_gateways(settings: Any) -> None:
     settings.LLM_BASE_URL = None
-    rows = await sync_to_async(gateway.add_emulator_gateways)()
-    again = await sync_to_async(gateway.add_emulator_gateways)()
+    rows = await sync_to_async(configs.add_emulator_gateways)()
+    again = await sync_to_async(configs.add_emulator_gateways)()
     assert [r.pk for r in again] == [r.pk for r in rows], "idempotent"
-    groups = await gateway.catalog()
+    groups = await catalog.catalog()
     assert [(g.config.dialect, g.config.cost_unit) for g in groups] == [
         ("numes", "usd"),
         ("nodul", "pnp"),
@@ -132,12 +134,12 @@ async def test_the_emulators_four_dialects_are_four_gateways(settings: Any) -> N
 
 
 def test_picker_values_name_the_gateway_and_keep_colons_in_model_ids() -> None:
-    assert gateway.parse_choice(gateway.choice_value(3, "openai/gpt:free")) == (
+    assert catalog.parse_choice(catalog.choice_value(3, "openai/gpt:free")) == (
         3,
         "openai/gpt:free",
     )
-    assert gateway.parse_choice("emulator/echo") == (None, "emulator/echo")
-    assert gateway.parse_choice("gpt-4:latest") == (None, "gpt-4:latest")
+    assert catalog.parse_choice("emulator/echo") == (None, "emulator/echo")
+    assert catalog.parse_choice("gpt-4:latest") == (None, "gpt-4:latest")
 
 
 async def test_tiny_has_no_usage_and_without_a_price_says_so(alice: Any, emulator_url: str) -> None:
@@ -211,7 +213,7 @@ async def test_keys_never_reach_a_log_or_a_page(
         api_key_encrypted=key_vault.encrypt(secret),
     )
     caplog.set_level("DEBUG")
-    groups = await gateway.catalog()
+    groups = await catalog.catalog()
     assert any(group.error for group in groups)
     generation = await run(alice, "emulator/error-before", f"{emulator_url}/numes/api/v1")
     assert generation.status == "failed"
@@ -227,7 +229,7 @@ async def cancelled_midway(user: Any, config: GatewayConfig) -> Generation:
     listener = await GroupListener(turn.conversation.pk).join()
     task = worker.start(turn.job)
     await listener.until("delta")
-    await get_channel_layer().send(owner, ws_protocol.cancel(turn.job.generation_pk))
+    await get_channel_layer().send(owner, protocol.cancel(turn.job.generation_pk))
     await asyncio.wait_for(task, 30)
     return await Generation.objects.select_related("message").aget(pk=turn.generation.pk)
 
@@ -251,7 +253,7 @@ async def test_a_cancelled_stream_on_each_dialect_has_a_cost_an_estimate_or_a_re
     unit: str,
 ) -> None:
     config = await gateway_at(f"{emulator_url}{path}", dialect, default_unit(dialect))
-    _, error = await gateway.list_models(config)  # learns the prices a listing gives
+    _, error = await catalog.list_models(config)  # learns the prices a listing gives
     assert error is None
     assert await ModelPrice.objects.filter(gateway_id=config.pk).aexists() == listed_price
     generation = await cancelled_midway(alice, config)
@@ -273,24 +275,24 @@ async def test_a_cancelled_stream_on_each_dialect_has_a_cost_an_estimate_or_a_re
 
 async def test_configs_are_refreshed_once_for_many_new_chats_at_once(monkeypatch: Any) -> None:
     loads = 0
-    load = gateway._load
+    load = configs._load
 
     def counting_load() -> Any:
         nonlocal loads
         loads += 1
         return load()
 
-    monkeypatch.setattr(gateway, "_load", counting_load)
-    first = await asyncio.gather(*(gateway.aconfig_for(None) for _ in range(20)))
+    monkeypatch.setattr(configs, "_load", counting_load)
+    first = await asyncio.gather(*(configs.aconfig_for(None) for _ in range(20)))
     assert loads == 1, "an empty cache is filled once for all"
     assert len({config.pk for config in first}) == 1
     # Past its TTL the cache is still served, at once, while one refresh runs.
-    assert gateway._configs is not None
-    gateway._configs = (gateway._configs[0] - gateway.CONFIGS_TTL - 1, *gateway._configs[1:])
-    stale = await asyncio.gather(*(gateway.aconfig_for(None) for _ in range(20)))
+    assert configs._configs is not None
+    configs._configs = (configs._configs[0] - configs.CONFIGS_TTL - 1, *configs._configs[1:])
+    stale = await asyncio.gather(*(configs.aconfig_for(None) for _ in range(20)))
     assert stale == first
-    assert gateway._refreshing is not None
-    await gateway._refreshing
+    assert configs._refreshing is not None
+    await configs._refreshing
     assert loads == 2
 
 
@@ -301,10 +303,10 @@ async def test_only_an_emulator_reads_options_from_a_model_name(
     settings.CHAT_EMULATOR_REQUEST_OPTIONS = True
     config = GatewayConfig(1, "Real", "https://gw.example/v1", "k", None, "credits", emulated)
     listed = [ModelInfo("gpt-4"), ModelInfo("emulator/long")]
-    gateway._models_cache[config] = (time.monotonic(), listed)
-    assert await gateway.listed_models(config, "emulator/long?long_tokens=5") == listed
+    catalog._models_cache[config] = (time.monotonic(), listed)
+    assert await catalog.listed_models(config, "emulator/long?long_tokens=5") == listed
     if emulated:
-        assert await gateway.listed_models(config, "gpt-4?x") == listed
+        assert await catalog.listed_models(config, "gpt-4?x") == listed
     else:
-        with pytest.raises(gateway.ModelUnavailable, match="does not offer the model 'gpt-4\\?x'"):
-            await gateway.listed_models(config, "gpt-4?x")
+        with pytest.raises(catalog.ModelUnavailable, match="does not offer the model 'gpt-4\\?x'"):
+            await catalog.listed_models(config, "gpt-4?x")

@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from chatapp.image_checks import (
+from chatapp.rendering.image_checks import (
     MAX_PREVIEW_BYTES,
     CheckedImage,
     ImageRefused,

@@ -15,9 +15,11 @@ from channels.layers import get_channel_layer
 from django.test import AsyncClient
 from django.urls import reverse
 
-from chatapp import gateway, worker, ws_protocol
+from chatapp.conversations.turns import Turn, create_turn
+from chatapp.gateways import catalog, configs
 from chatapp.models import Generation, Message
-from chatapp.turns import Turn, create_turn
+from chatapp.streaming import worker
+from chatapp.ws import protocol
 from gateway_client.emulator.media import png_b64
 from gateway_client.emulator.numes_media import IMAGE_PRICE
 
@@ -99,9 +101,7 @@ async def test_stop_closes_the_image_stream(alice: Any, upstream: UpstreamLog) -
     task = worker.start(turn.job)
     first = await listener.until("delta")
     assert [partial for _, _, partial in first["previews"]] == [True]
-    await get_channel_layer().send(
-        turn.job.owner_channel, ws_protocol.cancel(turn.job.generation_pk)
-    )
+    await get_channel_layer().send(turn.job.owner_channel, protocol.cancel(turn.job.generation_pk))
     done = await listener.until("done", within=2)
     assert done["status"] == "cancelled"
     record = await upstream.finished(await upstream.one(endpoint="images"))
@@ -123,14 +123,14 @@ async def test_a_reload_mid_generation_gets_the_newest_preview_in_the_snapshot(
     layer = get_channel_layer()
     reply_to = await layer.new_channel()
     await layer.send(
-        turn.job.owner_channel, ws_protocol.snapshot_request(turn.job.generation_pk, reply_to)
+        turn.job.owner_channel, protocol.snapshot_request(turn.job.generation_pk, reply_to)
     )
     async with asyncio.timeout(5):
-        snapshot = ws_protocol.decode((await layer.receive(reply_to))["text"])
+        snapshot = protocol.decode((await layer.receive(reply_to))["text"])
     assert snapshot["t"] == "snapshot"
     assert snapshot["previews"] == shown
     assert snapshot["attachments"] == []
-    await layer.send(turn.job.owner_channel, ws_protocol.cancel(turn.job.generation_pk))
+    await layer.send(turn.job.owner_channel, protocol.cancel(turn.job.generation_pk))
     await asyncio.wait_for(task, 10)
 
 
@@ -141,8 +141,8 @@ async def logged_in(user: Any) -> AsyncClient:
 
 
 async def test_the_picker_marks_image_models_on_numes_only(alice: Any) -> None:
-    await sync_to_async(gateway.add_emulator_gateways)()
-    groups = await gateway.catalog()
+    await sync_to_async(configs.add_emulator_gateways)()
+    groups = await catalog.catalog()
     painters = {
         group.config.name: [c.model for c in group.choices if c.generates_images]
         for group in groups
@@ -165,7 +165,7 @@ async def test_sending_to_an_image_model_generates_images_served_from_our_origin
     alice: Any, bob: Any, upstream: UpstreamLog
 ) -> None:
     client = await logged_in(alice)
-    (choice,) = [c.value for g in await gateway.catalog() for c in g.choices if c.generates_images]
+    (choice,) = [c.value for g in await catalog.catalog() for c in g.choices if c.generates_images]
     response = await client.post(
         reverse("chat:send_new"), {"content": PROMPT, "model": choice, "images": "2"}
     )
@@ -199,7 +199,7 @@ async def test_regenerate_and_edit_of_an_image_answer_generate_images_again(
     alice: Any, upstream: UpstreamLog
 ) -> None:
     client = await logged_in(alice)
-    (choice,) = [c.value for g in await gateway.catalog() for c in g.choices if c.generates_images]
+    (choice,) = [c.value for g in await catalog.catalog() for c in g.choices if c.generates_images]
     first, _ = await run(await image_turn(alice, count=2))
 
     async def latest_after(response: Any) -> Generation:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from chatapp.gateway import GatewayConfig
-from chatapp.image_models import generates_images, image_count, image_prompt, kind_of
+from chatapp.gateways.configs import GatewayConfig
+from chatapp.gateways.image_models import generates_images, image_count, image_prompt, kind_of
 from chatapp.models import Generation
 from gateway_client import ModelInfo
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from cryptography.fernet import Fernet
 
-from chatapp import key_vault
+from chatapp.gateways import key_vault
 
 
 def test_a_key_round_trips_and_is_not_stored_in_clear() -> None:

@@ -16,12 +16,12 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 
-from chatapp import cost_csv, ledger
-from chatapp.cost_summary import CostSummary, GroupTotals
+from chatapp.access.rate_limits import RateLimited, check_generation_start
+from chatapp.costs import csv_file, ledger
+from chatapp.costs.spend import month_spend
+from chatapp.costs.summary import CostSummary, GroupTotals
 from chatapp.errors import ChatAppError, LedgerIsAppendOnly
 from chatapp.models import Conversation, Gateway, Generation, LedgerDay, Message, SpeechAudio
-from chatapp.rate_limits import RateLimited, check_generation_start
-from chatapp.spend import month_spend
 
 pytestmark = pytest.mark.django_db
 
@@ -406,7 +406,7 @@ def test_the_csv_lists_folded_days_first_with_their_counts(
     text = b"".join(admin.get(reverse(EXPORT)).streaming_content).decode("utf-8-sig")
     rows = list(csv.DictReader(io.StringIO(text)))
 
-    assert list(rows[0]) == list(cost_csv.COLUMNS)
+    assert list(rows[0]) == list(csv_file.COLUMNS)
     day = (TODAY - datetime.timedelta(days=10)).isoformat()
     assert {k: rows[0][k] for k in ("generation", "started_at", "user", "cost", "generations")} == {
         "generation": "",

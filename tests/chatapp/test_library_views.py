@@ -17,9 +17,10 @@ from django.test import AsyncClient, Client
 from django.urls import reverse
 from django.utils import timezone
 
-from chatapp import attachments, worker
-from chatapp.library_views import date_group
 from chatapp.models import Conversation, Gateway, Generation, Message
+from chatapp.rendering import attachments
+from chatapp.streaming import worker
+from chatapp.views.library import date_group
 
 from .conftest import start_turn
 

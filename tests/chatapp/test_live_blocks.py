@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from chatapp.live_blocks import (
+from chatapp.rendering.markdown import render_markdown
+from chatapp.streaming.live_blocks import (
     BlockSettler,
     SettledChunk,
     utf16_length,
 )
-from chatapp.rendering import render_markdown
 
 CORPUS = {
     "headings and paragraphs": (

@@ -9,8 +9,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chatapp.live_blocks import BlockSettler
-from chatapp.live_state import LiveState
+from chatapp.streaming.live_blocks import BlockSettler
+from chatapp.streaming.live_state import LiveState
 from gateway_client.events import (
     Annotation,
     Artifact,

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from chatapp.log_context import ContextFilter, bind_generation, current
+from chatapp.streaming.log_context import ContextFilter, bind_generation, current
 
 
 def record(message: str) -> logging.LogRecord:
-    entry = logging.LogRecord("chatapp.worker", logging.INFO, __file__, 1, message, (), None)
+    entry = logging.LogRecord(
+        "chatapp.streaming.worker", logging.INFO, __file__, 1, message, (), None
+    )
     assert ContextFilter().filter(entry) is True
     return entry
 
@@ -47,5 +49,5 @@ async def test_the_plain_format_puts_the_ids_after_the_logger_name() -> None:
     formatter = logging.Formatter(settings.LOGGING["formatters"]["plain"]["format"])
     bind_generation(12, 3)
     assert formatter.format(record("Generation 12 refused: 429")).endswith(
-        " INFO chatapp.worker [generation=12 conversation=3]: Generation 12 refused: 429"
+        " INFO chatapp.streaming.worker [generation=12 conversation=3]: Generation 12 refused: 429"
     )

@@ -7,15 +7,15 @@ import sys
 
 import orjson
 
-from chatapp.log_context import ContextFilter, bind_generation
 from chatapp.log_format import JsonFormatter
+from chatapp.streaming.log_context import ContextFilter, bind_generation
 
 KEYS = ["time", "level", "logger", "message", "generation", "conversation", "exc_info"]
 
 
 def formatted(message: str, *args: object, exc_info: bool = False) -> str:
     entry = logging.LogRecord(
-        "chatapp.worker", logging.ERROR, __file__, 1, message, args,
+        "chatapp.streaming.worker", logging.ERROR, __file__, 1, message, args,
         sys.exc_info() if exc_info else None,
     )  # fmt: skip
     ContextFilter().filter(entry)
@@ -26,7 +26,7 @@ def test_a_line_has_every_key_and_none_of_a_generation_outside_one() -> None:
     line = orjson.loads(formatted("Listening on %s", "127.0.0.1:8001"))
     assert list(line) == KEYS
     assert line["level"] == "ERROR"
-    assert line["logger"] == "chatapp.worker"
+    assert line["logger"] == "chatapp.streaming.worker"
     assert line["message"] == "Listening on 127.0.0.1:8001"
     assert (line["generation"], line["conversation"], line["exc_info"]) == (None, None, None)
     assert line["time"].endswith("+00:00")

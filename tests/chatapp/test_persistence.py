@@ -11,17 +11,17 @@ from typing import Any
 
 import pytest
 
-from chatapp.costing import MAX_RECORD_ATTEMPTS, Lookup
-from chatapp.jobs import Outcome, Status
-from chatapp.live_state import LiveState
+from chatapp.costs.costing import MAX_RECORD_ATTEMPTS, Lookup
 from chatapp.models import Conversation, Gateway, Generation, Message, ModelPrice
-from chatapp.persistence import (
+from chatapp.rendering.presentation import warning_texts
+from chatapp.streaming.jobs import Outcome, Status
+from chatapp.streaming.live_state import LiveState
+from chatapp.streaming.persistence import (
     FinalState,
     mark_interrupted,
     save_final,
     settle_cost,
 )
-from chatapp.presentation import warning_texts
 from gateway_client.accumulator import Completion
 from gateway_client.client import GenerationRecord
 from gateway_client.errors import ErrorInfo

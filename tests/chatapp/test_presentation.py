@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from chatapp.models import Generation, Message
-from chatapp.presentation import (
+from chatapp.rendering.presentation import (
     FinishNote,
     error_text,
     finish_note,

@@ -19,9 +19,10 @@ from django.core.asgi import get_asgi_application
 from django.test import AsyncClient
 from django.urls import reverse
 
-from chatapp import gateway, sweep
+from chatapp.costs.units import CostUnit, Money
+from chatapp.gateways import configs
 from chatapp.models import Conversation, Gateway, Generation, Message, SpeechAudio
-from chatapp.units import CostUnit, Money
+from chatapp.streaming import sweep
 from gateway_client.emulator.media import wav_bytes
 from tests.chatapp.conftest import UpstreamLog
 from tests.waiting import eventually
@@ -127,9 +128,9 @@ async def an_answer(user: Any, speech_model: str, text: str = ANSWER) -> Message
     speech model is `speech_model` ("": none)."""
 
     def make() -> Message:
-        _, default_pk = gateway.configs(force=True)
+        _, default_pk = configs.configs(force=True)
         Gateway.objects.filter(pk=default_pk).update(speech_model=speech_model)
-        gateway.forget_configs()
+        configs.forget_configs()
         return _answer(user, text, Gateway.objects.get(pk=default_pk))
 
     return await sync_to_async(make)()
@@ -300,13 +301,13 @@ async def test_the_button_is_offered_only_where_a_gateway_speaks(alice: Any, set
     assert "Read aloud" not in await fragment(alice, silent)
 
     def osmexo_answer() -> Message:
-        _, default_pk = gateway.configs(force=True)
+        _, default_pk = configs.configs(force=True)
         Gateway.objects.filter(pk=default_pk).update(speech_model="emulator/audio")
         osmexo = Gateway.objects.create(
             name="Osmexo", base_url="https://osmexo.example/v1", dialect="osmexo",
             cost_unit="usd", speech_model="tts-1", api_key_env="HOME",
         )  # fmt: skip
-        gateway.forget_configs()
+        configs.forget_configs()
         return _answer(alice, ANSWER, osmexo)
 
     # Osmexo has no /audio/speech: its answers are read by the default gateway, which speaks.

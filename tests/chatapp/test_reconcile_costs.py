@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from chatapp import gateway, key_vault
+from chatapp.costs.units import exact
+from chatapp.gateways import configs, key_vault
 from chatapp.models import Conversation, Gateway, Generation, Message
-from chatapp.units import exact
 from gateway_client import GatewayClient
 from gateway_client.emulator import EmulatorURL
 
@@ -43,7 +43,7 @@ def pending(user: Any, upstream_id: str, gateway_pk: int | None = None) -> Gener
     conversation = Conversation.objects.create(user=user, title="t")
     message = Message.objects.create(conversation=conversation, role="assistant", content="Hi")
     if gateway_pk is None:
-        gateway_pk = gateway.config_for(None).pk
+        gateway_pk = configs.config_for(None).pk
     return Generation.objects.create(
         message=message,
         conversation=conversation,

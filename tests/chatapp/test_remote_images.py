@@ -11,7 +11,7 @@ from django.test import Client
 from django.urls import reverse
 
 from chatapp.models import Conversation, Generation, Message
-from chatapp.rendering import render_markdown, showable_image_url
+from chatapp.rendering.markdown import render_markdown, showable_image_url
 
 PNG = "data:image/png;base64,iVBORw0KGgo="
 REMOTE = "https://cdn.example/otter.png?for=alice"

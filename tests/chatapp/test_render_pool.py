@@ -9,9 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from chatapp import answer_render, render_jobs, render_pool
-from chatapp.render_pool import Failure, RenderPool
-from chatapp.rendering import PLAIN_TEXT_NOTES, render_markdown
+from chatapp.rendering import answer_html, pool_jobs
+from chatapp.rendering import pool as render_pool
+from chatapp.rendering.markdown import PLAIN_TEXT_NOTES, render_markdown
+from chatapp.rendering.pool import Failure, RenderPool
 
 from . import render_jobs_for_tests as jobs
 
@@ -28,7 +29,7 @@ def test_a_job_runs_in_another_process_that_serves_the_next_one(pool: RenderPool
     assert isinstance(first, int)
     assert first != os.getpid()
     assert pool.run_sync(jobs.pid) == first
-    assert pool.run_sync(render_jobs.render, "*hi*", [], "m1") == render_markdown("*hi*")
+    assert pool.run_sync(pool_jobs.render, "*hi*", [], "m1") == render_markdown("*hi*")
 
 
 def test_a_job_past_its_deadline_is_stopped_and_its_process_replaced(pool: RenderPool) -> None:
@@ -92,14 +93,14 @@ def test_an_answer_past_the_deadline_shows_as_marked_plain_text(settings: object
     settings.CHAT_RENDER_DEADLINE = 0.5  # type: ignore[attr-defined]
     try:
         slow = "![" * 50_000  # about 3 s to render here
-        rendered = answer_render.render_answer_sync(slow + "<b>", [], "m1")
+        rendered = answer_html.render_answer_sync(slow + "<b>", [], "m1")
         assert rendered.keep  # kept: it would only run out again at the next view
         assert rendered.html.startswith(
             f'<p class="render-fallback">{PLAIN_TEXT_NOTES["deadline"]}'
         )
         assert "&lt;b&gt;</code></pre>" in rendered.html  # escaped, never markup
         assert render_pool.pool().replaced == 1
-        quick = answer_render.render_answer_sync("*fine*", [], "m1")
+        quick = answer_html.render_answer_sync("*fine*", [], "m1")
         assert quick.html == "<p><em>fine</em></p>\n"
     finally:
         render_pool.shutdown()

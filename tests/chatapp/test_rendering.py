@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from chatapp.highlight import MAX_CODE_CHARS, lexer_name, stylesheet
-from chatapp.rendering import ALLOWED_TAGS, doc_id_for, render_markdown, sanitize
+from chatapp.rendering.highlight import MAX_CODE_CHARS, lexer_name, stylesheet
+from chatapp.rendering.markdown import ALLOWED_TAGS, doc_id_for, render_markdown, sanitize
 
 
 class Elements(HTMLParser):
@@ -110,7 +110,9 @@ def test_model_text_cannot_forge_token_spans() -> None:
 
 def test_the_stylesheet_is_the_generated_one() -> None:
     path = Path(__file__).resolve().parents[2] / "static" / "chatapp" / "highlight.css"
-    assert path.read_text() == stylesheet(), "regenerate with chatapp.highlight.stylesheet()"
+    assert path.read_text() == stylesheet(), (
+        "regenerate with chatapp.rendering.highlight.stylesheet()"
+    )
 
 
 def test_table_columns_keep_their_alignment_as_classes() -> None:

@@ -7,9 +7,7 @@ from typing import Any
 
 import pytest
 
-from chatapp import gateway
-from chatapp.models import ChatDefaults, Conversation, Gateway
-from chatapp.request_options import (
+from chatapp.conversations.request_options import (
     FIELDS,
     RequestOptions,
     defaults_for,
@@ -18,6 +16,8 @@ from chatapp.request_options import (
     stream_arguments,
     summary,
 )
+from chatapp.gateways import configs
+from chatapp.models import ChatDefaults, Conversation, Gateway
 
 MESSAGES = [{"role": "user", "content": "Why is the sea salty?"}]
 EVERYTHING = RequestOptions("Answer in French.", 0.7, 2048, "high")
@@ -143,7 +143,7 @@ def test_the_dialect_is_the_gateways_or_its_urls(emulator_url: str, settings: An
     unknown = Gateway.objects.create(
         name="Unknown", base_url="https://llm.example/v1", api_key_env="HOME"
     )
-    gateway.forget_configs()
+    configs.forget_configs()
     assert dialect_of(named.pk) == "osmexo"
     assert dialect_of(guessed.pk) == "nodul"
     assert dialect_of(unknown.pk) == ""

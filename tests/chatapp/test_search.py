@@ -11,8 +11,8 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from chatapp.conversations.search import search, snippet, terms
 from chatapp.models import Conversation, Message
-from chatapp.search import search, snippet, terms
 
 pytestmark = [pytest.mark.django_db]
 

@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from chatapp.search import search
+from chatapp.conversations.search import search
 
 from .test_search import conversation
 

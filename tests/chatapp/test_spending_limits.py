@@ -1,4 +1,4 @@
-"""Spending limits (`chatapp/spending_limits.py`): refused before anything is sent upstream on
+"""Spending limits (`chatapp/costs/spending_limits.py`): refused before anything is sent upstream on
 every path that starts a generation, worst-case ceilings, the unknown-price policy, periods, the
 hard stop mid-stream, and the spend pushed to the user's sockets when a cost settles."""
 
@@ -20,8 +20,12 @@ from django.test import AsyncClient
 from django.urls import reverse
 from django.utils import timezone
 
-from chatapp import gateway, key_vault, persistence, spending_limits, worker
 from chatapp.asgi import application
+from chatapp.conversations.turns import create_turn, first_context
+from chatapp.costs import spending_limits
+from chatapp.costs.spending_limits import Ceiling, SpendingLimitReached, ceiling_for, period_bounds
+from chatapp.costs.units import CostUnit, Money
+from chatapp.gateways import catalog, configs, key_vault
 from chatapp.models import (
     Conversation,
     Gateway,
@@ -31,9 +35,7 @@ from chatapp.models import (
     ModelPrice,
     SpendingLimit,
 )
-from chatapp.spending_limits import Ceiling, SpendingLimitReached, ceiling_for, period_bounds
-from chatapp.turns import create_turn, first_context
-from chatapp.units import CostUnit, Money
+from chatapp.streaming import persistence, worker
 from gateway_client.emulator import EmulatorURL
 from tests.waiting import eventually
 
@@ -55,7 +57,7 @@ async def logged_in(user: Any) -> AsyncClient:
 
 async def default_gateway() -> Gateway:
     def find() -> Gateway:
-        _, pk = gateway.configs(force=True)
+        _, pk = configs.configs(force=True)
         return Gateway.objects.get(pk=pk)
 
     return await sync_to_async(find)()
@@ -362,7 +364,7 @@ async def test_an_unknown_price_is_allowed_or_refused_as_the_limit_says(
         cost_unit="micro_usd",
         api_key_encrypted=key_vault.encrypt("osmexo-key"),
     )
-    gateway.forget_configs()
+    configs.forget_configs()
     policy = await limit(
         "1000000",
         user=alice,
@@ -370,7 +372,7 @@ async def test_an_unknown_price_is_allowed_or_refused_as_the_limit_says(
         unknown_price=SpendingLimit.UnknownPrice.REFUSE,
     )
     client = await logged_in(alice)
-    data = {"content": "Otters?", "model": gateway.choice_value(osmexo.pk, "emulator/echo")}
+    data = {"content": "Otters?", "model": catalog.choice_value(osmexo.pk, "emulator/echo")}
     text = refused(await client.post(reverse("chat:send_new"), data, headers=HTMX))
     assert text.startswith(
         "This answer cannot be priced (no price is known for emulator/echo), and your spending "

@@ -10,9 +10,10 @@ import pytest
 from channels.layers import get_channel_layer
 from django.utils import timezone
 
-from chatapp import worker, ws_protocol
 from chatapp.models import Conversation, Generation, Message
-from chatapp.sweep import sweep_stale_generations
+from chatapp.streaming import worker
+from chatapp.streaming.sweep import sweep_stale_generations
+from chatapp.ws import protocol
 
 from .conftest import GroupListener, start_turn
 
@@ -47,7 +48,7 @@ async def test_a_generation_running_in_this_process_is_left_alone(alice: Any) ->
     task = worker.start(turn.job)
     assert await sweep_stale_generations(stale_after=0) == 0
     assert (await Generation.objects.aget(pk=turn.generation.pk)).status == "streaming"
-    cancel = ws_protocol.cancel(turn.job.generation_pk)
+    cancel = protocol.cancel(turn.job.generation_pk)
     await get_channel_layer().send(turn.job.owner_channel, cancel)
     await asyncio.wait_for(task, 10)
 

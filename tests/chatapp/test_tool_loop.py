@@ -15,19 +15,15 @@ from channels.layers import get_channel_layer
 from django.contrib import admin
 from django.urls import reverse
 
-from chatapp import (
-    gateway,
-    persistence,
-    presentation,
-    stopping,
-    tool_loop,
-    tools,
-    worker,
-    ws_protocol,
-)
-from chatapp.generation_admin import GenerationAdmin
+from chatapp import tools
+from chatapp.costs.generation_admin import GenerationAdmin
+from chatapp.gateways import configs
 from chatapp.models import Conversation, Gateway, Generation, Message
+from chatapp.rendering import presentation
+from chatapp.streaming import persistence, stopping, worker
+from chatapp.tools import tool_loop
 from chatapp.tools.base import ToolContext
+from chatapp.ws import protocol
 from gateway_client.accumulator import ToolCall
 from gateway_client.emulator import EmulatorURL
 from tests.emulator_requests import record_chat_bodies
@@ -276,7 +272,7 @@ async def test_a_stop_sent_before_the_next_round_runs_is_kept_for_it(alice: Any)
     """The cancel reaches the process between the next round's rows and its worker."""
     turn = await start_turn(alice, "hi", "emulator/echo")
     ticker = worker.current_ticker()
-    await get_channel_layer().send(ticker.channel, ws_protocol.cancel(turn.job.generation_pk))
+    await get_channel_layer().send(ticker.channel, protocol.cancel(turn.job.generation_pk))
     await eventually(
         lambda: turn.job.generation_pk in ticker._early_cancels, what="the cancel to arrive"
     )
@@ -319,7 +315,7 @@ async def test_a_round_that_cannot_continue_still_keeps_its_answer(
     worker.start(turn.job)
     await asyncio.to_thread(blocking_tool.started.wait, 10)
     await Gateway.objects.filter(pk=turn.generation.gateway_id).aupdate(enabled=False)
-    gateway.forget_configs()
+    configs.forget_configs()
     blocking_tool.release.set()
     await workers_done()
     [only] = await turn_generations(conversation)

@@ -11,23 +11,21 @@ from django.conf import settings
 from django.http import Http404
 from django.utils import timezone
 
-from chatapp.gateway import config_for
-from chatapp.models import Conversation, Generation, Message
-from chatapp.turns import (
+from chatapp.conversations.tree import Versions, context_for, shown_path
+from chatapp.conversations.turns import (
     BUSY,
     MAX_MESSAGE_CHARS,
     TurnError,
-    Versions,
-    context_for,
     create_continuation,
     create_edit,
     create_retry,
     create_turn,
     larger_budget,
     select_version,
-    shown_path,
     title_from,
 )
+from chatapp.gateways.configs import config_for
+from chatapp.models import Conversation, Generation, Message
 
 pytestmark = [pytest.mark.django_db]
 

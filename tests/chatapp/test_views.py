@@ -11,10 +11,11 @@ from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 from django.urls import reverse
 
-from chatapp import gateway, key_vault, worker
+from chatapp.costs.units import exact
+from chatapp.gateways import catalog, configs, key_vault
 from chatapp.models import Conversation, Gateway, Generation, Message
-from chatapp.rendering import citation
-from chatapp.units import exact
+from chatapp.rendering.markdown import citation
+from chatapp.streaming import worker
 from gateway_client import GatewayClient
 from gateway_client.chunks import parse_annotation
 from gateway_client.emulator import EmulatorURL
@@ -50,8 +51,8 @@ async def test_home_has_model_picker_message_box_and_send(alice: Any) -> None:
     html = response.content.decode()
     assert response.status_code == 200
     assert '<label for="model">Model</label>' in html
-    pk = (await Gateway.objects.aget(name=gateway.DEFAULT_NAME)).pk
-    assert f'<optgroup label="{gateway.DEFAULT_NAME}">' in html
+    pk = (await Gateway.objects.aget(name=configs.DEFAULT_NAME)).pk
+    assert f'<optgroup label="{configs.DEFAULT_NAME}">' in html
     assert re.search(
         rf'<option value="g{pk}:emulator/chat" title="[^"]+" selected>Emulator: chat<', html
     )
@@ -72,11 +73,11 @@ async def test_two_gateways_serve_one_users_conversations_side_by_side(
         cost_unit="micro_usd",
         api_key_encrypted=key_vault.encrypt("osmexo-key"),
     )
-    gateway.forget_configs()
+    configs.forget_configs()
     client = await logged_in(alice)
     home = (await client.get(reverse("chat:home"))).content.decode()
     assert '<optgroup label="Osmexo">' in home
-    for value in ("emulator/echo", gateway.choice_value(osmexo.pk, "emulator/echo")):
+    for value in ("emulator/echo", catalog.choice_value(osmexo.pk, "emulator/echo")):
         response = await client.post(
             reverse("chat:send_new"), {"content": "side by side", "model": value}, headers=HTMX
         )
@@ -89,13 +90,13 @@ async def test_two_gateways_serve_one_users_conversations_side_by_side(
         ).order_by("pk")
     ]
     assert rows == [
-        (gateway.DEFAULT_NAME, gateway.DEFAULT_NAME, "completed", "usd"),
+        (configs.DEFAULT_NAME, configs.DEFAULT_NAME, "completed", "usd"),
         ("Osmexo", "Osmexo", "completed", "micro_usd"),
     ]
     # Each conversation's page preselects its own gateway's model.
     osmexo_conversation = await Conversation.objects.aget(gateway=osmexo)
     page = await client.get(reverse("chat:conversation", args=[osmexo_conversation.pk]))
-    value = gateway.choice_value(osmexo.pk, "emulator/echo")
+    value = catalog.choice_value(osmexo.pk, "emulator/echo")
     assert re.search(rf'<option value="{value}"[^>]* selected>', page.content.decode())
 
 
@@ -106,7 +107,7 @@ async def test_a_disabled_gateway_is_refused_with_a_word(alice: Any) -> None:
     client = await logged_in(alice)
     response = await client.post(
         reverse("chat:send_new"),
-        {"content": "hi", "model": gateway.choice_value(off.pk, "m")},
+        {"content": "hi", "model": catalog.choice_value(off.pk, "m")},
         headers=HTMX,
     )
     assert response.status_code == 200
@@ -629,7 +630,7 @@ async def test_a_new_chat_is_sent_upstream_before_its_rows_are_written(
         )
         raise RuntimeError("the database is gone")
 
-    monkeypatch.setattr("chatapp.views.create_turn", failing_create_turn)
+    monkeypatch.setattr("chatapp.views.chat.create_turn", failing_create_turn)
     client = await logged_in(alice)
     with pytest.raises(RuntimeError, match="the database is gone"):
         await client.post(
@@ -703,13 +704,13 @@ async def test_an_answer_cut_at_the_budget_says_so(alice: Any, emulator_url: Emu
         cost_unit="credits",
         api_key_encrypted=key_vault.encrypt("tiny-key"),
     )
-    gateway.forget_configs()
+    configs.forget_configs()
     client = await logged_in(alice)
     response = await client.post(
         reverse("chat:send_new"),
         {
             "content": "Why is the sea salty?",
-            "model": gateway.choice_value(tiny.pk, "emulator/length"),
+            "model": catalog.choice_value(tiny.pk, "emulator/length"),
         },
         headers=HTMX,
     )

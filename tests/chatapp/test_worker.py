@@ -14,10 +14,12 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
-from chatapp import gateway, key_vault, worker, ws_protocol
-from chatapp.jobs import Job
+from chatapp.conversations.request_options import RequestOptions
+from chatapp.gateways import configs, key_vault
 from chatapp.models import Gateway, Generation, Message
-from chatapp.request_options import RequestOptions
+from chatapp.streaming import worker
+from chatapp.streaming.jobs import Job
+from chatapp.ws import protocol
 from gateway_client.emulator import GenerationRecord
 from tests.waiting import eventually
 
@@ -194,9 +196,7 @@ async def test_cancel_before_the_first_token_closes_upstream(
     task = worker.start(turn.job)
     record = await upstream.one(scenario="slow-start")
     clicked = time.time()
-    await get_channel_layer().send(
-        turn.job.owner_channel, ws_protocol.cancel(turn.job.generation_pk)
-    )
+    await get_channel_layer().send(turn.job.owner_channel, protocol.cancel(turn.job.generation_pk))
     done = await listener.until("done", within=2)
     assert done["status"] == "cancelled"
     record = await upstream.finished(record)
@@ -225,9 +225,7 @@ async def test_cancel_mid_stream_keeps_partial_text(alice: Any, upstream: Upstre
     task = worker.start(turn.job)
     await listener.until("delta")
     await listener.until("delta")
-    await get_channel_layer().send(
-        turn.job.owner_channel, ws_protocol.cancel(turn.job.generation_pk)
-    )
+    await get_channel_layer().send(turn.job.owner_channel, protocol.cancel(turn.job.generation_pk))
     done = await listener.until("done", within=2)
     assert done["status"] == "cancelled"
     await asyncio.wait_for(task, 30)
@@ -252,7 +250,7 @@ async def test_snapshot_plus_later_deltas_rebuild_the_text(alice: Any) -> None:
     layer = get_channel_layer()
     reply = await layer.new_channel()
     await layer.send(
-        turn.job.owner_channel, ws_protocol.snapshot_request(turn.job.generation_pk, reply)
+        turn.job.owner_channel, protocol.snapshot_request(turn.job.generation_pk, reply)
     )
     snapshot = orjson.loads((await asyncio.wait_for(layer.receive(reply), 5))["text"])
     assert snapshot["t"] == "snapshot"
@@ -290,9 +288,7 @@ async def test_partial_text_is_flushed_while_streaming(alice: Any, settings: Any
     await eventually(
         lambda: len(running.state.content) > len(flushed) or None, what="text past the flush"
     )
-    await get_channel_layer().send(
-        turn.job.owner_channel, ws_protocol.cancel(turn.job.generation_pk)
-    )
+    await get_channel_layer().send(turn.job.owner_channel, protocol.cancel(turn.job.generation_pk))
     await asyncio.wait_for(task, 30)
     final = await Message.objects.aget(pk=turn.assistant.pk)
     assert final.content.startswith(flushed)
@@ -357,9 +353,9 @@ async def test_osmexo_receives_the_settings_without_a_reasoning_control(
         cost_unit="micro_usd",
         api_key_encrypted=await sync_to_async(key_vault.encrypt)("osmexo-key"),
     )
-    gateway.forget_configs()
+    configs.forget_configs()
     turn = await start_turn(alice, "Why is the sea salty?", "emulator/echo")
-    config = await gateway.aconfig_for(row.pk)
+    config = await configs.aconfig_for(row.pk)
     job = dataclasses.replace(turn.job, gateway=config, options=FRENCH, max_tokens=4096)
     assert (await _run_job(job)).status == "completed"
     record = await upstream.one(dialect="osmexo")
@@ -380,7 +376,7 @@ async def test_a_job_without_options_sends_none(alice: Any, upstream: UpstreamLo
 
 
 async def test_an_early_request_carries_the_options(alice: Any, upstream: UpstreamLog) -> None:
-    config = await gateway.aconfig_for(None)
+    config = await configs.aconfig_for(None)
     messages = [{"role": "user", "content": "hello early"}]
     early = worker.open_early(config, "emulator/echo", messages, options=FRENCH)
     record = await upstream.one(scenario="echo")

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from chatapp import writer
-from chatapp.jobs import Outcome, Status
-from chatapp.live_state import LiveState
 from chatapp.models import Conversation, Generation, Message
-from chatapp.persistence import save_final
-from chatapp.writer import PartialRow
+from chatapp.streaming import writer
+from chatapp.streaming.jobs import Outcome, Status
+from chatapp.streaming.live_state import LiveState
+from chatapp.streaming.persistence import save_final
+from chatapp.streaming.writer import PartialRow
 from gateway_client.accumulator import Completion
 from gateway_client.errors import ErrorInfo
 from gateway_client.events import TextDelta

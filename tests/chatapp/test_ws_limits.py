@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from chatapp.ws_limits import ID_FIELDS, BadCommand, MessageBudget, parse_command
+from chatapp.ws.message_limits import ID_FIELDS, BadCommand, MessageBudget, parse_command
 
 
 def test_a_burst_passes_then_the_rate_holds() -> None:

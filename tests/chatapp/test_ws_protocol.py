@@ -7,19 +7,19 @@ from typing import Any
 import orjson
 import pytest
 
-from chatapp import ws_protocol
-from chatapp.live_state import LiveState
+from chatapp.streaming.live_state import LiveState
+from chatapp.ws import protocol
 from gateway_client.events import ReasoningDelta, TextDelta, ToolCallDelta
 
 
 def test_group_name() -> None:
-    assert ws_protocol.group_name(42) == "conversation.42"
+    assert protocol.group_name(42) == "conversation.42"
 
 
 def test_group_message_is_encoded_once_as_compact_json() -> None:
-    message = ws_protocol.group_message({"t": "updated", "g": 3, "text": "é ✓"})
+    message = protocol.group_message({"t": "updated", "g": 3, "text": "é ✓"})
     assert message == {"type": "chat.forward", "text": '{"t":"updated","g":3,"text":"é ✓"}'}
-    assert ws_protocol.group_message([3, 1, "Hi"]) == {"type": "chat.forward", "text": '[3,1,"Hi"]'}
+    assert protocol.group_message([3, 1, "Hi"]) == {"type": "chat.forward", "text": '[3,1,"Hi"]'}
 
 
 @pytest.mark.parametrize(
@@ -45,10 +45,10 @@ def test_group_message_is_encoded_once_as_compact_json() -> None:
 def test_delta_is_a_bare_array_without_trailing_empty_parts(
     fields: dict[str, Any], payload: list[Any]
 ) -> None:
-    assert ws_protocol.delta(7, fields) == payload
-    text = ws_protocol.group_message(ws_protocol.delta(7, fields))["text"]
-    assert ws_protocol.decode(text) == {"t": "delta", "g": 7, **fields}
-    assert ws_protocol.decode(text.encode()) == {"t": "delta", "g": 7, **fields}
+    assert protocol.delta(7, fields) == payload
+    text = protocol.group_message(protocol.delta(7, fields))["text"]
+    assert protocol.decode(text) == {"t": "delta", "g": 7, **fields}
+    assert protocol.decode(text.encode()) == {"t": "delta", "g": 7, **fields}
 
 
 def test_a_live_states_delta_decodes_to_what_it_took() -> None:
@@ -58,19 +58,19 @@ def test_a_live_states_delta_decodes_to_what_it_took() -> None:
     state.apply(ToolCallDelta(0, "call_1", "get_weather", '{"city"'))
     taken = state.take_delta()
     assert taken is not None
-    text = ws_protocol.group_message(ws_protocol.delta(9, taken))["text"]
+    text = protocol.group_message(protocol.delta(9, taken))["text"]
     assert orjson.loads(text)[:4] == [9, 1, "Hello ", "thinking"]
-    assert ws_protocol.decode(text) == {"t": "delta", "g": 9, **taken}
+    assert protocol.decode(text) == {"t": "delta", "g": 9, **taken}
 
 
 def test_objects_decode_as_they_are() -> None:
-    done = ws_protocol.done(5, 12, "completed")
-    assert ws_protocol.decode(ws_protocol.group_message(done)["text"]) == done
+    done = protocol.done(5, 12, "completed")
+    assert protocol.decode(protocol.group_message(done)["text"]) == done
 
 
 def test_browser_bound_payloads() -> None:
     fields = {"seq": 4, "content": "so far", "reasoning": "", "tool_calls": []}
-    assert ws_protocol.snapshot(5, fields) == {
+    assert protocol.snapshot(5, fields) == {
         "t": "snapshot",
         "g": 5,
         "seq": 4,
@@ -78,20 +78,20 @@ def test_browser_bound_payloads() -> None:
         "reasoning": "",
         "tool_calls": [],
     }
-    assert ws_protocol.done(5, 12, "cancelled") == {
+    assert protocol.done(5, 12, "cancelled") == {
         "t": "done",
         "g": 5,
         "seq": 12,
         "status": "cancelled",
     }
-    assert ws_protocol.updated(5) == {"t": "updated", "g": 5}
-    assert ws_protocol.not_found(8) == {"t": "gone", "c": 8}
-    assert ws_protocol.watching(8) == {"t": "watching", "c": 8}
+    assert protocol.updated(5) == {"t": "updated", "g": 5}
+    assert protocol.not_found(8) == {"t": "gone", "c": 8}
+    assert protocol.watching(8) == {"t": "watching", "c": 8}
 
 
 def test_worker_bound_messages_name_the_generation() -> None:
-    assert ws_protocol.cancel(5) == {"type": "generation.cancel", "g": 5}
-    assert ws_protocol.snapshot_request(5, "specific.abc!def") == {
+    assert protocol.cancel(5) == {"type": "generation.cancel", "g": 5}
+    assert protocol.snapshot_request(5, "specific.abc!def") == {
         "type": "generation.snapshot",
         "g": 5,
         "reply_to": "specific.abc!def",
@@ -108,4 +108,4 @@ def test_worker_bound_messages_name_the_generation() -> None:
     ],
 )
 def test_timeout_message_per_phase(phase: Any, words: str) -> None:
-    assert ws_protocol.timeout_message(phase, "no first token in 5 s") == words
+    assert protocol.timeout_message(phase, "no first token in 5 s") == words

@@ -97,7 +97,7 @@ async def test_json_lines_are_json_objects_with_the_generation(servers: dict[str
         line for line in lines if line["message"].startswith(f"Generation {generation_pk} ")
     ]
     assert warning["level"] == "WARNING"
-    assert warning["logger"] == "chatapp.worker"
+    assert warning["logger"] == "chatapp.streaming.worker"
     assert (warning["generation"], warning["conversation"]) == (generation_pk, conversation_id)
     listening = [line for line in lines if "Listening on TCP address" in line["message"]]
     assert len(listening) == 1

@@ -43,7 +43,9 @@ def fault_settings(settings: Any) -> Any:
     # Short enough that a stall or a drip ends a test in about a second.
     settings.LLM_TIMEOUTS = {"connect": 2.0, "first_token": 3.0, "idle": 1.0, "total": 8.0}
     settings.CHAT_SWEEP_INTERVAL = 0
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "chatapp.channel_layer.LocalChannelLayer"}}
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "chatapp.patches.channel_layer.LocalChannelLayer"}
+    }
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     return settings
 

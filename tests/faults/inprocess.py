@@ -22,10 +22,12 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import AsyncClient, Client
 
-from chatapp import gateway, persistence, worker, ws_protocol
 from chatapp.asgi import application
+from chatapp.conversations.turns import create_turn
+from chatapp.gateways import configs
 from chatapp.models import Generation
-from chatapp.turns import create_turn
+from chatapp.streaming import persistence, worker
+from chatapp.ws import protocol
 from gateway_client.emulator import EmulatorURL
 
 from .browser_model import ShownAnswer
@@ -95,7 +97,7 @@ async def page_socket(user: Any, conversation_pk: int) -> WebsocketCommunicator:
     connected, _ = await ws.connect()
     assert connected
     await ws.send_to(text_data=orjson.dumps({"t": "watch", "c": conversation_pk}).decode())
-    assert ws_protocol.decode(await ws.receive_from(timeout=10)) == {
+    assert protocol.decode(await ws.receive_from(timeout=10)) == {
         "t": "watching",
         "c": conversation_pk,
     }
@@ -108,7 +110,7 @@ async def follow(
     """Apply what the socket receives until `done`, sending what the page would send back."""
     async with asyncio.timeout(within):
         while page.done is None:
-            message = ws_protocol.decode(await ws.receive_from(timeout=within))
+            message = protocol.decode(await ws.receive_from(timeout=within))
             for reply in page.handle(message):
                 await ws.send_to(text_data=orjson.dumps(reply).decode())
     return page
@@ -135,7 +137,7 @@ async def run_answer(
     """Send `text` through a proxy with `plan` in front of the gateway, and watch the answer."""
     async with fault_proxy(upstream, plan) as proxy:
         settings.LLM_BASE_URL = f"{proxy.url}/numes/api/v1"  # the default gateway's row
-        gateway.forget_configs()
+        configs.forget_configs()
         owner = await worker.owner_channel()
         turn = await sync_to_async(create_turn)(user, None, text, model, owner)
         ws = await page_socket(user, turn.conversation.pk)

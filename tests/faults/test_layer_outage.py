@@ -15,9 +15,11 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from chatapp import gateway, worker, ws_protocol
+from chatapp.conversations.turns import create_turn
+from chatapp.gateways import configs
 from chatapp.models import Generation
-from chatapp.turns import create_turn
+from chatapp.streaming import worker
+from chatapp.ws import protocol
 from gateway_client.emulator import EmulatorURL
 from tests.waiting import eventually
 
@@ -34,7 +36,7 @@ async def test_an_answer_ending_while_the_layer_is_down_is_saved_and_its_end_tol
     alice: Any, settings: Any, fault_emulator: EmulatorURL, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings.LLM_BASE_URL = f"{fault_emulator}/numes/api/v1"
-    gateway.forget_configs()
+    configs.forget_configs()
     writes = FinalWrites(monkeypatch)
     layer = get_channel_layer()
     group_send = layer.group_send
@@ -58,7 +60,7 @@ async def test_an_answer_ending_while_the_layer_is_down_is_saved_and_its_end_tol
     try:
         task = worker.start(turn.job)
         while not page.applied:
-            page.handle(ws_protocol.decode(await ws.receive_from(timeout=10)))
+            page.handle(protocol.decode(await ws.receive_from(timeout=10)))
         down = True
         await eventually(
             lambda: writes.calls[turn.generation.pk], what="the final write", within=10
@@ -89,7 +91,7 @@ async def test_deltas_lost_mid_stream_are_a_gap_the_page_fills_by_snapshot(
     """As when Redis blips while the page's socket stays open: the next delta that arrives is
     beyond the page's seq, so it asks for a snapshot, which replaces its text."""
     settings.LLM_BASE_URL = f"{fault_emulator}/numes/api/v1"
-    gateway.forget_configs()
+    configs.forget_configs()
     layer = get_channel_layer()
     group_send = layer.group_send
     down = False
@@ -107,7 +109,7 @@ async def test_deltas_lost_mid_stream_are_a_gap_the_page_fills_by_snapshot(
     try:
         task = worker.start(turn.job)
         while len(page.applied) < 2:
-            page.handle(ws_protocol.decode(await ws.receive_from(timeout=10)))
+            page.handle(protocol.decode(await ws.receive_from(timeout=10)))
         state = worker._running[turn.generation.pk].state
         lost_from = state.seq + 1
         down = True

@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from chatapp import gateway, worker, ws_protocol
+from chatapp.conversations.turns import create_turn
+from chatapp.gateways import configs
 from chatapp.models import Generation
-from chatapp.turns import create_turn
+from chatapp.streaming import worker
+from chatapp.ws import protocol
 from gateway_client.emulator import EmulatorURL
 from tests.waiting import eventually
 
@@ -30,7 +32,7 @@ async def test_a_socket_dropped_and_reopened_mid_stream_sees_no_gap_and_no_dupli
     alice: Any, settings: Any, fault_emulator: EmulatorURL
 ) -> None:
     settings.LLM_BASE_URL = f"{fault_emulator}/numes/api/v1"
-    gateway.forget_configs()
+    configs.forget_configs()
     owner = await worker.owner_channel()
     turn = await sync_to_async(create_turn)(alice, None, "A long story", PACED, owner)
     page = ShownAnswer(turn.generation.pk)
@@ -38,7 +40,7 @@ async def test_a_socket_dropped_and_reopened_mid_stream_sees_no_gap_and_no_dupli
     task = worker.start(turn.job)
     try:
         while len(page.applied) < 3:
-            page.handle(ws_protocol.decode(await first.receive_from(timeout=10)))
+            page.handle(protocol.decode(await first.receive_from(timeout=10)))
     finally:
         await first.disconnect()
     seq_at_drop = page.seq

@@ -28,7 +28,7 @@ from psycopg.rows import dict_row
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.typing import Origin
 
-from chatapp import ws_protocol
+from chatapp.ws import protocol
 from deploy import processes
 from deploy.processes import free_port
 
@@ -204,7 +204,7 @@ class Socket:
         """The next message about what this socket watches or asked (spend pushes kept apart)."""
         async with asyncio.timeout(within):
             while True:
-                message: dict[str, Any] = ws_protocol.decode(await self.connection.recv())
+                message: dict[str, Any] = protocol.decode(await self.connection.recv())
                 if message.get("t") != "spend":
                     break
                 self.spend_pushes.append(message)

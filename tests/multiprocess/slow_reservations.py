@@ -21,7 +21,7 @@ class SlowReservations(AppConfig):
         seconds = float(os.environ.get("TEST_SLOW_RESERVATION", "0"))
         if not seconds:
             return
-        from chatapp import spending_limits
+        from chatapp.costs import spending_limits
 
         spent = spending_limits._spent
 

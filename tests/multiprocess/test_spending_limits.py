@@ -1,6 +1,6 @@
 """A spending limit holds across server processes: 20 new chats sent at once, half through each
 Daphne, against a limit with room for 5 worst cases start exactly 5 (the limit rows are locked
-while each turn checks, `chatapp/spending_limits.py`), and the other 15 send nothing upstream.
+while each turn checks, `chatapp/costs/spending_limits.py`), and the other 15 send nothing upstream.
 
 Without the lock this fails only when the two servers' checks meet at the last slot (6 of 20
 started in one such run); `tests/chatapp/test_spending_limits.py` shows the lock itself on

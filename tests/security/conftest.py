@@ -22,7 +22,7 @@ from django.core.cache import cache
 from websockets.asyncio.client import connect
 from websockets.typing import Origin
 
-from chatapp import gateway
+from chatapp.gateways import clients
 from tests.browser.conftest import browser  # noqa: F401 (a fixture, module-scoped)
 from tests.chatapp.conftest import (  # noqa: F401 (fixtures)
     alice,
@@ -46,7 +46,7 @@ async def closed_clients() -> AsyncIterator[None]:
     """The test loop's shared gateway clients are closed with it. Not autouse (unlike the chat
     app's): the browser tests run no event loop of pytest's."""
     yield
-    await gateway.close_clients()
+    await clients.close_clients()
 
 
 @pytest.fixture(scope="session")
@@ -62,7 +62,9 @@ def security_settings(settings: Any, scripted_gateway: ScriptedGateway) -> Itera
     settings.LLM_DIALECT = None
     settings.LLM_TIMEOUTS = {"idle": 2.0, "first_token": 5.0}
     settings.CHAT_SWEEP_INTERVAL = 0
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "chatapp.channel_layer.LocalChannelLayer"}}
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "chatapp.patches.channel_layer.LocalChannelLayer"}
+    }
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     cache.clear()
     yield settings

@@ -8,7 +8,7 @@ import re
 
 import httpx
 
-from chatapp.turns import MAX_MESSAGE_CHARS
+from chatapp.conversations.turns import MAX_MESSAGE_CHARS
 from tests.multiprocess.servers import Server, User
 
 HTMX = {"HX-Request": "true"}

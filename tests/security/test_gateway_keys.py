@@ -16,7 +16,7 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 
-from chatapp import gateway, key_vault
+from chatapp.gateways import configs, key_vault
 from chatapp.models import Gateway
 
 FORBIDDEN = [
@@ -103,8 +103,8 @@ def test_a_row_written_otherwise_still_cannot_read_it(
     with pytest.raises(key_vault.KeyUnavailable, match=f"{name} may not hold a gateway key"):
         key_vault.resolve(numes.api_key_encrypted, numes.api_key_env)
     with pytest.raises(key_vault.KeyUnavailable):
-        gateway.resolve(numes)
-    found, _ = gateway.configs(force=True)
+        configs.resolve(numes)
+    found, _ = configs.configs(force=True)
     assert numes.pk not in found  # unusable, and logged as such: never sent
 
 
@@ -131,7 +131,7 @@ def test_a_new_base_url_clears_the_stored_key_saying_so(staff: Client, numes: Ga
     assert numes.base_url == moved["base_url"]
     assert numes.api_key_encrypted == ""
     with pytest.raises(key_vault.KeyUnavailable, match="no API key is configured"):
-        gateway.resolve(numes)  # so nothing is sent to the new URL until a key is entered
+        configs.resolve(numes)  # so nothing is sent to the new URL until a key is entered
 
 
 def test_a_new_base_url_with_a_new_key_keeps_the_new_key(staff: Client, numes: Gateway) -> None:
@@ -162,7 +162,7 @@ def test_a_new_base_url_clears_the_key_variable_saying_so(
     numes.refresh_from_db()
     assert (numes.base_url, numes.api_key_env) == (moved["base_url"], "")
     with pytest.raises(key_vault.KeyUnavailable, match="no API key is configured"):
-        gateway.resolve(numes)  # the variable's key is not sent to the new URL
+        configs.resolve(numes)  # the variable's key is not sent to the new URL
 
 
 def test_a_new_base_url_with_a_new_key_variable_keeps_it(staff: Client, numes: Gateway) -> None:

@@ -19,7 +19,7 @@ from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 from django.urls import reverse
 
-from chatapp import gateway, key_vault
+from chatapp.gateways import configs, key_vault
 from chatapp.models import Conversation, Gateway, Generation, Message
 from gateway_client.model_list import MAX_MODELS_BYTES
 
@@ -82,7 +82,7 @@ async def test_a_broken_model_list_shows_its_gateway_down_and_every_page_works(
         assert 'label="Hostile' in page
         assert "(unavailable)" in _group(page, row.name)
         # The other gateway still works.
-        default = _group(page, gateway.DEFAULT_NAME)
+        default = _group(page, configs.DEFAULT_NAME)
         assert 'value="g' in default
         assert ':ok"' in default
 
@@ -114,7 +114,7 @@ async def test_entries_without_a_string_id_are_skipped_not_the_list(
 def _finished_answer(user: Any, model: str) -> tuple[int, int, int]:
     """A conversation of `user`'s with a question and an answer by `model` that ran out of its
     budget (so that it may be continued): (conversation, question, answer)."""
-    _, default_pk = gateway.configs(force=True)
+    _, default_pk = configs.configs(force=True)
     conversation = Conversation.objects.create(user=user, title="t", gateway_id=default_pk)
     question = Message.objects.create(conversation=conversation, role="user", content="hi")
     answer = Message.objects.create(
@@ -148,7 +148,7 @@ async def test_a_model_the_gateway_does_not_list_is_refused_everywhere(
 ) -> None:
     settings.CHAT_EMULATOR_REQUEST_OPTIONS = False  # as shipped
     conversation, question, answer = await sync_to_async(_finished_answer)(alice, "ok")
-    _, default_pk = await gateway.aconfigs()
+    _, default_pk = await configs.aconfigs()
     choice = f"g{default_pk}:{model}"
     attempts = {
         "send_new": (reverse("chat:send_new"), {"content": "q", "model": choice}),
@@ -188,7 +188,7 @@ async def test_a_retry_or_continuation_keeps_only_a_listed_model(alice: Any, set
 
 async def test_a_listed_model_still_starts(alice: Any) -> None:
     """The control: the same requests with a listed model go through."""
-    _, default_pk = await gateway.aconfigs()
+    _, default_pk = await configs.aconfigs()
     client = await signed_in(alice)
     response = await client.post(
         reverse("chat:send_new"), {"content": "q", "model": f"g{default_pk}:ok"}
@@ -201,7 +201,7 @@ async def test_when_the_list_cannot_be_read_the_turn_is_refused_saying_so(
     alice: Any, scripted_gateway: ScriptedGateway
 ) -> None:
     row = await sync_to_async(_hostile_gateway)(scripted_gateway, "models-data-5")
-    gateway.forget_configs()
+    configs.forget_configs()
     asked = len(CHAT_MODELS_ASKED)
     response = await (await signed_in(alice)).post(
         reverse("chat:send_new"), {"content": "q", "model": f"g{row.pk}:ok"}, headers=HTMX

@@ -14,8 +14,8 @@ from django.test import AsyncClient
 from django.urls import reverse
 from django.utils import timezone
 
-from chatapp import worker
 from chatapp.models import Generation, Message
+from chatapp.streaming import worker
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("closed_clients")]
 

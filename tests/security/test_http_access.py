@@ -19,8 +19,8 @@ from django.middleware.csrf import _get_new_csrf_string
 from django.test import AsyncClient
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from chatapp import worker
 from chatapp.models import Conversation, Generation, Message
+from chatapp.streaming import worker
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("closed_clients")]
 

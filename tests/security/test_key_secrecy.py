@@ -19,8 +19,8 @@ import pytest
 from django.test import AsyncClient
 from django.urls import reverse
 
-from chatapp import worker
 from chatapp.models import Generation
+from chatapp.streaming import worker
 from gateway_client.redaction import MASK
 from tests.multiprocess.servers import Server, User
 

@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as examples
 from hypothesis import strategies as st
 
-from chatapp import login_limits
+from chatapp.access import login_limits
 from tests.multiprocess.servers import ROOT
 
 pytestmark = [pytest.mark.django_db]

@@ -23,8 +23,9 @@ from django.test import AsyncClient
 from django.urls import reverse
 from django.utils import timezone
 
-from chatapp import reading_records, reading_stream
 from chatapp.models import Generation, Message
+from chatapp.read_aloud import records as reading_records
+from chatapp.read_aloud import stream
 from gateway_client.emulator import EmulatorURL
 from gateway_client.emulator.media import wav_bytes
 from tests.chatapp.conftest import UpstreamLog
@@ -165,7 +166,7 @@ async def test_readings_count_in_the_answer_limit(
     await reading_of(answer, status="completed")
     # Its audience leaves as the last byte is sent; until the reading has ended here too, a new
     # request would join it (and be told it was stopped), not start one the limit counts.
-    await eventually(lambda: not reading_stream.running_pks(), what="the reading to end")
+    await eventually(lambda: not stream.running_pks(), what="the reading to end")
     await Generation.objects.filter(read_aloud=answer).aupdate(status="incomplete")  # not reused
     second = await AsgiRequest(speech_url(answer), headers).start().finish()
     assert second.status == 429

@@ -20,13 +20,15 @@ from typing import Any
 import httpx
 import pytest
 
-from chatapp import answer_render, render_jobs, render_pool
-from chatapp.answer_render import render_key
-from chatapp.highlight import LEXERS, highlighted
-from chatapp.live_blocks import BlockSettler, PartialAnswer
 from chatapp.models import Conversation, Message
-from chatapp.render_pool import RenderPool
-from chatapp.rendering import PLAIN_TEXT_NOTES, doc_id_for
+from chatapp.rendering import answer_html as answer_render
+from chatapp.rendering import pool as render_pool
+from chatapp.rendering import pool_jobs
+from chatapp.rendering.answer_html import render_key
+from chatapp.rendering.highlight import LEXERS, highlighted
+from chatapp.rendering.markdown import PLAIN_TEXT_NOTES, doc_id_for
+from chatapp.rendering.pool import RenderPool
+from chatapp.streaming.live_blocks import BlockSettler, PartialAnswer
 from chatapp.templatetags.chat import answer_html, partial_answer
 from tests.multiprocess.servers import Server, User, prepare_database, sign_in, start_server
 from tests.waiting import eventually, poll
@@ -63,7 +65,7 @@ def pool() -> Iterator[RenderPool]:
 
 
 def test_the_registry_fence_renders_at_once_unhighlighted(pool: RenderPool) -> None:
-    html = pool.run_sync(render_jobs.render, REGISTRY, [], "m1")
+    html = pool.run_sync(pool_jobs.render, REGISTRY, [], "m1")
     assert isinstance(html, str), html  # not stopped at the deadline
     assert '<code class="language-registry">"' + "\\" * 40 in html
     assert '<span class="o">' not in html.split("<code", 1)[1]
@@ -72,7 +74,7 @@ def test_the_registry_fence_renders_at_once_unhighlighted(pool: RenderPool) -> N
 @pytest.mark.parametrize("language", CATASTROPHIC)
 def test_a_lexer_that_backtracks_is_never_used(pool: RenderPool, language: str) -> None:
     fence = f"```{language}\n{CATASTROPHIC[language]}\n```\n"
-    html = pool.run_sync(render_jobs.render, fence, [], "m1")
+    html = pool.run_sync(pool_jobs.render, fence, [], "m1")
     assert isinstance(html, str), html
     assert highlighted(CATASTROPHIC[language], language) == ""
 
@@ -82,14 +84,14 @@ def test_every_allowed_lexer_is_quick_on_the_shapes_that_break_others(
     pool: RenderPool, language: str
 ) -> None:
     fences = "".join(f"```{language}\n{shape}\n```\n\n" for shape in SHORT_SHAPES)
-    html = pool.run_sync(render_jobs.render, fences, [], "m1")
+    html = pool.run_sync(pool_jobs.render, fences, [], "m1")
     assert isinstance(html, str), html
 
 
 def test_a_12500_item_task_list_renders_in_linear_time() -> None:
     roomy = RenderPool(workers=1, deadline=20.0, queue=1)  # ~4 s here; the old plugin took 42
     try:
-        html = roomy.run_sync(render_jobs.render, TASKS, [], "m1")
+        html = roomy.run_sync(pool_jobs.render, TASKS, [], "m1")
     finally:
         roomy.shutdown()
     assert isinstance(html, str), html

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from websockets.exceptions import ConnectionClosed
 
-from chatapp.session_sockets import CLOSE_SIGNED_OUT
+from chatapp.ws.session_sockets import CLOSE_SIGNED_OUT
 from deploy.services import redis_server
 from tests.multiprocess.servers import ROOT, Server, Socket, User, sign_in, start_server
 

@@ -5,7 +5,7 @@ victim's cookie along), from another origin of the same site (another port or sc
 do not tell ports apart), without an `Origin`, and an anonymous one are refused before the socket
 opens. A signed-in
 user's socket answers every command naming another user's conversation or generation (all of
-`ws_limits.ID_FIELDS`, so a new command is covered when it is added) as it answers one that
+`message_limits.ID_FIELDS`, so a new command is covered when it is added) as it answers one that
 does not exist, and changes nothing: the victim's answer streams on and only its owner stops it.
 """
 
@@ -19,8 +19,8 @@ from channels.testing import WebsocketCommunicator
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from chatapp import ws_limits
-from chatapp.ws_origin import SameOriginValidator
+from chatapp.ws import message_limits
+from chatapp.ws.origin import SameOriginValidator
 from deploy.processes import free_port
 from tests.multiprocess.servers import Server, User
 
@@ -139,7 +139,7 @@ async def test_another_users_conversation_and_generation_are_refused_by_id(
     conversation, generation = await running_generation(server, victim)
     ids = {"c": conversation, "g": generation}
     async with websocket(server, mallory) as socket:
-        for kind, field in ws_limits.ID_FIELDS.items():
+        for kind, field in message_limits.ID_FIELDS.items():
             await socket.send({"t": kind, field: ids[field]})
             assert await socket.next(10) == {"t": "gone", field: ids[field]}, kind
     assert [message for _, message in socket.received if message["t"] != "gone"] == []

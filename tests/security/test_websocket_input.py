@@ -1,7 +1,7 @@
 """What the page's websocket does with bad and excessive input, over a real Daphne server: each
 bad message gets an error in words and the same socket then works as before (it watches a
 conversation and streams its answer); a flood gets one error, then the socket is closed with
-`ws_limits.CLOSE_TOO_FAST`; a burst as large as normal use is served in full. Past Daphne's own
+`message_limits.CLOSE_TOO_FAST`; a burst as large as normal use is served in full. Past Daphne's own
 cap (1 MiB) a message never reaches the consumer: Daphne drops the connection.
 """
 
@@ -13,7 +13,7 @@ import orjson
 from django.conf import settings
 from websockets.exceptions import ConnectionClosed
 
-from chatapp import ws_limits
+from chatapp.ws import message_limits
 from tests.multiprocess.servers import Server, Socket, User
 
 from .conftest import websocket
@@ -125,9 +125,9 @@ async def test_a_flood_gets_one_error_then_the_socket_is_closed(
         closed = await closed_by_server(socket)
         errors = [message for _, message in socket.received if message["t"] == "error"]
         rate = settings.CHAT_WS_MESSAGES_PER_SECOND
-        assert errors == [{"t": "error", "error": ws_limits.too_fast(rate)}]
+        assert errors == [{"t": "error", "error": message_limits.too_fast(rate)}]
         assert closed.rcvd is not None
-        assert closed.rcvd.code == ws_limits.CLOSE_TOO_FAST
+        assert closed.rcvd.code == message_limits.CLOSE_TOO_FAST
         # Everything let through before the limit was answered.
         gone = [message for _, message in socket.received if message["t"] == "gone"]
         assert settings.CHAT_WS_BURST <= len(gone) < sent

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from chatapp.gateway import add_emulator_gateways
+from chatapp.gateways.configs import add_emulator_gateways
 
 
 class Command(BaseCommand):

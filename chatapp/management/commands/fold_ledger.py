@@ -2,7 +2,7 @@
 
 Folds every finished generation started before DAY (UTC) into daily totals per user, model,
 gateway, kind, status, unit and cost source, then deletes those generations, in one transaction
-(`chatapp.ledger`); one whose cost is still pending is left (and counted in the output) for a
+(`chatapp.costs.ledger`); one whose cost is still pending is left (and counted in the output) for a
 later run, since its cost settles after. Every total (the sidebar's month, the admin's list and
 summary, the CSV) is the same before and after. The only way generations are ever deleted.
 """
@@ -15,7 +15,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from chatapp import ledger
+from chatapp.costs import ledger
 
 
 def day(value: str) -> datetime.date:

@@ -1,8 +1,8 @@
 """`manage.py reconcile_costs`: settle every cost still pending (for cron).
 
 Asks the gateway's generation record where it keeps one, else estimates or states the reason
-(see `chatapp.costing`). A gateway that is down leaves its costs pending for a later run; running
-it twice changes nothing the first run settled.
+(see `chatapp.costs.costing`). A gateway that is down leaves its costs pending for a later run;
+running it twice changes nothing the first run settled.
 """
 
 from __future__ import annotations
@@ -17,17 +17,12 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
-from chatapp import reconcile
-from chatapp.costing import Lookup, record_expected, settle_cost_now
-from chatapp.gateway import (
-    GatewayConfig,
-    GatewayUnavailable,
-    close_clients,
-    config_for,
-    shared_client,
-)
+from chatapp.costs import reconcile
+from chatapp.costs.costing import Lookup, record_expected, settle_cost_now
+from chatapp.gateways.clients import close_clients, shared_client
+from chatapp.gateways.configs import GatewayConfig, GatewayUnavailable, config_for
 from chatapp.models import Generation
-from chatapp.presentation import format_cost
+from chatapp.rendering.presentation import format_cost
 
 CONCURRENT_LOOKUPS = 8
 

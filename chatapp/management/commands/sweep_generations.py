@@ -7,7 +7,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.core.management.base import BaseCommand, CommandParser
 
-from chatapp.sweep import sweep_stale_generations
+from chatapp.streaming.sweep import sweep_stale_generations
 
 
 class Command(BaseCommand):

@@ -1,0 +1,165 @@
+"""What a conversation asks of its answers (`AnswerSettings`), as one value, and how each gateway
+is sent it.
+
+`RequestOptions` is made from an `AnswerSettings` row, a conversation or a user's `ChatDefaults`
+(`options_for`), travels in the worker's `Job`, and becomes `GatewayClient.stream_chat`'s keywords
+in `stream_arguments`. A new conversation copies the user's defaults (`defaults_for`); afterwards it
+keeps its own settings.
+
+The four gateways speak the OpenAI request body (Osmexo: "any SSE-capable OpenAI client works
+unchanged"; tiny-3b: "Any OpenAI client reads it without modification"; Numes and Nodul are used
+through the OpenAI SDKs in their docs), so every dialect, and a gateway of unknown dialect, gets
+the system prompt as a leading `{"role": "system"}` message, `temperature` and `max_tokens`. Only
+Numes documents a reasoning control, the `reasoning` object (`reasoning: {"exclude": true}`, and
+"Reasoning covers the controls"), so only Numes is sent `reasoning: {"effort": ...}`; Osmexo and
+Nodul only describe the reasoning they stream back, and tiny-3b streams none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
+
+from chatapp import tools
+from chatapp.gateways import configs
+from chatapp.models import AnswerSettings, ChatDefaults
+from gateway_client.dialects import guess_dialect
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+__all__ = [
+    "FIELDS",
+    "REASONING_DIALECTS",
+    "RequestOptions",
+    "default_options",
+    "defaults_for",
+    "dialect_of",
+    "options_for",
+    "stream_arguments",
+    "summary",
+    "upstream_tools",
+]
+
+REASONING_DIALECTS = frozenset({"numes"})
+"""The dialects whose docs describe a request's reasoning control."""
+
+NO_TOOL_DIALECTS = frozenset({"tiny"})
+"""The dialects whose docs describe no tool calls (tiny-3b): they are offered no tools. Numes,
+Osmexo and Nodul document `delta.tool_calls`; a gateway of unknown dialect is offered them too,
+since every OpenAI-compatible gateway takes the field."""
+
+Effort = AnswerSettings.ReasoningEffort
+
+
+@dataclass(frozen=True, slots=True)
+class RequestOptions:
+    """A conversation's answer settings; empty values leave each one to the gateway. The field
+    names are `AnswerSettings`'s, so a row's values make one and one's values fill a row."""
+
+    system_prompt: str = ""
+    temperature: float | None = None
+    max_tokens: int | None = None
+    reasoning_effort: str = ""
+    tools: tuple[str, ...] = ()
+    """The names of the tools the model is offered (`chatapp/tools`), as chosen: those an admin
+    turned off are dropped when the request is made."""
+
+    @property
+    def is_default(self) -> bool:
+        return self == RequestOptions()
+
+
+FIELDS = tuple(field.name for field in fields(RequestOptions))
+"""The `AnswerSettings` fields, in the order forms and summaries show them."""
+
+
+def options_for(settings_row: AnswerSettings) -> RequestOptions:
+    """The options of a conversation or of a user's defaults."""
+    values = {name: getattr(settings_row, name) for name in FIELDS}
+    values["tools"] = tuple(name for name in values["tools"] or () if isinstance(name, str))
+    return RequestOptions(**values)
+
+
+def default_options(user: User) -> RequestOptions:
+    """The options a new conversation of `user` starts with: their `ChatDefaults`, or the
+    gateway's defaults when they set none. Database work: call off the event loop."""
+    row = ChatDefaults.objects.filter(user=user).first()
+    return options_for(row) if row is not None else RequestOptions()
+
+
+def defaults_for(user: User) -> dict[str, Any]:
+    """`default_options` as the field values of a new conversation's row."""
+    options = default_options(user)
+    values = {name: getattr(options, name) for name in FIELDS}
+    values["tools"] = list(options.tools)  # a JSON list on the row
+    return values
+
+
+def stream_arguments(
+    options: RequestOptions | None,
+    dialect: str | None,
+    messages: list[dict[str, Any]],
+    max_tokens: int | None = None,
+    tools: tuple[dict[str, Any], ...] = (),
+) -> dict[str, Any]:
+    """`GatewayClient.stream_chat`'s keywords (all but `model`) for `messages` under `options` on
+    a gateway of `dialect` (None or "": unknown, so only what every gateway takes). `max_tokens`,
+    a generation's own budget (a "Continue with a larger budget"), overrides the options';
+    `tools` are the `upstream_tools` resolved when the turn was made."""
+    options = options or RequestOptions()
+    if options.system_prompt:
+        messages = [{"role": "system", "content": options.system_prompt}, *messages]
+    arguments: dict[str, Any] = {
+        "messages": messages,
+        "max_tokens": max_tokens if max_tokens is not None else options.max_tokens,
+    }
+    if options.temperature is not None:
+        arguments["temperature"] = options.temperature
+    if options.reasoning_effort and dialect in REASONING_DIALECTS:
+        arguments["reasoning"] = {"effort": options.reasoning_effort}
+    if tools:
+        arguments["tools"] = list(tools)
+    return arguments
+
+
+def upstream_tools(options: RequestOptions, dialect: str) -> tuple[dict[str, Any], ...]:
+    """The `tools` a request under `options` offers on a gateway of `dialect`: the tools chosen
+    that an admin has not turned off, in the gateways' schema. Database work."""
+    if not options.tools or dialect in NO_TOOL_DIALECTS:
+        return ()
+    return tuple(tools.upstream_tools(tools.offered(options.tools)))
+
+
+def dialect_of(gateway_pk: int | None) -> str:
+    """The dialect requests to gateway `gateway_pk` are sent in, as its client decides it (set on
+    the gateway, else guessed from its URL); "" when unknown. Database work, cached briefly."""
+    config = configs.configs()[0].get(gateway_pk) if gateway_pk is not None else None
+    if config is None:
+        return ""
+    return config.dialect or guess_dialect(config.base_url) or ""
+
+
+def summary(options: RequestOptions, dialect: str | None) -> str:
+    """What applies, in one short line: "System prompt · temperature 0.7 · max 2,048 tokens ·
+    effort high · tools: calculator, date and time", or "Gateway defaults". On a gateway of
+    `dialect` ("": unknown) an effort or tools it is not sent say so; None: no gateway in
+    particular (a user's defaults). Tools an admin turned off are left out: reads the database."""
+    parts = []
+    if options.system_prompt:
+        parts.append("System prompt")
+    if options.temperature is not None:
+        parts.append(f"temperature {options.temperature:g}")
+    if options.max_tokens is not None:
+        parts.append(f"max {options.max_tokens:,} tokens")
+    if options.reasoning_effort:
+        effort = f"effort {Effort(options.reasoning_effort).label}"
+        if dialect is not None and dialect not in REASONING_DIALECTS:
+            effort += " (not sent: Numes only)"
+        parts.append(effort)
+    if options.tools and (offered := tools.offered(options.tools)):
+        listed = "tools: " + ", ".join(tool.title.lower() for tool in offered)
+        if dialect in NO_TOOL_DIALECTS:
+            listed += " (not sent: tiny-3b takes none)"
+        parts.append(listed)
+    return " · ".join(parts) or "Gateway defaults"

@@ -1,0 +1,367 @@
+"""Creating a turn: the user's message, the assistant's placeholder, its generation record, and
+the context sent upstream (the message tree is `tree.py`'s).
+
+A turn that calls tools is a chain of answers, each round's after the one before
+(`create_tool_round`). One answer is written per conversation at a time: a turn started while
+another streams would read the half-written one as context, so it is refused (the conversation row
+is locked while that is checked).
+
+An answer that ran out of its token budget is continued as a retry with a larger one: the Osmexo
+docs say to raise the budget and retry when thinking used it all, with 4,096 "a safe default" for a
+reasoning model. So `larger_budget` asks for twice what the answer used, at least 4,096.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.db import transaction
+from django.http import Http404
+from django.utils import timezone
+
+from chatapp.access import rate_limits
+from chatapp.conversations import request_options
+from chatapp.conversations.tree import MessageTree, context_for
+from chatapp.costs import spending_limits
+from chatapp.errors import ChatAppError
+from chatapp.gateways.configs import GatewayConfig, config_for
+from chatapp.models import Conversation, Generation, Message
+from chatapp.streaming.jobs import Job
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+TITLE_LENGTH = 60
+MAX_MESSAGE_CHARS = 100_000
+SAFE_BUDGET = 4_096  # Osmexo's "safe default" max_tokens for a reasoning model
+MAX_BUDGET = 32_768
+BUSY = "An answer is still being written in this conversation; stop it or wait for it to finish."
+
+
+class TurnError(ChatAppError, ValueError):
+    """The user's input cannot start a turn; the message is for the user."""
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    conversation: Conversation
+    assistant: Message
+    generation: Generation
+    job: Job
+    user_message: Message | None = None
+
+
+def title_from(text: str) -> str:
+    first_line = next((line.strip() for line in text.strip().split("\n") if line.strip()), "")
+    if len(first_line) <= TITLE_LENGTH:
+        return first_line
+    return first_line[: TITLE_LENGTH - 1].rstrip() + "…"
+
+
+def _idle_conversation(user: User, conversation_id: int) -> Conversation:
+    """The user's conversation, locked until the transaction ends, if no answer is being written
+    in it (a `TurnError` otherwise)."""
+    try:
+        conversation = Conversation.objects.select_for_update().get(pk=conversation_id, user=user)
+    except Conversation.DoesNotExist:
+        raise Http404("No such conversation.") from None
+    # One whose worker died (a crash, a restart) stops beating: it is not waited for, even before
+    # the sweep marks it interrupted.
+    silent = Generation.silent_since(timezone.now() - timedelta(seconds=settings.CHAT_STALE_AFTER))
+    running = conversation.generations.filter(status=Generation.Status.STREAMING).exclude(
+        kind=Generation.Kind.SPEECH  # a reading aloud writes no answer
+    )
+    if running.exclude(silent).exists():
+        raise TurnError(BUSY)
+    return conversation
+
+
+def _own_message(user: User, message_id: int, role: str | None = None) -> Message:
+    found = Message.objects.select_related("conversation").filter(
+        pk=message_id, conversation__user=user
+    )
+    message = (found if role is None else found.filter(role=role)).first()
+    if message is None:
+        raise Http404("No such message.")
+    return message
+
+
+def _start(
+    conversation: Conversation,
+    gateway: GatewayConfig,
+    model: str,
+    owner_channel: str,
+    parent_pk: int | None,
+    user_message: Message | None = None,
+    max_tokens: int | None = None,
+    kind: Generation.Kind = Generation.Kind.CHAT,
+    image_count: int = 1,
+    tools: tuple[dict[str, Any], ...] | None = None,
+) -> Turn:
+    """A generation answering `parent_pk` (a user message, or an answer whose tool calls ran: the
+    next round of its turn), its answer the leaf shown, asked with the conversation's request
+    options (a larger budget of its own wins) and `tools` (None: those the options choose; an
+    image generation is offered none)."""
+    options = request_options.options_for(conversation)
+    if max_tokens is None:
+        max_tokens = options.max_tokens
+    previous_round = None
+    if parent_pk is not None:  # a tool round's answer is the parent of the next round's
+        rounds = Generation.objects.filter(message_id=parent_pk).values_list("tool_round")
+        previous_round = rounds.first()
+    tool_round = 1 if previous_round is None else previous_round[0] + 1
+    if kind == Generation.Kind.IMAGE:
+        tools = ()
+    elif tools is None:
+        tools = request_options.upstream_tools(options, request_options.dialect_of(gateway.pk))
+    assistant = Message.objects.create(
+        conversation=conversation, role=Message.Role.ASSISTANT, parent_id=parent_pk
+    )
+    messages = context_for(conversation, assistant)
+    # Before the row exists, under the limits' locks: `SpendingLimitReached` rolls it all back.
+    ceiling = spending_limits.ceiling_for(
+        gateway.pk, gateway.cost_unit, model, messages, max_tokens, kind
+    )
+    spend = spending_limits.reserve(conversation.user_id, gateway.pk, ceiling, kind)
+    if spend is not None and max_tokens is None:
+        # The budget reserved goes upstream, so the gateway holds the answer to it: hidden
+        # reasoning is billed but never reaches the worker's check as it streams.
+        max_tokens = spend.ceiling.completion_tokens
+    generation = Generation.objects.create(
+        message=assistant,
+        conversation=conversation,
+        gateway_id=gateway.pk,
+        model=model,
+        max_tokens=max_tokens,
+        owner_channel=owner_channel,
+        tool_round=tool_round,
+        kind=kind,
+        spend_ceiling=None if spend is None else spend.reserved,
+    )
+    conversation.gateway_id = gateway.pk
+    conversation.model = model
+    conversation.current_leaf = assistant
+    conversation.save(update_fields=["gateway", "model", "current_leaf", "updated_at"])
+    job = Job(
+        generation_pk=generation.pk,
+        message_pk=assistant.pk,
+        conversation_pk=conversation.pk,
+        gateway=gateway,
+        model=model,
+        messages=messages,
+        owner_channel=owner_channel,
+        max_tokens=max_tokens,
+        options=options,
+        tools=tools,
+        tool_round=tool_round,
+        user_pk=conversation.user_id,
+        kind=kind,
+        image_count=image_count,
+        spend=spend,
+    )
+    return Turn(conversation, assistant, generation, job, user_message)
+
+
+def checked_message(text: str, model: str) -> str:
+    """The message to send (stripped), or a `TurnError` saying what is wrong with it."""
+    text = text.strip()
+    if not text:
+        raise TurnError("Write a message first.")
+    if len(text) > MAX_MESSAGE_CHARS:
+        raise TurnError(f"The message is too long (at most {MAX_MESSAGE_CHARS:,} characters).")
+    if "\x00" in text:  # PostgreSQL cannot store it
+        raise TurnError("The message contains a NUL character (U+0000); remove it and send again.")
+    if not model:
+        raise TurnError("Choose a model first.")
+    return text
+
+
+def first_context(text: str) -> list[dict[str, Any]]:
+    """The context of a new conversation's first answer: what `context_for` gives once stored."""
+    return [{"role": "user", "content": text}]
+
+
+def create_turn(
+    user: User,
+    conversation_id: int | None,
+    text: str,
+    model: str,
+    owner_channel: str,
+    gateway: GatewayConfig | None = None,
+    after: int | None = None,
+    kind: Generation.Kind = Generation.Kind.CHAT,
+    image_count: int = 1,
+) -> Turn:
+    """The user's message and a generation answering it (`gateway` None: the default one). A
+    follow-up comes after `after`, the last message the page shows (None: the leaf shown). An
+    image generation (`kind`) asks for `image_count` images."""
+    text = checked_message(text, model)
+    rate_limits.check_generation_start(user)
+    with transaction.atomic():
+        parent_pk = None
+        if conversation_id is None:
+            conversation = Conversation.objects.create(
+                user=user, title=title_from(text), **request_options.defaults_for(user)
+            )
+        else:
+            conversation = _idle_conversation(user, conversation_id)
+            if after is None:
+                parent_pk = MessageTree(conversation.pk).shown_leaf(conversation.current_leaf_id)
+            elif conversation.messages.filter(pk=after, role=Message.Role.ASSISTANT).exists():
+                parent_pk = after
+            else:
+                raise Http404("No such message.")
+            if not conversation.title:
+                conversation.title = title_from(text)
+                conversation.save(update_fields=["title"])
+        question = Message.objects.create(
+            conversation=conversation, role=Message.Role.USER, content=text, parent_id=parent_pk
+        )
+        gateway = gateway or config_for(None)
+        return _start(
+            conversation,
+            gateway,
+            model,
+            owner_channel,
+            question.pk,
+            question,
+            kind=kind,
+            image_count=image_count,
+        )
+
+
+def create_edit(
+    user: User,
+    message_id: int,
+    text: str,
+    choice: tuple[GatewayConfig, str],
+    owner_channel: str,
+    kind: Generation.Kind = Generation.Kind.CHAT,
+    image_count: int = 1,
+) -> Turn:
+    """A new version of the user's message `message_id` (its sibling, with `text`) and a
+    generation answering it with the gateway and model chosen (an image generation of
+    `image_count` images for an image model: `kind`)."""
+    gateway, model = choice
+    text = checked_message(text, model)
+    rate_limits.check_generation_start(user)
+    with transaction.atomic():
+        original = _own_message(user, message_id, Message.Role.USER)
+        conversation = _idle_conversation(user, original.conversation_id)
+        question = Message.objects.create(
+            conversation=conversation,
+            role=Message.Role.USER,
+            content=text,
+            parent_id=original.parent_id,
+        )
+        return _start(
+            conversation,
+            gateway,
+            model,
+            owner_channel,
+            question.pk,
+            question,
+            kind=kind,
+            image_count=image_count,
+        )
+
+
+def create_retry(
+    user: User,
+    message_id: int,
+    choice: tuple[GatewayConfig, str] | str | None,
+    owner_channel: str,
+    kind: Generation.Kind = Generation.Kind.CHAT,
+    image_count: int = 1,
+) -> Turn:
+    """A new version of the answer `message_id` (its sibling, answering the same question from
+    the same context), with the gateway and model chosen and what they make of it (`kind`,
+    `image_count`); a bare model: on the answer's gateway, and None: the answer's model too, each
+    making what the answer was (an image generation again makes as many images)."""
+    rate_limits.check_generation_start(user)
+    with transaction.atomic():
+        answer = _finished_answer(user, message_id)
+        conversation = _idle_conversation(user, answer.conversation_id)
+        if not isinstance(choice, tuple):
+            choice = (config_for(answer.generation.gateway_id), choice or answer.generation.model)
+            kind = Generation.Kind(answer.generation.kind)
+            images = [item for item in answer.attachments if item.get("kind") == "image"]
+            image_count = max(1, len(images))
+        return _start(
+            conversation,
+            *choice,
+            owner_channel,
+            answer.parent_id,
+            kind=kind,
+            image_count=image_count,
+        )
+
+
+def create_tool_round(
+    answer: Message, generation: Generation, tools: tuple[dict[str, Any], ...]
+) -> Turn:
+    """The next round of a turn whose answer `answer` (written by `generation`) had its tool
+    calls run: a new answer after it, continuing from their results, on the same gateway and
+    model with the same budget and the same `tools` (its context holds their calls, whatever the
+    settings say since). Called inside the transaction that writes `answer`'s final state, so no
+    other turn can start between the two."""
+    conversation = Conversation.objects.select_for_update().get(pk=answer.conversation_id)
+    gateway = config_for(generation.gateway_id)
+    return _start(
+        conversation,
+        gateway,
+        generation.model,
+        generation.owner_channel,
+        answer.pk,
+        max_tokens=generation.max_tokens,
+        tools=tools,
+    )
+
+
+def larger_budget(generation: Generation) -> int | None:
+    """The `max_tokens` for another try at an answer that ran out of its budget: twice what it
+    used (its budget, else its completion tokens, reasoning included), at least `SAFE_BUDGET`, at
+    most `MAX_BUDGET`; None when that would be no larger."""
+    used = generation.max_tokens or generation.completion_tokens
+    budget = min(MAX_BUDGET, max(SAFE_BUDGET, 2 * (used or 0)))
+    return budget if used is None or budget > used else None
+
+
+def create_continuation(user: User, message_id: int, owner_channel: str) -> Turn:
+    """A retry of the answer `message_id`, which ran out of its token budget, on its gateway and
+    model with a `larger_budget`."""
+    rate_limits.check_generation_start(user)
+    with transaction.atomic():
+        cut = _finished_answer(user, message_id)
+        budget = larger_budget(cut.generation)
+        if cut.generation.finish_reason != "length" or budget is None:
+            raise TurnError("Only an answer that ran out of its token budget gets a larger one.")
+        conversation = _idle_conversation(user, cut.conversation_id)
+        gateway = config_for(cut.generation.gateway_id)
+        model = cut.generation.model
+        return _start(conversation, gateway, model, owner_channel, cut.parent_id, None, budget)
+
+
+def select_version(user: User, message_id: int) -> tuple[Conversation, int]:
+    """Show the branch of the user's message `message_id`: its newest descendant becomes the
+    conversation's current leaf. The conversation, and that leaf."""
+    with transaction.atomic():
+        message = _own_message(user, message_id)
+        # Locked as a new turn locks it: a turn starting meanwhile makes its answer the leaf
+        # after this, not under it.
+        conversation = Conversation.objects.select_for_update().get(pk=message.conversation_id)
+        leaf = MessageTree(conversation.pk).newest_below(message.pk)
+        conversation.current_leaf_id = leaf
+        conversation.save(update_fields=["current_leaf"])
+    return conversation, leaf
+
+
+def _finished_answer(user: User, message_id: int) -> Message:
+    """The user's assistant message `message_id`, with its generation, once that has ended."""
+    answer = _own_message(user, message_id, Message.Role.ASSISTANT)
+    if answer.generation.is_running:
+        raise TurnError("This answer is still being written.")
+    return answer

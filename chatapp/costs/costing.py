@@ -1,0 +1,212 @@
+"""What a generation cost when its stream did not say: the gateway's record, an estimate, or
+the reason there is neither. Never a silent blank.
+
+Every generation ends in one cost source (`Generation.CostSource`):
+- `stream`: the usage chunk's amount (`estimate` when the gateway flagged it with
+  `x_llm_usage_estimated`);
+- `not_billed`: refused before the answer began (an HTTP error and no generation ID, or tiny-3b's
+  `no_capacity`, or its `upstream_stall` with nothing delivered, which its docs say are free);
+- `pending` while the gateway's generation record may still give it (Numes documents
+  `GET /generation`; the record appears shortly after the stream and may say `in_progress`);
+- `record`: the record's amount;
+- `estimate`: token counts (reported, or counted from the text at about 4 characters a token:
+  no tokenizer is bundled) times the model's price (`pricing`), marked as an estimate;
+- `unavailable`: no record and no price, with the reason in words.
+
+`settle_cost_now` runs on the records thread (`persistence.settle_cost`), or inside a management
+command's transaction; it is idempotent: a generation no longer `pending` is left alone.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import TYPE_CHECKING
+
+from django.db import transaction
+
+from chatapp.costs import pricing
+from chatapp.costs.units import CostUnit, exact, stream_unit
+from chatapp.models import Generation, Message
+
+if TYPE_CHECKING:
+    from gateway_client.accumulator import Completion
+    from gateway_client.client import GenerationRecord
+    from gateway_client.events import Cost
+
+CostSource = Generation.CostSource
+
+CHARS_PER_TOKEN = 4
+# A record still missing (or `in_progress`) after this many rounds is given up on: estimated.
+MAX_RECORD_ATTEMPTS = 4
+# Only Numes documents a generation record to reconcile from.
+RECORD_DIALECTS = frozenset({"numes"})
+DIALECT_TITLES = {"numes": "Numes", "osmexo": "Osmexo", "tiny": "tiny-3b", "nodul": "Nodul"}
+_FREE_TINY_CODES = frozenset({"no_capacity"})
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """What `settle_cost_now` did: `changed` when the shown cost changed (browsers refetch)."""
+
+    changed: bool
+    source: str
+
+
+def record_expected(generation: Generation) -> bool:
+    """Whether the gateway keeps a record worth asking for this generation's cost."""
+    return bool(generation.upstream_id) and generation.dialect in RECORD_DIALECTS
+
+
+def not_billed_reason(generation: Generation, delivered_output: bool) -> str | None:
+    """Why a generation that reported no cost cost nothing, if it did."""
+    if (generation.error_status or 0) >= 400 and not generation.upstream_id:
+        return "refused before the answer began"
+    if generation.dialect == "tiny":
+        if generation.error_code in _FREE_TINY_CODES:
+            return "no node took the request (tiny-3b bills nothing for no_capacity)"
+        if generation.error_code == "upstream_stall" and not delivered_output:
+            return "stalled before any token (tiny-3b bills nothing then)"
+    return None
+
+
+def _gateway_title(generation: Generation) -> str:
+    return DIALECT_TITLES.get(generation.dialect, "The gateway")
+
+
+def _counted(text: str) -> int:
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def _context_text(message: Message) -> str:
+    from chatapp.conversations.tree import context_for
+
+    return "\n".join(
+        str(turn.get("content") or "") for turn in context_for(message.conversation, message)
+    )
+
+
+def estimate_or_explain(generation: Generation, message: Message | None) -> None:
+    """Set an estimate (with its basis) or `unavailable` (with the reason) on `generation`.
+    `message`: the answer, to count tokens from when none were reported (None: deleted)."""
+    model = generation.served_model or generation.model
+    if generation.kind == Generation.Kind.SPEECH:
+        # Speech is billed by the character, not the token: a token price would misstate it.
+        generation.cost = None
+        generation.cost_source = CostSource.UNAVAILABLE
+        generation.cost_note = (
+            f"{_gateway_title(generation)} reported no cost for this reading, and speech "
+            "prices are not kept here"
+        )[:300]
+        return
+    price = pricing.price_for(generation.gateway_id, generation.model)
+    if price is None and generation.served_model:
+        price = pricing.price_for(generation.gateway_id, generation.served_model)
+    if price is None:
+        generation.cost = None
+        generation.cost_source = CostSource.UNAVAILABLE
+        if generation.dialect == "tiny":
+            what = "tiny-3b streams report no usage"
+        else:
+            what = f"{_gateway_title(generation)} reported no cost for this answer"
+        generation.cost_note = f"{what} and no price is configured for {model}"[:300]
+        return
+    counted = generation.prompt_tokens is None or generation.completion_tokens is None
+    if counted and message is None:
+        generation.cost = None
+        generation.cost_source = CostSource.UNAVAILABLE
+        generation.cost_note = (
+            f"{_gateway_title(generation)} reported no token counts, and the answer was deleted "
+            "before they could be counted from its text"
+        )[:300]
+        return
+    prompt = generation.prompt_tokens
+    completion = generation.completion_tokens
+    if message is not None:  # else both were reported
+        if prompt is None:
+            prompt = _counted(_context_text(message))
+        if completion is None:
+            completion = _counted(message.content + message.reasoning)
+    assert prompt is not None
+    assert completion is not None
+    generation.cost = Decimal(prompt) * price.prompt + Decimal(completion) * price.completion
+    generation.cost_unit = generation.gateway.cost_unit if generation.gateway else CostUnit.CREDITS
+    generation.cost_source = CostSource.ESTIMATE
+    basis = "counted from the text (about 4 characters a token)" if counted else "reported"
+    generation.cost_note = (
+        f"estimated: {prompt} prompt + {completion} completion tokens {basis} "
+        f"at the {'listed' if price.source == price.Source.GATEWAY else 'configured'} price "
+        f"for {price.model}"
+    )[:300]
+
+
+_COUNTS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens")
+
+
+def apply_reported(generation: Generation, report: Completion | GenerationRecord) -> Cost | None:
+    """Copy the token counts and the cost (in its unit) a stream or a record reported; the
+    cost, for the caller to name its source, or None when there was none."""
+    for name in _COUNTS:
+        value = getattr(report, name)
+        if value is not None:
+            setattr(generation, name, value)
+    cost = report.cost
+    if cost is not None:
+        gateway_unit = generation.gateway.cost_unit if generation.gateway else ""
+        generation.cost = exact(cost.amount)
+        generation.cost_unit = stream_unit(cost.unit, gateway_unit)
+    return cost
+
+
+def apply_record(generation: Generation, record: GenerationRecord) -> bool:
+    """Copy a settled record's counts and cost; True when it carried a cost."""
+    if apply_reported(generation, record) is None:
+        return False
+    generation.cost_source = CostSource.RECORD
+    generation.cost_note = ""
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class Lookup:
+    """What asking the gateway for a generation's record gave. `expected`: the gateway keeps
+    records (else the cost is settled at once); `reached`: it answered (a gateway that is down
+    leaves the cost pending, and the round does not count against `MAX_RECORD_ATTEMPTS`)."""
+
+    record: GenerationRecord | None = None
+    expected: bool = True
+    reached: bool = True
+
+
+def settle_cost_now(generation_pk: int, lookup: Lookup) -> Settled:
+    """One reconciliation round for a `pending` generation (anything else is left alone)."""
+    with transaction.atomic():
+        generation = (
+            Generation.objects.select_for_update(of=("self",))  # PostgreSQL: not the outer join
+            .select_related("gateway")
+            .filter(pk=generation_pk)
+            .first()
+        )
+        if generation is None or generation.cost_source != CostSource.PENDING:
+            return Settled(False, generation.cost_source if generation else "")
+        record = lookup.record
+        give_up = not lookup.expected
+        if record is not None and record.outcome != "in_progress":
+            generation.reconcile_attempts += 1
+            if apply_record(generation, record):
+                generation.save()
+                return Settled(True, generation.cost_source)
+            give_up = True  # a final record without a cost: it will not get one
+        elif lookup.expected:
+            if not lookup.reached:
+                return Settled(False, generation.cost_source)
+            generation.reconcile_attempts += 1  # not found yet, or still in progress
+            give_up = generation.reconcile_attempts >= MAX_RECORD_ATTEMPTS
+        if not give_up:
+            generation.save(update_fields=["reconcile_attempts"])
+            return Settled(False, generation.cost_source)
+        # The answer's text, for a count (None: deleted with its conversation).
+        estimate_or_explain(generation, generation.message)
+        generation.save()
+        return Settled(True, generation.cost_source)

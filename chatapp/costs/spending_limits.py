@@ -1,0 +1,419 @@
+"""Spending limits: a money budget per user, per gateway and for every user, that holds before the
+money is spent.
+
+A limit (`SpendingLimit`) allows `amount` in one cost unit per day or month, in the server's
+`TIME_ZONE`. A user's own limit replaces the default ("every user") of the same unit and period
+for them; a gateway's counts every user's generations through that gateway. Units are never
+added together: a limit counts only amounts in its unit.
+
+Reservation, not read-then-write. When a generation starts (`reserve`, called where its row is
+created, inside that transaction), its worst case (`Ceiling`: the prompt tokens counted from the
+context at about 4 characters a token, as cost estimates count them, plus its `max_tokens`, or
+`DEFAULT_CEILING_TOKENS` when none is set, at the model's price) is checked against what each
+limit that applies has left: the settled costs of the period, plus the ceilings of generations
+still running or whose cost is still pending, plus this one's. The limit rows are locked first
+(`select_for_update`, in primary-key order), so two processes checking the same limit take turns
+and the second sees the first's reservation; on SQLite every write transaction is `IMMEDIATE`
+already, which serialises them the same way. The ceiling passed is stored on the generation
+(`Generation.spend_ceiling`): the reservation is the row itself, and ends when its cost settles.
+
+A generation the limit cannot price in its unit (no price for the model, another unit, an image,
+a reading) follows the limit's `unknown_price` policy: refused, or allowed while anything is left.
+
+While an answer streams, its worker compares its cost so far (tokens so far at the model's price,
+once per tick) with what it reserved; past it, the reservation is extended (`extend`) under the
+same locks, and when the limits have nothing more to give the answer is stopped there, as Stop
+stops it, with a note saying why.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, time, timedelta
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q, Sum
+from django.utils import timezone
+
+from chatapp.costs import pricing
+from chatapp.costs.costing import CHARS_PER_TOKEN
+from chatapp.costs.summary import totals
+from chatapp.costs.units import CostUnit, Money
+from chatapp.errors import ChatAppError
+from chatapp.models import Generation, LedgerDay, SpendingLimit
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+__all__ = [
+    "DEFAULT_CEILING_TOKENS",
+    "SPENDING_LIMIT",
+    "UNWATCHED",
+    "WARN_AT",
+    "Ceiling",
+    "SpendWatch",
+    "SpendingLimitReached",
+    "Standing",
+    "any_apply",
+    "applicable",
+    "ceiling_for",
+    "extend",
+    "period_bounds",
+    "reserve",
+    "standings_for",
+]
+
+# The completion tokens reserved for a generation that sets no `max_tokens`: what the Osmexo
+# docs call a safe default budget for a reasoning model (`turns.SAFE_BUDGET`). An answer that
+# goes past it extends its reservation while the limits have room (`extend`).
+DEFAULT_CEILING_TOKENS = 4_096
+WARN_AT = Decimal("0.8")  # the share of a limit used at which the composer warns
+SPENDING_LIMIT = "spending_limit"  # `Generation.error_type` of what a limit stopped
+UNWATCHED = Decimal("Infinity")  # `extend`'s reservation for an answer no limit watches any more
+
+Period = SpendingLimit.Period
+STREAMING = Generation.Status.STREAMING
+PENDING = Generation.CostSource.PENDING
+
+
+class SpendingLimitReached(ChatAppError):
+    """A generation would cross a spending limit (or cannot be priced under one that refuses
+    what it cannot price); the message says what is left and when the period resets."""
+
+
+# --- Periods ----------------------------------------------------------------------------------
+
+
+def period_bounds(period: str, now: datetime | None = None) -> tuple[datetime, datetime]:
+    """The current day or month, in the server's `TIME_ZONE`: its start, and when it resets."""
+    local = timezone.localtime(now)
+    first = local.date() if period == Period.DAY else local.date().replace(day=1)
+    if period == Period.DAY:
+        following = first + timedelta(days=1)
+    else:
+        following = (first.replace(day=28) + timedelta(days=4)).replace(day=1)
+    return (
+        timezone.make_aware(datetime.combine(first, time())),
+        timezone.make_aware(datetime.combine(following, time())),
+    )
+
+
+def _period_words(period: str) -> str:
+    return "today" if period == Period.DAY else "this month"
+
+
+def _resets(resets: datetime) -> str:
+    local = timezone.localtime(resets)
+    return f"{local.day} {local:%B} at {local:%H:%M} {settings.TIME_ZONE}"
+
+
+# --- What is used -----------------------------------------------------------------------------
+
+
+def _counted(limit: SpendingLimit, user_pk: int | None) -> Q | None:
+    """Whose spend a limit counts: its gateway's, or its user's (the default: `user_pk`'s); the
+    same fields filter generations and the daily totals folded from them (`LedgerDay`)."""
+    if limit.gateway_id is not None:
+        return Q(gateway_id=limit.gateway_id)
+    owner = limit.user_id if limit.user_id is not None else user_pk
+    return None if owner is None else Q(user_id=owner)
+
+
+def _spent(scope: Q | None, unit: str, since: datetime) -> Decimal:
+    """Settled costs in `unit` since `since` (summed exactly, folded days included, as every
+    total is: `cost_summary`), plus the ceilings of those still running or pending on a gateway
+    billing in it: a cost not known yet holds its place with its worst case.
+
+    The parts are separate statements, and a final cost is written without the limits' lock, so
+    on PostgreSQL one can commit between them. They are read in the order that makes such a row
+    count twice (the check refuses early), never nowhere: the ceilings before the settled costs,
+    and those before the folded days (`totals` reads them in that order; a pending row is never
+    folded)."""
+    if scope is None:
+        return Decimal(0)
+    rows = Generation.objects.filter(scope, started_at__gte=since)
+    # Worst cases, not amounts: the database's own sum will do (on SQLite, a REAL's).
+    reserved = rows.filter(
+        cost__isnull=True, cost_source=PENDING, gateway__cost_unit=unit, spend_ceiling__isnull=False
+    ).aggregate(total=Sum("spend_ceiling"))["total"]
+    folded = LedgerDay.objects.filter(scope, day__gte=since.date(), cost_unit=unit)
+    settled = totals(rows.filter(cost__isnull=False, cost_unit=unit), folded=folded).totals
+    amount = next((total.amount for total in settled if total.unit == unit), Decimal(0))
+    return amount + (Decimal(reserved) if reserved else Decimal(0))
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """Where one limit stands for one user (or, a gateway's, for all its users)."""
+
+    limit: SpendingLimit
+    used: Decimal
+    start: datetime
+    resets: datetime
+
+    @property
+    def left(self) -> Decimal:
+        return max(Decimal(0), self.limit.amount - self.used)
+
+    @property
+    def unit(self) -> CostUnit:
+        return CostUnit(self.limit.unit)
+
+    @property
+    def warn(self) -> bool:
+        amount = self.limit.amount
+        return self.used >= amount * WARN_AT if amount else True
+
+    @property
+    def whose(self) -> str:
+        gateway = self.limit.gateway
+        return "your" if gateway is None else f"{gateway.name}'s"
+
+    def summary(self) -> str:
+        """'$3.20 of $10.00 left this month'."""
+        left, amount = Money(self.left, self.unit), Money(self.limit.amount, self.unit)
+        prefix = f"{self.limit.gateway.name}: " if self.limit.gateway is not None else ""
+        return f"{prefix}{left} of {amount} left {_period_words(self.limit.period)}"
+
+    def reset_words(self) -> str:
+        return f"it resets on {_resets(self.resets)}"
+
+    def warning(self) -> str:
+        share = 100 if not self.limit.amount else math.floor(self.used * 100 / self.limit.amount)
+        left = Money(self.left, self.unit)
+        period = _period_words(self.limit.period)
+        return (
+            f"You have used {min(share, 100)}% of {self.whose} spending limit {period}: "
+            f"{left} left; {self.reset_words()}."
+        )
+
+
+def standing(limit: SpendingLimit, user_pk: int | None, now: datetime | None = None) -> Standing:
+    start, resets = period_bounds(limit.period, now)
+    used = _spent(_counted(limit, user_pk), limit.unit, start)
+    return Standing(limit, used, start, resets)
+
+
+# --- Which limits apply -----------------------------------------------------------------------
+
+
+def _applicable_q(user_pk: int, gateway_pk: int | None) -> Q:
+    scope = Q(user_id=user_pk) | Q(user__isnull=True, gateway__isnull=True)
+    if gateway_pk is not None:
+        scope |= Q(gateway_id=gateway_pk)
+    return scope
+
+
+def _without_replaced(limits: list[SpendingLimit]) -> list[SpendingLimit]:
+    """A user's own limit replaces the default of the same unit and period."""
+    own = {(limit.unit, limit.period) for limit in limits if limit.user_id is not None}
+    return [
+        limit
+        for limit in limits
+        if limit.user_id is not None
+        or limit.gateway_id is not None
+        or (limit.unit, limit.period) not in own
+    ]
+
+
+def applicable(user_pk: int, gateway_pk: int | None, *, lock: bool = False) -> list[SpendingLimit]:
+    """The limits a generation of `user_pk` through `gateway_pk` must fit, locked (in key
+    order, so two checks never wait on each other crosswise) when `lock`."""
+    rows = SpendingLimit.objects.filter(_applicable_q(user_pk, gateway_pk)).order_by("pk")
+    if lock:
+        rows = rows.select_for_update(of=("self",))  # PostgreSQL: not the gateway's outer join
+    return _without_replaced(list(rows.select_related("gateway")))
+
+
+def any_apply(user_pk: int, gateway_pk: int | None) -> bool:
+    return SpendingLimit.objects.filter(_applicable_q(user_pk, gateway_pk)).exists()
+
+
+def standings_for(user: User, now: datetime | None = None) -> list[Standing]:
+    """Where each limit that applies to `user` stands (its own, the default, every gateway's)."""
+    rows = SpendingLimit.objects.filter(Q(user_id=user.pk) | Q(user__isnull=True)).select_related(
+        "gateway"
+    )
+    return [standing(limit, user.pk, now) for limit in _without_replaced(list(rows))]
+
+
+# --- The worst case ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Ceiling:
+    """A generation's worst-case cost: `amount` in `unit`, or None when it cannot be priced."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    unit: CostUnit
+    prompt_price: Decimal | None = None
+    completion_price: Decimal | None = None
+    unpriced: str = ""
+    """Why it cannot be priced, in words ("no price is known for emulator/chat")."""
+
+    @property
+    def amount(self) -> Decimal | None:
+        if self.prompt_price is None or self.completion_price is None:
+            return None
+        return self.cost_of(self.completion_tokens)
+
+    def cost_of(self, completion_tokens: int) -> Decimal:
+        """The prompt and `completion_tokens` at the model's price (priced ceilings only)."""
+        assert self.prompt_price is not None
+        assert self.completion_price is not None
+        return self.prompt_tokens * self.prompt_price + completion_tokens * self.completion_price
+
+
+def counted_tokens(messages: list[dict[str, Any]]) -> int:
+    text = "\n".join(str(message.get("content") or "") for message in messages)
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def ceiling_for(
+    gateway_pk: int | None,
+    cost_unit: str,
+    model: str,
+    messages: list[dict[str, Any]],
+    max_tokens: int | None,
+    kind: str = Generation.Kind.CHAT,
+) -> Ceiling:
+    """The worst case of a generation on gateway `gateway_pk` (billing in `cost_unit`) sent
+    `messages`, with `max_tokens` as its budget (None: `DEFAULT_CEILING_TOKENS`)."""
+    unit = CostUnit(cost_unit) if cost_unit in CostUnit.values else CostUnit.CREDITS
+    base = Ceiling(counted_tokens(messages), max_tokens or DEFAULT_CEILING_TOKENS, unit)
+    if kind == Generation.Kind.IMAGE:
+        return _unpriced(base, "images are not priced here")
+    if kind == Generation.Kind.SPEECH:
+        return _unpriced(base, "readings aloud are not priced here")
+    price = pricing.price_for(gateway_pk, model)
+    if price is None:
+        return _unpriced(base, f"no price is known for {model.partition('?')[0]}")
+    return Ceiling(base.prompt_tokens, base.completion_tokens, unit, price.prompt, price.completion)
+
+
+def _unpriced(base: Ceiling, why: str) -> Ceiling:
+    return Ceiling(base.prompt_tokens, base.completion_tokens, base.unit, unpriced=why)
+
+
+# --- Reserving --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SpendWatch:
+    """What a running chat answer's worker needs to keep within its limits (`Job.spend`)."""
+
+    ceiling: Ceiling
+    reserved: Decimal
+    limit_pks: tuple[int, ...]
+
+    def cost_so_far(self, characters: int) -> Decimal:
+        return self.ceiling.cost_of(math.ceil(characters / CHARS_PER_TOKEN))
+
+
+def _refusal(standing: Standing, ceiling: Ceiling, what: str) -> str:
+    left = Money(standing.left, standing.unit)
+    amount = Money(standing.limit.amount, standing.unit)
+    period = "a day" if standing.limit.period == Period.DAY else "a month"
+    if standing.left <= 0:
+        return (
+            f"{_capitalized(standing.whose)} spending limit of {amount} {period} is used up; "
+            f"{standing.reset_words()}."
+        )
+    cost = ceiling.amount
+    if cost is None:
+        return (
+            f"This {what} cannot be priced ({ceiling.unpriced}), and {standing.whose} spending "
+            f"limit of {amount} {period} refuses what it cannot price; {left} is left, and "
+            f"{standing.reset_words()}."
+        )
+    return (
+        f"This {what} could cost up to {Money(cost, ceiling.unit)}, more than the {left} left of "
+        f"{standing.whose} spending limit of {amount} {period}; {standing.reset_words()}."
+    )
+
+
+def _capitalized(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+_WHAT = {
+    Generation.Kind.CHAT: "answer",
+    Generation.Kind.IMAGE: "image generation",
+    Generation.Kind.SPEECH: "reading aloud",
+}
+
+
+def reserve(
+    user_pk: int, gateway_pk: int | None, ceiling: Ceiling, kind: str = Generation.Kind.CHAT
+) -> SpendWatch | None:
+    """Check a generation's `ceiling` against every limit that applies, under their locks (call
+    inside the transaction that creates its row, and store `reserved` on it as its
+    `spend_ceiling`); `SpendingLimitReached` when one would be crossed. None: no limit applies."""
+    limits = applicable(user_pk, gateway_pk, lock=True)
+    if not limits:
+        return None
+    what = _WHAT.get(Generation.Kind(kind), "answer")
+    cost = ceiling.amount
+    watched: list[int] = []
+    for limit in limits:
+        state = standing(limit, user_pk)
+        if cost is None or limit.unit != ceiling.unit:
+            refuses = limit.unknown_price == SpendingLimit.UnknownPrice.REFUSE
+            if refuses or (limit.unit == ceiling.unit and state.left <= 0):
+                raise SpendingLimitReached(_refusal(state, ceiling, what))
+            continue
+        if state.used + cost > limit.amount:
+            raise SpendingLimitReached(_refusal(state, ceiling, what))
+        watched.append(limit.pk)
+    if cost is None or not watched:
+        return None
+    return SpendWatch(ceiling, cost, tuple(watched))
+
+
+def extend(
+    generation_pk: int, user_pk: int, watch: SpendWatch, cost_so_far: Decimal
+) -> Decimal | None:
+    """A larger reservation for `user_pk`'s running answer whose cost so far passed what it
+    reserved: twice as much, or what its limits have left if less, stored on its row; None when
+    they have nothing left beyond its cost so far (the answer is to be stopped); `UNWATCHED`
+    when its limits were all deleted since it started (it runs on, as if none had applied)."""
+    with transaction.atomic():
+        limits = list(
+            SpendingLimit.objects.select_for_update().filter(pk__in=watch.limit_pks).order_by("pk")
+        )
+        if not limits:
+            return UNWATCHED
+        mine = (
+            Generation.objects.filter(pk=generation_pk, status=STREAMING)
+            .values_list("spend_ceiling", flat=True)
+            .first()
+        ) or Decimal(0)
+        room: Decimal | None = None
+        for limit in limits:
+            free = limit.amount - (standing(limit, user_pk).used - mine)
+            room = free if room is None else min(room, free)
+        if room is None or room <= cost_so_far:
+            return None
+        larger = min(room, max(2 * mine, 2 * cost_so_far))
+        Generation.objects.filter(pk=generation_pk, status=STREAMING).update(spend_ceiling=larger)
+        return larger
+
+
+def stop_note(watch: SpendWatch, user_pk: int) -> str:
+    """Why an answer was stopped at its limit: the first of its limits with nothing left."""
+    limits = SpendingLimit.objects.filter(pk__in=watch.limit_pks).select_related("gateway")
+    states = [standing(limit, user_pk) for limit in limits]
+    tightest = min(states, key=lambda state: state.left, default=None)
+    if tightest is None:
+        return "This answer reached a spending limit."
+    amount = Money(tightest.limit.amount, tightest.unit)
+    return (
+        f"this answer reached {tightest.whose} spending limit of {amount} "
+        f"{'a day' if tightest.limit.period == Period.DAY else 'a month'}; "
+        f"{tightest.reset_words()}."
+    )

@@ -1,0 +1,148 @@
+"""The model picker: every gateway's models, listed briefly cached, and the check that a turn's
+model is one its gateway offers."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from chatapp.costs import pricing
+from chatapp.gateways.clients import shared_client
+from chatapp.gateways.configs import GatewayConfig, GatewayUnavailable, aconfigs
+from chatapp.gateways.image_models import generates_images
+from gateway_client import ModelInfo, emulator
+from gateway_client.errors import GatewayError
+
+logger = logging.getLogger(__name__)
+
+MODELS_TTL = 60.0
+MODELS_RETRY = 10.0  # seconds before a gateway whose list failed is asked again
+
+_models_cache: dict[GatewayConfig, tuple[float, list[ModelInfo]]] = {}
+_models_failed: dict[GatewayConfig, tuple[float, str]] = {}
+_models_fetching: dict[
+    tuple[asyncio.AbstractEventLoop, GatewayConfig],
+    asyncio.Future[tuple[list[ModelInfo], str | None]],
+] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class ModelChoice:
+    value: str  # what the picker posts: `choice_value(gateway, model)`
+    model: str
+    label: str
+    hint: str
+    generates_images: bool = False  # an image model (`image_models`): the turn is `POST /images`
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayModels:
+    """One group of the model picker: a gateway's models, or why there are none."""
+
+    config: GatewayConfig
+    choices: list[ModelChoice]
+    error: str | None
+
+
+def choice_value(gateway_pk: int, model: str) -> str:
+    return f"g{gateway_pk}:{model}"
+
+
+def parse_choice(value: str) -> tuple[int | None, str]:
+    """A picker value → (gateway pk, model); a bare model ID means the default gateway."""
+    if value.startswith("g"):
+        head, sep, model = value[1:].partition(":")
+        if sep and head.isdigit():
+            return int(head), model
+    return None, value
+
+
+class ModelUnavailable(GatewayUnavailable):
+    """The gateway does not list the model asked for, or its list cannot be read."""
+
+
+async def list_models(config: GatewayConfig) -> tuple[list[ModelInfo], str | None]:
+    """The gateway's models (cached briefly) and an error message when it could not say (the
+    last list it gave, if any, with it). One request at a time per gateway, however many pages
+    ask (each may read up to 4 MiB: `gateway_client.model_list`), and a failure is remembered
+    for `MODELS_RETRY`, so a gateway that is down or hostile is not asked again by every page."""
+    cached = _models_cache.get(config)
+    failed = _models_failed.get(config)
+    now = time.monotonic()
+    if cached and now - cached[0] < MODELS_TTL:
+        return cached[1], None
+    if failed and now - failed[0] < MODELS_RETRY:
+        return (cached[1] if cached else []), failed[1]
+    key = (asyncio.get_running_loop(), config)
+    fetching = _models_fetching.get(key)
+    if fetching is None:
+        fetching = _models_fetching[key] = asyncio.ensure_future(_fetch_models(config))
+        fetching.add_done_callback(lambda _: _models_fetching.pop(key, None))
+    return await asyncio.shield(fetching)
+
+
+async def _fetch_models(config: GatewayConfig) -> tuple[list[ModelInfo], str | None]:
+    cached = _models_cache.get(config)
+    try:
+        models = sorted(await shared_client(config).list_models(), key=lambda m: m.id)
+    except GatewayError as exc:
+        logger.warning("Could not list models from %s: %s", config.name, exc)
+        error = f"Could not load the model list: {exc}"
+        _models_failed[config] = (time.monotonic(), error)
+        return (cached[1] if cached else []), error
+    _models_failed.pop(config, None)
+    _models_cache[config] = (time.monotonic(), models)
+    await pricing.remember_listed(config, models)
+    return models, None
+
+
+async def listed_models(config: GatewayConfig, model: str) -> list[ModelInfo]:
+    """The gateway's models, when they list `model`; else `ModelUnavailable` in words. A turn
+    with a model the gateway does not list is refused, not sent: it would reach the ledger under
+    any name a user typed. When the list cannot be read the turn is refused too, saying so: the
+    model cannot be checked, and a gateway that cannot list its models rarely answers chats."""
+    models, error = await list_models(config)
+    if any(info.id == _without_emulator_options(config, model) for info in models):
+        return models
+    if error is not None and not models:
+        raise ModelUnavailable(f"{config.name}: {error}; try again in a moment.")
+    raise ModelUnavailable(f"{config.name} does not offer the model {model[:200]!r}.")
+
+
+def _without_emulator_options(config: GatewayConfig, model: str) -> str:
+    """`model` without the knobs the emulator reads from its name (`emulator/long?long_tokens=50`,
+    when `CHAT_EMULATOR_REQUEST_OPTIONS`), only where an emulator reads them: the built-in one,
+    or a served one (the tests'), whose models are its scenarios; `gpt-4?x` stays unlisted."""
+    if not settings.CHAT_EMULATOR_REQUEST_OPTIONS:
+        return model
+    name = model.partition("?")[0]
+    prefix, _, scenario = name.partition("/")
+    if config.emulated or (prefix == "emulator" and scenario in emulator.SCENARIOS):
+        return name
+    return model
+
+
+async def catalog() -> list[GatewayModels]:
+    """The model picker: every usable enabled gateway's models, the default gateway first; a
+    gateway that is down is a group with its reason, and the others still work."""
+    found, default_pk = await aconfigs()
+    ordered = sorted(found.values(), key=lambda c: (c.pk != default_pk, c.name.lower()))
+    listed = await asyncio.gather(*(list_models(config) for config in ordered))
+    groups = []
+    for config, (models, error) in zip(ordered, listed, strict=True):
+        choices = [
+            ModelChoice(
+                choice_value(config.pk, info.id),
+                info.id,
+                info.name or info.id,
+                info.description or "",
+                generates_images(config, info),
+            )
+            for info in models
+        ]
+        groups.append(GatewayModels(config, choices, error))
+    return groups

@@ -1,0 +1,265 @@
+"""The configured gateways: each enabled `Gateway` row resolved to what a request needs.
+
+Gateways are `Gateway` rows (managed in the admin). `LLM_BASE_URL` / `LLM_API_KEY` create and
+keep in step the "Default gateway" row; with no `LLM_BASE_URL` the default is the built-in
+emulator, started in this process on first use, on its own thread and loopback port, so
+`make run` needs no other process. Streams go over real loopback
+HTTP: an in-process ASGI transport would buffer whole bodies and defeat streaming.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from chatapp.costs.units import default_unit
+from chatapp.errors import ChatAppError
+from chatapp.gateways import key_vault
+from chatapp.models import Gateway
+from gateway_client import emulator
+from gateway_client.dialects import guess_dialect
+
+logger = logging.getLogger(__name__)
+
+EMULATOR_API_KEY = "emulator-key"
+CONFIGS_TTL = 10.0
+DEFAULT_NAME = "Default gateway"  # the row LLM_BASE_URL / LLM_API_KEY create and keep in step
+EMULATOR_NAME = "Emulator"  # the row standing for the built-in emulator when nothing is set
+
+_emulator_lock = threading.Lock()
+_emulator: tuple[AbstractContextManager[str], str] | None = None
+_configs: tuple[float, tuple[object, ...], dict[int, GatewayConfig], int] | None = None
+_refreshing: asyncio.Future[tuple[dict[int, GatewayConfig], int]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    """What the worker needs of a `Gateway` row, resolved: its URL (the emulator's included) and
+    its key, kept out of `repr` so that no log line can carry it."""
+
+    pk: int
+    name: str
+    base_url: str
+    api_key: str = field(repr=False)
+    dialect: str | None
+    cost_unit: str
+    emulated: bool
+    # Read aloud's model and voice on this gateway (`speech_offer`); empty: none.
+    speech_model: str = ""
+    speech_voice: str = ""
+
+
+def emulator_root() -> str:
+    """Start the emulator once per process (thread-safe) and return its root URL."""
+    global _emulator
+    with _emulator_lock:
+        if _emulator is None:
+            from gateway_client.emulator import serve_in_thread
+
+            # A stalled demo stream gives up after 10 s, not the documented 10 minutes.
+            manager = serve_in_thread(
+                stall_limit_s=10.0, request_options=settings.CHAT_EMULATOR_REQUEST_OPTIONS
+            )
+            url = manager.__enter__()
+            _emulator = (manager, url)
+            logger.info("Started the built-in gateway emulator at %s", url)
+        return _emulator[1]
+
+
+def _settings_key() -> tuple[object, ...]:
+    return (
+        settings.LLM_BASE_URL,
+        settings.LLM_API_KEY,
+        settings.LLM_DIALECT,
+        settings.LLM_COST_UNIT,
+        settings.LLM_SPEECH_MODEL,
+    )
+
+
+def _ensure_default() -> Gateway:
+    """The gateway the environment configures (`LLM_*`), created or brought in step with it; or,
+    when it configures none, the emulator's row (created once; an admin may then edit it)."""
+    if not settings.LLM_BASE_URL:
+        row, _ = Gateway.objects.get_or_create(
+            name=EMULATOR_NAME,
+            defaults={
+                "base_url": "/numes/api/v1",
+                "dialect": "numes",
+                "cost_unit": default_unit("numes"),
+                "emulated": True,
+                "speech_model": emulator.SPEECH_MODEL,
+            },
+        )
+        return row
+    dialect = settings.LLM_DIALECT or guess_dialect(settings.LLM_BASE_URL) or ""
+    wanted = {
+        "base_url": settings.LLM_BASE_URL,
+        "dialect": dialect,
+        "cost_unit": settings.LLM_COST_UNIT or default_unit(dialect),
+        "emulated": False,
+        "api_key_env": "",
+    }
+    if settings.LLM_SPEECH_MODEL:  # else an admin's choice on the row stands
+        wanted["speech_model"] = settings.LLM_SPEECH_MODEL
+    gateway, _ = Gateway.objects.get_or_create(name=DEFAULT_NAME, defaults=wanted)
+    changed = [name for name, value in wanted.items() if getattr(gateway, name) != value]
+    for name in changed:
+        setattr(gateway, name, wanted[name])
+    key = settings.LLM_API_KEY
+    if key and (not gateway.api_key_encrypted or _stored_key(gateway) != key):
+        gateway.api_key_encrypted = key_vault.encrypt(key)
+        changed.append("api_key_encrypted")
+    elif not key and "base_url" in changed and gateway.api_key_encrypted:
+        gateway.api_key_encrypted = ""  # the old URL's key: never sent to the new one unasked
+        changed.append("api_key_encrypted")
+    if changed:
+        gateway.save(update_fields=changed)
+    return gateway
+
+
+def _stored_key(gateway: Gateway) -> str | None:
+    try:
+        return key_vault.decrypt(gateway.api_key_encrypted)
+    except key_vault.KeyUnavailable:
+        return None
+
+
+def resolve(gateway: Gateway) -> GatewayConfig:
+    """A row → its config; `KeyUnavailable` when its key cannot be read."""
+    if gateway.emulated:
+        base_url = emulator_root() + gateway.base_url
+        api_key = EMULATOR_API_KEY
+    else:
+        base_url = gateway.base_url.rstrip("/")
+        api_key = key_vault.resolve(gateway.api_key_encrypted, gateway.api_key_env)
+    return GatewayConfig(
+        gateway.pk,
+        gateway.name,
+        base_url,
+        api_key,
+        gateway.dialect or None,
+        gateway.cost_unit,
+        gateway.emulated,
+        gateway.speech_model,
+        gateway.speech_voice,
+    )
+
+
+def _load() -> tuple[dict[int, GatewayConfig], int]:
+    default = _ensure_default()
+    configs: dict[int, GatewayConfig] = {}
+    for gateway in Gateway.objects.filter(enabled=True):
+        try:
+            configs[gateway.pk] = resolve(gateway)
+        except key_vault.KeyUnavailable as exc:
+            logger.warning("Gateway %r is unusable: %s", gateway.name, exc)
+    return configs, default.pk
+
+
+def configs(*, force: bool = False) -> tuple[dict[int, GatewayConfig], int]:
+    """Every usable enabled gateway by pk, and the default's pk (cached for `CONFIGS_TTL`, and
+    dropped when a gateway is saved in this process). Database work: call off the event loop."""
+    global _configs
+    now = time.monotonic()
+    key = _settings_key()
+    if force or _configs is None or now - _configs[0] > CONFIGS_TTL or _configs[1] != key:
+        found, default_pk = _load()
+        _configs = (now, key, found, default_pk)
+    return _configs[2], _configs[3]
+
+
+def forget_configs(**_: object) -> None:
+    """Drop the cached configs (a gateway was saved or deleted; tests between databases)."""
+    global _configs, _refreshing
+    _configs = _refreshing = None
+
+
+def config_for(gateway_pk: int | None) -> GatewayConfig:
+    """The config of gateway `gateway_pk` (None: the default). Raises `GatewayUnavailable`."""
+    return _pick(*configs(), gateway_pk)
+
+
+def _pick(
+    found: dict[int, GatewayConfig], default_pk: int, gateway_pk: int | None
+) -> GatewayConfig:
+    config = found.get(default_pk if gateway_pk is None else gateway_pk)
+    if config is None:
+        raise GatewayUnavailable("That gateway is not available; choose another model.")
+    return config
+
+
+async def aconfigs() -> tuple[dict[int, GatewayConfig], int]:
+    """`configs` from the event loop, with no thread hop while the cache is fresh: a new chat's
+    upstream request is sent before anything else is done. A stale cache is served while one
+    refresh runs for everyone; only an empty (or invalidated) one is waited for, once for all
+    (50 new chats arriving together after an idle spell refreshed it 50 times, 0.2 s of their
+    first tokens)."""
+    global _refreshing
+    if _refreshing is not None and _refreshing.get_loop() is not asyncio.get_running_loop():
+        _refreshing = None  # a refresh begun on a loop since closed (tests run one loop each)
+    cached = _configs
+    if cached is not None and cached[1] == _settings_key():
+        if time.monotonic() - cached[0] > CONFIGS_TTL and _refreshing is None:
+            _refreshing = asyncio.ensure_future(_refresh())
+        return cached[2], cached[3]
+    if _refreshing is None:
+        _refreshing = asyncio.ensure_future(_refresh())
+    return await asyncio.shield(_refreshing)
+
+
+async def _refresh() -> tuple[dict[int, GatewayConfig], int]:
+    global _refreshing
+    try:
+        return await sync_to_async(configs)(force=True)
+    finally:
+        _refreshing = None
+
+
+async def aconfig_for(gateway_pk: int | None) -> GatewayConfig:
+    """`config_for` from the event loop (see `aconfigs`)."""
+    return _pick(*await aconfigs(), gateway_pk)
+
+
+# The emulator's four dialects, as `add_emulator_gateways` adds them (path under its root).
+EMULATED = (
+    ("numes", "Numes", "/numes/api/v1"),
+    ("osmexo", "Osmexo", "/osmexo/v1"),
+    ("tiny", "tiny-3b", "/tiny/v1"),
+    ("nodul", "Nodul", "/nodul/api/v1"),
+)
+
+
+def add_emulator_gateways() -> list[Gateway]:
+    """The emulator's four dialects as four gateways (idempotent), so that all four can be tried
+    side by side offline. Numes is the default "Emulator" row when nothing else is configured."""
+    default = _ensure_default()
+    rows = []
+    for dialect, title, path in EMULATED:
+        if default.emulated and default.base_url == path:
+            rows.append(default)
+            continue
+        row, _ = Gateway.objects.update_or_create(
+            name=f"Emulator ({title})",
+            defaults={
+                "base_url": path,
+                "dialect": dialect,
+                "cost_unit": default_unit(dialect),
+                "emulated": True,
+                "speech_model": emulator.SPEECH_MODEL if dialect == "numes" else "",
+                "enabled": True,
+            },
+        )
+        rows.append(row)
+    forget_configs()
+    return rows
+
+
+class GatewayUnavailable(ChatAppError):
+    """The gateway asked for is disabled, unknown or has no readable key."""

@@ -1,0 +1,52 @@
+"""Which models generate images, how many images a user may ask for, and what the prompt is.
+
+A model is an image model when its `/models` entry says it outputs images (OpenRouter-style
+`architecture.output_modalities`) and its gateway's dialect serves `POST /images`: of the four
+gateways only Numes does, so elsewhere the same model ID stays a chat model (an image inside a
+chat answer). The count is the composer's small "Images" select, posted as `images`; anything
+else posted falls back to one image rather than failing the turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Final
+
+from chatapp.models import Generation
+from gateway_client import ModelInfo
+from gateway_client.dialects import guess_dialect
+
+if TYPE_CHECKING:
+    from chatapp.gateways.configs import GatewayConfig
+
+IMAGE_DIALECTS: Final = frozenset({"numes"})
+IMAGE_COUNTS: Final = (1, 2, 4)
+
+
+def serves_images(config: GatewayConfig) -> bool:
+    """Whether the gateway's dialect has `POST /images`."""
+    return (config.dialect or guess_dialect(config.base_url)) in IMAGE_DIALECTS
+
+
+def generates_images(config: GatewayConfig, info: ModelInfo) -> bool:
+    return "image" in info.output_modalities and serves_images(config)
+
+
+def kind_of(config: GatewayConfig, model: str, listed: Iterable[ModelInfo]) -> Generation.Kind:
+    """What a turn with `model` on `config` is: an image generation for an image model of the
+    gateway's `listed` models, a chat answer otherwise."""
+    found = any(info.id == model and generates_images(config, info) for info in listed)
+    return Generation.Kind.IMAGE if found else Generation.Kind.CHAT
+
+
+def image_count(posted: str) -> int:
+    """The composer's `images` value as a count the picker offers (1 for anything else)."""
+    return int(posted) if posted.isdigit() and int(posted) in IMAGE_COUNTS else 1
+
+
+def image_prompt(messages: list[dict[str, Any]]) -> str:
+    """The prompt of an image generation: the text of the last user message of its context."""
+    for message in reversed(messages):
+        if message.get("role") == "user" and isinstance(message.get("content"), str):
+            return str(message["content"])
+    return ""

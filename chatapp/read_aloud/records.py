@@ -1,0 +1,223 @@
+"""A Read aloud's rows: the speech `Generation` it starts as, its heartbeat, the audio kept from
+an earlier complete reading, and what the page is told about the newest one.
+
+A reading is a `Generation` of kind `speech` with `message=None` and `read_aloud=<the answer>`,
+so the cost ledger, the sweep and reconciliation treat it like any other billed request. These
+run on the records thread (`persistence.on_record_thread`); its final state is written by
+`persistence.save_reading`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from chatapp.access import rate_limits
+from chatapp.costs import spending_limits
+from chatapp.errors import ChatAppError
+from chatapp.models import Generation, Message, SpeechAudio
+from chatapp.read_aloud.offer import SpeechSetup, speech_for
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+    from gateway_client.errors import ErrorInfo
+
+__all__ = [
+    "NoSuchAnswer",
+    "ReadingEnd",
+    "ReadingInFlight",
+    "ReadingRefused",
+    "ReadingStart",
+    "beat",
+    "create_reading",
+    "newest_reading",
+    "refusal",
+    "stopped_recently",
+    "stored_audio",
+]
+
+SPEECH = Generation.Kind.SPEECH
+
+
+class NoSuchAnswer(ChatAppError):
+    """No answer of the user's has that key."""
+
+
+class ReadingRefused(ChatAppError):
+    """The answer cannot be read aloud (still being written, no text, no gateway that speaks,
+    its reading stopped a moment ago)."""
+
+
+class ReadingInFlight(ReadingRefused):
+    """The answer is being read aloud already (in another process: one in this process is
+    joined, `reading_stream.start_or_join`)."""
+
+
+IN_FLIGHT = (
+    "This answer is being read aloud already (in another window?); once that reading is done "
+    "it plays again for free."
+)
+# After a reading is stopped, how long before the answer may be read aloud again: hanging up and
+# asking again at once would bill a new reading each time.
+COOL_DOWN = timedelta(seconds=10)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadingStart:
+    """A new reading's row and what to send upstream."""
+
+    generation_pk: int
+    text: str
+    setup: SpeechSetup
+
+
+@dataclass(frozen=True, slots=True)
+class ReadingEnd:
+    """How a reading ended, for `persistence.save_reading`: the audio received (kept whatever
+    the status, so that what was heard is on record) and, unless it completed, why not."""
+
+    status: Generation.Status
+    media_type: str
+    audio: bytes
+    upstream_id: str
+    request_id: str
+    ttft_ms: int | None
+    error: ErrorInfo | None = None
+
+
+def _answer(user: User, message_pk: int) -> Message:
+    message = (
+        Message.objects.select_related("generation")
+        .filter(pk=message_pk, conversation__user=user, role=Message.Role.ASSISTANT)
+        .first()
+    )
+    if message is None:
+        raise NoSuchAnswer("No such answer.")
+    return message
+
+
+def stored_audio(user: User, message_pk: int) -> SpeechAudio | None:
+    """The audio of the newest complete reading of the user's answer, to play again for free.
+    An incomplete or stopped one is not reused: it would end early."""
+    return (
+        SpeechAudio.objects.filter(
+            generation__read_aloud_id=message_pk,
+            generation__user=user,
+            generation__status=Generation.Status.COMPLETED,
+        )
+        .order_by("-generation_id")
+        .first()
+    )
+
+
+def _claim(message_pk: int) -> None:
+    """Make sure no reading of the answer is under way, nor was stopped a moment ago, for the
+    rest of the transaction: the answer's row is locked (SQLite's immediate transactions lock
+    the database), so of two processes starting a reading at once the second sees the first's
+    row. `ReadingInFlight`, `ReadingRefused` otherwise."""
+    Message.objects.select_for_update().filter(pk=message_pk).values_list("pk").first()
+    _check_free(message_pk)
+
+
+def _check_free(message_pk: int) -> None:
+    now = timezone.now()
+    readings = Generation.objects.filter(kind=SPEECH, read_aloud_id=message_pk)
+    alive = now - timedelta(seconds=settings.CHAT_STALE_AFTER)
+    if readings.filter(status=Generation.Status.STREAMING, heartbeat_at__gt=alive).exists():
+        raise ReadingInFlight(IN_FLIGHT)
+    stopped = (
+        readings.filter(status=Generation.Status.CANCELLED, finished_at__gt=now - COOL_DOWN)
+        .order_by("-finished_at")
+        .values_list("finished_at", flat=True)
+        .first()
+    )
+    if stopped is not None:
+        raise ReadingRefused(stopped_recently(stopped + COOL_DOWN - now))
+
+
+def refusal(user: User, message_pk: int) -> str:
+    """Why a reading of the user's answer would be refused now (in flight, cooling down, the
+    answer limit), or "": the page's player cannot read a refused response's words, so it asks
+    for them (`read_aloud.reading_state`)."""
+    try:
+        _check_free(message_pk)
+        rate_limits.check_generation_start(user)
+    except (ReadingRefused, rate_limits.RateLimited) as exc:
+        return str(exc)
+    return ""
+
+
+def stopped_recently(wait: timedelta) -> str:
+    """Why a reading stopped a moment ago is not started again yet, and for how long."""
+    seconds = max(1, math.ceil(wait.total_seconds()))
+    return (
+        "Reading this answer aloud was stopped a moment ago; it can be read aloud again in "
+        f"{seconds} s."
+    )
+
+
+def create_reading(user: User, message_pk: int) -> ReadingStart:
+    """A `streaming` speech generation reading the user's finished answer `message_pk`: one at
+    a time per answer (`_claim`), counted with the answers the user starts (`rate_limits`)."""
+    rate_limits.check_generation_start(user)
+    message = _answer(user, message_pk)
+    written = getattr(message, "generation", None)
+    if written is None or written.is_running or not message.content.strip():
+        raise ReadingRefused("Only a finished answer with text can be read aloud.")
+    setup = speech_for(written.gateway_id)
+    if setup is None:
+        raise ReadingRefused("No gateway here can read answers aloud.")
+    row = {
+        "kind": SPEECH,
+        "read_aloud": message,
+        "conversation_id": message.conversation_id,
+        "gateway_id": setup.config.pk,
+        "model": setup.model[:200],
+        "dialect": setup.config.dialect or "numes",
+    }
+    config = setup.config
+    ceiling = spending_limits.ceiling_for(
+        config.pk, config.cost_unit, setup.model, [], None, SPEECH
+    )
+    try:
+        with transaction.atomic():
+            _claim(message_pk)
+            spending_limits.reserve(user.pk, config.pk, ceiling, SPEECH)
+            generation = Generation.objects.create(**row, heartbeat_at=timezone.now())
+    except spending_limits.SpendingLimitReached as exc:
+        # Kept, not billed, so that the page's player can say why (`newest_reading`).
+        Generation.objects.create(
+            **row,
+            status=Generation.Status.FAILED,
+            finished_at=timezone.now(),
+            cost_source=Generation.CostSource.NOT_BILLED,
+            cost_note="refused before it began: over a spending limit",
+            error_type=spending_limits.SPENDING_LIMIT,
+            error_message=str(exc),
+        )
+        raise ReadingRefused(str(exc)) from exc
+    return ReadingStart(generation.pk, message.content, setup)
+
+
+def beat(generation_pk: int, upstream_id: str, request_id: str) -> None:
+    """The reading is alive (the sweep leaves it alone), with the IDs known so far, so that a
+    reading whose process died can still have its cost reconciled."""
+    Generation.objects.filter(pk=generation_pk, status=Generation.Status.STREAMING).update(
+        heartbeat_at=timezone.now(), upstream_id=upstream_id[:200], request_id=request_id[:200]
+    )
+
+
+def newest_reading(user: User, message_pk: int) -> Generation | None:
+    """The user's newest reading of the answer `message_pk`, if any."""
+    return (
+        Generation.objects.filter(kind=SPEECH, read_aloud_id=message_pk, user=user)
+        .order_by("-pk")
+        .first()
+    )

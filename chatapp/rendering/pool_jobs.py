@@ -1,0 +1,31 @@
+"""What the render pool's processes run (`render_pool.py`); importing it warms the renderer.
+
+Each job is a pure function of its arguments, so a process holds nothing between jobs that
+matters and can be killed at any time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from chatapp.rendering import highlight
+from chatapp.rendering.markdown import render_markdown
+from chatapp.streaming import live_blocks
+
+for _name in highlight.LEXERS:  # a new process's first code block costs no import
+    highlight._lexer(_name)
+
+
+def render(text: str, citations: Sequence[Mapping[str, object]], doc_id: str) -> str:
+    return render_markdown(text, citations, doc_id=doc_id)
+
+
+def settle(
+    tail: str,
+    context: live_blocks.OpenBlock | None,
+    citations: Sequence[Mapping[str, object]],
+    doc_id: str,
+    final: bool,
+    restyle: bool,
+) -> live_blocks.Step:
+    return live_blocks.settle_step(tail, context, citations, doc_id, final, restyle)

@@ -1,0 +1,377 @@
+"""A generation's records: its final state, its settled cost, its interruption, all written on
+one records thread (`on_record_thread`, which new turns use too).
+
+Partial answers are the writer's (`writer.py`: every running generation in one batch). The final
+state (message and generation together) is one transaction: the text sent, and everything else
+(IDs, usage, cost, finish reason, reasoning details, media) from the stream's `Completion`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from asgiref.sync import sync_to_async
+from django.db import InterfaceError, OperationalError, connection, transaction
+from django.utils import timezone
+
+from chatapp.conversations import turns
+from chatapp.costs.costing import (
+    apply_reported,
+    not_billed_reason,
+    record_expected,
+    settle_cost_now,
+)
+from chatapp.costs.spending_limits import SPENDING_LIMIT, SpendingLimitReached
+from chatapp.models import Conversation, Generation, Message, SpeechAudio
+from chatapp.rendering import answer_html, attachments
+from chatapp.rendering.markdown import citation
+from chatapp.tools import tool_loop
+
+if TYPE_CHECKING:
+    from chatapp.read_aloud.records import ReadingEnd
+    from chatapp.rendering.answer_html import RenderedAnswer
+    from chatapp.streaming.jobs import Job, Outcome
+    from chatapp.streaming.live_state import LiveState
+    from chatapp.tools.tool_loop import CallRun
+    from gateway_client.accumulator import Completion
+    from gateway_client.errors import ErrorInfo
+
+logger = logging.getLogger(__name__)
+
+STREAMING = Generation.Status.STREAMING
+# How long a final write keeps retrying while the database is unreachable.
+RETRY_FOR = 30.0
+
+# New turns and final states are written on one thread of their own, keeping one connection: they
+# never queue behind the writer's batches, and they do not race each other for SQLite's one write
+# lock, whose losers wait in the busy handler's coarse sleeps (a burst of 50 new chats took 3 s to
+# insert from 50 request threads, ~60 ms a turn, and ~2 ms a turn from this one).
+_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chat-records")
+
+
+async def on_record_thread[**P, R](
+    function: Callable[P, R], *args: P.args, **kwargs: P.kwargs
+) -> R:
+    """`function(*args, **kwargs)` on the records thread (a new turn: no retry, the user is
+    waiting and is better told at once)."""
+    call = functools.partial(function, *args, **kwargs)
+    return await asyncio.get_running_loop().run_in_executor(_executor, call)
+
+
+def _give_back_connection() -> None:
+    if not connection.in_atomic_block:
+        connection.close()  # with a pool: back to it, not closed
+
+
+async def on_record_thread_from_view[**P, R](
+    function: Callable[P, R], *args: P.args, **kwargs: P.kwargs
+) -> R:
+    """`on_record_thread` for a view: first its request's thread gives its database connection
+    back, when connections come from a pool (PostgreSQL). Each request reads its session, user
+    and options on its own thread, which keeps the connection it borrowed until the request
+    ends; a burst of requests waiting here with one each emptied the pool (10 sends, a pool of
+    10), the records thread got none, and every send hung until the pool's timeout."""
+    if connection.settings_dict.get("OPTIONS", {}).get("pool"):
+        await sync_to_async(_give_back_connection)()  # on the request's thread
+    return await on_record_thread(function, *args, **kwargs)
+
+
+def _on_final_thread[**P, R](function: Callable[P, R]) -> Callable[P, Awaitable[R]]:
+    """Run `function` on the records thread, retrying while the database is unreachable
+    (a restart, a failover): the final state of an answer must not be lost to a blip."""
+
+    def attempt(*args: P.args, **kwargs: P.kwargs) -> R:
+        deadline = time.monotonic() + RETRY_FOR
+        delay = 0.1
+        while True:
+            try:
+                return function(*args, **kwargs)
+            except (OperationalError, InterfaceError):
+                connection.close()  # reopened by the next attempt
+                if time.monotonic() + delay > deadline:
+                    raise
+                logger.warning("The database refused %s; retrying", function.__name__)
+                time.sleep(delay)  # on this thread only, never on the event loop
+                delay = min(delay * 2, 2.0)
+
+    @functools.wraps(function)
+    async def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        return await on_record_thread(attempt, *args, **kwargs)
+
+    return run
+
+
+@dataclass(frozen=True, slots=True)
+class FinalState:
+    """What reconciliation needs to know once the final state is written: whether the cost is
+    still `pending`, and whether the gateway keeps a record to ask (`costing.record_expected`)."""
+
+    upstream_id: str
+    cost_pending: bool
+    record_expected: bool = False
+    next_job: Job | None = None
+    """The next round of the turn, created with this final state: its tool calls ran."""
+
+
+def _apply_stream_counts_and_cost(generation: Generation, completion: Completion) -> None:
+    """Copy the token counts and cost the stream's usage chunk reported."""
+    cost = apply_reported(generation, completion)
+    if cost is not None and cost.estimated:
+        generation.cost_source = Generation.CostSource.ESTIMATE
+        generation.cost_note = "estimated by the gateway (the provider reported no usage)"
+    elif cost is not None:
+        generation.cost_source = Generation.CostSource.STREAM
+
+
+@_on_final_thread
+def save_final(
+    generation_pk: int,
+    state: LiveState,
+    outcome: Outcome,
+    ttft_ms: int | None,
+    request_id: str | None,
+    dialect: str | None = None,
+    *,
+    thinking_ms: int | None = None,
+    tool_runs: list[CallRun] | None = None,
+    next_round_tools: tuple[dict[str, Any], ...] | None = None,
+) -> FinalState:
+    """Write the terminal state in one transaction; returns what reconciliation needs.
+    `dialect`: the one the stream was read as (else the gateway's). `tool_runs` are kept with
+    their calls; with `next_round_tools` the turn's next round, offered those tools, is created
+    in the same transaction, so the conversation is never without a running answer between the
+    two.
+
+    A generation that has ended already keeps its one terminal state: the sweep interrupted it
+    (its heartbeat lapsed while the database was away), or this write committed before an error
+    said otherwise and is being retried. Only text it lacks is added; no next round is made."""
+    completion = outcome.completion
+    now = timezone.now()
+    with transaction.atomic():
+        generation = (
+            Generation.objects.select_for_update(of=("self",))  # the gateway join is an outer one
+            .select_related("message", "gateway")
+            .filter(pk=generation_pk)
+            .first()
+        )
+        if generation is None:  # never: a running generation is not folded away
+            return FinalState(upstream_id="", cost_pending=False)
+        sent = state.sent_part()
+        # None: the conversation was deleted while it streamed. Its text goes with it; the
+        # generation's facts (IDs, tokens, cost) are written all the same.
+        message = generation.message
+        if generation.status != STREAMING:
+            if message is not None:
+                _add_missing_text(message, sent)
+            return FinalState(upstream_id=generation.upstream_id, cost_pending=False)
+        if message is not None:
+            _write_answer(message, sent, completion, tool_runs, state.final_render)
+
+        generation.status = outcome.status
+        generation.finished_at = now
+        generation.heartbeat_at = now
+        generation.last_seq = state.seq
+        generation.ttft_ms = ttft_ms
+        generation.thinking_ms = thinking_ms
+        if ttft_ms is not None:
+            generation.first_token_at = generation.started_at + timedelta(milliseconds=ttft_ms)
+        upstream_id = completion.generation_id if completion else None
+        generation.upstream_id = (upstream_id or "")[:200]
+        generation.request_id = (
+            request_id or (completion.request_id if completion else None) or ""
+        )[:200]
+        if completion is not None:
+            generation.served_model = (completion.model or "")[:200]
+            generation.finish_reason = (completion.finish_reason or "")[:64]
+            generation.warnings = list(completion.warnings)
+            _apply_usage(generation, completion)
+        generation.dialect = (
+            dialect or (generation.gateway.dialect if generation.gateway else "") or ""
+        )
+        if outcome.error is not None:
+            _apply_error(generation, outcome.error)
+            generation.retry_after = outcome.retry_after
+        _mark_unreported_cost(generation, delivered=bool(sent.content or sent.reasoning))
+        generation.save()
+        if generation.conversation_id is not None:
+            Conversation.objects.filter(pk=generation.conversation_id).update(updated_at=now)
+        next_job = None
+        completed = outcome.status == Generation.Status.COMPLETED
+        if next_round_tools is not None and completed and message is not None:
+            next_job = _next_round(message, generation, next_round_tools)
+    return FinalState(
+        upstream_id=generation.upstream_id,
+        cost_pending=generation.cost_source == Generation.CostSource.PENDING,
+        record_expected=record_expected(generation),
+        next_job=next_job,
+    )
+
+
+def _write_answer(
+    message: Message,
+    sent: Completion,
+    completion: Completion | None,
+    tool_runs: list[CallRun] | None,
+    rendered: RenderedAnswer | None = None,
+) -> None:
+    message.content = sent.content
+    message.reasoning = sent.reasoning
+    message.tool_calls = tool_loop.stored_calls(
+        [call.to_dict() for call in sent.tool_calls], tool_runs
+    )
+    message.annotations = (
+        [{**citation(a), "raw": a.raw} for a in completion.annotations] if completion else []
+    )
+    message.attachments = attachments.from_completion(completion)
+    message.reasoning_details = list(completion.reasoning_details) if completion else []
+    answer_html.keep(message, rendered)  # the final render, made as the answer ended
+    message.save()
+
+
+def _add_missing_text(message: Message, sent: Completion) -> None:
+    """Keep the text of an answer that ended without it (interrupted by the sweep, its final
+    write late): what was shown to browsers is not lost."""
+    longer = len(sent.content) > len(message.content) and sent.content.startswith(message.content)
+    if longer:
+        message.content = sent.content
+        message.reasoning = sent.reasoning
+        message.html, message.html_key = "", ""  # rendered again when next shown
+        message.save(update_fields=["content", "reasoning", "html", "html_key"])
+
+
+def _next_round(
+    message: Message, generation: Generation, tools: tuple[dict[str, Any], ...]
+) -> Job | None:
+    """The turn's next round, or None (logged) when it cannot start (its gateway turned off): in
+    a savepoint, so that the answer's own final state is written whatever happens here."""
+    try:
+        with transaction.atomic():
+            return turns.create_tool_round(message, generation, tools).job
+    except (OperationalError, InterfaceError):
+        raise  # the whole write is retried
+    except SpendingLimitReached as exc:  # said under the answer (`presentation.finish_note`)
+        logger.info("Generation %s: its next tool round is over a spending limit", generation.pk)
+        generation.error_type = SPENDING_LIMIT
+        generation.error_message = str(exc)
+        generation.save(update_fields=["error_type", "error_message"])
+        return None
+    except Exception:
+        logger.exception("Generation %s: its next tool round could not start", generation.pk)
+        return None
+
+
+def _mark_unreported_cost(generation: Generation, *, delivered: bool) -> None:
+    """A generation the stream reported no cost for: not billed, with the reason, when nothing
+    was (`costing.not_billed_reason`), else pending for the reconciliation."""
+    if generation.cost is not None:
+        return
+    free = not_billed_reason(generation, delivered)
+    if free is not None:
+        generation.cost_source = Generation.CostSource.NOT_BILLED
+        generation.cost_note = free
+    else:
+        generation.cost_source = Generation.CostSource.PENDING
+
+
+def _apply_error(generation: Generation, error: ErrorInfo) -> None:
+    generation.error_status = error.status
+    generation.error_code = "" if error.code is None else str(error.code)[:100]
+    generation.error_type = (error.type or "")[:100]
+    generation.error_message = error.message
+
+
+def _apply_usage(generation: Generation, completion: Completion) -> None:
+    if completion.usage is not None:
+        generation.usage = completion.usage
+    _apply_stream_counts_and_cost(generation, completion)
+
+
+# One reconciliation round on the records thread (see `costing.settle_cost_now`).
+settle_cost = _on_final_thread(settle_cost_now)
+
+
+@_on_final_thread
+def mark_interrupted(generation_pks: list[int]) -> list[tuple[int, int | None, int]]:
+    """Interrupt the given generations if still streaming; (id, conversation, seq) of each (no
+    conversation: it was deleted)."""
+    now = timezone.now()
+    done: list[tuple[int, int | None, int]] = []
+    with transaction.atomic():
+        for generation in Generation.objects.select_for_update().filter(
+            pk__in=generation_pks, status=STREAMING
+        ):
+            generation.status = Generation.Status.INTERRUPTED
+            generation.finished_at = now
+            generation.error_type = "interrupted"
+            generation.error_message = (
+                "The server stopped while this answer was being written; the text so far is kept."
+            )
+            if generation.cost is None:  # settled by the sweep: a record, an estimate or a reason
+                generation.cost_source = Generation.CostSource.PENDING
+            generation.save()
+            done.append((generation.pk, generation.conversation_id, generation.last_seq))
+    return done
+
+
+# --- Readings (Read aloud: `reading_stream`) --------------------------------------------------
+
+
+@_on_final_thread
+def save_reading(generation_pk: int, end: ReadingEnd) -> FinalState:
+    """A reading's terminal state and the audio it received, in one transaction."""
+    now = timezone.now()
+    with transaction.atomic():
+        generation = (
+            Generation.objects.select_for_update(of=("self",))
+            .select_related("gateway")
+            .filter(pk=generation_pk, kind=Generation.Kind.SPEECH)
+            .first()
+        )
+        if generation is None:  # never: a running generation is not folded away
+            return FinalState(upstream_id="", cost_pending=False)
+        if generation.status != STREAMING:  # the sweep interrupted it: one terminal state
+            return FinalState(upstream_id=generation.upstream_id, cost_pending=False)
+        generation.status = end.status
+        generation.finished_at = now
+        generation.heartbeat_at = now
+        generation.ttft_ms = end.ttft_ms
+        if end.ttft_ms is not None:
+            generation.first_token_at = generation.started_at + timedelta(milliseconds=end.ttft_ms)
+        generation.upstream_id = end.upstream_id[:200]
+        generation.request_id = end.request_id[:200]
+        if end.error is not None:
+            _apply_error(generation, end.error)
+        _mark_unreported_cost(generation, delivered=bool(end.audio))
+        generation.save()
+        if end.audio:
+            SpeechAudio.objects.update_or_create(
+                generation=generation, defaults={"media_type": end.media_type, "data": end.audio}
+            )
+    return FinalState(
+        upstream_id=generation.upstream_id,
+        cost_pending=generation.cost_source == Generation.CostSource.PENDING,
+        record_expected=record_expected(generation),
+    )
+
+
+@_on_final_thread
+def mark_readings_interrupted(generation_pks: list[int]) -> int:
+    """Interrupt the given readings if still streaming (their process died); how many."""
+    now = timezone.now()
+    return Generation.objects.filter(
+        pk__in=generation_pks, kind=Generation.Kind.SPEECH, status=STREAMING
+    ).update(
+        status=Generation.Status.INTERRUPTED,
+        finished_at=now,
+        error_type="interrupted",
+        error_message="The server stopped while reading this answer aloud.",
+        cost_source=Generation.CostSource.PENDING,  # a reading's cost is never known mid-way
+    )

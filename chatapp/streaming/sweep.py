@@ -1,0 +1,124 @@
+"""Finds generations whose worker died, and costs nobody reconciled.
+
+A worker beats (`heartbeat_at`) every second while it streams. After a restart, or when a process
+dies, its generations stop beating: the sweep marks them `interrupted`, keeping the text flushed
+so far, and tells open pages. It runs periodically on each server process (started lazily by the
+first request or socket), and from `manage.py sweep_generations`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from datetime import timedelta
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import DatabaseError, close_old_connections
+from django.utils import timezone
+
+from chatapp.costs import reconcile, spend_push
+from chatapp.costs.costing import record_expected
+from chatapp.gateways.clients import shared_client
+from chatapp.gateways.configs import GatewayUnavailable, config_for
+from chatapp.models import Generation
+from chatapp.read_aloud import stream
+from chatapp.streaming import persistence, worker
+from chatapp.ws import protocol
+
+logger = logging.getLogger(__name__)
+
+SPEECH = Generation.Kind.SPEECH
+
+
+_sweepers: dict[asyncio.AbstractEventLoop, asyncio.Task[None]] = {}
+
+
+async def sweep_stale_generations(stale_after: float | None = None) -> int:
+    """Interrupt streaming generations not beating for `stale_after` seconds; how many."""
+    stale = settings.CHAT_STALE_AFTER if stale_after is None else stale_after
+    cutoff = timezone.now() - timedelta(seconds=stale)
+    candidates = [
+        (pk, kind)
+        async for pk, kind in Generation.objects.filter(status=Generation.Status.STREAMING)
+        .filter(Generation.silent_since(cutoff))
+        .values_list("pk", "kind")
+    ]
+    alive = worker.running_pks() | stream.running_pks()
+    # A reading has no answer of its own to keep or tell open pages about (its page asks).
+    readings = [pk for pk, kind in candidates if kind == SPEECH and pk not in alive]
+    answers = [pk for pk, kind in candidates if kind != SPEECH and pk not in alive]
+    stopped = await persistence.mark_readings_interrupted(readings) if readings else 0
+    interrupted = await persistence.mark_interrupted(answers)
+    layer = protocol.channel_layer()
+    for generation_pk, conversation_id, seq in interrupted:
+        logger.warning("Generation %s interrupted (its worker stopped)", generation_pk)
+        if conversation_id is None:  # deleted: no page shows it
+            continue
+        await layer.group_send(
+            protocol.group_name(conversation_id),
+            protocol.group_message(
+                protocol.done(generation_pk, seq, Generation.Status.INTERRUPTED)
+            ),
+        )
+    return len(interrupted) + stopped
+
+
+async def reconcile_pending(limit: int = 20) -> int:
+    """Settle costs still `pending` that no live worker is settling; how many changed."""
+    cutoff = timezone.now() - timedelta(seconds=60)
+    pending = [
+        g
+        async for g in Generation.objects.filter(
+            cost_source=Generation.CostSource.PENDING, finished_at__lt=cutoff
+        ).order_by("finished_at")[:limit]
+    ]
+    done = 0
+    for generation in pending:
+        if await settle_one(generation):
+            done += 1
+    return done
+
+
+async def settle_one(generation: Generation) -> bool:
+    """One reconciliation round for `generation`; True when its cost changed."""
+    try:
+        config = await sync_to_async(config_for)(generation.gateway_id)
+    except GatewayUnavailable:
+        return False  # disabled since: its cost stays pending until it is enabled again
+    lookup = await reconcile.look_up(
+        shared_client(config), generation.upstream_id, expected=record_expected(generation)
+    )
+    changed = (await persistence.settle_cost(generation.pk, lookup)).changed
+    if changed:
+        await spend_push.cost_settled(generation.pk)
+    return changed
+
+
+async def _sweep_forever() -> None:
+    while True:
+        try:
+            await sweep_stale_generations()
+            await reconcile_pending()
+        except asyncio.CancelledError:
+            raise
+        except DatabaseError as exc:
+            # The database is away: say so in one line, and drop the connection it broke, which
+            # no request's end would close here (this loop never ends), or every later sweep
+            # fails on it too.
+            logger.warning("Generation sweep failed; the next one retries (%s)", exc)
+            await sync_to_async(close_old_connections)()
+        except Exception:
+            logger.exception("Generation sweep failed")
+        await asyncio.sleep(settings.CHAT_SWEEP_INTERVAL)
+
+
+def ensure_sweeper() -> None:
+    """Start this loop's periodic sweep once (the first sweep runs at once: startup)."""
+    if settings.CHAT_SWEEP_INTERVAL <= 0:
+        return
+    loop = asyncio.get_running_loop()
+    task = _sweepers.get(loop)
+    if task is None or task.done():
+        _sweepers[loop] = loop.create_task(_sweep_forever(), context=contextvars.Context())

@@ -1,0 +1,169 @@
+"""The process's one ticker and control channel, serving every running generation together.
+
+A sleeping loop per generation (a wake-up, a send and every second a transaction each) made the
+server's cost grow with each stream until the loops starved one another. Here one task per event
+loop ticks every `CHAT_DELTA_INTERVAL`: each running generation whose pending text is ready (see
+`LiveState.ready`) goes out as one delta, and once per `CHAT_FLUSH_INTERVAL` all of them are
+handed to the writer as one batch (`writer.py`). A tick that comes late finds more text waiting:
+it sends more text, never more messages.
+
+One channel per process receives the control messages for all its generations (Stop, and
+snapshot requests from a socket in any process), so the worker of a generation needs no listener
+of its own. Its name is what `Generation.owner_channel` records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+
+from chatapp.streaming import writer
+from chatapp.ws import layer_errors, protocol
+
+if TYPE_CHECKING:
+    from chatapp.streaming.worker import GenerationWorker
+
+logger = logging.getLogger(__name__)
+
+_tickers: dict[asyncio.AbstractEventLoop, Ticker] = {}
+EARLY_CANCEL_FOR = 60.0  # seconds a Stop for a worker not yet added is kept for it
+
+
+class Ticker:
+    def __init__(self, channel: str, layer: protocol.ChannelLayer) -> None:
+        self.channel = channel
+        self.layer = layer
+        self.workers: dict[int, GenerationWorker] = {}
+        self._batch: asyncio.Future[bool] | None = None
+        # Stops that came for a generation of this process before its worker was added (a
+        # tool round's next generation is on record a moment before it runs): key -> when.
+        self._early_cancels: dict[int, float] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        context = contextvars.Context()  # outside any request's thread-sensitive executor
+        self._tasks = [
+            loop.create_task(self._tick_forever(), context=context),
+            loop.create_task(self._listen_forever(), context=context),
+        ]
+
+    def add(self, worker: GenerationWorker) -> None:
+        self.workers[worker.job.generation_pk] = worker
+        if self._early_cancels.pop(worker.job.generation_pk, None) is not None:
+            worker.cancel()
+
+    def remove(self, worker: GenerationWorker) -> None:
+        self.workers.pop(worker.job.generation_pk, None)
+
+    # --- Deltas and batches -----------------------------------------------------------------------
+
+    async def _tick_forever(self) -> None:
+        loop = asyncio.get_running_loop()
+        interval = settings.CHAT_DELTA_INTERVAL
+        next_flush = loop.time() + settings.CHAT_FLUSH_INTERVAL
+        while True:
+            await asyncio.sleep(interval)
+            now = loop.time()
+            for worker in list(self.workers.values()):
+                try:
+                    worker.check_spend()
+                    if worker.state.ready(now):
+                        await worker.send_delta()
+                except Exception:  # a hiccup in the layer must not stop the other streams
+                    logger.exception("Generation %s: a delta failed", worker.job.generation_pk)
+            # A batch still out defers the next one to a later tick, not to the next interval.
+            if now >= next_flush and self._flush():
+                next_flush = now + settings.CHAT_FLUSH_INTERVAL
+
+    def _flush(self) -> bool:
+        """Hand every running generation's state to the writer, unless a batch is still out;
+        whether a batch was started (or there was nothing to write)."""
+        if self._batch is not None and not self._batch.done():
+            return False
+        workers = list(self.workers.values())
+        rows = [worker.partial_row() for worker in workers]
+        if not rows:
+            return True
+        loop = asyncio.get_running_loop()
+        batch = loop.run_in_executor(writer.executor, writer.write_partials, rows)
+        self._batch = batch
+
+        def written(done: asyncio.Future[bool]) -> None:
+            if not done.cancelled() and done.exception() is None and done.result():
+                for worker, row in zip(workers, rows, strict=True):
+                    worker.flushed_seq = max(worker.flushed_seq, row.seq)
+
+        batch.add_done_callback(written)
+        return True
+
+    # --- Control messages -------------------------------------------------------------------------
+
+    async def _listen_forever(self) -> None:
+        pause = 0.0  # grows while the layer is down: a failing receive returns at once
+        while True:
+            try:
+                message = await self.layer.receive(self.channel)
+                await self._control(message)
+                pause = 0.0
+            except asyncio.CancelledError:
+                raise
+            except layer_errors.LAYER_DOWN as exc:
+                if not pause:
+                    logger.warning("The channel layer is down; control messages wait (%s)", exc)
+                pause = min(pause * 2 or 0.05, 1.0)
+                await asyncio.sleep(pause)
+            except Exception:
+                logger.exception("A control message failed")
+
+    async def _control(self, message: dict[str, Any]) -> None:
+        worker = self.workers.get(message.get("g", -1))
+        match message.get("type"):
+            case protocol.CANCEL:
+                if worker is not None:
+                    worker.cancel()
+                elif isinstance(message.get("g"), int):
+                    self._remember_cancel(message["g"])
+            case protocol.SNAPSHOT_REQUEST:
+                reply_to = message.get("reply_to")
+                if worker is not None and reply_to:
+                    await worker.send_snapshot(reply_to)
+
+    def _remember_cancel(self, generation_pk: int) -> None:
+        now = asyncio.get_running_loop().time()
+        for pk, when in list(self._early_cancels.items()):
+            if now - when > EARLY_CANCEL_FOR:
+                del self._early_cancels[pk]
+        self._early_cancels[generation_pk] = now
+
+
+async def ticker() -> Ticker:
+    """This loop's ticker, started on first use."""
+    loop = asyncio.get_running_loop()
+    found = _tickers.get(loop)
+    if found is None:
+        for old in [old for old in _tickers if old.is_closed()]:
+            del _tickers[old]
+        layer = protocol.channel_layer()
+        # Named like the consumers' channels on purpose: channels_redis reads all of a process's
+        # channels that share a prefix through one Redis list, one reader at a time, so a second
+        # prefix would let the control listener and the consumers starve each other.
+        channel = await layer.new_channel()
+        found = _tickers.get(loop)  # another caller may have won the race meanwhile
+        if found is None:
+            layer_errors.quiet_background_failures(loop)
+            found = _tickers[loop] = Ticker(channel, layer)
+            found.start()
+    return found
+
+
+def current_ticker() -> Ticker:
+    """This loop's ticker, which `ticker()` must have started."""
+    found = _tickers.get(asyncio.get_running_loop())
+    if found is None:
+        raise RuntimeError("no ticker on this loop: await ticker() (or owner_channel()) first")
+    return found

@@ -1,0 +1,459 @@
+"""Runs one generation as an asyncio task on the server's loop, independent of any websocket.
+
+The worker reads the stream: its `Accumulator` folds every event into the `Completion` the final
+write reads, and the visible events queue in a `LiveState`. Everything periodic is the process's
+`Ticker`'s (deltas to the conversation's group, partial batches to the database) and so are
+control messages (Stop and snapshot requests, from any process), so a worker costs no loop of its
+own. The first output goes to the browsers at once, not at the next tick. Cancel closes the
+upstream connection by cancelling the stream task, which leaves `stream_chat`'s block: that is the
+only cancel the gateways know. The final state is written in one transaction; a cost the stream
+did not report is then reconciled from the gateway's generation record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import dataclasses
+import logging
+from collections.abc import Awaitable, Coroutine
+from decimal import Decimal
+from typing import Any
+
+from django.urls import reverse
+
+from chatapp.conversations.request_options import RequestOptions, stream_arguments
+from chatapp.costs import reconcile, spend_push, spending_limits
+from chatapp.costs.spending_limits import SPENDING_LIMIT
+from chatapp.gateways.clients import shared_client
+from chatapp.gateways.configs import GatewayConfig
+from chatapp.gateways.image_models import image_prompt
+from chatapp.models import Generation
+from chatapp.rendering.markdown import doc_id_for
+from chatapp.streaming import log_context, persistence
+from chatapp.streaming.jobs import Job, Outcome, Status
+from chatapp.streaming.live_state import LiveState
+from chatapp.streaming.persistence import FinalState
+from chatapp.streaming.ticker import Ticker, current_ticker, ticker
+from chatapp.streaming.writer import PartialRow
+from chatapp.tools import tool_loop
+from chatapp.tools.base import ToolContext
+from chatapp.tools.tool_loop import CallRun
+from chatapp.ws import layer_errors, protocol
+from gateway_client import EventStream, GatewayClient
+from gateway_client.errors import (
+    ConnectError,
+    ErrorInfo,
+    GatewayError,
+    GatewayTimeout,
+    IncompleteStream,
+    StatusError,
+)
+
+logger = logging.getLogger(__name__)
+
+RECONCILE_TIMEOUT = 30.0
+
+_running: dict[int, GenerationWorker] = {}
+_tasks: set[asyncio.Task[None]] = set()  # strong references: the loop keeps only weak ones
+
+INTERNAL_ERROR = ErrorInfo(
+    None,
+    "internal_error",
+    "internal_error",
+    "The server failed while reading the answer; what arrived is kept.",
+)
+
+
+async def _finish_despite_cancel(send: Awaitable[None]) -> None:
+    """Await `send` to its end even when the caller is cancelled meanwhile, then re-raise.
+
+    A delta taken from the `LiveState` exists nowhere else: a network layer's send (Redis) cut
+    short by a cancel would lose it while `done` counts its seq.
+    """
+    task = asyncio.ensure_future(send)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])
+        if not task.cancelled() and task.exception() is not None:
+            logger.warning("A delta was lost: %r", task.exception())
+        raise
+
+
+class EarlyStream:
+    """An upstream request sent before its generation's rows exist: a new chat's request goes out
+    as soon as the message is checked, and its database work overlaps the gateway's first token
+    instead of delaying it. The worker then reads it as it would a stream it opened itself."""
+
+    def __init__(
+        self,
+        gw: GatewayClient,
+        model: str,
+        messages: list[dict[str, Any]],
+        max_tokens: int | None = None,
+        options: RequestOptions | None = None,
+        tools: tuple[dict[str, Any], ...] = (),
+    ) -> None:
+        arguments = stream_arguments(options, gw.dialect, messages, max_tokens, tools)
+        self.stream = gw.stream_chat(model=model, **arguments)
+        self._opening = asyncio.get_running_loop().create_task(
+            self.stream.__aenter__(), context=contextvars.Context()
+        )
+
+    async def __aenter__(self) -> EventStream:
+        try:
+            return await asyncio.shield(self._opening)
+        except asyncio.CancelledError:
+            await self.aclose()
+            raise
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stream.aclose()
+
+    async def aclose(self) -> None:
+        """Cancel the request, or close the response it got: the generation will not run."""
+        self._opening.cancel()
+        await asyncio.gather(self._opening, return_exceptions=True)
+        await self.stream.aclose()
+
+
+def open_early(
+    config: GatewayConfig,
+    model: str,
+    messages: list[dict[str, Any]],
+    max_tokens: int | None = None,
+    options: RequestOptions | None = None,
+    tools: tuple[dict[str, Any], ...] = (),
+) -> EarlyStream:
+    """Send a generation's upstream request now, on its gateway's shared client."""
+    return EarlyStream(shared_client(config), model, messages, max_tokens, options, tools)
+
+
+class GenerationWorker:
+    def __init__(
+        self,
+        job: Job,
+        ticker: Ticker,
+        *,
+        early: EarlyStream | None = None,
+    ) -> None:
+        self.job = job
+        self.ticker = ticker
+        self.config = job.gateway
+        self._early = early
+        self.layer: protocol.ChannelLayer = ticker.layer
+        self.group = protocol.group_name(job.conversation_pk)
+        self.state = LiveState.for_answer(doc_id_for(job.message_pk))
+        self.flushed_seq = 0  # the last seq the writer has on disk
+        self.request_id: str | None = None
+        self._stream: EventStream | None = None
+        self._cancel = asyncio.Event()
+        # Spending limits (`spending_limits`): what this answer has reserved, a request for more
+        # while one is out, and why it was stopped when there was no more.
+        self._reserved = job.spend.reserved if job.spend is not None else None
+        self._extending: asyncio.Task[None] | None = None
+        self._limit_note: str | None = None
+        self._sending = asyncio.Lock()  # one send at a time, so deltas leave in seq order
+
+    # --- Lifecycle --------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Stream to a terminal state, run the tool calls it asks for, persist it (starting the
+        turn's next round when the calls ran), tell the browsers, then reconcile the cost."""
+        self.ticker.add(self)  # `start` added it; a worker run otherwise (tests) is added here
+        try:
+            log_context.bind_generation(self.job.generation_pk, self.job.conversation_pk)
+            gw = shared_client(self.config)
+            outcome = await self._stream_until_done_or_cancelled(gw)
+            runs = await self._run_tools(outcome)
+            final = await self._finish(outcome, runs)
+        finally:
+            self.ticker.remove(self)
+        if final.cost_pending:
+            await self._reconcile(gw, final)
+        else:
+            await spend_push.cost_settled(self.job.generation_pk)
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    async def _unless_cancelled[T](self, work: Coroutine[Any, Any, T]) -> T | None:
+        """`work`'s result, or None when the user stops first: `work` is then cancelled (a stream
+        leaves `stream_chat`'s block, which closes the upstream connection)."""
+        task = asyncio.create_task(work)
+        cancelled = asyncio.create_task(self._cancel.wait())
+        try:
+            await asyncio.wait({task, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+            return task.result() if task.done() else None
+        finally:
+            for waiting in (task, cancelled):
+                waiting.cancel()
+            await asyncio.gather(task, cancelled, return_exceptions=True)
+
+    async def _stream_until_done_or_cancelled(self, gw: GatewayClient) -> Outcome:
+        if self._cancel.is_set():  # stopped before it ran (a tool round's next): never asked
+            if self._early is not None:
+                await self._early.aclose()
+            return Outcome(Status.CANCELLED)
+        outcome = await self._unless_cancelled(self._stream_answer(gw))
+        if outcome is None and self._limit_note is not None:
+            logger.info("Generation %s stopped at a spending limit", self.job.generation_pk)
+            note = self._limit_note
+            return Outcome(Status.CANCELLED, ErrorInfo(None, SPENDING_LIMIT, SPENDING_LIMIT, note))
+        if outcome is None:
+            logger.info("Generation %s cancelled", self.job.generation_pk)
+            return Outcome(Status.CANCELLED)
+        return outcome
+
+    # --- Spending limits --------------------------------------------------------------------------
+
+    def check_spend(self) -> None:
+        """The ticker's, once per tick: past what it reserved, this answer asks its limits for
+        more (`spending_limits.extend`, off the loop), and is stopped when they have none."""
+        watch = self.job.spend
+        if watch is None or self._reserved is None or self._extending is not None:
+            return
+        if self._cancel.is_set():
+            return
+        cost = watch.cost_so_far(len(self.state.content) + len(self.state.reasoning))
+        if cost > self._reserved:
+            self._extending = asyncio.get_running_loop().create_task(self._extend(cost))
+
+    async def _extend(self, cost: Decimal) -> None:
+        job = self.job
+        assert job.spend is not None
+        try:
+            larger = await persistence.on_record_thread(
+                spending_limits.extend, job.generation_pk, job.user_pk, job.spend, cost
+            )
+            if larger is None:
+                self._limit_note = await persistence.on_record_thread(
+                    spending_limits.stop_note, job.spend, job.user_pk
+                )
+                self.cancel()
+            else:
+                self._reserved = larger
+        except Exception:  # the database is away: the answer goes on, and is checked again
+            logger.exception("Generation %s: its limits were not checked", job.generation_pk)
+        finally:
+            self._extending = None
+
+    async def _stream_answer(self, gw: GatewayClient) -> Outcome:
+        """Never raises: every failure becomes an `Outcome` the user can read."""
+        job = self.job
+        state = self.state
+        try:
+            async with self._early or self._open(gw) as stream:
+                self._stream = stream
+                self.request_id = stream.request_id
+                loop = asyncio.get_running_loop()
+                async for event in stream:
+                    if state.apply(event, loop.time()) and state.seq == 0:
+                        await self.send_delta()  # the first output goes at once
+                return Outcome(Status.COMPLETED, completion=stream.completion)
+        except StatusError as exc:
+            logger.warning("Generation %s refused: %s", job.generation_pk, exc)
+            return Outcome(Status.FAILED, exc.info, retry_after=exc.retry_after)
+        except (IncompleteStream, ConnectError) as exc:
+            started = self._stream is not None
+            logger.warning("Generation %s ended early: %s", job.generation_pk, exc)
+            status = Status.INCOMPLETE if started else Status.FAILED
+            return Outcome(status, exc.info, completion=exc.completion)
+        except GatewayTimeout as exc:
+            logger.warning("Generation %s timed out (%s): %s", job.generation_pk, exc.phase, exc)
+            message = protocol.timeout_message(exc.phase, exc.message)
+            info = dataclasses.replace(exc.info, message=message)
+            return Outcome(Status.FAILED, info, completion=exc.completion)
+        except GatewayError as exc:
+            logger.warning("Generation %s failed: %s", job.generation_pk, exc)
+            return Outcome(Status.FAILED, exc.info, completion=exc.completion)
+        except Exception:
+            logger.exception("Generation %s crashed", job.generation_pk)
+            return Outcome(Status.FAILED, INTERNAL_ERROR)
+
+    def _open(self, gw: GatewayClient) -> EventStream:
+        """The upstream request for this generation's kind."""
+        job = self.job
+        if job.kind == Generation.Kind.IMAGE:
+            prompt = image_prompt(job.messages)
+            return gw.stream_images(model=job.model, prompt=prompt, n=job.image_count)
+        return gw.stream_chat(
+            model=job.model,
+            **stream_arguments(job.options, gw.dialect, job.messages, job.max_tokens, job.tools),
+        )
+
+    # --- Tools ---------------------------------------------------------------------------------
+
+    async def _run_tools(self, outcome: Outcome) -> list[CallRun] | None:
+        """Run the calls a completed round asks for (None when it asks for none), until they end
+        or the user stops the turn. Past the round limit they are not run, and say why. Never
+        raises: the app's own failure is each call's error, logged."""
+        job = self.job
+        calls = tool_loop.calls_to_run(job, outcome)
+        if not calls:
+            return None
+        if tool_loop.over_limit(job.tool_round):
+            logger.info("Generation %s: past the tool round limit", job.generation_pk)
+            return self._shown(
+                tool_loop.not_run(calls, job.generation_pk, tool_loop.limit_reason())
+            )
+        latest: dict[int, CallRun] = {}
+
+        async def changed(run: CallRun) -> None:
+            latest[run.index] = run
+            self.state.set_tool_run(run.to_dict(), asyncio.get_running_loop().time())
+            try:
+                await self.send_delta()  # a start or an end is shown at once
+            except Exception:  # the tools run on; browsers that missed it catch up by snapshot
+                logger.warning("Generation %s: a tool update was not sent", job.generation_pk)
+
+        context = ToolContext(job.user_pk, job.conversation_pk)
+        offered = tool_loop.offered_names(job)
+        try:
+            runs = await self._unless_cancelled(
+                tool_loop.run_calls(calls, job.generation_pk, context, offered, changed)
+            )
+        except Exception:
+            logger.exception("Generation %s: running its tools failed", job.generation_pk)
+            return self._shown(tool_loop.failed(calls, job.generation_pk))
+        if runs is None:
+            logger.info("Generation %s: stopped while its tools ran", job.generation_pk)
+            return self._shown(tool_loop.cancelled(latest.values()))
+        return runs
+
+    def _shown(self, runs: list[CallRun]) -> list[CallRun]:
+        """`runs`, queued for the browsers with the last delta."""
+        for run in runs:
+            self.state.set_tool_run(run.to_dict())
+        return runs
+
+    # --- What the ticker asks of a worker ---------------------------------------------------------
+
+    async def send_delta(self, *, last: bool = False) -> None:
+        async with self._sending:
+            delta = await self.state.take_last_delta() if last else self.state.take_delta()
+            if delta is not None:
+                message = protocol.group_message(protocol.delta(self.job.generation_pk, delta))
+                try:
+                    await _finish_despite_cancel(self.layer.group_send(self.group, message))
+                except layer_errors.LAYER_DOWN as exc:
+                    # Numbered: a page sees the gap at the next delta and asks for a snapshot.
+                    pk = self.job.generation_pk
+                    logger.warning("Generation %s: delta %s lost (%s)", pk, delta["seq"], exc)
+
+    async def send_snapshot(self, reply_to: str) -> None:
+        async with self._sending:  # exact at its seq: no delta is between taken and sent
+            now = asyncio.get_running_loop().time()
+            snapshot = protocol.snapshot(self.job.generation_pk, self.state.snapshot(now))
+        await self.layer.send(reply_to, protocol.group_message(snapshot))
+
+    def partial_row(self) -> PartialRow:
+        state = self.state
+        text = None
+        if state.seq != self.flushed_seq:
+            sent = state.sent_part()
+            calls = [call.to_dict() for call in sent.tool_calls]
+            text = (sent.content, sent.reasoning, calls)
+        return PartialRow(
+            generation_pk=self.job.generation_pk,
+            message_pk=self.job.message_pk,
+            seq=state.seq,
+            upstream_id=self._upstream_id(),
+            ttft_ms=self._ttft_ms(),
+            text=text,
+        )
+
+    # --- Finishing --------------------------------------------------------------------------------
+
+    def _upstream_id(self) -> str | None:
+        return self._stream.generation_id if self._stream is not None else None
+
+    def _ttft_ms(self) -> int | None:
+        seconds = self._stream.time_to_first_token if self._stream is not None else None
+        return None if seconds is None else round(seconds * 1000)
+
+    async def _finish(self, outcome: Outcome, runs: list[CallRun] | None = None) -> FinalState:
+        # Everything received reaches the browsers before `done`, its last blocks rendered.
+        await self.send_delta(last=True)
+        if self._stream is not None:  # on cancel and crashes too: whatever arrived counts
+            self.request_id = self.request_id or self._stream.request_id
+            if outcome.completion is None:
+                outcome = dataclasses.replace(outcome, completion=self._stream.completion)
+        final = await persistence.save_final(
+            self.job.generation_pk,
+            self.state,
+            outcome,
+            self._ttft_ms(),
+            self.request_id,
+            self._stream.dialect if self._stream is not None else None,
+            thinking_ms=self.state.thinking_ms(asyncio.get_running_loop().time()),
+            tool_runs=runs,
+            next_round_tools=self.job.tools if tool_loop.continues(runs, self._cancel) else None,
+        )
+        next_url = None
+        if final.next_job is not None:
+            # Running before the browsers hear of it, so a Stop for it finds its worker.
+            start(final.next_job)
+            if self._cancel.is_set():  # Stop came while this round was written: never asked
+                _running[final.next_job.generation_pk].cancel()
+            next_url = reverse("chat:message", args=[final.next_job.message_pk])
+        done = protocol.done(self.job.generation_pk, self.state.seq, outcome.status, next_url)
+        await layer_errors.send_retrying(  # no later message would tell a page it was lost
+            lambda: self.layer.group_send(self.group, protocol.group_message(done)),
+            f"the end of generation {self.job.generation_pk}",
+        )
+        return final
+
+    async def _reconcile(self, gw: GatewayClient, final: FinalState) -> None:
+        try:
+            lookup = await reconcile.look_up(gw, final.upstream_id, expected=final.record_expected)
+            settled = await persistence.settle_cost(self.job.generation_pk, lookup)
+        except Exception:  # the answer is saved; the sweep settles its cost later
+            logger.exception("Settling the cost of generation %s failed", self.job.generation_pk)
+            return
+        if settled.changed:
+            updated = protocol.group_message(protocol.updated(self.job.generation_pk))
+            try:
+                await self.layer.group_send(self.group, updated)
+            except layer_errors.LAYER_DOWN as exc:  # the cost is saved; a reload shows it
+                logger.warning(
+                    "Generation %s: its cost update was not sent (%s)", self.job.generation_pk, exc
+                )
+            await spend_push.cost_settled(self.job.generation_pk)
+
+
+# --- Process-local registry -----------------------------------------------------------------------
+
+
+def running_pks() -> set[int]:
+    return set(_running)
+
+
+def start(job: Job, *, early: EarlyStream | None = None) -> asyncio.Task[None]:
+    """Run `job` on the current loop, detached from the request that started it (whose
+    `owner_channel()` call started the loop's ticker).
+
+    An empty context keeps the task out of the request's thread-sensitive executor (which Django
+    shuts down when the response is sent).
+    """
+    worker = GenerationWorker(job, current_ticker(), early=early)
+    _running[job.generation_pk] = worker
+    worker.ticker.add(worker)  # at once: a Stop may come before the task first runs
+    task = asyncio.get_running_loop().create_task(worker.run(), context=contextvars.Context())
+
+    def _done(task: asyncio.Task[None]) -> None:
+        _running.pop(job.generation_pk, None)
+        worker.ticker.remove(worker)  # also when the task never ran its first step
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("Generation %s worker died", job.generation_pk, exc_info=task.exception())
+
+    _tasks.add(task)
+    task.add_done_callback(_tasks.discard)
+    task.add_done_callback(_done)
+    return task
+
+
+async def owner_channel() -> str:
+    """The channel that reaches this process's generations (`Generation.owner_channel`)."""
+    return (await ticker()).channel

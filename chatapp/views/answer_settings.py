@@ -1,0 +1,182 @@
+"""Editing answer settings: a conversation's, from its header, and a user's defaults for new
+chats, on their own page (`/settings/`).
+
+Both edit an `AnswerSettings` row through one form whose fields are the model's, with messages
+that say what to type. The header's form posts with htmx and gets its part of the header back:
+closed, with the line of what now applies, once saved; open with the errors when not. Every row is
+looked up by `request.user`, so another user's conversation is a 404.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
+
+from chatapp import tools
+from chatapp.conversations.request_options import FIELDS, dialect_of, options_for, summary
+from chatapp.conversations.turns import MAX_MESSAGE_CHARS
+from chatapp.models import AnswerSettings, ChatDefaults, Conversation
+
+if TYPE_CHECKING:
+    from chatapp.views.chat import AuthenticatedRequest
+
+MAX_TOKENS = 1_000_000
+
+_TEMPERATURE = "Temperature is a number from 0 to 2, in steps of 0.1 (e.g. 0.7)."
+_MAX_TOKENS = f"Max tokens is a whole number from 1 to {MAX_TOKENS:,}."
+
+
+class ToolsField(forms.MultipleChoiceField):
+    """The tools to offer, as checkboxes of those an admin has not switched off. A name that is
+    not among them (unknown, or switched off since the page was shown) is dropped, not an error:
+    nothing the user could correct."""
+
+    widget = forms.CheckboxSelectMultiple
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.offered: list[tools.Tool] = []
+
+    def offer(self, offered: list[tools.Tool]) -> None:
+        self.offered = offered
+        self.choices = [(tool.name, tool.title) for tool in offered]
+
+    def validate(self, value: Any) -> None:
+        pass
+
+    def clean(self, value: Any) -> list[str]:
+        chosen = set(super().clean(value))
+        return [tool.name for tool in self.offered if tool.name in chosen]
+
+
+class AnswerSettingsForm(forms.Form):
+    """The `AnswerSettings` fields; empty ones leave the value to the gateway."""
+
+    system_prompt = forms.CharField(
+        label="System prompt",
+        required=False,
+        max_length=MAX_MESSAGE_CHARS,
+        widget=forms.Textarea(attrs={"rows": 4, "placeholder": "None"}),
+        help_text="Sent before the conversation, as its system message.",
+        error_messages={
+            "max_length": f"The system prompt is too long (at most {MAX_MESSAGE_CHARS:,} "
+            "characters)."
+        },
+    )
+    temperature = forms.FloatField(
+        label="Temperature",
+        required=False,
+        min_value=0,
+        max_value=2,
+        step_size=0.1,
+        widget=forms.NumberInput(attrs={"placeholder": "Default"}),
+        help_text="0 to 2: lower is more focused, higher more varied.",
+        error_messages={
+            key: _TEMPERATURE for key in ("invalid", "min_value", "max_value", "step_size")
+        },
+    )
+    max_tokens = forms.IntegerField(
+        label="Max tokens",
+        required=False,
+        min_value=1,
+        max_value=MAX_TOKENS,
+        widget=forms.NumberInput(attrs={"placeholder": "Default"}),
+        help_text="Thinking counts too: give a reasoning model at least 2,048.",
+        error_messages={key: _MAX_TOKENS for key in ("invalid", "min_value", "max_value")},
+    )
+    reasoning_effort = forms.ChoiceField(
+        label="Reasoning effort",
+        required=False,
+        choices=AnswerSettings.ReasoningEffort.choices,
+        help_text="Sent to Numes only: the other gateways document no reasoning control.",
+        error_messages={"invalid_choice": "Choose a reasoning effort from the list."},
+    )
+    tools = ToolsField(
+        label="Tools",
+        required=False,
+        help_text="The model may call these while it answers.",
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("label_suffix", "")
+        kwargs.setdefault("auto_id", "settings-%s")
+        super().__init__(*args, **kwargs)
+        self.tools_field.offer(tools.offered(tools.registry()))  # reads the switches
+
+    @property
+    def tools_field(self) -> ToolsField:
+        field = self.fields["tools"]
+        assert isinstance(field, ToolsField)
+        return field
+
+    @property
+    def tool_options(self) -> list[tuple[Any, str]]:
+        """Each tool's checkbox, with the line that says what it does."""
+        offered = self.tools_field.offered
+        return [(box, tool.about) for box, tool in zip(self["tools"], offered, strict=True)]
+
+    @classmethod
+    def of(cls, row: AnswerSettings) -> AnswerSettingsForm:
+        """An unbound form showing `row`'s values."""
+        return cls(initial={name: getattr(row, name) for name in FIELDS})
+
+    def save_to(self, row: AnswerSettings) -> None:
+        for name in FIELDS:
+            setattr(row, name, self.cleaned_data[name])
+        if isinstance(row, ChatDefaults):  # two first saves at once make one row, not a 500
+            values = {name: getattr(row, name) for name in FIELDS}
+            ChatDefaults.objects.update_or_create(user=row.user, defaults=values)
+        else:  # not `updated_at`: a conversation does not move up the sidebar for its settings
+            row.save(update_fields=FIELDS)
+
+
+def header_context(
+    conversation: Conversation, form: AnswerSettingsForm | None = None
+) -> dict[str, Any]:
+    """What `_answer_settings.html` shows for `conversation`: its form (`form`, when bound with
+    errors, is shown open) and the line of what applies on its gateway."""
+    options = options_for(conversation)
+    return {
+        "conversation": conversation,
+        "settings_form": form or AnswerSettingsForm.of(conversation),
+        "settings_open": form is not None and bool(form.errors),
+        "settings_applied": summary(options, dialect_of(conversation.gateway_id)),
+        "settings_default": options.is_default,
+    }
+
+
+@login_required
+@require_POST
+def conversation_settings(request: AuthenticatedRequest, pk: int) -> HttpResponse:
+    conversation = get_object_or_404(Conversation, pk=pk, user=request.user)
+    form = AnswerSettingsForm(request.POST)
+    if form.is_valid():
+        form.save_to(conversation)
+        if not request.htmx:
+            return HttpResponseRedirect(reverse("chat:conversation", args=[pk]))
+        return render(request, "chatapp/_answer_settings.html", header_context(conversation))
+    return render(request, "chatapp/_answer_settings.html", header_context(conversation, form))
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def defaults(request: AuthenticatedRequest) -> HttpResponse:
+    """The user's settings for new conversations."""
+    row = ChatDefaults.objects.filter(user=request.user).first() or ChatDefaults(user=request.user)
+    if request.method == "POST":
+        form = AnswerSettingsForm(request.POST)
+        if form.is_valid():
+            form.save_to(row)
+            messages.success(request, "Saved. New chats start with these settings.")
+            return HttpResponseRedirect(reverse("chat:defaults"))
+    else:
+        form = AnswerSettingsForm.of(row)
+    context = {"settings_form": form, "settings_applied": summary(options_for(row), None)}
+    return render(request, "chatapp/defaults.html", context)

@@ -1,0 +1,409 @@
+"""Pages and htmx endpoints. Views that start a generation are async: the worker must run on the
+server's event loop, outside any request or consumer.
+
+Every query is scoped to `request.user`, so another user's conversation is a 404. Database work
+and template rendering run in one `sync_to_async` call each, so templates never hit the ORM from
+the event loop.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.utils.http import content_disposition_header
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect, push_url, reswap, retarget
+
+from chatapp.access import rate_limits
+from chatapp.conversations import user_text
+from chatapp.conversations.request_options import (
+    RequestOptions,
+    default_options,
+    dialect_of,
+    upstream_tools,
+)
+from chatapp.conversations.tree import ShownMessage, shown, shown_path
+from chatapp.conversations.turns import (
+    Turn,
+    TurnError,
+    checked_message,
+    create_continuation,
+    create_retry,
+    create_turn,
+    first_context,
+)
+from chatapp.costs import spend_push, spending_limits
+from chatapp.costs.spend import conversation_spend
+from chatapp.gateways import image_models
+from chatapp.gateways.catalog import GatewayModels, catalog, listed_models, parse_choice
+from chatapp.gateways.configs import GatewayConfig, GatewayUnavailable, aconfig_for
+from chatapp.models import Conversation, Generation, Message
+from chatapp.rendering import attachments
+from chatapp.streaming import persistence, stopping, sweep, worker
+from chatapp.views import library
+from chatapp.ws import protocol
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from django.contrib.auth.models import User
+    from django_htmx.middleware import HtmxDetails
+
+    class AuthenticatedRequest(HttpRequest):
+        """A request as `login_required` and django-htmx's middleware hand it to our views."""
+
+        user: User
+        auser: Callable[[], Awaitable[User]]
+        htmx: HtmxDetails
+
+
+PREFERRED_MODEL = "emulator/chat"
+# Why a turn may not start, each in words for the composer's error line.
+REFUSALS = (
+    TurnError,
+    GatewayUnavailable,
+    rate_limits.RateLimited,
+    spending_limits.SpendingLimitReached,
+)
+
+
+def _selected(groups: list[GatewayModels], conversation: Conversation | None) -> str:
+    """The picker value to preselect: the conversation's gateway and model, else the preferred
+    model on the default gateway (the first group), else the first model listed."""
+    wanted: list[tuple[int | None, str]] = []
+    if conversation and conversation.model:
+        wanted.append((conversation.gateway_id, conversation.model))
+    wanted += [(None, settings.LLM_DEFAULT_MODEL), (None, PREFERRED_MODEL)]
+    for gateway_pk, model in wanted:
+        for index, group in enumerate(groups):
+            if (gateway_pk is None and index != 0) or gateway_pk not in (None, group.config.pk):
+                continue
+            for choice in group.choices:
+                if model and choice.model == model:
+                    return choice.value
+    return next((group.choices[0].value for group in groups if group.choices), "")
+
+
+def _page(
+    request: AuthenticatedRequest,
+    conversation_id: int | None,
+    groups: list[GatewayModels],
+    template: str = "chatapp/chat.html",
+    *,
+    sidebar: bool = True,
+) -> HttpResponse:
+    conversation = None
+    messages: list[ShownMessage] = []
+    if conversation_id is not None:
+        conversation = get_object_or_404(Conversation, pk=conversation_id, user=request.user)
+        messages = shown_path(conversation)  # the branch shown, with each message's versions
+    context = {
+        "conversation": conversation,
+        "sidebar": library.sidebar(request.user, conversation_id) if sidebar else None,
+        "chat_messages": messages,
+        # Full pages only: a new conversation has spent nothing yet (and its answer's fragment
+        # brings the running total once there is one).
+        "conversation_spend": conversation_spend(conversation)
+        if conversation and sidebar
+        else None,
+        **spend_push.spend_context(request.user, month=sidebar),
+        "model_groups": groups,
+        "selected_model": _selected(groups, conversation),
+        "stall_notice_ms": round(settings.CHAT_STALL_NOTICE * 1000),
+    }
+    return render(request, template, context)
+
+
+@login_required
+@require_GET
+async def home(request: AuthenticatedRequest) -> HttpResponse:
+    sweep.ensure_sweeper()
+    return await sync_to_async(_page)(request, None, await catalog())
+
+
+@login_required
+@require_GET
+async def conversation_page(request: AuthenticatedRequest, pk: int) -> HttpResponse:
+    sweep.ensure_sweeper()
+    return await sync_to_async(_page)(request, pk, await catalog())
+
+
+def _composer_error(request: HttpRequest, text: str) -> HttpResponse:
+    response = render(request, "chatapp/_composer_error.html", {"error": text})
+    return reswap(retarget(response, "#composer-error"), "innerHTML")
+
+
+def _render_turn(request: HttpRequest, turn: Turn) -> HttpResponse:
+    """The branch from the turn's first new message down to its answer (which the page puts in
+    place of the message it redoes and what followed, or after the last message for a follow-up).
+    Read back, not reused: the worker may already have flushed text and a `seq`."""
+    first = turn.user_message or turn.assistant
+    path = shown_path(turn.conversation, leaf_pk=turn.assistant.pk, since_pk=first.pk)
+    return render(request, "chatapp/_messages.html", {"chat_messages": path})
+
+
+def _after(request: HttpRequest) -> int | None:
+    """The last message the page shows, which a follow-up comes after (None: not said)."""
+    after = request.POST.get("after", "")
+    return int(after) if after.isdigit() else None
+
+
+async def _chosen(value: str) -> tuple[GatewayConfig, str]:
+    """The picker's value → the gateway to use and the model on it."""
+    gateway_pk, model = parse_choice(value)
+    return await aconfig_for(gateway_pk), model
+
+
+def _new_chat_options(
+    user: User, config: GatewayConfig
+) -> tuple[RequestOptions, tuple[dict[str, Any], ...]] | None:
+    """What a new chat's first request is sent with: the user's defaults and the tools they
+    choose, as the conversation will copy them (`turns.create_turn`); `RateLimited` first, so
+    a refused one sends nothing upstream. None when a spending limit applies: the request waits
+    for its reservation (`spending_limits`), made with the turn."""
+    rate_limits.check_generation_start(user)
+    if spending_limits.any_apply(user.pk, config.pk):
+        return None
+    options = default_options(user)
+    return options, upstream_tools(options, dialect_of(config.pk))
+
+
+async def made_by(
+    request: HttpRequest, config: GatewayConfig, model: str
+) -> tuple[Generation.Kind, int]:
+    """What `model` makes of a turn (an image generation for an image model, else a chat
+    answer), and how many images the composer asks for."""
+    kind = image_models.kind_of(config, model, await listed_models(config, model))
+    return kind, image_models.image_count(request.POST.get("images", ""))
+
+
+def _answer_model(user: User, pk: int) -> tuple[int | None, str] | None:
+    return (
+        Generation.objects.filter(message_id=pk, user=user)
+        .values_list("gateway_id", "model")
+        .first()
+    )
+
+
+async def check_answer_model(user: User, pk: int) -> None:
+    """`ModelUnavailable` when the answer `pk`'s model, which a retry or continuation keeps, is
+    not one its gateway lists (now, or when it was written: an older answer was not checked)."""
+    found = await persistence.on_record_thread_from_view(_answer_model, user, pk)
+    if found is not None:
+        await listed_models(await aconfig_for(found[0]), found[1])
+
+
+@login_required
+@require_POST
+async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> HttpResponse:
+    user = await request.auser()
+    owner_channel = await worker.owner_channel()
+    text = request.POST.get("content", "")
+    early = None
+    try:
+        config, model = await _chosen(request.POST.get("model", ""))
+        kind, images = await made_by(request, config, model)
+        if pk is None and kind == Generation.Kind.CHAT:
+            # A new chat's context is its one message: send it upstream now, so the rows are
+            # written while the gateway prepares its first token.
+            # With the options the conversation will copy from the user's defaults.
+            chosen = await sync_to_async(_new_chat_options)(user, config)
+            if chosen is not None:
+                options, tools = chosen
+                context = first_context(checked_message(text, model))
+                early = worker.open_early(config, model, context, options=options, tools=tools)
+        turn = await persistence.on_record_thread_from_view(
+            create_turn,
+            user,
+            pk,
+            text,
+            model,
+            owner_channel,
+            config,
+            _after(request),
+            kind,
+            images,
+        )
+    except BaseException as exc:
+        if early is not None:  # no generation will read it: cancel the request upstream
+            await early.aclose()
+        if isinstance(exc, REFUSALS):
+            return await sync_to_async(_composer_error)(request, str(exc))
+        raise
+    worker.start(turn.job, early=early)
+    if pk is None:
+        url = reverse("chat:conversation", args=[turn.conversation.pk])
+        if not request.htmx:
+            return HttpResponseRedirect(url)
+        # The new conversation is swapped into this page: the tab's socket, already open, starts
+        # watching it at once, with no page load and no new socket before its first token.
+        response = await sync_to_async(_page)(
+            request,
+            turn.conversation.pk,
+            await catalog(),
+            "chatapp/_new_conversation.html",
+            sidebar=False,  # the fragment adds the one new entry
+        )
+        return push_url(reswap(retarget(response, "main.chat"), "outerHTML"), url)
+    response = await sync_to_async(_render_turn)(request, turn)
+    return library.moved_to_top(response, turn.conversation)  # it is the newest now
+
+
+async def start_version(
+    request: AuthenticatedRequest, create: Callable[[User, str], Awaitable[Turn]]
+) -> HttpResponse:
+    """Start the turn `create(user, owner_channel)` makes (a new version of a message) and answer
+    with it, or with the composer's error line when it cannot start."""
+    user = await request.auser()
+    owner_channel = await worker.owner_channel()
+    try:
+        turn = await create(user, owner_channel)
+    except REFUSALS as exc:
+        return await sync_to_async(_composer_error)(request, str(exc))
+    worker.start(turn.job)
+    response = await sync_to_async(_render_turn)(request, turn)
+    return library.moved_to_top(response, turn.conversation)  # it is the newest now
+
+
+@login_required
+@require_POST
+async def retry(request: AuthenticatedRequest, pk: int) -> HttpResponse:
+    """A new version of the answer `pk`, with the model the picker shows (its own if none)."""
+    value = request.POST.get("model", "")
+
+    async def create(user: User, owner_channel: str) -> Turn:
+        if not value:
+            await check_answer_model(user, pk)
+            return await persistence.on_record_thread_from_view(
+                create_retry, user, pk, None, owner_channel
+            )
+        choice = await _chosen(value)
+        kind, images = await made_by(request, *choice)
+        return await persistence.on_record_thread_from_view(
+            create_retry, user, pk, choice, owner_channel, kind, images
+        )
+
+    return await start_version(request, create)
+
+
+@login_required
+@require_POST
+async def continue_answer(request: AuthenticatedRequest, pk: int) -> HttpResponse:
+    """A retry of the answer `pk`, which ran out of its token budget, with a larger budget."""
+
+    async def create(user: User, owner_channel: str) -> Turn:
+        await check_answer_model(user, pk)
+        return await persistence.on_record_thread_from_view(
+            create_continuation, user, pk, owner_channel
+        )
+
+    return await start_version(request, create)
+
+
+@login_required
+@require_POST
+async def stop(request: AuthenticatedRequest, pk: int) -> HttpResponse:
+    """Stop the generation's turn, in whatever process it runs (`stopping.stop_turn`)."""
+    if not await stopping.stop_turn(await request.auser(), pk):
+        raise Http404("No such generation.")
+    return HttpResponse(status=204)
+
+
+@login_required
+@require_GET
+def message_fragment(request: AuthenticatedRequest, pk: int) -> HttpResponse:
+    message = get_object_or_404(
+        Message.objects.select_related("generation", "conversation"),
+        pk=pk,
+        conversation__user=request.user,
+    )
+    # With the conversation's running total, which this answer's cost (just settled, perhaps)
+    # changes. Not the month's: that query spans all the user's answers, and every answer's end
+    # fetches this fragment (at 200 answers ending together it was most of the database's time);
+    # the sidebar's month total is rendered with each page.
+    context = {
+        "message": message,
+        "versions": shown(message).versions,
+        "conversation_spend": conversation_spend(message.conversation),
+    }
+    return render(request, "chatapp/_message_fragment.html", context)
+
+
+@login_required
+@require_GET
+def message_source(request: AuthenticatedRequest, pk: int) -> HttpResponse:
+    """A message's text as written (the model's markdown), for the answer's Copy button."""
+    message = get_object_or_404(Message, pk=pk, conversation__user=request.user)
+    response = HttpResponse(message.content, content_type="text/plain; charset=utf-8")
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    return response
+
+
+@login_required
+@require_POST
+def rename(request: AuthenticatedRequest, pk: int) -> HttpResponse:
+    conversation = get_object_or_404(Conversation, pk=pk, user=request.user)
+    title = user_text.one_line(request.POST.get("title", ""))[:200]
+    if title:
+        conversation.title = title
+        conversation.save(update_fields=["title", "updated_at"])
+    if not request.htmx:
+        return HttpResponseRedirect(reverse("chat:conversation", args=[pk]))
+    # From the sidebar, the page may show another conversation: its title and tab title stay.
+    shown_pk = library.shown_conversation(request)
+    context = {
+        "conversation": conversation,
+        "sidebar": library.sidebar(request.user, shown_pk),
+    }
+    return render(request, "chatapp/_renamed.html", context)
+
+
+@login_required
+@require_POST
+async def delete(request: AuthenticatedRequest, pk: int) -> HttpResponse:
+    user = await request.auser()
+    conversation = await Conversation.objects.filter(pk=pk, user=user).afirst()
+    if conversation is None:
+        raise Http404("No such conversation.")
+    layer = protocol.channel_layer()
+    async for generation_pk, owner in Generation.objects.filter(
+        conversation=conversation, status=Generation.Status.STREAMING
+    ).values_list("pk", "owner_channel"):
+        if owner:
+            await layer.send(owner, protocol.cancel(generation_pk))
+    await conversation.adelete()
+    url = reverse("chat:home")
+    return HttpResponseClientRedirect(url) if request.htmx else HttpResponseRedirect(url)
+
+
+@login_required
+@require_GET
+def attachment(request: AuthenticatedRequest, pk: int, index: int) -> HttpResponse:
+    """A file, audio clip or generated image the gateway sent, from our origin and never rendered
+    as a page here: an image in the raster type its bytes say, audio in a playable type for the
+    page's player, anything else as bytes to download; always with nosniff and a sandboxing CSP
+    in case a browser is talked into showing it as something else."""
+    message = get_object_or_404(Message, pk=pk, conversation__user=request.user)
+    items = message.attachments if isinstance(message.attachments, list) else []
+    item = items[index] if index < len(items) and isinstance(items[index], dict) else {}
+    data = attachments.decoded(item)
+    if data is None:
+        raise Http404("No such attachment.")
+    image_type = attachments.served_image_type(item, data)
+    media_type = image_type or attachments.playable_type(item) or "application/octet-stream"
+    filename = attachments.safe_filename(item.get("filename"), f"attachment-{index}")
+    response = HttpResponse(data, content_type=media_type)
+    # A checked raster image opens in a tab when clicked through; everything else downloads.
+    disposition = content_disposition_header(image_type is None, filename)
+    if disposition is not None:
+        response["Content-Disposition"] = disposition
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    return response

@@ -1,0 +1,176 @@
+"""Finding and keeping conversations: the sidebar's date groups, search, the sidebar's delete,
+export, and the site icon.
+
+The sidebar groups a user's conversations by the day they were last active in the server's
+TIME_ZONE (Today, Yesterday, Previous 7 days, Older). Its Today list is always there, even
+empty, as `#conversation-list`: a new or continued conversation is moved to its top by an
+out-of-band swap, without rendering the list again.
+
+An htmx request says which page sent it (`HX-Current-URL`); the rename and delete endpoints use
+it to tell the conversation on screen (its title and tab title change, deleting it leaves the
+page) from another entry of the sidebar (only the entry changes).
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, render
+from django.template.loader import render_to_string
+from django.templatetags.static import static
+from django.urls import Resolver404, resolve
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.http import content_disposition_header
+from django.views.decorators.http import require_GET, require_POST, require_safe
+
+from chatapp.conversations import export, user_text
+from chatapp.conversations.search import RESULTS
+from chatapp.conversations.search import search as find
+from chatapp.models import Conversation
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+    from chatapp.views.chat import AuthenticatedRequest
+
+SIDEBAR_LENGTH = 200
+GROUPS = {
+    "today": "Today",
+    "yesterday": "Yesterday",
+    "week": "Previous 7 days",
+    "older": "Older",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    conversation: Conversation
+    current: bool  # the conversation on screen
+
+
+@dataclass(frozen=True, slots=True)
+class DateGroup:
+    key: str  # a key of GROUPS
+    label: str
+    entries: list[Entry]
+
+
+@dataclass(frozen=True, slots=True)
+class Sidebar:
+    groups: list[DateGroup]  # Today first and always; the others when they have entries
+    shown_pk: int | None
+
+    @property
+    def empty(self) -> bool:
+        return not any(group.entries for group in self.groups)
+
+
+def date_group(updated_at: datetime.datetime, today: datetime.date) -> str:
+    """The key of the group a conversation last active at `updated_at` is listed under."""
+    age = (today - timezone.localdate(updated_at)).days
+    if age <= 0:
+        return "today"
+    if age == 1:
+        return "yesterday"
+    return "week" if age <= 7 else "older"
+
+
+def sidebar(user: User, shown_pk: int | None = None) -> Sidebar:
+    """The user's newest conversations by date group; `shown_pk` is the one on screen."""
+    today = timezone.localdate()
+    grouped: dict[str, list[Entry]] = {key: [] for key in GROUPS}
+    rows = Conversation.objects.filter(user=user).only("pk", "title", "updated_at")
+    for conversation in rows[:SIDEBAR_LENGTH]:
+        entry = Entry(conversation, conversation.pk == shown_pk)
+        grouped[date_group(conversation.updated_at, today)].append(entry)
+    groups = [
+        DateGroup(key, label, grouped[key])
+        for key, label in GROUPS.items()
+        if key == "today" or grouped[key]
+    ]
+    return Sidebar(groups, shown_pk)
+
+
+def shown_conversation(request: AuthenticatedRequest) -> int | None:
+    """The conversation on the page that sent this htmx request, if it shows one."""
+    path = request.htmx.current_url_abs_path
+    if not path:
+        return None
+    try:
+        match = resolve(urlsplit(path).path)
+    except Resolver404:
+        return None
+    pk = match.kwargs.get("pk")
+    return pk if match.view_name == "chat:conversation" and isinstance(pk, int) else None
+
+
+def moved_to_top(response: HttpResponse, conversation: Conversation) -> HttpResponse:
+    """`response` with the shown `conversation`'s sidebar entry moved to the top of Today (out of
+    band). Renders no query: the conversation is loaded."""
+    response.write(render_to_string("chatapp/_sidebar_moved.html", {"item": conversation}))
+    return response
+
+
+@login_required
+@require_GET
+def search(request: AuthenticatedRequest) -> HttpResponse:
+    """The sidebar's search results, in place of its list."""
+    query = user_text.one_line(request.GET.get("q", ""))
+    hits = find(request.user, query) if query else []
+    context = {"query": query, "hits": hits, "more": len(hits) >= RESULTS}
+    return render(request, "chatapp/_search_results.html", context)
+
+
+@login_required
+@require_POST
+async def delete_entry(request: AuthenticatedRequest, pk: int) -> HttpResponse:
+    """Delete from a sidebar entry's menu: the delete view, whose page then goes home; but on the
+    page of another conversation only the entry goes, and the page stays."""
+    from chatapp.views import chat as views
+
+    response = await views.delete(request, pk)
+    if not request.htmx or shown_conversation(request) == pk:
+        return response
+    return HttpResponse(format_html('<div hx-swap-oob="delete:#conversation-item-{}"></div>', pk))
+
+
+@login_required
+@require_GET
+def export_markdown(request: AuthenticatedRequest, pk: int) -> HttpResponse:
+    conversation = _owned(request, pk)
+    text = export.as_markdown(conversation, export.messages_of(conversation))
+    return _download(text, "text/markdown; charset=utf-8", export.filename(conversation, "md"))
+
+
+@login_required
+@require_GET
+def export_json(request: AuthenticatedRequest, pk: int) -> HttpResponse:
+    conversation = _owned(request, pk)
+    text = export.as_json(conversation, export.messages_of(conversation))
+    return _download(text, "application/json", export.filename(conversation, "json"))
+
+
+@require_safe
+def favicon(request: HttpRequest) -> HttpResponse:
+    """Browsers ask for /favicon.ico where a page names no icon (the admin's, a bare response)."""
+    return HttpResponseRedirect(static("chatapp/icon.svg"))
+
+
+def _owned(request: AuthenticatedRequest, pk: int) -> Conversation:
+    return get_object_or_404(
+        Conversation.objects.select_related("gateway"), pk=pk, user=request.user
+    )
+
+
+def _download(text: str, content_type: str, filename: str) -> HttpResponse:
+    response = HttpResponse(text.encode(), content_type=content_type)
+    response["Content-Disposition"] = content_disposition_header(True, filename)
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    return response

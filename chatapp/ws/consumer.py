@@ -1,0 +1,192 @@
+"""The page's one websocket, opened when the page loads: thin by design.
+
+A tab keeps one socket for its whole life, opened before the user sends anything, so a new
+conversation's first token needs no new page and no new socket: the page tells the socket which
+conversation it shows (`{"t": "watch", "c": id}`, again whenever htmx swaps in another one). On
+watch the consumer checks the user owns the conversation, joins its group (leaving the one watched
+before) and asks the worker of every running generation there for a snapshot, which the worker
+sends straight to this socket. After that it forwards the group's pre-encoded messages without
+decoding them. From the browser it also accepts `{"t": "snapshot", "g": id}` (after a gap) and
+`{"t": "stop", "g": id}`, for generations of conversations the user owns; another user's
+conversation or generation is answered as one that does not exist (`gone`). What a browser may
+send, and how much, is `message_limits.py`'s: a bad message gets an `error` and the socket stays
+open; one that floods is closed with `message_limits.CLOSE_TOO_FAST`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Literal
+
+import orjson
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+from django.urls import reverse
+
+from chatapp.models import Conversation, Generation, Message
+from chatapp.streaming import stopping, sweep
+from chatapp.ws import layer_errors, message_limits, protocol, session_sockets
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AnonymousUser, User
+
+logger = logging.getLogger(__name__)
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_LAYER_DOWN = 4503  # the channel layer (Redis) failed: the page reconnects and re-syncs
+
+
+class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels ships no types
+    # Set by channels (typed here, since it ships no types): the ASGI scope, this socket's channel
+    # and the configured layer.
+    scope: dict[str, Any]
+    channel_name: str
+    channel_layer: protocol.ChannelLayer
+
+    user: User
+    group: str | None = None
+    budget: message_limits.MessageBudget
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except layer_errors.LAYER_DOWN as exc:
+            # Not a bug to log with its traceback (Daphne would, then close with 1011): this
+            # socket's channel is gone with the layer's server; a new socket gets a new one.
+            logger.warning("Closing a websocket: the channel layer failed (%s)", exc)
+            await send({"type": "websocket.close", "code": CLOSE_LAYER_DOWN})
+
+    async def connect(self) -> None:
+        user: User | AnonymousUser | None = self.scope.get("user")  # from AuthMiddlewareStack
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        self.user = user
+        layer_errors.quiet_background_failures(asyncio.get_running_loop())
+        self.budget = message_limits.MessageBudget(
+            settings.CHAT_WS_MESSAGES_PER_SECOND, settings.CHAT_WS_BURST
+        )
+        sweep.ensure_sweeper()
+        await self.accept()
+        # Whatever the page shows, its spend follows the user's costs as they settle.
+        await self.channel_layer.group_add(protocol.user_group_name(user.pk), self.channel_name)
+
+    async def disconnect(self, code: int) -> None:
+        if self.group is not None:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+        user = getattr(self, "user", None)
+        if user is not None:
+            await self.channel_layer.group_discard(
+                protocol.user_group_name(user.pk), self.channel_name
+            )
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # Forwarding is most of the traffic and touches no database: skip the base class's
+        # `aclose_old_connections` thread hop for it (it ran once per delta per socket).
+        if message["type"] == protocol.FORWARD:
+            await self.send(text_data=message["text"])
+        else:
+            await super().dispatch(message)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if not self.budget.take(time.monotonic()):
+            if self.budget.refused == 1:  # said once per flood, not once per message
+                await self._error(message_limits.too_fast(self.budget.rate))
+            elif self.budget.refused > self.budget.burst:
+                logger.warning("Closing a websocket of %s: too many messages", self.user)
+                await self.close(code=message_limits.CLOSE_TOO_FAST)
+            return
+        size = len(text_data if text_data is not None else bytes_data or b"")
+        if size > settings.CHAT_WS_MAX_MESSAGE:
+            await self._error(message_limits.too_large(settings.CHAT_WS_MAX_MESSAGE))
+            return
+        try:
+            kind, pk = message_limits.parse_command(text_data)
+        except message_limits.BadCommand as exc:
+            logger.info("Refusing a websocket message (%s): %.200r", exc, text_data or bytes_data)
+            await self._error(str(exc))
+            return
+        if kind == "watch":
+            await self._watch(pk)
+        else:
+            await self._generation_request(kind, pk)
+
+    async def _error(self, text: str) -> None:
+        await self.send(text_data=orjson.dumps(protocol.error(text)).decode())
+
+    async def session_check(self, message: session_sockets.CheckMessage) -> None:
+        """The user signed out, changed password or was deactivated (`session_sockets`)."""
+        ended = session_sockets.ends(message, self.scope["session"].session_key)
+        if ended is False:
+            return
+        if ended or not await session_sockets.still_signed_in(self.scope, self.user.pk):
+            logger.info("Closing a websocket of %s: its session ended", self.user)
+            await self.close(code=session_sockets.CLOSE_SIGNED_OUT)
+
+    def _may_watch(self, conversation_pk: int) -> tuple[bool, bool]:
+        """Whether the session still signs the user in, and whether they own the conversation:
+        one thread hop for both, as a watch took before the session was checked."""
+        signed_in = session_sockets.signed_in_as(self.scope, self.user.pk)
+        return signed_in, Conversation.objects.filter(pk=conversation_pk, user=self.user).exists()
+
+    async def _watch(self, conversation_pk: int) -> None:
+        signed_in, owned = await database_sync_to_async(self._may_watch)(conversation_pk)
+        if not signed_in:
+            logger.info("Closing a websocket of %s on watch: its session ended", self.user)
+            await self.close(code=session_sockets.CLOSE_SIGNED_OUT)
+            return
+        if not owned:
+            await self.send(text_data=orjson.dumps(protocol.not_found(conversation_pk)).decode())
+            return
+        group = protocol.group_name(conversation_pk)
+        if group != self.group:
+            if self.group is not None:
+                await self.channel_layer.group_discard(self.group, self.channel_name)
+            self.group = group
+            await self.channel_layer.group_add(group, self.channel_name)
+        async for generation_pk, owner in Generation.objects.filter(
+            conversation_id=conversation_pk, status=Generation.Status.STREAMING
+        ).values_list("pk", "owner_channel"):
+            if owner:
+                request = protocol.snapshot_request(generation_pk, self.channel_name)
+                await self.channel_layer.send(owner, request)
+        await self.send(text_data=orjson.dumps(protocol.watching(conversation_pk)).decode())
+
+    async def _generation_request(
+        self, kind: Literal["snapshot", "stop"], generation_pk: int
+    ) -> None:
+        row = (
+            await Generation.objects.filter(pk=generation_pk, user=self.user)
+            .values_list("status", "owner_channel", "last_seq", "message_id")
+            .afirst()
+        )
+        if row is None:
+            gone = protocol.generation_not_found(generation_pk)
+            await self.send(text_data=orjson.dumps(gone).decode())
+            return
+        status, owner, seq, message_pk = row
+        if kind == "stop":  # the turn: a tool round's next generation may have replaced this one
+            await stopping.stop_turn(self.user, generation_pk)
+        if status != Generation.Status.STREAMING:
+            # Finished before this socket heard of it: tell the page to fetch the final render.
+            next_url = await _next_round_url(message_pk)
+            done = protocol.done(generation_pk, seq, Generation.Status(status), next_url)
+            await self.send(text_data=orjson.dumps(done).decode())
+        elif kind == "snapshot" and owner:
+            request = protocol.snapshot_request(generation_pk, self.channel_name)
+            await self.channel_layer.send(owner, request)
+
+
+async def _next_round_url(message_pk: int | None) -> str | None:
+    """The fragment URL of the tool round that continued the answer `message_pk`, if any: a page
+    that missed the answer's `done` (its socket was down) learns of the round after it here."""
+    if message_pk is None:
+        return None
+    rounds = Message.objects.filter(
+        parent_id=message_pk, role=Message.Role.ASSISTANT, generation__tool_round__gt=1
+    )
+    pk = await rounds.order_by("-pk").values_list("pk", flat=True).afirst()
+    return None if pk is None else reverse("chat:message", args=[pk])

@@ -1,0 +1,212 @@
+"""The messages that travel between workers, consumers and browsers.
+
+Browser-bound payloads are encoded once by the sender and carried as text in a channel-layer
+message of type `chat.forward`, so a consumer forwards them without decoding or re-encoding
+(it is thin on purpose). `g` is the generation's database key (never the gateway's generation ID).
+
+- `[g, n, content, reasoning?, extras?]`: delta `n`, what arrived since delta `n - 1`. Deltas are
+  most of the traffic, so they are a bare JSON array: ~12 bytes of envelope around the text instead
+  of ~40 for an object. Trailing empty parts are left out; `extras` is an object with any of
+  `tool_calls`, `tool_runs`, `annotations`, `attachments` (`attachments` names kinds only:
+  `image`, `file`, `audio`; the media themselves come with the final render), and `settled`.
+- `tool_runs`: the runs of the answer's tool calls that began or ended since the last delta, each
+  `{"index", "id", "status", "pretty", "valid", "result", "duration_ms"}` (`tool_loop.CallRun`);
+  a snapshot carries all of them.
+- `previews`: an image generation's pictures that changed since the last delta, each
+  `[index, data_url, partial]`, only the newest per image index (`partial`: a progress preview,
+  else the final while it is small enough); the browser shows each in place of the one before
+  for its index. A checked raster `data:` URL (`image_checks.py`); a snapshot carries the newest
+  of every index.
+- `settled`: `[start, end, html]` or `[start, end, html, join, split]`, the sanitized HTML of the
+  answer's content from UTF-16 offset `start` to `end`, sent once when it settles
+  (`live_blocks.py`); the browser shows the content after `end` as text. A delta's `start` is the
+  previous `end`. With `join` (the open block's tag: `ul`, `ol`, `blockquote`, `p`, `table`,
+  `tbody`; or `=`), the first `split` UTF-16 units of `html` go into the element of the block
+  still open (list items, table rows and lines settle on their own), or replace it (`=`: the
+  block turned out to be another, a loose list or a setext heading); the rest follows it.
+- `{"t": "snapshot", "g": id, "seq": n, "content", "reasoning", "tool_calls", ..., "settled"}`:
+  everything up to and including delta `n` (`settled` starts at 0).
+- `{"t": "done", "g": id, "seq": n, "status", "next"?}`: terminal; the browser fetches the final
+  render. `next`, when the answer's tool calls ran and the turn goes on, is the fragment URL of
+  the next round's answer, which the browser puts after this one.
+- `{"t": "updated", "g": id}`: the record changed (cost reconciled); refetch the render.
+- `{"t": "spend", "html": text}`: to every socket of the user (their group), when one of their
+  costs settled: the sidebar's spend and the composer's limit warning, rendered, each an element
+  the page swaps for the one with its id (`spend_push.py`).
+- `{"t": "watching", "c": id}`: the answer to a watch: the socket now gets the conversation's
+  messages, and snapshots of its running answers are on their way.
+- `{"t": "gone", "c": id}`: the conversation the page asked to watch is not there (or not the
+  user's); `{"t": "gone", "g": id}` likewise for a generation asked for a snapshot or a stop.
+- `{"t": "error", "error": text}`: the browser's last message was refused (malformed, too large,
+  too many; see `ws_limits.py`), in words.
+
+From the browser (see `consumers.py`): `{"t": "watch", "c": id}`, `{"t": "snapshot", "g": id}`,
+`{"t": "stop", "g": id}`.
+
+Worker-bound messages go to the channel of the process running the generation
+(`Generation.owner_channel`), with the generation as `g`: `generation.cancel`, and
+`generation.snapshot` with `reply_to` (a consumer's channel name).
+
+Channels ships no types, so `ChannelLayer` says what we use of a layer and what we send on it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypedDict, cast
+
+import orjson
+from channels.layers import get_channel_layer
+
+if TYPE_CHECKING:
+    from chatapp.models import Generation
+    from gateway_client.errors import Phase
+
+FORWARD: Final = "chat.forward"
+CANCEL: Final = "generation.cancel"
+SNAPSHOT_REQUEST: Final = "generation.snapshot"
+
+
+class ForwardMessage(TypedDict):
+    """A browser-bound payload, encoded once: a consumer sends `text` as it is."""
+
+    type: Literal["chat.forward"]
+    text: str
+
+
+class CancelMessage(TypedDict):
+    type: Literal["generation.cancel"]
+    g: int
+
+
+class SnapshotRequestMessage(TypedDict):
+    type: Literal["generation.snapshot"]
+    g: int
+    reply_to: str
+
+
+type LayerMessage = ForwardMessage | CancelMessage | SnapshotRequestMessage
+
+
+class ChannelLayer(Protocol):
+    async def new_channel(self, prefix: str = ...) -> str: ...
+    async def send(self, channel: str, message: LayerMessage) -> None: ...
+    # What arrives is whatever was sent (decoded by the layer, for Redis): checked by the reader.
+    async def receive(self, channel: str) -> dict[str, Any]: ...
+    async def group_add(self, group: str, channel: str) -> None: ...
+    async def group_discard(self, group: str, channel: str) -> None: ...
+    async def group_send(self, group: str, message: ForwardMessage) -> None: ...
+
+
+def channel_layer() -> ChannelLayer:
+    """The configured layer (`CHANNEL_LAYERS["default"]`)."""
+    return cast("ChannelLayer", get_channel_layer())  # channels' layers are untyped
+
+
+def group_name(conversation_id: int) -> str:
+    return f"conversation.{conversation_id}"
+
+
+def user_group_name(user_pk: int) -> str:
+    """Every socket of one user, whatever its page shows (`spend`)."""
+    return f"user.{user_pk}"
+
+
+def group_message(payload: dict[str, object] | list[object]) -> ForwardMessage:
+    return {"type": FORWARD, "text": orjson.dumps(payload).decode()}
+
+
+def delta(generation_pk: int, fields: dict[str, object]) -> list[object]:
+    """The compact delta for `fields` (a `LiveState.take_delta()` result, `seq` included)."""
+    payload: list[object] = [
+        generation_pk,
+        fields["seq"],
+        fields.get("content", ""),
+        fields.get("reasoning", ""),
+    ]
+    extras = {key: fields[key] for key in _EXTRAS if key in fields}
+    if extras:
+        payload.append(extras)
+    elif not payload[3]:
+        del payload[3]
+    return payload
+
+
+_EXTRAS = ("tool_calls", "tool_runs", "annotations", "attachments", "settled", "previews")
+
+
+def decode(text: str | bytes) -> dict[str, Any]:
+    """A browser-bound message as an object, a compact delta included (`{"t": "delta", ...}` with
+    the parts it carries): what chat.js makes of it, for Python readers (tests, benchmarks)."""
+    payload = orjson.loads(text)
+    if not isinstance(payload, list):
+        return dict(payload)
+    message: dict[str, Any] = {"t": "delta", "g": payload[0], "seq": payload[1]}
+    for key, value in zip(("content", "reasoning"), payload[2:4], strict=False):
+        if value:
+            message[key] = value
+    if len(payload) > 4:
+        message.update(payload[4])
+    return message
+
+
+def snapshot(generation_pk: int, fields: dict[str, object]) -> dict[str, object]:
+    return {"t": "snapshot", "g": generation_pk, **fields}
+
+
+def done(
+    generation_pk: int, seq: int, status: Generation.Status, next_url: str | None = None
+) -> dict[str, object]:
+    message: dict[str, object] = {"t": "done", "g": generation_pk, "seq": seq, "status": status}
+    if next_url is not None:
+        message["next"] = next_url
+    return message
+
+
+def watching(conversation_pk: int) -> dict[str, object]:
+    """The socket now receives the conversation's messages (and its running answers' snapshots
+    have been asked for)."""
+    return {"t": "watching", "c": conversation_pk}
+
+
+def not_found(conversation_pk: int) -> dict[str, object]:
+    """The watched conversation does not exist (deleted) or is not the user's."""
+    return {"t": "gone", "c": conversation_pk}
+
+
+def generation_not_found(generation_pk: int) -> dict[str, object]:
+    """The generation asked for does not exist or is not the user's (the same answer for both)."""
+    return {"t": "gone", "g": generation_pk}
+
+
+def error(text: str) -> dict[str, object]:
+    """The browser's last message was refused; `text` says why."""
+    return {"t": "error", "error": text}
+
+
+def updated(generation_pk: int) -> dict[str, object]:
+    return {"t": "updated", "g": generation_pk}
+
+
+def spend(html: str) -> dict[str, object]:
+    """The user's spend partials, rendered (`spend_push`)."""
+    return {"t": "spend", "html": html}
+
+
+def cancel(generation_pk: int) -> CancelMessage:
+    return {"type": CANCEL, "g": generation_pk}
+
+
+def snapshot_request(generation_pk: int, reply_to: str) -> SnapshotRequestMessage:
+    return {"type": SNAPSHOT_REQUEST, "g": generation_pk, "reply_to": reply_to}
+
+
+def timeout_message(phase: Phase, detail: str) -> str:
+    match phase:
+        case "first_token":
+            return f"The gateway did not start answering in time ({detail})."
+        case "idle":
+            return f"The answer stalled: the gateway went quiet ({detail})."
+        case "total":
+            return f"The answer took longer than the time allowed ({detail})."
+        case _:
+            return f"Could not reach the gateway in time ({detail})."
