@@ -2,9 +2,8 @@
 
 Every object has the same keys: `time` (UTC, ISO 8601, milliseconds), `level`, `logger`,
 `message`, `generation` and `conversation` (chatapp.streaming.log_context; null outside a
-generation) and
-`exc_info` (the formatted traceback, or null). A message or traceback with newlines stays on its
-line, escaped, so a shipper never has to guess where a record ends.
+generation) and `exc_info` (the formatted traceback, or null). A message or traceback with
+newlines stays on its line, escaped, so a shipper never has to guess where a record ends.
 """
 
 from __future__ import annotations

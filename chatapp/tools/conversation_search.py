@@ -1,10 +1,9 @@
 """The `search_conversations` tool: finds what the user discussed in their other conversations.
 
 The sidebar's search (`chatapp/conversations/search.py`), so the model finds what the user would,
-ranked the
-same way, and only ever among `context.user_id`'s conversations. The conversation being answered
-is left out: the model already has it. Titles and snippets reach the model as plain text (the
-sidebar's are escaped HTML with `<mark>`).
+ranked the same way, and only ever among `context.user_id`'s conversations. The conversation being
+answered is left out: the model already has it. Titles and snippets reach the model as plain text
+(the sidebar's are escaped HTML with `<mark>`).
 """
 
 from __future__ import annotations
