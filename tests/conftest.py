@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from gateway_client.emulator import EmulatorURL
+
+FAULTS = Path(__file__).parent / "faults"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The fault suite is marked `faults` as a whole (`make test-quick` leaves it out)."""
+    for item in items:
+        if item.path.is_relative_to(FAULTS):
+            item.add_marker(pytest.mark.faults)
 
 
 @pytest.fixture(scope="session")
