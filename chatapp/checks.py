@@ -1,14 +1,14 @@
 """`check --deploy`'s security checks, for our own middleware classes.
 
 Django's security checks look for its middleware by dotted path, so our subclasses
-(chatapp.middleware: the same classes, run on the event loop) fool them both ways: W001-W003
-("is it installed?") fail whatever MIDDLEWARE holds, and every check of a setting that matters
-only with the middleware installed (HSTS W004, the HTTPS redirect W008, secure cookies W012 and
-W016, ...) passes whatever the setting says. So settings silences W001-W003 and
+(chatapp.patches.inline_middleware: the same classes, run on the event loop) fool them both ways:
+W001-W003 ("is it installed?") fail whatever MIDDLEWARE holds, and every check of a setting that
+matters only with the middleware installed (HSTS W004, the HTTPS redirect W008, secure cookies W012
+and W016, ...) passes whatever the setting says. So settings silences W001-W003 and
 `required_middleware` asks the question they meant (is a subclass of each in MIDDLEWARE?), and
 `django_security_checks` runs Django's own security checks again with MIDDLEWARE as Django would
-spell it (each subclass by the path of the Django class it extends), reporting what they find
-there and not as they ran: exactly as strict as stock Django, under Django's own IDs.
+spell it (each subclass by the path of the Django class it extends), reporting what they find there
+and not as they ran: exactly as strict as stock Django, under Django's own IDs.
 """
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ def test_our_middleware_passes() -> None:
     ("removed", "check_id"),
     [
         ("chatapp.patches.inline_middleware.Security", "chatapp.W001"),
-        ("chatapp.middleware.XFrameOptions", "chatapp.W002"),
-        ("chatapp.middleware.Csrf", "chatapp.W003"),
+        ("chatapp.patches.inline_middleware.XFrameOptions", "chatapp.W002"),
+        ("chatapp.patches.inline_middleware.Csrf", "chatapp.W003"),
     ],
 )
 def test_a_missing_one_is_named(settings: Any, removed: str, check_id: str) -> None:
