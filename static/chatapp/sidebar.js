@@ -6,151 +6,149 @@
 // the whole body. The drawer's state is the page's (`.layout[data-drawer]`), so a new page starts
 // with it closed.
 
-(() => {
-  const phone = window.matchMedia("(max-width: 720px)");
-  const byId = (id) => document.getElementById(id);
-  const layout = () => document.querySelector(".layout");
-  const menuButton = () => document.querySelector("[data-drawer-open]");
+const phone = window.matchMedia("(max-width: 720px)");
+const byId = (id) => document.getElementById(id);
+const layout = () => document.querySelector(".layout");
+const menuButton = () => document.querySelector("[data-drawer-open]");
 
-  // --- The drawer -----------------------------------------------------------------------------
+// --- The drawer -----------------------------------------------------------------------------
 
-  function drawerOpen() {
-    return layout()?.dataset.drawer === "open";
+function drawerOpen() {
+  return layout()?.dataset.drawer === "open";
+}
+
+function setDrawer(open, { returnFocus = true } = {}) {
+  const page = layout();
+  const button = menuButton();
+  const sidebar = byId("sidebar");
+  if (!page || !button || !sidebar || open === drawerOpen()) return;
+  if (open) page.dataset.drawer = "open";
+  else delete page.dataset.drawer;
+  button.setAttribute("aria-expanded", String(open));
+  // While it is open the drawer is all there is: the chat under it takes no focus or clicks.
+  const chat = document.querySelector("main.chat");
+  if (chat) chat.inert = open;
+  if (open) sidebar.querySelector("[data-drawer-close]")?.focus();
+  else if (returnFocus) button.focus();
+}
+
+document.addEventListener("click", (event) => {
+  const target = event.target;
+  if (!(target instanceof Element)) return;
+  if (target.closest("[data-drawer-open]")) {
+    setDrawer(!drawerOpen());
+    return;
   }
-
-  function setDrawer(open, { returnFocus = true } = {}) {
-    const page = layout();
-    const button = menuButton();
-    const sidebar = byId("sidebar");
-    if (!page || !button || !sidebar || open === drawerOpen()) return;
-    if (open) page.dataset.drawer = "open";
-    else delete page.dataset.drawer;
-    button.setAttribute("aria-expanded", String(open));
-    // While it is open the drawer is all there is: the chat under it takes no focus or clicks.
-    const chat = document.querySelector("main.chat");
-    if (chat) chat.inert = open;
-    if (open) sidebar.querySelector("[data-drawer-close]")?.focus();
-    else if (returnFocus) button.focus();
+  if (target.closest("[data-drawer-close]")) {
+    setDrawer(false);
+    return;
   }
+  if (drawerOpen() && !target.closest("#sidebar")) setDrawer(false);
+  for (const menu of document.querySelectorAll("details.item-menu[open]")) {
+    if (!menu.contains(target)) menu.open = false;
+  }
+});
 
-  document.addEventListener("click", (event) => {
-    const target = event.target;
-    if (!(target instanceof Element)) return;
-    if (target.closest("[data-drawer-open]")) {
-      setDrawer(!drawerOpen());
-      return;
+phone.addEventListener("change", () => {
+  if (!phone.matches) setDrawer(false, { returnFocus: false });
+});
+
+// --- Esc: an entry's menu, then the search, then the drawer ---------------------------------
+
+function onEscape(event) {
+  if (event.key !== "Escape" || event.defaultPrevented) return;
+  const menu = event.target instanceof Element && event.target.closest("details.item-menu[open]");
+  const search = byId("search");
+  if (menu) {
+    menu.open = false;
+    menu.querySelector("summary").focus();
+  } else if (search && event.target === search && search.value) {
+    search.value = "";
+    search.dispatchEvent(new Event("input", { bubbles: true }));
+  } else if (drawerOpen()) {
+    setDrawer(false);
+  } else {
+    return;
+  }
+  event.preventDefault();
+}
+// Captured, so that an Esc used here is not also the composer's (which stops the answer).
+document.addEventListener("keydown", onEscape, true);
+
+// --- Search: its results take the list's place while the box holds a query -----------------
+
+function showSearching() {
+  const sidebar = byId("sidebar");
+  const search = byId("search");
+  const results = byId("search-results");
+  if (!sidebar || !search || !results) return;
+  const searching = search.value.trim() !== "";
+  sidebar.toggleAttribute("data-searching", searching);
+  results.hidden = !searching;
+}
+
+document.addEventListener("input", (event) => {
+  if (event.target.id === "search" && !event.target.value.trim()) showSearching();
+});
+// A late answer for an older query is shown only while the box still holds one.
+document.addEventListener("htmx:afterSwap", (event) => {
+  if (event.target.id === "search-results") showSearching();
+});
+
+// --- An entry's menu: one open at a time, its name ready to edit ------------------------------
+
+document.addEventListener(
+  "toggle",
+  (event) => {
+    const menu = event.target;
+    if (!(menu instanceof HTMLDetailsElement) || !menu.matches(".item-menu") || !menu.open) return;
+    for (const other of document.querySelectorAll("details.item-menu[open]")) {
+      if (other !== menu) other.open = false;
     }
-    if (target.closest("[data-drawer-close]")) {
-      setDrawer(false);
-      return;
-    }
-    if (drawerOpen() && !target.closest("#sidebar")) setDrawer(false);
-    for (const menu of document.querySelectorAll("details.item-menu[open]")) {
-      if (!menu.contains(target)) menu.open = false;
-    }
-  });
+    const input = menu.querySelector("input[name=title]");
+    input?.focus();
+    input?.select();
+    menu.querySelector(".item-menu-panel")?.scrollIntoView({ block: "nearest" });
+  },
+  true, // `toggle` does not bubble
+);
 
-  phone.addEventListener("change", () => {
-    if (!phone.matches) setDrawer(false, { returnFocus: false });
-  });
+// After a rename or delete from an entry's menu, focus goes to that entry, or to the next one.
+// (The menu is gone by then, swapped out or deleted with its entry: the request's end says when.)
+document.addEventListener("htmx:beforeRequest", (event) => {
+  const item = event.target.closest?.(".item-menu")?.closest("li");
+  if (!item) return;
+  const renamed = event.target.matches("form.item-rename");
+  const next = renamed ? item : item.nextElementSibling || item.previousElementSibling;
+  const id = next?.querySelector("a")?.id;
+  if (id) event.detail.xhr.addEventListener("loadend", () => byId(id)?.focus());
+});
 
-  // --- Esc: an entry's menu, then the search, then the drawer ---------------------------------
+// --- Focus: the message box, once the page or a new chat is in place, and after sending ------
 
-  function onEscape(event) {
-    if (event.key !== "Escape" || event.defaultPrevented) return;
-    const menu = event.target instanceof Element && event.target.closest("details.item-menu[open]");
-    const search = byId("search");
-    if (menu) {
-      menu.open = false;
-      menu.querySelector("summary").focus();
-    } else if (search && event.target === search && search.value) {
-      search.value = "";
-      search.dispatchEvent(new Event("input", { bubbles: true }));
-    } else if (drawerOpen()) {
-      setDrawer(false);
-    } else {
-      return;
-    }
-    event.preventDefault();
-  }
-  // Captured, so that an Esc used here is not also the composer's (which stops the answer).
-  document.addEventListener("keydown", onEscape, true);
+function focusComposer() {
+  const box = byId("message");
+  if (!box || box.disabled || drawerOpen() || document.activeElement === box) return;
+  box.focus({ preventScroll: true });
+}
 
-  // --- Search: its results take the list's place while the box holds a query -----------------
+document.addEventListener("htmx:load", (event) => {
+  // The page itself, a boosted page (the body) or a new conversation (`main.chat`).
+  const root = event.target;
+  if (root.id === "message" || root.querySelector?.("#message")) focusComposer();
+});
 
-  function showSearching() {
-    const sidebar = byId("sidebar");
-    const search = byId("search");
-    const results = byId("search-results");
-    if (!sidebar || !search || !results) return;
-    const searching = search.value.trim() !== "";
-    sidebar.toggleAttribute("data-searching", searching);
-    results.hidden = !searching;
-  }
+document.addEventListener("htmx:afterRequest", (event) => {
+  if (event.target.id === "composer") focusComposer();
+});
 
-  document.addEventListener("input", (event) => {
-    if (event.target.id === "search" && !event.target.value.trim()) showSearching();
-  });
-  // A late answer for an older query is shown only while the box still holds one.
-  document.addEventListener("htmx:afterSwap", (event) => {
-    if (event.target.id === "search-results") showSearching();
-  });
+// --- The first screen names the model that will answer, as the picker changes --------------
 
-  // --- An entry's menu: one open at a time, its name ready to edit ------------------------------
+document.addEventListener("change", (event) => {
+  if (event.target.id !== "model") return;
+  const name = document.querySelector("[data-selected-model]");
+  const option = event.target.selectedOptions[0];
+  if (name && option) name.textContent = option.textContent.trim();
+});
 
-  document.addEventListener(
-    "toggle",
-    (event) => {
-      const menu = event.target;
-      if (!(menu instanceof HTMLDetailsElement) || !menu.matches(".item-menu") || !menu.open) return;
-      for (const other of document.querySelectorAll("details.item-menu[open]")) {
-        if (other !== menu) other.open = false;
-      }
-      const input = menu.querySelector("input[name=title]");
-      input?.focus();
-      input?.select();
-      menu.querySelector(".item-menu-panel")?.scrollIntoView({ block: "nearest" });
-    },
-    true, // `toggle` does not bubble
-  );
-
-  // After a rename or delete from an entry's menu, focus goes to that entry, or to the next one.
-  // (The menu is gone by then, swapped out or deleted with its entry: the request's end says when.)
-  document.addEventListener("htmx:beforeRequest", (event) => {
-    const item = event.target.closest?.(".item-menu")?.closest("li");
-    if (!item) return;
-    const renamed = event.target.matches("form.item-rename");
-    const next = renamed ? item : item.nextElementSibling || item.previousElementSibling;
-    const id = next?.querySelector("a")?.id;
-    if (id) event.detail.xhr.addEventListener("loadend", () => byId(id)?.focus());
-  });
-
-  // --- Focus: the message box, once the page or a new chat is in place, and after sending ------
-
-  function focusComposer() {
-    const box = byId("message");
-    if (!box || box.disabled || drawerOpen() || document.activeElement === box) return;
-    box.focus({ preventScroll: true });
-  }
-
-  document.addEventListener("htmx:load", (event) => {
-    // The page itself, a boosted page (the body) or a new conversation (`main.chat`).
-    const root = event.target;
-    if (root.id === "message" || root.querySelector?.("#message")) focusComposer();
-  });
-
-  document.addEventListener("htmx:afterRequest", (event) => {
-    if (event.target.id === "composer") focusComposer();
-  });
-
-  // --- The first screen names the model that will answer, as the picker changes --------------
-
-  document.addEventListener("change", (event) => {
-    if (event.target.id !== "model") return;
-    const name = document.querySelector("[data-selected-model]");
-    const option = event.target.selectedOptions[0];
-    if (name && option) name.textContent = option.textContent.trim();
-  });
-
-  focusComposer();
-})();
+focusComposer();

@@ -1,0 +1,129 @@
+// The composer (its keys, Stop instead of Send while an answer is written, the message it follows)
+// and the branch swaps of Regenerate, Edit and the version arrows.
+//
+// Stop (the button, or Esc) is the answers' business: the composer says so with a `chat:stop`
+// event on the document, which chat.js acts on.
+
+function stopAnswers() {
+  document.dispatchEvent(new CustomEvent("chat:stop"));
+}
+
+// The composer offers Stop instead of Send while the branch shown has an answer being written
+// (`running`: the server refuses a second one in the conversation), and says after which message
+// a follow-up comes: the last one shown, whichever branch that is.
+export function syncComposer(running) {
+  const form = document.getElementById("composer");
+  if (!form) return;
+  const sendButton = form.querySelector('button[type="submit"]');
+  const stop = form.querySelector("button.stop-answer");
+  if (sendButton && stop && sendButton.hidden !== running) {
+    const focused = document.activeElement === sendButton || document.activeElement === stop;
+    sendButton.hidden = running;
+    stop.hidden = !running;
+    if (focused) (running ? stop : sendButton).focus();
+  }
+  const last = [...document.querySelectorAll("#messages > article.message")].pop();
+  const after = form.querySelector('input[name="after"]');
+  if (after) after.value = last ? last.dataset.message : "";
+}
+
+export function setupComposer() {
+  const box = document.getElementById("message");
+  if (!box || box.dataset.keys) return;
+  box.dataset.keys = "1";
+  box.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      if (box.value.trim()) box.form.requestSubmit();
+    }
+  });
+}
+
+// Edit and resend: the message's form (its <template>) takes the text's place until it is sent or
+// cancelled; the answer to it then replaces the message and what followed (a branch swap).
+function startEdit(article) {
+  let form = article.querySelector(":scope > .edit-form");
+  if (!form) {
+    const template = article.querySelector(":scope > template.edit-template");
+    if (!template) return;
+    form = template.content.firstElementChild.cloneNode(true);
+    const box = form.querySelector("textarea");
+    box.value = article.querySelector(":scope > .content").textContent;
+    box.rows = Math.min(12, Math.max(3, box.value.split("\n").length + 1));
+    template.before(form);
+    article.classList.add("editing");
+    if (window.htmx) window.htmx.process(form);
+  }
+  const box = form.querySelector("textarea");
+  box.focus();
+  box.setSelectionRange(box.value.length, box.value.length);
+}
+
+function cancelEdit(article) {
+  article.querySelector(":scope > .edit-form")?.remove();
+  article.classList.remove("editing");
+  article.querySelector(":scope > .message-footer button.edit")?.focus();
+}
+
+// A branch swap (`data-branch-swap`: regenerate, edit, switch version) puts the server's branch
+// in place of the message it was asked about and everything after it. Focus stays on the version
+// arrow that was pressed, so it can be pressed again.
+let branchSwap = null;
+
+document.addEventListener("htmx:beforeSwap", (event) => {
+  const target = event.detail.target; // htmx fires this on the target, not on what asked
+  const origin = event.detail.requestConfig?.elt?.closest("[data-branch-swap]");
+  if (!origin || !event.detail.shouldSwap || !target.matches("#messages > article.message")) return;
+  while (target.nextElementSibling) target.nextElementSibling.remove();
+  const arrow = ["version-previous", "version-next"].find((name) => origin.classList.contains(name));
+  branchSwap = { before: target.previousElementSibling, arrow };
+});
+
+document.addEventListener("htmx:afterSettle", () => {
+  if (!branchSwap) return;
+  const { before, arrow } = branchSwap;
+  branchSwap = null;
+  const first = before ? before.nextElementSibling : document.querySelector("#messages > article");
+  if (!first) return;
+  first.scrollIntoView({ block: "nearest" });
+  const button = arrow && first.querySelector(`.versions button.${arrow}`);
+  const other = first.querySelector(".versions button:not([disabled])");
+  if (button && !button.disabled) button.focus();
+  else if (arrow && other) other.focus();
+});
+
+document.addEventListener("click", (event) => {
+  const button = event.target.closest && event.target.closest("button");
+  if (!button) return;
+  if (button.matches("#composer button.stop-answer")) stopAnswers();
+  else if (button.matches("article.user > .message-footer button.edit")) {
+    startEdit(button.closest("article"));
+  } else if (button.matches(".edit-form button.cancel-edit")) cancelEdit(button.closest("article"));
+});
+
+document.addEventListener("keydown", (event) => {
+  const editing = event.target.closest && event.target.closest(".edit-form");
+  if (editing && event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    if (event.target.value.trim()) editing.requestSubmit();
+  } else if (event.key === "Escape" && !event.defaultPrevented) {
+    if (editing) cancelEdit(editing.closest("article"));
+    else if (!document.querySelector("dialog[open]")) stopAnswers(); // Esc closes a lightbox first
+  }
+});
+
+document.addEventListener("htmx:afterRequest", (event) => {
+  const form = event.target;
+  const xhr = event.detail.xhr;
+  if (form.id === "composer" && event.detail.successful && !xhr.getResponseHeader("HX-Retarget")) {
+    form.querySelector("textarea").value = "";
+  }
+});
+
+document.addEventListener("htmx:beforeRequest", (event) => {
+  const target = event.target;
+  if (target.id === "composer" || (target.closest && target.closest("[data-branch-swap]"))) {
+    const error = document.getElementById("composer-error");
+    if (error) error.textContent = "";
+  }
+});

@@ -1,0 +1,80 @@
+// An answer's final render, patched into its element rather than swapped in as a new one: a
+// screen reader announces a live region's changes, not a new region's content. So the answer's
+// `.content` (polite, busy while it streams) stays the same node and takes the final text as
+// `aria-busy` goes, which is read once; an error already shown stays the same node too, so a
+// later render (cost reconciled) announces neither again.
+
+import { followingBottom, scrollToBottom } from "./live_render.js";
+
+const latestRefresh = new WeakMap(); // element -> token of its newest fragment request
+
+// Fetch `el`'s render and patch it in; `onPatched(el)` then, before the page scrolls to follow.
+export async function refresh(el, onPatched) {
+  const url = el.dataset.fragmentUrl;
+  if (!url) return;
+  const token = {};
+  latestRefresh.set(el, token);
+  let html;
+  try {
+    const response = await fetch(url, { headers: { "HX-Request": "true" } });
+    if (!response.ok) return;
+    html = await response.text();
+  } catch {
+    return;
+  }
+  if (latestRefresh.get(el) !== token || !el.isConnected) return;
+  const template = document.createElement("template");
+  template.innerHTML = html;
+  const fresh = template.content.querySelector("article.assistant");
+  if (fresh) patchAnswer(el, fresh, onPatched);
+  // The running totals this answer's cost changes come with it.
+  for (const total of template.content.querySelectorAll("p.spend[id]")) {
+    document.getElementById(total.id)?.replaceWith(total);
+  }
+}
+
+function copyAttributes(el, from) {
+  for (const name of el.getAttributeNames()) if (!from.hasAttribute(name)) el.removeAttribute(name);
+  for (const name of from.getAttributeNames()) el.setAttribute(name, from.getAttribute(name));
+}
+
+// The live blocks are the final render's (the same server renderer): only a block that differs
+// (markdown that reaches across blocks, such as a footnote) is replaced, so nothing else moves.
+function patchChildren(region, next) {
+  if (region.innerHTML === next.innerHTML) return;
+  const old = [...region.childNodes];
+  const fresh = [...next.childNodes];
+  fresh.forEach((node, i) => {
+    if (i < old.length && old[i].isEqualNode(node)) return;
+    if (i < old.length) old[i].replaceWith(node);
+    else region.append(node);
+  });
+  for (const node of old.slice(fresh.length)) node.remove();
+}
+
+function patchAnswer(el, fresh, onPatched) {
+  const follow = followingBottom();
+  const keep = new Map(); // node of `fresh` -> the element's node that stays in its place
+  const region = el.querySelector(":scope > .content");
+  const nextRegion = fresh.querySelector(":scope > .content");
+  if (region && nextRegion) {
+    patchChildren(region, nextRegion);
+    copyAttributes(region, nextRegion);
+    keep.set(nextRegion, region);
+  }
+  const error = el.querySelector(":scope > .error");
+  const nextError = fresh.querySelector(":scope > .error");
+  if (error && nextError && error.textContent === nextError.textContent) keep.set(nextError, error);
+  // Both renders come from one template, so the kept nodes are in the same order in each.
+  const kept = new Set(keep.values());
+  for (const node of [...el.childNodes]) if (!kept.has(node)) node.remove();
+  let anchor = el.firstChild;
+  for (const node of [...fresh.childNodes]) {
+    if (keep.has(node)) anchor = keep.get(node).nextSibling;
+    else el.insertBefore(node, anchor);
+  }
+  copyAttributes(el, fresh);
+  if (window.htmx) window.htmx.process(el);
+  onPatched(el);
+  if (follow) scrollToBottom();
+}

@@ -1,0 +1,306 @@
+// A streaming answer as the page draws it: the effects of stream_state.js carried out on its
+// element. Model text enters the page as text nodes, or as the server's sanitized HTML of its
+// settled blocks (chatapp/live_blocks.py), which take the place of the start of the unsettled
+// tail; the tail is shown as text (as code when it opens a fence). The tool calls, citations,
+// attachment notes and image previews that deltas carry go into their panes; a stream that goes
+// quiet says so, and the reasoning pane's summary counts the thinking time.
+
+import { showImagePreviews } from "./generated_images.js";
+
+// One answer's element and what it shows; `tail` is the text the tail element holds.
+export function createView(el, tail) {
+  return {
+    el,
+    tail,
+    tailEl: null,
+    tailOpened: false,
+    lastActivity: Date.now(),
+    thinkStart: null,
+    thinkEnd: null,
+    writing: undefined,
+  };
+}
+
+function part(view, selector) {
+  return view.el.querySelector(selector);
+}
+
+function appendText(node, text) {
+  if (text) node.append(document.createTextNode(text));
+}
+
+export function followingBottom() {
+  const box = document.getElementById("messages");
+  return box && box.scrollHeight - box.scrollTop - box.clientHeight < 80;
+}
+
+export function scrollToBottom() {
+  const box = document.getElementById("messages");
+  if (box) box.scrollTop = box.scrollHeight;
+}
+
+// --- The content: settled blocks, then the tail ------------------------------------------------
+
+// The unsettled tail, shown as text: as code when it opens a fence, so code streams looking like
+// code (it is highlighted once its fence closes and the block settles).
+const FENCE_OPEN = /^ {0,3}(`{3,}|~{3,})[ \t]*([^\s`]*)[^\n]*\n/;
+
+export function drawTail(view) {
+  const box = part(view, ".content");
+  let el = box.querySelector(":scope > .live-tail");
+  if (!view.tail) {
+    if (el) el.remove();
+    view.tailEl = null;
+    return;
+  }
+  if (!el) {
+    el = document.createElement("div");
+    box.append(el);
+  }
+  const shown = view.tail.replace(/^([ \t]*\r?\n)+/, ""); // blank lines before a block show as space
+  const fence = FENCE_OPEN.exec(shown);
+  view.tailOpened = shown.includes("\n"); // its first line, which says what it is, is complete
+  if (fence) {
+    el.className = "live-tail code-block";
+    const head = document.createElement("div");
+    head.className = "code-head";
+    const label = document.createElement("span");
+    label.className = "code-lang";
+    label.textContent = fence[2];
+    head.append(label);
+    const pre = document.createElement("pre");
+    const code = document.createElement("code");
+    code.textContent = shown.slice(fence[0].length);
+    pre.append(code);
+    el.replaceChildren(head, pre);
+    view.tailEl = code;
+  } else {
+    el.className = "live-tail";
+    el.textContent = shown;
+    view.tailEl = el;
+  }
+}
+
+function appendTail(view, text) {
+  view.tail += text;
+  if (!view.tailEl || (!view.tailOpened && text.includes("\n"))) drawTail(view);
+  else appendText(view.tailEl, text);
+}
+
+function fragment(html) {
+  const template = document.createElement("template");
+  template.innerHTML = html;
+  return template.content;
+}
+
+function joinTarget(box, tail, join) {
+  let el = tail ? tail.previousElementSibling : box.lastElementChild;
+  if (!el || join === "=") return el;
+  if (join === "tbody") el = el.tBodies ? el.tBodies[el.tBodies.length - 1] : null;
+  return el && el.localName === join ? el : null;
+}
+
+// A `settle` of stream_state.js: its `joined` part goes into the element of the block still open
+// (or replaces it, "="), its `rest` follows. False when the open block is not `join`'s.
+export function settleInto(view, settle) {
+  const box = part(view, ".content");
+  const tail = box.querySelector(":scope > .live-tail");
+  if (settle.join) {
+    const target = joinTarget(box, tail, settle.join);
+    if (!target) return false;
+    const joined = fragment(settle.joined);
+    if (settle.join === "=") target.replaceWith(joined);
+    else {
+      target.append(joined);
+      if (settle.join === "table") target.append("\n"); // as `</tbody>\n</table>` has it
+      if (settle.join === "p") target.normalize(); // one text node across the lines, as rendered
+    }
+  }
+  box.insertBefore(fragment(settle.rest), tail);
+  view.tail = view.tail.slice(settle.end - settle.start);
+  drawTail(view);
+  return true;
+}
+
+// --- The panes: reasoning, tool calls, citations, attachments --------------------------------
+
+function toolCallEl(view, index) {
+  const pane = part(view, ".tool-calls-pane");
+  pane.hidden = false;
+  let call = pane.querySelector(`.tool-call[data-index="${Number(index)}"]`);
+  if (!call) {
+    // The structure of templates/chatapp/_tool_call.html, which the final render brings.
+    call = document.createElement("div");
+    call.className = "tool-call";
+    call.dataset.index = String(Number(index));
+    call.dataset.status = "";
+    const head = document.createElement("div");
+    head.className = "tool-head";
+    const name = document.createElement("code");
+    name.className = "tool-name";
+    name.textContent = "tool";
+    const status = document.createElement("span");
+    status.className = "tool-status";
+    head.append(name, status);
+    const args = document.createElement("pre");
+    args.className = "tool-args";
+    call.append(head, args);
+    pane.querySelector(".tool-calls").append(call);
+  }
+  return call;
+}
+
+// A call's run (chatapp/tool_loop.py CallRun) began or ended: its status in the server's words,
+// its arguments pretty-printed (flagged when they are not a JSON object) and its result, as the
+// final render (templates/chatapp/_tool_call.html) shows them.
+function applyToolRun(view, run) {
+  const el = toolCallEl(view, run.index);
+  el.dataset.status = run.status;
+  el.querySelector(".tool-status").textContent = run.status_text;
+  const args = el.querySelector(".tool-args");
+  args.textContent = run.pretty;
+  args.classList.toggle("invalid", !run.valid);
+  let flag = el.querySelector(":scope > .tool-flag");
+  if (run.flag && !flag) {
+    flag = document.createElement("p");
+    flag.className = "tool-flag";
+    flag.textContent = run.flag;
+    args.after(flag);
+  }
+  if (run.result && !el.querySelector(":scope > .tool-result")) {
+    const details = document.createElement("details");
+    details.className = "tool-result";
+    const summary = document.createElement("summary");
+    summary.textContent = "Result";
+    const pre = document.createElement("pre");
+    pre.textContent = run.result;
+    details.append(summary, pre);
+    el.append(details);
+  }
+}
+
+function addCitation(view, annotation) {
+  const list = part(view, ".citations");
+  list.hidden = false;
+  const li = document.createElement("li");
+  const url = typeof annotation.url === "string" ? annotation.url : "";
+  const title = annotation.title || url || "source";
+  if (/^https?:\/\//i.test(url)) {
+    const a = document.createElement("a");
+    a.href = url;
+    a.rel = "noopener nofollow";
+    a.target = "_blank";
+    a.textContent = title;
+    li.append(a);
+  } else {
+    li.textContent = title;
+  }
+  list.append(li);
+}
+
+function addAttachmentNotes(view, kinds) {
+  const box = part(view, ".attachments");
+  for (const kind of kinds) {
+    const note = document.createElement("span");
+    note.className = "attachment-note";
+    note.textContent = `${kind} received (shown when the answer is complete)`;
+    box.append(note);
+  }
+}
+
+function showThinking(view) {
+  const summary = part(view, ".reasoning-pane > summary");
+  if (!summary || view.thinkStart === null) return;
+  const seconds = (ms) => Math.max(1, Math.round(ms / 1000));
+  const text =
+    view.thinkEnd === null
+      ? `Thinking… ${Math.floor((Date.now() - view.thinkStart) / 1000)} s`
+      : `Thought for ${seconds(view.thinkEnd - view.thinkStart)} s`;
+  if (summary.textContent !== text) summary.textContent = text;
+}
+
+// A stream that goes quiet says so, with the time, instead of an unchanging "writing…".
+function showStall(view, stallAfter) {
+  const meta = part(view, ".message-footer .meta");
+  if (!meta) return;
+  if (view.writing === undefined) view.writing = meta.textContent;
+  const quiet = Date.now() - view.lastActivity;
+  const text =
+    stallAfter > 0 && quiet >= stallAfter
+      ? view.writing.replace(/writing…$/, `waiting for the gateway… ${Math.floor(quiet / 1000)} s`)
+      : view.writing;
+  if (meta.textContent !== text) meta.textContent = text;
+  view.el.classList.toggle("stalled", text !== view.writing);
+}
+
+export function tick(view, stallAfter) {
+  showThinking(view);
+  showStall(view, stallAfter);
+}
+
+// --- A delta, a snapshot ----------------------------------------------------------------------
+
+// A delta's text, before its settled blocks go in (`settleInto`).
+export function appendContent(view, delta) {
+  view.lastActivity = Date.now();
+  if (!delta.content) return;
+  appendTail(view, delta.content);
+  if (view.thinkStart !== null && view.thinkEnd === null) {
+    view.thinkEnd = Date.now(); // the answer began: the thinking is over
+    showThinking(view);
+  }
+}
+
+// The rest of a delta (or a snapshot's, with its reasoning and content left out).
+export function appendParts(view, msg) {
+  if (msg.reasoning) {
+    if (view.thinkStart === null) {
+      view.thinkStart = Date.now();
+      showThinking(view);
+    }
+    // The pane is open while streaming (unless the user closed it); keep its end in view.
+    part(view, ".reasoning-pane").hidden = false;
+    const box = part(view, ".reasoning");
+    const atEnd = box.scrollHeight - box.scrollTop - box.clientHeight < 24;
+    appendText(box, msg.reasoning);
+    if (atEnd) box.scrollTop = box.scrollHeight;
+  }
+  for (const call of msg.tool_calls || []) {
+    const el = toolCallEl(view, call.index);
+    if (call.name) el.querySelector(".tool-name").textContent = call.name;
+    if (!el.dataset.status) appendText(el.querySelector(".tool-args"), call.arguments);
+  }
+  for (const run of msg.tool_runs || []) applyToolRun(view, run);
+  for (const annotation of msg.annotations || []) addCitation(view, annotation);
+  if (msg.attachments && msg.attachments.length) addAttachmentNotes(view, msg.attachments);
+  if (msg.previews) showImagePreviews(view.el, msg.previews);
+}
+
+// A snapshot replaces what the answer shows so far; `tail` is its content after its settled HTML.
+export function replaceWith(view, snapshot, tail) {
+  const [, , html] = snapshot.settled || [0, 0, ""];
+  part(view, ".content").replaceChildren(fragment(html));
+  view.tail = tail;
+  drawTail(view);
+  part(view, ".reasoning").textContent = snapshot.reasoning || "";
+  part(view, ".reasoning-pane").hidden = !snapshot.reasoning;
+  if (snapshot.thinking) {
+    const [ms, over] = snapshot.thinking;
+    view.thinkStart = Date.now() - ms;
+    view.thinkEnd = over ? Date.now() : null;
+    showThinking(view);
+  }
+  part(view, ".tool-calls").textContent = "";
+  part(view, ".tool-calls-pane").hidden = true;
+  part(view, ".citations").textContent = "";
+  part(view, ".citations").hidden = true;
+  // An image generation's figures stay: the snapshot's previews go into them by index, so a
+  // picture is replaced in place, never removed and drawn again.
+  for (const child of [...part(view, ".attachments").childNodes]) {
+    if (!(child instanceof Element && child.matches("figure.generated-image[data-index]"))) {
+      child.remove();
+    }
+  }
+  view.lastActivity = Date.now();
+  appendParts(view, { ...snapshot, content: "", reasoning: "" });
+}
