@@ -3,13 +3,14 @@
 Static files are served by the app itself (no CDN, no separate web server for a self-hosted
 install); a path that leaves the static directories (`..`, an absolute path, a NUL byte) is a
 404, not Django's SuspiciousFileOperation escaping the handler as a 500 with a traceback.
-Websockets pass the exact-origin check (`ws_origin.py`) and the session auth stack; the consumer
+Websockets pass the exact-origin check (`ws/origin.py`) and the session auth stack; the consumer
 itself refuses anonymous users and conversations they do not own.
 
 At shutdown the process's gateway clients are closed: Daphne speaks no ASGI lifespan, so there a
 Twisted shutdown trigger does it; servers that do (uvicorn) get a lifespan handler. Under Daphne
-the websockets also negotiate permessage-deflate (`ws_compression.py`), and one whose browser
-stops reading is closed before its backlog grows without bound (`ws_backpressure.py`).
+the websockets also negotiate permessage-deflate (`patches/daphne_compression.py`), and one whose
+browser stops reading is closed before its backlog grows without bound
+(`patches/daphne_backpressure.py`).
 """
 
 from __future__ import annotations

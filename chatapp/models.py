@@ -180,7 +180,7 @@ class Message(models.Model):
     attachments = models.JSONField(default=list, blank=True)
     # An answer's final render (sanitized HTML), made once when it ends, so a page view renders
     # nothing; `html_key` says of what: the renderer's version, the content and the citations
-    # (`answer_render.render_key`; "" for none yet). A render of anything else is not used.
+    # (`answer_html.render_key`; "" for none yet). A render of anything else is not used.
     html = models.TextField(blank=True)
     html_key = models.CharField(max_length=64, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -474,7 +474,7 @@ class LedgerDay(models.Model):
     summed, so that every total reads the same once the rows themselves are gone.
 
     The cost sum is exact on both databases: its whole part, and its fraction in steps of 1e-15
-    split at 1e-7 (`high`: steps // 10**8, `low`: steps % 10**8), the integers `cost_summary`
+    split at 1e-7 (`high`: steps // 10**8, `low`: steps % 10**8), the integers `costs/summary.py`
     adds on SQLite, where a decimal column is a 15-digit REAL.
     """
 

@@ -114,7 +114,7 @@ SECURE_CSP = {
     "default-src": [CSP.SELF],
     "script-src": [CSP.SELF],
     "style-src": [CSP.SELF],
-    "img-src": [CSP.SELF, "data:"],  # a remote image is shown as a link (rendering.py)
+    "img-src": [CSP.SELF, "data:"],  # a remote image is shown as a link (rendering/markdown.py)
     "media-src": [CSP.SELF],
     "connect-src": [CSP.SELF],
     "object-src": [CSP.NONE],
@@ -173,7 +173,7 @@ if os.environ.get("REDIS_URL"):
     # At-most-once by design: a message waiting longer than `expiry` seconds is dropped, and so is
     # one sent to a channel already holding `capacity` messages (a consumer that stopped reading).
     # The app never depends on a delta arriving: deltas are numbered, and a browser that sees a
-    # gap asks the worker for a snapshot (ws_protocol.py). `group_expiry` is how long a socket's
+    # gap asks the worker for a snapshot (ws/protocol.py). `group_expiry` is how long a socket's
     # group membership lasts without being renewed.
     CHANNEL_LAYERS = {
         "default": {

@@ -35,7 +35,7 @@ from .sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_LINE_BYTES, SSEDecoder, _R
 __all__ = ["EventStreamParser", "is_event_stream", "parse_retry_after", "status_error"]
 
 _EXCERPT_CHARS = 200
-_LEARNINGS = 16  # templates learned per stream at most (see `_learn`)
+_LEARNINGS = 16  # templates learned per stream at most (see `_common`)
 
 
 class EventStreamParser:

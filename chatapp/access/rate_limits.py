@@ -1,5 +1,5 @@
 """How many answers a user may start: `CHAT_GENERATIONS_PER_MINUTE`, over send, retry, edit,
-continue and Read aloud alike (each starts one generation). `turns` and `reading_records` check
+continue and Read aloud alike (each starts one generation). `turns` and `read_aloud.records` check
 first, on the records thread with the rest of the turn, and a new chat's early request is not
 sent past it.
 

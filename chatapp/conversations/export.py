@@ -1,7 +1,7 @@
 """A conversation as a file to keep: JSON with everything on record, Markdown to read.
 
 The JSON holds every message, each with its `parent`, so the branches (edited questions,
-regenerated answers) survive; the Markdown is the branch on screen (`turns.shown_path`). Both
+regenerated answers) survive; the Markdown is the branch on screen (`tree.shown_path`). Both
 carry what the gateway reported: models, the gateway's generation ID (`upstream_id`) and request
 ID, usage, and each cost with its unit and source. Attachments are described, not included: their
 bytes (and `data:` URLs) stay out, their size is given.
@@ -41,7 +41,7 @@ def messages_of(conversation: Conversation) -> list[Message]:
 
 
 def branch_shown(conversation: Conversation, messages: list[Message]) -> list[Message]:
-    """The messages of the branch on screen (`turns.shown_path`), root first."""
+    """The messages of the branch on screen (`tree.shown_path`), root first."""
     by_pk = {message.pk: message for message in messages}
     return [by_pk[item.message.pk] for item in shown_path(conversation) if item.message.pk in by_pk]
 

@@ -1,5 +1,5 @@
 """What a user sees of their own spend: a conversation's running total and this month's, per
-unit (the admin's `cost_summary` totals, scoped to the user's own generations)."""
+unit (the admin's `summary` totals, scoped to the user's own generations)."""
 
 from __future__ import annotations
 

@@ -125,7 +125,7 @@ def _counted(limit: SpendingLimit, user_pk: int | None) -> Q | None:
 
 def _spent(scope: Q | None, unit: str, since: datetime) -> Decimal:
     """Settled costs in `unit` since `since` (summed exactly, folded days included, as every
-    total is: `cost_summary`), plus the ceilings of those still running or pending on a gateway
+    total is: `summary`), plus the ceilings of those still running or pending on a gateway
     billing in it: a cost not known yet holds its place with its worst case.
 
     The parts are separate statements, and a final cost is written without the limits' lock, so

@@ -51,7 +51,7 @@ class GatewayConfig:
     dialect: str | None
     cost_unit: str
     emulated: bool
-    # Read aloud's model and voice on this gateway (`speech_offer`); empty: none.
+    # Read aloud's model and voice on this gateway (`read_aloud.offer`); empty: none.
     speech_model: str = ""
     speech_voice: str = ""
 

@@ -57,7 +57,7 @@ class ReadingRefused(ChatAppError):
 
 class ReadingInFlight(ReadingRefused):
     """The answer is being read aloud already (in another process: one in this process is
-    joined, `reading_stream.start_or_join`)."""
+    joined, `stream.start_or_join`)."""
 
 
 IN_FLIGHT = (
@@ -145,7 +145,7 @@ def _check_free(message_pk: int) -> None:
 def refusal(user: User, message_pk: int) -> str:
     """Why a reading of the user's answer would be refused now (in flight, cooling down, the
     answer limit), or "": the page's player cannot read a refused response's words, so it asks
-    for them (`read_aloud.reading_state`)."""
+    for them (`views.reading_state`)."""
     try:
         _check_free(message_pk)
         rate_limits.check_generation_start(user)

@@ -11,7 +11,7 @@ earlier reading is served from storage and costs nothing.
 
 One reading per answer at a time: requests of this process join the running one and play the same
 audio from its start (`stream.start_or_join`); one in another process answers 409, in
-words (`reading_records`, whose row lock keeps two processes from both starting one). A stopped
+words (`records`, whose row lock keeps two processes from both starting one). A stopped
 reading is not started again for a few seconds, and readings count with the answers a user
 starts per minute (`rate_limits`).
 """

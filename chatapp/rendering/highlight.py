@@ -6,8 +6,8 @@ to `MAX_CODE_CHARS` are highlighted, and only in a language of `LEXERS`, an allo
 languages whose lexers are well-behaved: the fence's word is the model's, and several of the
 ~600 lexers Pygments ships have regexes that backtrack exponentially (a 58-character `registry`
 block held the server for 23 s). The list is what keeps normal answers fast; the render pool's
-deadline (`render_pool.py`) is what bounds the rest. Anything else stays plain escaped text. The
-HTML still goes through the one sanitizer (`rendering.sanitize`).
+deadline (`pool.py`) is what bounds the rest. Anything else stays plain escaped text. The
+HTML still goes through the one sanitizer (`markdown.sanitize`).
 
 Only tokens the stylesheet colours get a span, and a run of one class gets one: whitespace, plain
 names and punctuation are text. Pygments' own formatter spans every token, which made a code

@@ -15,7 +15,7 @@ sanitizer forcing `type="checkbox" disabled` (our rule, `_task_lists`: mdit-py-p
 back through the whole document for each item's list, so 12,500 items took 42 s); footnote ids
 carry the `doc_id`, so two answers on one page do not share them.
 
-Rendering runs only in the render pool's processes, under its deadline (`render_pool.py`); an
+Rendering runs only in the render pool's processes, under its deadline (`pool.py`); an
 answer that runs out of it is shown by `plain_text_html`, marked, through the same sanitizer.
 `RENDERER_VERSION` is kept with each stored render (`Message.html`): a change here that alters
 output bumps it, and stored answers are rendered again as they are next shown.

@@ -6,7 +6,7 @@ backtrack for minutes; in the server's process that would hold the GIL, and with
 in a small pool of *processes* (`CHAT_RENDER_WORKERS`), each job under a hard deadline
 (`CHAT_RENDER_DEADLINE` seconds). A job that overruns has its process killed and replaced; one
 whose process dies likewise. Either way the caller gets `Failure` and shows the text as escaped
-plain text, marked (`rendering.plain_text_html`, through the one sanitizer).
+plain text, marked (`markdown.plain_text_html`, through the one sanitizer).
 
 - `run_sync` blocks the calling thread (a view's, a template's), never the loop; `run` is the same
   for the loop: a thread of the pool's own waits on the process's pipe, which holds no GIL.

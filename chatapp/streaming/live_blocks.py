@@ -508,7 +508,7 @@ class BlockSettler:
         run: Runner | None = None,
     ) -> None:
         """`doc_id` and `citations` (those known so far, asked for when a chunk is rendered) are
-        what the final render is given (`rendering.render_markdown`)."""
+        what the final render is given (`rendering.markdown.render_markdown`)."""
         self._doc_id = doc_id
         self._citations = citations
         self._run = run

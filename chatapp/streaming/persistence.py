@@ -321,7 +321,7 @@ def mark_interrupted(generation_pks: list[int]) -> list[tuple[int, int | None, i
     return done
 
 
-# --- Readings (Read aloud: `reading_stream`) --------------------------------------------------
+# --- Readings (Read aloud: `read_aloud.stream`) --------------------------------------------------
 
 
 @_on_final_thread

@@ -1,6 +1,6 @@
 """`{% answer_settings conversation %}`: the conversation header's "Settings" (its form and the
 line of what applies), rendered the same on every page that shows a conversation as by the view
-that saves them (`answer_settings_views`)."""
+that saves them (`views/answer_settings.py`)."""
 
 from __future__ import annotations
 

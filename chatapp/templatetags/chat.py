@@ -1,7 +1,7 @@
 """Template filters that turn stored answers into safe HTML and plain-words status lines.
 
 They render nothing themselves: an answer's HTML is its stored final render, or made in the
-render pool, off the event loop and under its deadline (`answer_render.py`)."""
+render pool, off the event loop and under its deadline (`rendering/answer_html.py`)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ and switch a message to another of its versions.
 
 Each answers with the branch from the changed message down, which the page puts in place of that
 message and everything after it (`data-branch-swap`, chat.js); a regenerated answer
-(`views.retry`) is shown the same way.
+(`chat.retry`) is shown the same way.
 """
 
 from __future__ import annotations

@@ -38,9 +38,9 @@ message of type `chat.forward`, so a consumer forwards them without decoding or 
 - `{"t": "gone", "c": id}`: the conversation the page asked to watch is not there (or not the
   user's); `{"t": "gone", "g": id}` likewise for a generation asked for a snapshot or a stop.
 - `{"t": "error", "error": text}`: the browser's last message was refused (malformed, too large,
-  too many; see `ws_limits.py`), in words.
+  too many; see `message_limits.py`), in words.
 
-From the browser (see `consumers.py`): `{"t": "watch", "c": id}`, `{"t": "snapshot", "g": id}`,
+From the browser (see `consumer.py`): `{"t": "watch", "c": id}`, `{"t": "snapshot", "g": id}`,
 `{"t": "stop", "g": id}`.
 
 Worker-bound messages go to the channel of the process running the generation

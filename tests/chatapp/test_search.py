@@ -1,5 +1,6 @@
 """Search over a user's conversations, on SQLite's portable path (PostgreSQL's full-text path is
-tested in tests/multiprocess/test_search_postgresql.py)."""
+tested in tests/chatapp/test_search_postgresql.py, run on a private PostgreSQL server by
+tests/multiprocess/test_search_on_postgresql.py)."""
 
 from __future__ import annotations
 

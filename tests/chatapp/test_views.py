@@ -726,7 +726,7 @@ async def test_an_answer_cut_at_the_budget_says_so(alice: Any, emulator_url: Emu
     assert "Continue with a larger budget" not in html
 
 
-# --- Branches: regenerate, edit, switch versions (branch_views.py) --------------------------------
+# --- Branches: regenerate, edit, switch versions (views/branches.py) ------------------------------
 
 BUSY = "An answer is still being written in this conversation; stop it or wait for it to finish."
 

@@ -38,7 +38,7 @@ class ShownAnswer:
     clock: Callable[[], float] = time.monotonic
 
     def handle(self, message: dict[str, Any]) -> list[dict[str, Any]]:
-        """Apply one decoded server message (`ws_protocol.decode`); what the page sends back."""
+        """Apply one decoded server message (`ws.protocol.decode`); what the page sends back."""
         if message.get("g") != self.generation_pk:
             return []
         out: list[dict[str, Any]] = []
