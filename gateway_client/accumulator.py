@@ -21,7 +21,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .errors import ErrorInfo
+from .error_info import ErrorInfo
 from .events import (
     Annotation,
     Artifact,

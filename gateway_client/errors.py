@@ -12,13 +12,15 @@
         └── GatewayTimeout        a deadline passed; `phase` says which
 
 `ErrorInfo` is the plain-data form (status, code, type, message) kept on a `Completion` and
-persisted by the app; every exception can produce one with `.info`.
+persisted by the app; every exception can produce one with `.info`. It lives in `error_info`,
+below `events` and `accumulator`, and is re-exported here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
+
+from .error_info import ErrorInfo
 
 if TYPE_CHECKING:
     from .accumulator import Completion
@@ -37,28 +39,6 @@ __all__ = [
     "StreamFailed",
     "TransportError",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class ErrorInfo:
-    """An error as the gateway (or the client, for transport failures) described it.
-
-    `code` keeps its JSON type: Numes and Nodul send ints, Osmexo and tiny-3b strings.
-    """
-
-    status: int | None
-    code: int | str | None
-    type: str | None
-    message: str
-    request_id: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "code": self.code,
-            "type": self.type,
-            "message": self.message,
-        }
 
 
 class GatewayError(Exception):

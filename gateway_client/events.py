@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ErrorInfo
+from .error_info import ErrorInfo
 
 __all__ = [
     "Annotation",
