@@ -46,7 +46,10 @@ class TurnError(ChatAppError, ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class Turn:
+class StartedGeneration:
+    """One generation just started, the first of a turn or a later round: its rows, the job to run
+    it, and the user message it answers when the turn wrote one."""
+
     conversation: Conversation
     assistant: Message
     generation: Generation
@@ -100,7 +103,7 @@ def _start(
     kind: Generation.Kind = Generation.Kind.CHAT,
     image_count: int = 1,
     tools: tuple[dict[str, Any], ...] | None = None,
-) -> Turn:
+) -> StartedGeneration:
     """A generation answering `parent_pk` (a user message, or an answer whose tool calls ran: the
     next round of its turn), its answer the leaf shown, asked with the conversation's request
     options (a larger budget of its own wins) and `tools` (None: those the options choose; an
@@ -162,7 +165,7 @@ def _start(
         image_count=image_count,
         spend=spend,
     )
-    return Turn(conversation, assistant, generation, job, user_message)
+    return StartedGeneration(conversation, assistant, generation, job, user_message)
 
 
 def checked_message(text: str, model: str) -> str:
@@ -194,7 +197,7 @@ def create_turn(
     after: int | None = None,
     kind: Generation.Kind = Generation.Kind.CHAT,
     image_count: int = 1,
-) -> Turn:
+) -> StartedGeneration:
     """The user's message and a generation answering it (`gateway` None: the default one). A
     follow-up comes after `after`, the last message the page shows (None: the leaf shown). An
     image generation (`kind`) asks for `image_count` images."""
@@ -241,7 +244,7 @@ def create_edit(
     owner_channel: str,
     kind: Generation.Kind = Generation.Kind.CHAT,
     image_count: int = 1,
-) -> Turn:
+) -> StartedGeneration:
     """A new version of the user's message `message_id` (its sibling, with `text`) and a
     generation answering it with the gateway and model chosen (an image generation of
     `image_count` images for an image model: `kind`)."""
@@ -276,7 +279,7 @@ def create_retry(
     owner_channel: str,
     kind: Generation.Kind = Generation.Kind.CHAT,
     image_count: int = 1,
-) -> Turn:
+) -> StartedGeneration:
     """A new version of the answer `message_id` (its sibling, answering the same question from
     the same context), with the gateway and model chosen and what they make of it (`kind`,
     `image_count`); a bare model: on the answer's gateway, and None: the answer's model too, each
@@ -302,7 +305,7 @@ def create_retry(
 
 def create_tool_round(
     answer: Message, generation: Generation, tools: tuple[dict[str, Any], ...]
-) -> Turn:
+) -> StartedGeneration:
     """The next round of a turn whose answer `answer` (written by `generation`) had its tool
     calls run: a new answer after it, continuing from their results, on the same gateway and
     model with the same budget and the same `tools` (its context holds their calls, whatever the
@@ -330,7 +333,7 @@ def larger_budget(generation: Generation) -> int | None:
     return budget if used is None or budget > used else None
 
 
-def create_continuation(user: User, message_id: int, owner_channel: str) -> Turn:
+def create_continuation(user: User, message_id: int, owner_channel: str) -> StartedGeneration:
     """A retry of the answer `message_id`, which ran out of its token budget, on its gateway and
     model with a `larger_budget`."""
     rate_limits.check_generation_start(user)

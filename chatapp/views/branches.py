@@ -15,7 +15,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_POST
 
 from chatapp.conversations.tree import shown_path
-from chatapp.conversations.turns import Turn, create_edit, select_version
+from chatapp.conversations.turns import StartedGeneration, create_edit, select_version
 from chatapp.streaming import persistence
 from chatapp.views.chat import _chosen, made_by, start_version
 
@@ -34,7 +34,7 @@ async def edit_message(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     text = request.POST.get("content", "")
     model = request.POST.get("model", "")
 
-    async def create(user: User, owner_channel: str) -> Turn:
+    async def create(user: User, owner_channel: str) -> StartedGeneration:
         choice = await _chosen(model)
         kind, images = await made_by(request, *choice)
         return await persistence.on_record_thread_from_view(

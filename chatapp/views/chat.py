@@ -30,7 +30,7 @@ from chatapp.conversations.request_options import (
 )
 from chatapp.conversations.tree import ShownMessage, shown, shown_path
 from chatapp.conversations.turns import (
-    Turn,
+    StartedGeneration,
     TurnError,
     checked_message,
     create_continuation,
@@ -139,12 +139,12 @@ def _composer_error(request: HttpRequest, text: str) -> HttpResponse:
     return reswap(retarget(response, "#composer-error"), "innerHTML")
 
 
-def _render_turn(request: HttpRequest, turn: Turn) -> HttpResponse:
+def _render_turn(request: HttpRequest, started: StartedGeneration) -> HttpResponse:
     """The branch from the turn's first new message down to its answer (which the page puts in
     place of the message it redoes and what followed, or after the last message for a follow-up).
     Read back, not reused: the worker may already have flushed text and a `seq`."""
-    first = turn.user_message or turn.assistant
-    path = shown_path(turn.conversation, leaf_pk=turn.assistant.pk, since_pk=first.pk)
+    first = started.user_message or started.assistant
+    path = shown_path(started.conversation, leaf_pk=started.assistant.pk, since_pk=first.pk)
     return render(request, "chatapp/_messages.html", {"chat_messages": path})
 
 
@@ -218,7 +218,7 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
                 options, tools = chosen
                 context = first_context(checked_message(text, model))
                 early = worker.open_early(config, model, context, options=options, tools=tools)
-        turn = await persistence.on_record_thread_from_view(
+        started = await persistence.on_record_thread_from_view(
             create_turn,
             user,
             pk,
@@ -236,39 +236,39 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
         if isinstance(exc, REFUSALS):
             return await sync_to_async(_composer_error)(request, str(exc))
         raise
-    worker.start(turn.job, early=early)
+    worker.start(started.job, early=early)
     if pk is None:
-        url = reverse("chat:conversation", args=[turn.conversation.pk])
+        url = reverse("chat:conversation", args=[started.conversation.pk])
         if not request.htmx:
             return HttpResponseRedirect(url)
         # The new conversation is swapped into this page: the tab's socket, already open, starts
         # watching it at once, with no page load and no new socket before its first token.
         response = await sync_to_async(_page)(
             request,
-            turn.conversation.pk,
+            started.conversation.pk,
             await catalog(),
             "chatapp/_new_conversation.html",
             sidebar=False,  # the fragment adds the one new entry
         )
         return push_url(reswap(retarget(response, "main.chat"), "outerHTML"), url)
-    response = await sync_to_async(_render_turn)(request, turn)
-    return library.moved_to_top(response, turn.conversation)  # it is the newest now
+    response = await sync_to_async(_render_turn)(request, started)
+    return library.moved_to_top(response, started.conversation)  # it is the newest now
 
 
 async def start_version(
-    request: AuthenticatedRequest, create: Callable[[User, str], Awaitable[Turn]]
+    request: AuthenticatedRequest, create: Callable[[User, str], Awaitable[StartedGeneration]]
 ) -> HttpResponse:
     """Start the turn `create(user, owner_channel)` makes (a new version of a message) and answer
     with it, or with the composer's error line when it cannot start."""
     user = await request.auser()
     owner_channel = await worker.owner_channel()
     try:
-        turn = await create(user, owner_channel)
+        started = await create(user, owner_channel)
     except REFUSALS as exc:
         return await sync_to_async(_composer_error)(request, str(exc))
-    worker.start(turn.job)
-    response = await sync_to_async(_render_turn)(request, turn)
-    return library.moved_to_top(response, turn.conversation)  # it is the newest now
+    worker.start(started.job)
+    response = await sync_to_async(_render_turn)(request, started)
+    return library.moved_to_top(response, started.conversation)  # it is the newest now
 
 
 @login_required
@@ -277,7 +277,7 @@ async def retry(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     """A new version of the answer `pk`, with the model the picker shows (its own if none)."""
     value = request.POST.get("model", "")
 
-    async def create(user: User, owner_channel: str) -> Turn:
+    async def create(user: User, owner_channel: str) -> StartedGeneration:
         if not value:
             await check_answer_model(user, pk)
             return await persistence.on_record_thread_from_view(
@@ -297,7 +297,7 @@ async def retry(request: AuthenticatedRequest, pk: int) -> HttpResponse:
 async def continue_answer(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     """A retry of the answer `pk`, which ran out of its token budget, with a larger budget."""
 
-    async def create(user: User, owner_channel: str) -> Turn:
+    async def create(user: User, owner_channel: str) -> StartedGeneration:
         await check_answer_model(user, pk)
         return await persistence.on_record_thread_from_view(
             create_continuation, user, pk, owner_channel

@@ -14,7 +14,7 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model
 
-from chatapp.conversations.turns import Turn, create_turn
+from chatapp.conversations.turns import StartedGeneration, create_turn
 from chatapp.streaming import worker
 from chatapp.ws import protocol
 from gateway_client.emulator import EmulatorURL, GenerationRecord
@@ -55,7 +55,9 @@ def bob(django_user_model: Any, password: str) -> Any:
     return django_user_model.objects.create_user("bob", password=password)
 
 
-async def start_turn(user: Any, text: str, model: str, conversation_id: int | None = None) -> Turn:
+async def start_turn(
+    user: Any, text: str, model: str, conversation_id: int | None = None
+) -> StartedGeneration:
     owner = await worker.owner_channel()
     return await sync_to_async(create_turn)(user, conversation_id, text, model, owner)
 

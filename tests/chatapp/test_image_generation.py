@@ -15,7 +15,7 @@ from channels.layers import get_channel_layer
 from django.test import AsyncClient
 from django.urls import reverse
 
-from chatapp.conversations.turns import Turn, create_turn
+from chatapp.conversations.turns import StartedGeneration, create_turn
 from chatapp.gateways import catalog, configs
 from chatapp.models import Generation, Message
 from chatapp.streaming import worker
@@ -31,14 +31,14 @@ HTMX = {"HX-Request": "true"}
 PROMPT = "a lighthouse at dusk"
 
 
-async def image_turn(user: Any, model: str = "emulator/image", count: int = 2) -> Turn:
+async def image_turn(user: Any, model: str = "emulator/image", count: int = 2) -> StartedGeneration:
     owner = await worker.owner_channel()
     return await sync_to_async(create_turn)(
         user, None, PROMPT, model, owner, kind=Generation.Kind.IMAGE, image_count=count
     )
 
 
-async def run(turn: Turn) -> tuple[Generation, GroupListener]:
+async def run(turn: StartedGeneration) -> tuple[Generation, GroupListener]:
     listener = await GroupListener(turn.conversation.pk).join()
     task = worker.start(turn.job)
     await listener.until("done")
