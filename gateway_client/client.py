@@ -15,7 +15,6 @@ Leaving the block closes the connection, which is the only cancel the gateways k
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
 
@@ -24,7 +23,7 @@ import orjson
 
 from .dialects import Limits, Timeouts, default_timeouts, guess_dialect
 from .errors import ConnectError, GatewayTimeout, ProtocolError, StatusError
-from .events import Cost
+from .generation_record import GenerationRecord, parse_generation_record
 from .model_list import MAX_MODELS_BYTES, ModelInfo, TooLarge, parse_models
 from .protocol import parse_retry_after, status_error
 from .redaction import Redactor
@@ -35,21 +34,6 @@ from .transport import GatewayTransport
 __all__ = ["GatewayClient", "GenerationRecord", "ModelInfo"]
 
 _USER_AGENT = "gateway-chat/0.1 (+gateway_client)"
-
-
-@dataclass(frozen=True, slots=True)
-class GenerationRecord:
-    """The gateway's own record of a generation: what was delivered and charged."""
-
-    id: str
-    outcome: str  # completed | cancelled | error | in_progress
-    finish_reason: str | None
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    reasoning_tokens: int | None
-    cached_tokens: int | None
-    cost: Cost | None
-    raw: dict[str, Any]
 
 
 class GatewayClient:
@@ -257,7 +241,7 @@ class GatewayClient:
                 raise ConnectError(f"could not reach the gateway: {_reason(exc)}") from exc
             last = attempt == attempts - 1
             if response.status_code == 200:
-                record = _generation_record(generation_id, response.json())
+                record = parse_generation_record(generation_id, response.json())
                 if record.outcome != "in_progress" or last:
                     return record
             else:
@@ -319,31 +303,3 @@ async def _read_capped(response: httpx.Response, cap: int, *, raw: bool = False)
 
 def _reason(exc: Exception) -> str:
     return str(exc) or type(exc).__name__
-
-
-def _generation_record(generation_id: str, payload: Any) -> GenerationRecord:
-    data = payload.get("data", payload) if isinstance(payload, dict) else {}
-    if not isinstance(data, dict):
-        data = {}
-    amount = data.get("total_cost")
-    outcome = data.get("outcome") or ("cancelled" if data.get("cancelled") else "completed")
-
-    def count(key: str) -> int | None:
-        value = data.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-    return GenerationRecord(
-        id=str(data.get("id") or generation_id),
-        outcome=str(outcome),
-        finish_reason=data.get("finish_reason"),
-        prompt_tokens=count("tokens_prompt"),
-        completion_tokens=count("tokens_completion"),
-        reasoning_tokens=count("native_tokens_reasoning"),
-        cached_tokens=count("native_tokens_cached"),
-        cost=(
-            Cost(amount, "credits", False)
-            if isinstance(amount, int | float) and not isinstance(amount, bool)
-            else None
-        ),
-        raw=data,
-    )

@@ -11,20 +11,19 @@ import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Self
 
 import httpx
 
 from .errors import GatewayTimeout, IncompleteStream, StatusError
-
-if TYPE_CHECKING:
-    from .client import GatewayClient, GenerationRecord
+from .generation_record import GenerationRecord
+from .stream_client import StreamClient
 
 __all__ = ["SpeechStream"]
 
 
 class SpeechStream:
-    def __init__(self, client: GatewayClient, url: str, body: dict[str, Any]) -> None:
+    def __init__(self, client: StreamClient, url: str, body: dict[str, Any]) -> None:
         self._client = client
         self._url = url
         self._body = body

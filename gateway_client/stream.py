@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Self
 
 import httpx
 
@@ -36,10 +36,8 @@ from .events import (
     ToolCallDelta,
 )
 from .protocol import EventStreamParser, is_event_stream
+from .stream_client import StreamClient
 from .think_tags import ThinkTags
-
-if TYPE_CHECKING:
-    from .client import GatewayClient
 
 __all__ = ["EventStream"]
 
@@ -54,7 +52,7 @@ def _earliest(*deadlines: float | None) -> float | None:
 class EventStream:
     """Use as `async with client.stream_chat(...) as stream: async for event in stream: ...`."""
 
-    def __init__(self, client: GatewayClient, url: str, body: dict[str, Any]) -> None:
+    def __init__(self, client: StreamClient, url: str, body: dict[str, Any]) -> None:
         self._client = client
         self._url = url
         self._body = body
