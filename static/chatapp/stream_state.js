@@ -6,8 +6,8 @@
 // The state keeps the `seq` of the last delta applied. A delta at or below it is a duplicate and
 // dropped; one beyond the next is a gap: it is held back and a snapshot asked for (at most once a
 // second), which replaces the text so far; the held deltas that follow it are then applied.
-// `content` is the answer's text from UTF-16 offset `from` (0, or where the page's render left
-// its settled blocks, whose text the page holds only as HTML); the first `settledEnd - from` units
+// `content` is the answer's text from UTF-16 offset `offset` (0, or where the page's render left
+// its settled blocks, whose text the page holds only as HTML); the first `settledEnd - offset` units
 // of it are shown as the server's settled HTML (chatapp/live_blocks.py), the rest as text.
 //
 // `receive` returns the new state and the effects, in order, for the page to carry out:
@@ -27,7 +27,7 @@ export function start({ g, seq = 0, settledEnd = 0, tail = "", reasoning = "" })
   return {
     g,
     seq,
-    from: settledEnd,
+    offset: settledEnd,
     content: tail,
     settledEnd,
     reasoning,
@@ -40,7 +40,7 @@ export function start({ g, seq = 0, settledEnd = 0, tail = "", reasoning = "" })
 
 // The content shown as text, after the settled blocks.
 export function tailOf(state) {
-  return state.content.slice(state.settledEnd - state.from);
+  return state.content.slice(state.settledEnd - state.offset);
 }
 
 // A delta is a bare array, `[g, seq, content, reasoning?, extras?]` (chatapp/ws/protocol.py).
@@ -111,7 +111,7 @@ function onSnapshot(s, msg, now, effects) {
   s.snapAt = now;
   if (msg.seq < s.seq) return;
   const [, end] = msg.settled || [0, 0, ""];
-  s.from = 0;
+  s.offset = 0;
   s.content = msg.content || "";
   s.settledEnd = end;
   s.reasoning = msg.reasoning || "";

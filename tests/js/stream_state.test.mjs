@@ -61,7 +61,7 @@ function shownOf(state) {
   return {
     seq: state.seq,
     content: state.content,
-    from: state.from,
+    offset: state.offset,
     settled_end: state.settledEnd,
     tail: tailOf(state),
     reasoning: state.reasoning,
