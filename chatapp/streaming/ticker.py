@@ -17,15 +17,14 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from django.conf import settings
 
 from chatapp.streaming import writer
+from chatapp.streaming.jobs import Job
+from chatapp.streaming.live_state import LiveState
 from chatapp.ws import layer_errors, protocol
-
-if TYPE_CHECKING:
-    from chatapp.streaming.worker import GenerationWorker
 
 logger = logging.getLogger(__name__)
 
@@ -33,11 +32,30 @@ _tickers: dict[asyncio.AbstractEventLoop, Ticker] = {}
 EARLY_CANCEL_FOR = 60.0  # seconds a Stop for a worker not yet added is kept for it
 
 
+class TickedWorker(Protocol):
+    """What the ticker asks of a running generation's worker (`worker.GenerationWorker`, which
+    imports this module: the ticker names the worker by this protocol, not by its class)."""
+
+    job: Job
+    state: LiveState
+    flushed_seq: int
+
+    def cancel(self) -> None: ...
+
+    def check_spend(self) -> None: ...
+
+    async def send_delta(self) -> None: ...
+
+    async def send_snapshot(self, reply_to: str) -> None: ...
+
+    def partial_row(self) -> writer.PartialRow: ...
+
+
 class Ticker:
     def __init__(self, channel: str, layer: protocol.ChannelLayer) -> None:
         self.channel = channel
         self.layer = layer
-        self.workers: dict[int, GenerationWorker] = {}
+        self.workers: dict[int, TickedWorker] = {}
         self._batch: asyncio.Future[bool] | None = None
         # Stops that came for a generation of this process before its worker was added (a
         # tool round's next generation is on record a moment before it runs): key -> when.
@@ -52,12 +70,12 @@ class Ticker:
             loop.create_task(self._listen_forever(), context=context),
         ]
 
-    def add(self, worker: GenerationWorker) -> None:
+    def add(self, worker: TickedWorker) -> None:
         self.workers[worker.job.generation_pk] = worker
         if self._early_cancels.pop(worker.job.generation_pk, None) is not None:
             worker.cancel()
 
-    def remove(self, worker: GenerationWorker) -> None:
+    def remove(self, worker: TickedWorker) -> None:
         self.workers.pop(worker.job.generation_pk, None)
 
     # --- Deltas and batches -----------------------------------------------------------------------
