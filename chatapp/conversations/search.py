@@ -144,12 +144,12 @@ def _portable(user: User, text: str, limit: int) -> list[Hit]:
     for term in found:
         any_word |= Q(content__icontains=term)
     newest: dict[int, int] = {}
-    for conversation_id, pk in (
+    for conversation_pk, pk in (
         Message.objects.filter(any_word, conversation__in=[row.pk for row in rows])
         .order_by("-created_at", "-pk")
         .values_list("conversation_id", "pk")
     ):
-        newest.setdefault(conversation_id, pk)
+        newest.setdefault(conversation_pk, pk)
     contents = dict(Message.objects.filter(pk__in=newest.values()).values_list("pk", "content"))
     pattern = _pattern(found)
     return [
@@ -188,14 +188,14 @@ def _full_text(user: User, text: str, limit: int) -> list[Hit]:
 
     updated: dict[int, datetime] = {}
     best: dict[int, tuple[int, float]] = {}  # conversation -> its best message and that's rank
-    for conversation_id, pk, rank, updated_at in (
+    for conversation_pk, pk, rank, updated_at in (
         matching(Message.objects.filter(conversation__user=user), "content")
         .order_by("conversation_id", "-rank", "-pk")
         .distinct("conversation_id")
         .values_list("conversation_id", "pk", "rank", "conversation__updated_at")
     ):
-        best[conversation_id] = (pk, rank)
-        updated[conversation_id] = updated_at
+        best[conversation_pk] = (pk, rank)
+        updated[conversation_pk] = updated_at
     titled: dict[int, float] = {}
     for pk, rank, updated_at in matching(
         Conversation.objects.filter(user=user), "title"

@@ -64,11 +64,11 @@ def title_from(text: str) -> str:
     return first_line[: TITLE_LENGTH - 1].rstrip() + "…"
 
 
-def _idle_conversation(user: User, conversation_id: int) -> Conversation:
+def _idle_conversation(user: User, conversation_pk: int) -> Conversation:
     """The user's conversation, locked until the transaction ends, if no answer is being written
     in it (a `TurnError` otherwise)."""
     try:
-        conversation = Conversation.objects.select_for_update().get(pk=conversation_id, user=user)
+        conversation = Conversation.objects.select_for_update().get(pk=conversation_pk, user=user)
     except Conversation.DoesNotExist:
         raise Http404("No such conversation.") from None
     # One whose worker died (a crash, a restart) stops beating: it is not waited for, even before
@@ -82,9 +82,9 @@ def _idle_conversation(user: User, conversation_id: int) -> Conversation:
     return conversation
 
 
-def _own_message(user: User, message_id: int, role: str | None = None) -> Message:
+def _own_message(user: User, message_pk: int, role: str | None = None) -> Message:
     found = Message.objects.select_related("conversation").filter(
-        pk=message_id, conversation__user=user
+        pk=message_pk, conversation__user=user
     )
     message = (found if role is None else found.filter(role=role)).first()
     if message is None:
@@ -189,7 +189,7 @@ def first_context(text: str) -> list[dict[str, Any]]:
 
 def create_turn(
     user: User,
-    conversation_id: int | None,
+    conversation_pk: int | None,
     text: str,
     model: str,
     owner_channel: str,
@@ -205,12 +205,12 @@ def create_turn(
     rate_limits.check_generation_start(user)
     with transaction.atomic():
         parent_pk = None
-        if conversation_id is None:
+        if conversation_pk is None:
             conversation = Conversation.objects.create(
                 user=user, title=title_from(text), **request_options.defaults_for(user)
             )
         else:
-            conversation = _idle_conversation(user, conversation_id)
+            conversation = _idle_conversation(user, conversation_pk)
             if after is None:
                 parent_pk = MessageTree(conversation.pk).shown_leaf(conversation.current_leaf_id)
             elif conversation.messages.filter(pk=after, role=Message.Role.ASSISTANT).exists():
@@ -238,21 +238,21 @@ def create_turn(
 
 def create_edit(
     user: User,
-    message_id: int,
+    message_pk: int,
     text: str,
     choice: tuple[GatewayConfig, str],
     owner_channel: str,
     kind: Generation.Kind = Generation.Kind.CHAT,
     image_count: int = 1,
 ) -> StartedGeneration:
-    """A new version of the user's message `message_id` (its sibling, with `text`) and a
+    """A new version of the user's message `message_pk` (its sibling, with `text`) and a
     generation answering it with the gateway and model chosen (an image generation of
     `image_count` images for an image model: `kind`)."""
     gateway, model = choice
     text = checked_message(text, model)
     rate_limits.check_generation_start(user)
     with transaction.atomic():
-        original = _own_message(user, message_id, Message.Role.USER)
+        original = _own_message(user, message_pk, Message.Role.USER)
         conversation = _idle_conversation(user, original.conversation_id)
         question = Message.objects.create(
             conversation=conversation,
@@ -274,19 +274,19 @@ def create_edit(
 
 def create_retry(
     user: User,
-    message_id: int,
+    message_pk: int,
     choice: tuple[GatewayConfig, str] | str | None,
     owner_channel: str,
     kind: Generation.Kind = Generation.Kind.CHAT,
     image_count: int = 1,
 ) -> StartedGeneration:
-    """A new version of the answer `message_id` (its sibling, answering the same question from
+    """A new version of the answer `message_pk` (its sibling, answering the same question from
     the same context), with the gateway and model chosen and what they make of it (`kind`,
     `image_count`); a bare model: on the answer's gateway, and None: the answer's model too, each
     making what the answer was (an image generation again makes as many images)."""
     rate_limits.check_generation_start(user)
     with transaction.atomic():
-        answer = _finished_answer(user, message_id)
+        answer = _finished_answer(user, message_pk)
         conversation = _idle_conversation(user, answer.conversation_id)
         if not isinstance(choice, tuple):
             choice = (config_for(answer.generation.gateway_id), choice or answer.generation.model)
@@ -333,12 +333,12 @@ def larger_budget(generation: Generation) -> int | None:
     return budget if used is None or budget > used else None
 
 
-def create_continuation(user: User, message_id: int, owner_channel: str) -> StartedGeneration:
-    """A retry of the answer `message_id`, which ran out of its token budget, on its gateway and
+def create_continuation(user: User, message_pk: int, owner_channel: str) -> StartedGeneration:
+    """A retry of the answer `message_pk`, which ran out of its token budget, on its gateway and
     model with a `larger_budget`."""
     rate_limits.check_generation_start(user)
     with transaction.atomic():
-        cut = _finished_answer(user, message_id)
+        cut = _finished_answer(user, message_pk)
         budget = larger_budget(cut.generation)
         if cut.generation.finish_reason != "length" or budget is None:
             raise TurnError("Only an answer that ran out of its token budget gets a larger one.")
@@ -348,11 +348,11 @@ def create_continuation(user: User, message_id: int, owner_channel: str) -> Star
         return _start(conversation, gateway, model, owner_channel, cut.parent_id, None, budget)
 
 
-def select_version(user: User, message_id: int) -> tuple[Conversation, int]:
-    """Show the branch of the user's message `message_id`: its newest descendant becomes the
+def select_version(user: User, message_pk: int) -> tuple[Conversation, int]:
+    """Show the branch of the user's message `message_pk`: its newest descendant becomes the
     conversation's current leaf. The conversation, and that leaf."""
     with transaction.atomic():
-        message = _own_message(user, message_id)
+        message = _own_message(user, message_pk)
         # Locked as a new turn locks it: a turn starting meanwhile makes its answer the leaf
         # after this, not under it.
         conversation = Conversation.objects.select_for_update().get(pk=message.conversation_id)
@@ -362,9 +362,9 @@ def select_version(user: User, message_id: int) -> tuple[Conversation, int]:
     return conversation, leaf
 
 
-def _finished_answer(user: User, message_id: int) -> Message:
-    """The user's assistant message `message_id`, with its generation, once that has ended."""
-    answer = _own_message(user, message_id, Message.Role.ASSISTANT)
+def _finished_answer(user: User, message_pk: int) -> Message:
+    """The user's assistant message `message_pk`, with its generation, once that has ended."""
+    answer = _own_message(user, message_pk, Message.Role.ASSISTANT)
     if answer.generation.is_running:
         raise TurnError("This answer is still being written.")
     return answer

@@ -52,12 +52,12 @@ async def sweep_stale_generations(stale_after: float | None = None) -> int:
     stopped = await persistence.mark_readings_interrupted(readings) if readings else 0
     interrupted = await persistence.mark_interrupted(answers)
     layer = protocol.channel_layer()
-    for generation_pk, conversation_id, seq in interrupted:
+    for generation_pk, conversation_pk, seq in interrupted:
         logger.warning("Generation %s interrupted (its worker stopped)", generation_pk)
-        if conversation_id is None:  # deleted: no page shows it
+        if conversation_pk is None:  # deleted: no page shows it
             continue
         await layer.group_send(
-            protocol.group_name(conversation_id),
+            protocol.group_name(conversation_pk),
             protocol.group_message(
                 protocol.done(generation_pk, seq, Generation.Status.INTERRUPTED)
             ),

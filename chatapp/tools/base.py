@@ -20,8 +20,8 @@ type RunStatus = Literal["done", "error"]
 class ToolContext:
     """Whose call it is: a tool reads nothing but this user's data."""
 
-    user_id: int
-    conversation_id: int
+    user_pk: int
+    conversation_pk: int
 
 
 @dataclass(frozen=True, slots=True)

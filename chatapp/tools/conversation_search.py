@@ -1,7 +1,7 @@
 """The `search_conversations` tool: finds what the user discussed in their other conversations.
 
 The sidebar's search (`chatapp/conversations/search.py`), so the model finds what the user would,
-ranked the same way, and only ever among `context.user_id`'s conversations. The conversation being
+ranked the same way, and only ever among `context.user_pk`'s conversations. The conversation being
 answered is left out: the model already has it. Titles and snippets reach the model as plain text
 (the sidebar's are escaped HTML with `<mark>`).
 """
@@ -69,13 +69,13 @@ class ConversationSearch:
     def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
         query = str(arguments["query"])
         limit = int(arguments.get("limit", DEFAULT_LIMIT))
-        user = User.objects.filter(pk=context.user_id).first()
+        user = User.objects.filter(pk=context.user_pk).first()
         if user is None:
             raise ToolFailure("There is no user to search the conversations of.")
         hits = [
             hit
             for hit in search.search(user, query, limit + 1)
-            if hit.pk != context.conversation_id
+            if hit.pk != context.conversation_pk
         ][:limit]
         found: dict[str, Any] = {"query": query, "results": [_found(hit) for hit in hits]}
         if not hits:

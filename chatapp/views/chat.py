@@ -92,7 +92,7 @@ def _selected(groups: list[GatewayModels], conversation: Conversation | None) ->
 
 def _page(
     request: AuthenticatedRequest,
-    conversation_id: int | None,
+    conversation_pk: int | None,
     groups: list[GatewayModels],
     template: str = "chatapp/chat.html",
     *,
@@ -100,12 +100,12 @@ def _page(
 ) -> HttpResponse:
     conversation = None
     messages: list[ShownMessage] = []
-    if conversation_id is not None:
-        conversation = get_object_or_404(Conversation, pk=conversation_id, user=request.user)
+    if conversation_pk is not None:
+        conversation = get_object_or_404(Conversation, pk=conversation_pk, user=request.user)
         messages = shown_path(conversation)  # the branch shown, with each message's versions
     context = {
         "conversation": conversation,
-        "sidebar": library.sidebar(request.user, conversation_id) if sidebar else None,
+        "sidebar": library.sidebar(request.user, conversation_pk) if sidebar else None,
         "chat_messages": messages,
         # Full pages only: a new conversation has spent nothing yet (and its answer's fragment
         # brings the running total once there is one).

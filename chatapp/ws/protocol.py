@@ -102,8 +102,8 @@ def channel_layer() -> ChannelLayer:
     return cast("ChannelLayer", get_channel_layer())  # channels' layers are untyped
 
 
-def group_name(conversation_id: int) -> str:
-    return f"conversation.{conversation_id}"
+def group_name(conversation_pk: int) -> str:
+    return f"conversation.{conversation_pk}"
 
 
 def user_group_name(user_pk: int) -> str:

@@ -56,10 +56,10 @@ def bob(django_user_model: Any, password: str) -> Any:
 
 
 async def start_turn(
-    user: Any, text: str, model: str, conversation_id: int | None = None
+    user: Any, text: str, model: str, conversation_pk: int | None = None
 ) -> StartedGeneration:
     owner = await worker.owner_channel()
-    return await sync_to_async(create_turn)(user, conversation_id, text, model, owner)
+    return await sync_to_async(create_turn)(user, conversation_pk, text, model, owner)
 
 
 class UpstreamLog:
@@ -101,9 +101,9 @@ def upstream(emulator_url: EmulatorURL) -> UpstreamLog:
 class GroupListener:
     """Joins a conversation's group as a browser would and decodes what arrives."""
 
-    def __init__(self, conversation_id: int) -> None:
+    def __init__(self, conversation_pk: int) -> None:
         self.layer = get_channel_layer()
-        self.group = protocol.group_name(conversation_id)
+        self.group = protocol.group_name(conversation_pk)
         self.channel = ""
         self.received: list[dict[str, Any]] = []
 

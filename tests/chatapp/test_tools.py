@@ -20,7 +20,7 @@ from chatapp.tools import calculator, clock, conversation_search
 from chatapp.tools.base import ToolContext, ToolFailure
 from chatapp.tools.calculator import CalculationError, evaluate, formatted
 
-CONTEXT = ToolContext(user_id=1, conversation_id=1)
+CONTEXT = ToolContext(user_pk=1, conversation_pk=1)
 EVERY = ("calculator", "current_time", "search_conversations")
 
 
@@ -352,8 +352,8 @@ def conversation(user: Any, title: str, *texts: str) -> Conversation:
     return made
 
 
-def searched(user: Any, arguments: dict[str, Any], conversation_id: int = 0) -> dict[str, Any]:
-    context = ToolContext(user_id=user.pk, conversation_id=conversation_id)
+def searched(user: Any, arguments: dict[str, Any], conversation_pk: int = 0) -> dict[str, Any]:
+    context = ToolContext(user_pk=user.pk, conversation_pk=conversation_pk)
     result = run("search_conversations", json.dumps(arguments), context)
     assert result.status == "done", result.result
     found: dict[str, Any] = json.loads(result.result)
@@ -394,7 +394,7 @@ def test_search_leaves_out_the_conversation_being_answered_and_keeps_to_the_limi
 ) -> None:
     current = conversation(alice, "Otters now", "tell me about otters")
     others = [conversation(alice, f"Otters {n}", "otters") for n in range(4)]
-    found = searched(alice, {"query": "otters", "limit": 3}, conversation_id=current.pk)
+    found = searched(alice, {"query": "otters", "limit": 3}, conversation_pk=current.pk)
     ids = [hit["conversation_id"] for hit in found["results"]]
     assert len(ids) == 3
     assert current.pk not in ids
@@ -403,7 +403,7 @@ def test_search_leaves_out_the_conversation_being_answered_and_keeps_to_the_limi
 
 @pytest.mark.django_db
 def test_search_limits_are_the_schemas(alice: Any) -> None:
-    context = ToolContext(user_id=alice.pk, conversation_id=0)
+    context = ToolContext(user_pk=alice.pk, conversation_pk=0)
     too_many = run("search_conversations", '{"query": "x", "limit": 500}', context)
     assert too_many.status == "error"
     assert "500 is greater than the maximum of 20" in too_many.result
