@@ -13,7 +13,6 @@ import json
 import re
 import ssl
 import struct
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -447,12 +446,10 @@ async def test_length_with_a_budget_for_the_whole_script_thinks_then_answers(
 
 
 async def test_long_streams_chunk_by_chunk(emulator_url: str) -> None:
-    started = time.monotonic()
     result = await stream(emulator_url, "numes", chat_body("long"), tokens_per_second=20000)
     assert result.done
     assert len(result.chunks) > 2500
     assert result.content.count("## Part") > 10
-    assert time.monotonic() - started < 10
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
