@@ -36,6 +36,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 PASSWORD = "browser-test-password"
+SLOW_START_S = 4.0  # the paced emulator's slow-start scenario: silence before its first token
 
 
 def _free_port() -> int:
@@ -61,7 +62,7 @@ def paced_emulator() -> Iterator[str]:
     from gateway_client.emulator import serve_in_thread
 
     with serve_in_thread(
-        tokens_per_second=40, ttft_ms=300, slow_start_s=4.0, request_options=True
+        tokens_per_second=40, ttft_ms=300, slow_start_s=SLOW_START_S, request_options=True
     ) as url:
         yield url
 
