@@ -53,9 +53,10 @@ class Job:
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
-    """How the stream ended: a terminal `status`, the gateway's `error` for the failure states,
-    and the `completion` folded from everything that arrived (None if nothing did)."""
+class JobEnd:
+    """How a job ended, as the worker judged it: a terminal `status` (from the stream's
+    `Completion.outcome`, a stop or a spending limit), the gateway's `error` for the failure
+    states, and the `completion` folded from everything that arrived (None if nothing did)."""
 
     status: Status
     error: ErrorInfo | None = None

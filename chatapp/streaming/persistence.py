@@ -38,7 +38,7 @@ from chatapp.tools import tool_loop
 if TYPE_CHECKING:
     from chatapp.read_aloud.records import ReadingEnd
     from chatapp.rendering.answer_html import RenderedAnswer
-    from chatapp.streaming.jobs import Job, Outcome
+    from chatapp.streaming.jobs import Job, JobEnd
     from chatapp.streaming.live_state import LiveState
     from chatapp.tools.tool_loop import CallRun
     from gateway_client.accumulator import Completion
@@ -135,7 +135,7 @@ def _apply_stream_counts_and_cost(generation: Generation, completion: Completion
 def save_final(
     generation_pk: int,
     state: LiveState,
-    outcome: Outcome,
+    end: JobEnd,
     ttft_ms: int | None,
     request_id: str | None,
     dialect: str | None = None,
@@ -153,7 +153,7 @@ def save_final(
     A generation that has ended already keeps its one terminal state: the sweep interrupted it
     (its heartbeat lapsed while the database was away), or this write committed before an error
     said otherwise and is being retried. Only text it lacks is added; no next round is made."""
-    completion = outcome.completion
+    completion = end.completion
     now = timezone.now()
     with transaction.atomic():
         generation = (
@@ -175,7 +175,7 @@ def save_final(
         if message is not None:
             _write_answer(message, sent, completion, tool_runs, state.final_render)
 
-        generation.status = outcome.status
+        generation.status = end.status
         generation.finished_at = now
         generation.heartbeat_at = now
         generation.last_seq = state.seq
@@ -196,15 +196,15 @@ def save_final(
         generation.dialect = (
             dialect or (generation.gateway.dialect if generation.gateway else "") or ""
         )
-        if outcome.error is not None:
-            _apply_error(generation, outcome.error)
-            generation.retry_after = outcome.retry_after
+        if end.error is not None:
+            _apply_error(generation, end.error)
+            generation.retry_after = end.retry_after
         _mark_unreported_cost(generation, delivered=bool(sent.content or sent.reasoning))
         generation.save()
         if generation.conversation_id is not None:
             Conversation.objects.filter(pk=generation.conversation_id).update(updated_at=now)
         next_job = None
-        completed = outcome.status == Generation.Status.COMPLETED
+        completed = end.status == Generation.Status.COMPLETED
         if next_round_tools is not None and completed and message is not None:
             next_job = _next_round(message, generation, next_round_tools)
     return FinalState(

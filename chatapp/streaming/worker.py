@@ -31,7 +31,7 @@ from chatapp.gateways.image_models import image_prompt
 from chatapp.models import Generation
 from chatapp.rendering.markdown import doc_id_for
 from chatapp.streaming import log_context, persistence
-from chatapp.streaming.jobs import Job, Outcome, Status
+from chatapp.streaming.jobs import Job, JobEnd, Status
 from chatapp.streaming.live_state import LiveState
 from chatapp.streaming.persistence import FinalState
 from chatapp.streaming.ticker import Ticker, current_ticker, ticker
@@ -165,9 +165,9 @@ class GenerationWorker:
         try:
             log_context.bind_generation(self.job.generation_pk, self.job.conversation_pk)
             gw = shared_client(self.config)
-            outcome = await self._stream_until_done_or_cancelled(gw)
-            runs = await self._run_tools(outcome)
-            final = await self._finish(outcome, runs)
+            end = await self._stream_until_done_or_cancelled(gw)
+            runs = await self._run_tools(end)
+            final = await self._finish(end, runs)
         finally:
             self.ticker.remove(self)
         if final.cost_pending:
@@ -191,20 +191,20 @@ class GenerationWorker:
                 waiting.cancel()
             await asyncio.gather(task, cancelled, return_exceptions=True)
 
-    async def _stream_until_done_or_cancelled(self, gw: GatewayClient) -> Outcome:
+    async def _stream_until_done_or_cancelled(self, gw: GatewayClient) -> JobEnd:
         if self._cancel.is_set():  # stopped before it ran (a tool round's next): never asked
             if self._early is not None:
                 await self._early.aclose()
-            return Outcome(Status.CANCELLED)
-        outcome = await self._unless_cancelled(self._stream_answer(gw))
-        if outcome is None and self._limit_note is not None:
+            return JobEnd(Status.CANCELLED)
+        end = await self._unless_cancelled(self._stream_answer(gw))
+        if end is None and self._limit_note is not None:
             logger.info("Generation %s stopped at a spending limit", self.job.generation_pk)
             note = self._limit_note
-            return Outcome(Status.CANCELLED, ErrorInfo(None, SPENDING_LIMIT, SPENDING_LIMIT, note))
-        if outcome is None:
+            return JobEnd(Status.CANCELLED, ErrorInfo(None, SPENDING_LIMIT, SPENDING_LIMIT, note))
+        if end is None:
             logger.info("Generation %s cancelled", self.job.generation_pk)
-            return Outcome(Status.CANCELLED)
-        return outcome
+            return JobEnd(Status.CANCELLED)
+        return end
 
     # --- Spending limits --------------------------------------------------------------------------
 
@@ -239,8 +239,8 @@ class GenerationWorker:
         finally:
             self._extending = None
 
-    async def _stream_answer(self, gw: GatewayClient) -> Outcome:
-        """Never raises: every failure becomes an `Outcome` the user can read."""
+    async def _stream_answer(self, gw: GatewayClient) -> JobEnd:
+        """Never raises: every failure becomes a `JobEnd` the user can read."""
         job = self.job
         state = self.state
         try:
@@ -251,26 +251,26 @@ class GenerationWorker:
                 async for event in stream:
                     if state.apply(event, loop.time()) and state.seq == 0:
                         await self.send_delta()  # the first output goes at once
-                return Outcome(Status.COMPLETED, completion=stream.completion)
+                return JobEnd(Status.COMPLETED, completion=stream.completion)
         except StatusError as exc:
             logger.warning("Generation %s refused: %s", job.generation_pk, exc)
-            return Outcome(Status.FAILED, exc.info, retry_after=exc.retry_after)
+            return JobEnd(Status.FAILED, exc.info, retry_after=exc.retry_after)
         except (IncompleteStream, ConnectError) as exc:
             started = self._stream is not None
             logger.warning("Generation %s ended early: %s", job.generation_pk, exc)
             status = Status.INCOMPLETE if started else Status.FAILED
-            return Outcome(status, exc.info, completion=exc.completion)
+            return JobEnd(status, exc.info, completion=exc.completion)
         except GatewayTimeout as exc:
             logger.warning("Generation %s timed out (%s): %s", job.generation_pk, exc.phase, exc)
             message = protocol.timeout_message(exc.phase, exc.message)
             info = dataclasses.replace(exc.info, message=message)
-            return Outcome(Status.FAILED, info, completion=exc.completion)
+            return JobEnd(Status.FAILED, info, completion=exc.completion)
         except GatewayError as exc:
             logger.warning("Generation %s failed: %s", job.generation_pk, exc)
-            return Outcome(Status.FAILED, exc.info, completion=exc.completion)
+            return JobEnd(Status.FAILED, exc.info, completion=exc.completion)
         except Exception:
             logger.exception("Generation %s crashed", job.generation_pk)
-            return Outcome(Status.FAILED, INTERNAL_ERROR)
+            return JobEnd(Status.FAILED, INTERNAL_ERROR)
 
     def _open(self, gw: GatewayClient) -> EventStream:
         """The upstream request for this generation's kind."""
@@ -285,12 +285,12 @@ class GenerationWorker:
 
     # --- Tools ---------------------------------------------------------------------------------
 
-    async def _run_tools(self, outcome: Outcome) -> list[CallRun] | None:
+    async def _run_tools(self, end: JobEnd) -> list[CallRun] | None:
         """Run the calls a completed round asks for (None when it asks for none), until they end
         or the user stops the turn. Past the round limit they are not run, and say why. Never
         raises: the app's own failure is each call's error, logged."""
         job = self.job
-        calls = tool_loop.calls_to_run(job, outcome)
+        calls = tool_loop.calls_to_run(job, end)
         if not calls:
             return None
         if tool_loop.over_limit(job.tool_round):
@@ -373,17 +373,17 @@ class GenerationWorker:
         seconds = self._stream.time_to_first_token if self._stream is not None else None
         return None if seconds is None else round(seconds * 1000)
 
-    async def _finish(self, outcome: Outcome, runs: list[CallRun] | None = None) -> FinalState:
+    async def _finish(self, end: JobEnd, runs: list[CallRun] | None = None) -> FinalState:
         # Everything received reaches the browsers before `done`, its last blocks rendered.
         await self.send_delta(last=True)
         if self._stream is not None:  # on cancel and crashes too: whatever arrived counts
             self.request_id = self.request_id or self._stream.request_id
-            if outcome.completion is None:
-                outcome = dataclasses.replace(outcome, completion=self._stream.completion)
+            if end.completion is None:
+                end = dataclasses.replace(end, completion=self._stream.completion)
         final = await persistence.save_final(
             self.job.generation_pk,
             self.state,
-            outcome,
+            end,
             self._ttft_ms(),
             self.request_id,
             self._stream.dialect if self._stream is not None else None,
@@ -398,7 +398,7 @@ class GenerationWorker:
             if self._cancel.is_set():  # Stop came while this round was written: never asked
                 _running[final.next_job.generation_pk].cancel()
             next_url = reverse("chat:message", args=[final.next_job.message_pk])
-        done = protocol.done(self.job.generation_pk, self.state.seq, outcome.status, next_url)
+        done = protocol.done(self.job.generation_pk, self.state.seq, end.status, next_url)
         await layer_errors.send_retrying(  # no later message would tell a page it was lost
             lambda: self.layer.group_send(self.group, protocol.group_message(done)),
             f"the end of generation {self.job.generation_pk}",

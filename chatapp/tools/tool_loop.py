@@ -26,7 +26,7 @@ from django.conf import settings
 from django.db import connections
 
 from chatapp import tools
-from chatapp.streaming.jobs import Job, Outcome, Status
+from chatapp.streaming.jobs import Job, JobEnd, Status
 from chatapp.tools.base import ToolContext, ToolRun
 from gateway_client.accumulator import ToolCall
 
@@ -94,11 +94,11 @@ class CallRun:
         }
 
 
-def calls_to_run(job: Job, outcome: Outcome) -> list[ToolCall]:
+def calls_to_run(job: Job, end: JobEnd) -> list[ToolCall]:
     """The calls of a finished round that the app runs: none unless tools were offered and the
     stream completed with a finish that asks for them."""
-    completion = outcome.completion
-    if not job.tools or outcome.status != Status.COMPLETED or completion is None:
+    completion = end.completion
+    if not job.tools or end.status != Status.COMPLETED or completion is None:
         return []
     if completion.finish_reason not in RUN_FINISHES:
         return []

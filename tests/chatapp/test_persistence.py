@@ -14,7 +14,7 @@ import pytest
 from chatapp.costs.costing import MAX_RECORD_ATTEMPTS, Lookup
 from chatapp.models import Conversation, Gateway, Generation, Message, ModelPrice
 from chatapp.rendering.presentation import warning_texts
-from chatapp.streaming.jobs import Outcome, Status
+from chatapp.streaming.jobs import JobEnd, Status
 from chatapp.streaming.live_state import LiveState
 from chatapp.streaming.persistence import (
     FinalState,
@@ -93,7 +93,7 @@ async def test_the_final_state_is_the_sent_text_and_the_streams_record(alice: An
         cached_tokens=2,
     )
     final = await save_final(
-        generation.pk, state, Outcome(Status.COMPLETED, completion=completion), 120, None
+        generation.pk, state, JobEnd(Status.COMPLETED, completion=completion), 120, None
     )
     assert final == FinalState(upstream_id="gen-1", cost_pending=False)
     row = await reread(generation)
@@ -127,8 +127,8 @@ async def test_the_final_state_is_the_sent_text_and_the_streams_record(alice: An
 async def test_the_final_text_is_what_browsers_were_sent(alice: Any) -> None:
     generation = await streaming(alice)
     completion = Completion(outcome="complete", content="Hello world")
-    outcome = Outcome(Status.CANCELLED, completion=completion)
-    await save_final(generation.pk, sent([TextDelta("Hello")]), outcome, None, "req-1")
+    end = JobEnd(Status.CANCELLED, completion=completion)
+    await save_final(generation.pk, sent([TextDelta("Hello")]), end, None, "req-1")
     row = await reread(generation)
     assert row.message.content == "Hello"
     assert row.status == "cancelled"
@@ -146,9 +146,9 @@ async def test_an_answer_that_ended_meanwhile_keeps_its_state_and_gains_only_tex
     await Message.objects.filter(pk=generation.message_id).aupdate(content="Hel")
     await Generation.objects.filter(pk=generation.pk).aupdate(status="interrupted")
     completion = Completion(outcome="complete", content="Hello world", finish_reason="stop")
-    outcome = Outcome(Status.COMPLETED, completion=completion)
+    end = JobEnd(Status.COMPLETED, completion=completion)
     state = sent([TextDelta("Hello world")])
-    final = await save_final(generation.pk, state, outcome, 5, "req-1", next_round_tools=())
+    final = await save_final(generation.pk, state, end, 5, "req-1", next_round_tools=())
     row = await reread(generation)
     assert row.status == "interrupted"
     assert row.message.content == "Hello world"
@@ -156,7 +156,7 @@ async def test_an_answer_that_ended_meanwhile_keeps_its_state_and_gains_only_tex
     assert final.next_job is None
     assert not final.cost_pending
     # Written twice (a retry after a commit that went through): the second changes nothing.
-    await save_final(generation.pk, state, outcome, 5, "req-1")
+    await save_final(generation.pk, state, end, 5, "req-1")
     assert (await reread(generation)).message.content == "Hello world"
 
 
@@ -164,7 +164,7 @@ async def test_the_readers_warnings_are_kept_and_shown(alice: Any) -> None:
     generation = await streaming(alice)
     completion = Completion(outcome="complete", warnings=("unread_parts",))
     await save_final(
-        generation.pk, sent(), Outcome(Status.COMPLETED, completion=completion), None, None
+        generation.pk, sent(), JobEnd(Status.COMPLETED, completion=completion), None, None
     )
     row = await reread(generation)
     assert row.warnings == ["unread_parts"]
@@ -195,8 +195,8 @@ async def test_save_final_writes_the_error_info(
     alice: Any, error: ErrorInfo, columns: tuple[Any, ...]
 ) -> None:
     generation = await streaming(alice)
-    outcome = Outcome(Status.FAILED, error, retry_after=2.5)
-    final = await save_final(generation.pk, LiveState(), outcome, None, None)
+    end = JobEnd(Status.FAILED, error, retry_after=2.5)
+    final = await save_final(generation.pk, LiveState(), end, None, None)
     refused = columns[0] is not None
     assert final == FinalState(upstream_id="", cost_pending=not refused)
     row = await reread(generation)
@@ -224,8 +224,8 @@ async def test_whether_the_cost_is_left_to_reconcile(
 ) -> None:
     generation = await streaming(alice)
     completion = Completion(outcome="error", generation_id=generation_id, cost=cost)
-    outcome = Outcome(Status.FAILED, ErrorInfo(None, None, None, "x"), completion=completion)
-    final = await save_final(generation.pk, LiveState(), outcome, None, None, "numes")
+    end = JobEnd(Status.FAILED, ErrorInfo(None, None, None, "x"), completion=completion)
+    final = await save_final(generation.pk, LiveState(), end, None, None, "numes")
     assert final == FinalState(
         upstream_id=generation_id or "", cost_pending=pending, record_expected=bool(generation_id)
     )
@@ -235,10 +235,8 @@ async def test_whether_the_cost_is_left_to_reconcile(
 async def test_save_final_after_the_conversation_was_deleted_keeps_the_ledger(alice: Any) -> None:
     generation = await streaming(alice)
     await Conversation.objects.filter(pk=generation.conversation_id).adelete()
-    outcome = Outcome(
-        Status.CANCELLED, completion=Completion(outcome="cancelled", generation_id="g")
-    )
-    final = await save_final(generation.pk, sent([TextDelta("x")]), outcome, 5, None, "numes")
+    end = JobEnd(Status.CANCELLED, completion=Completion(outcome="cancelled", generation_id="g"))
+    final = await save_final(generation.pk, sent([TextDelta("x")]), end, 5, None, "numes")
     assert final == FinalState(upstream_id="g", cost_pending=True, record_expected=True)
     row = await reread(generation)
     assert (row.status, row.upstream_id, row.user_id) == ("cancelled", "g", alice.pk)

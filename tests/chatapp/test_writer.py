@@ -9,7 +9,7 @@ import pytest
 
 from chatapp.models import Conversation, Generation, Message
 from chatapp.streaming import writer
-from chatapp.streaming.jobs import Outcome, Status
+from chatapp.streaming.jobs import JobEnd, Status
 from chatapp.streaming.live_state import LiveState
 from chatapp.streaming.persistence import save_final
 from chatapp.streaming.writer import PartialRow
@@ -90,7 +90,7 @@ async def test_a_late_batch_never_overwrites_the_final_state(
     state.apply(TextDelta("The final answer."))
     state.take_delta()
     completion = Completion(outcome="complete", generation_id="gen-1")
-    await save_final(generation.pk, state, Outcome(status, error, completion=completion), 120, None)
+    await save_final(generation.pk, state, JobEnd(status, error, completion=completion), 120, None)
     final = await reread(generation)
     # A batch taken before the final write lands after it (the writer thread was busy).
     await write([row(generation, 0, ("The fin", "late", [CALL]), upstream_id="x", ttft_ms=999)])
