@@ -15,7 +15,7 @@ from .channel import Channel
 from .dialects import Dialect, Ids
 from .options import Options
 from .parsing import ChatRequest
-from .records import GenerationRecord, Outcome, Registry
+from .records import GenerationRecord, RecordOutcome, Registry
 from .scenarios import Piece, Script
 
 __all__ = ["Generation"]
@@ -99,7 +99,7 @@ class Generation:
 
     def settle(
         self,
-        outcome: Outcome,
+        outcome: RecordOutcome,
         finish_reason: str | None = None,
         *,
         error_code: int | str | None = None,

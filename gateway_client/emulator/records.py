@@ -19,9 +19,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-__all__ = ["GenerationRecord", "Outcome", "Registry"]
+__all__ = ["GenerationRecord", "RecordOutcome", "Registry"]
 
-Outcome = Literal["completed", "cancelled", "error", "in_progress"]
+# What a Numes generation record says of its request (its `outcome` field): the gateway's word,
+# unlike `accumulator.Outcome`, which is how a stream read by the client ended.
+RecordOutcome = Literal["completed", "cancelled", "error", "in_progress"]
 
 
 @dataclass(slots=True)
@@ -41,7 +43,7 @@ class GenerationRecord:
     native_tokens_cached: int = 0
     total_cost: float | int = 0
     finish_reason: str | None = None
-    final_outcome: Outcome = "in_progress"
+    final_outcome: RecordOutcome = "in_progress"
     """The outcome once settled; `outcome` hides it during the finalisation window."""
     error_code: int | str | None = None
     bytes_delivered: int = 0
@@ -61,7 +63,7 @@ class GenerationRecord:
     """`time.time()` from which `outcome` reports `final_outcome`."""
 
     @property
-    def outcome(self) -> Outcome:
+    def outcome(self) -> RecordOutcome:
         if self.settles_at is None or time.time() < self.settles_at:
             return "in_progress"
         return self.final_outcome
@@ -120,7 +122,7 @@ class Registry:
     def finish(
         self,
         record: GenerationRecord,
-        outcome: Outcome,
+        outcome: RecordOutcome,
         *,
         finish_reason: str | None = None,
         error_code: int | str | None = None,
