@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from chatapp.rendering import highlight
+from chatapp.rendering import highlight, settle_steps
 from chatapp.rendering.markdown import render_markdown
-from chatapp.streaming import live_blocks
 
 for _name in highlight.LEXERS:  # a new process's first code block costs no import
     highlight._lexer(_name)
@@ -22,10 +21,10 @@ def render(text: str, citations: Sequence[Mapping[str, object]], doc_id: str) ->
 
 def settle(
     tail: str,
-    context: live_blocks.OpenBlock | None,
+    context: settle_steps.OpenBlock | None,
     citations: Sequence[Mapping[str, object]],
     doc_id: str,
     final: bool,
     restyle: bool,
-) -> live_blocks.Step:
-    return live_blocks.settle_step(tail, context, citations, doc_id, final, restyle)
+) -> settle_steps.Step:
+    return settle_steps.settle_step(tail, context, citations, doc_id, final, restyle)

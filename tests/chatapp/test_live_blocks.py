@@ -17,11 +17,8 @@ from typing import Any
 import pytest
 
 from chatapp.rendering.markdown import render_markdown
-from chatapp.streaming.live_blocks import (
-    BlockSettler,
-    SettledChunk,
-    utf16_length,
-)
+from chatapp.rendering.settle_steps import utf16_length
+from chatapp.streaming.live_blocks import BlockSettler, SettledChunk
 
 CORPUS = {
     "headings and paragraphs": (
