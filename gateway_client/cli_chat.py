@@ -19,6 +19,7 @@ from typing import Any, TextIO
 import orjson
 
 from .client import GatewayClient
+from .dialects import DIALECTS
 from .errors import GatewayError, StatusError
 from .events import ReasoningDelta, TextDelta, ToolCallDelta
 
@@ -55,7 +56,7 @@ def _connection_args(parser: argparse.ArgumentParser) -> None:
         help="gateway base URL (default: $LLM_BASE_URL)",
     )
     parser.add_argument("--api-key", help="API key (default: $LLM_API_KEY)")
-    parser.add_argument("--dialect", choices=["numes", "osmexo", "tiny", "nodul"])
+    parser.add_argument("--dialect", choices=list(DIALECTS))
 
 
 def _client(args: argparse.Namespace) -> GatewayClient | None:

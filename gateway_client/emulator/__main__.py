@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from ..dialects import titles
 from .dialects import DIALECTS
 from .server import create_app, serve
 
@@ -12,9 +13,10 @@ REQUEST_OPTIONS_ENV = "GATEWAY_EMULATOR_REQUEST_OPTIONS"
 
 
 def main(argv: list[str] | None = None) -> None:
+    gateways = titles(dialect.facts for dialect in DIALECTS.values())
     parser = argparse.ArgumentParser(
         prog="python -m gateway_client.emulator",
-        description="Emulate the Numes, Osmexo, tiny-3b and Nodul gateways on one port.",
+        description=f"Emulate the {gateways} gateways on one port.",
     )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8100)
@@ -37,7 +39,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     base = f"http://{args.host}:{args.port}{app.prefix}"
     for dialect in DIALECTS.values():
-        print(f"{dialect.title:>8}: {base}{dialect.base}")
+        print(f"{dialect.facts.title:>8}: {base}{dialect.facts.emulator_path}")
     print("models: emulator/<scenario>; see GET .../models (any non-empty Bearer key)", flush=True)
     serve(app, host=args.host, port=args.port)
 

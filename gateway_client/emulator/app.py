@@ -106,7 +106,11 @@ class EmulatorApp:
         path = self.route_path(scope)
         method: str = scope.get("method", "GET")
         dialect = next(
-            (d for d in DIALECTS.values() if path == d.base or path.startswith(d.base + "/")),
+            (
+                d
+                for d in DIALECTS.values()
+                if path == d.facts.emulator_path or path.startswith(d.facts.emulator_path + "/")
+            ),
             None,
         )
         if dialect is None:
@@ -115,7 +119,7 @@ class EmulatorApp:
             else:
                 await channel.json(404, {"error": {"code": 404, "message": f"No route {path}"}})
             return
-        route = path[len(dialect.base) :].strip("/")
+        route = path[len(dialect.facts.emulator_path) :].strip("/")
         wanted = self._routes(dialect).get(route)
         if wanted is None:
             await self._reply(
@@ -156,8 +160,12 @@ class EmulatorApp:
         routes = {"chat/completions": "POST", "models": "GET"}
         if dialect.completion_endpoint:
             routes["completions"] = "POST"
-        if dialect.name == "numes":
-            routes.update({"generation": "GET", "images": "POST", "audio/speech": "POST"})
+        if dialect.facts.generation_records:
+            routes["generation"] = "GET"
+        if dialect.facts.images:
+            routes["images"] = "POST"
+        if dialect.facts.speech:
+            routes["audio/speech"] = "POST"
         return routes
 
     def _options_for(self, *queries: str) -> Options:
@@ -179,7 +187,7 @@ class EmulatorApp:
             case "models":
                 await channel.json(200, self._models(dialect))
             case "generation":
-                await self._generation(channel, query)
+                await self._generation(dialect, channel, query)
             case "images" | "audio/speech":
                 media = parse_media(body, text_field="prompt" if route == "images" else "input")
                 options = self._options_for(query, media.model_query)
@@ -201,15 +209,14 @@ class EmulatorApp:
                 channel.watch()
                 await (run_stream if request.stream else run_buffered)(gen)
 
-    async def _generation(self, channel: Channel, query: str) -> None:
-        numes = DIALECTS["numes"]
-        ids = numes.new_ids(text_completion=False)
+    async def _generation(self, dialect: Dialect, channel: Channel, query: str) -> None:
+        ids = dialect.new_ids(text_completion=False)
         key = (parse_qs(query).get("id") or [""])[0]
         if not key:
             raise BadRequest("Query parameter `id` is required.")
         record = self.records.get(key)
-        if record is None or record.dialect != "numes":
-            reply = numes.error_reply("not_found", ids, f"Generation {key} not found")
+        if record is None or record.dialect != dialect.name:
+            reply = dialect.error_reply("not_found", ids, f"Generation {key} not found")
             await self._reply(channel, reply)
             return
         await channel.json(200, record.to_api())
@@ -228,10 +235,10 @@ class EmulatorApp:
                 "context_length": 32768,
             }
             reasoning = dialect.reasoning_field is not None and name in ("reasoning", "length")
-            if dialect.name == "numes":  # the one dialect with `POST /images`
+            if dialect.facts.images:
                 outputs = ["image"] if name == "image" else ["text"]
                 entry["architecture"] = {"input_modalities": ["text"], "output_modalities": outputs}
-            if dialect.name in ("numes", "nodul"):
+            if dialect.listed_prices:
                 entry["pricing"] = {
                     "prompt": f"{prompt_price:.10f}",
                     "completion": f"{completion_price:.10f}",
@@ -244,7 +251,7 @@ class EmulatorApp:
     def _index(self) -> dict[str, object]:
         return {
             "object": "emulator",
-            "gateways": {d.name: self.prefix + d.base for d in DIALECTS.values()},
+            "gateways": {d.name: self.prefix + d.facts.emulator_path for d in DIALECTS.values()},
             "scenarios": list(SCENARIOS),
             "time": time.time(),
         }

@@ -1,10 +1,10 @@
 """The four gateways' framing: headers, IDs, chunk envelopes, deltas, usage, prices, errors.
 
-Each `Dialect` subclass encodes one gateway's documentation (/work/shared/gateway-docs and the
-captured streams in /work/shared/conformance): what its first chunk looks like, which field
-carries reasoning, whether it sends keep-alive comments or a usage chunk, and how it reports
-errors before and after the stream starts. The engines are dialect-agnostic and ask these
-objects for every byte.
+Each `Dialect` subclass encodes one gateway's streaming documentation (most conformance cases in
+`tests/fixtures/streams` are its examples): what its first chunk looks like, whether it sends
+keep-alive comments, and how it reports errors before and after the stream starts; its `facts`
+(`gateway_client.dialects.DIALECTS`) give its name, path, reasoning field and usage chunk. The
+engines are dialect-agnostic and ask these objects for every byte.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, ClassVar
 
+from ..dialects import DIALECTS as FACTS
 from .framing import ALNUM, Dialect, ErrorReply, Headers, Ids, rand_id
 
 __all__ = ["DIALECTS", "Dialect", "ErrorReply", "Ids", "Nodul", "Numes", "Osmexo", "Tiny"]
@@ -20,11 +21,10 @@ __all__ = ["DIALECTS", "Dialect", "ErrorReply", "Ids", "Nodul", "Numes", "Osmexo
 class Numes(Dialect):
     """OpenRouter-compatible: UUID generation ids, reasoning twice, no keep-alives."""
 
-    name = "numes"
-    base = "/numes/api/v1"
-    title = "Numes"
+    facts = FACTS["numes"]
     media_output = True
     early_commit = False
+    listed_prices = True
     prices = (2e-7, 8e-7)
     tool_open_arguments = False
     errors = {
@@ -117,10 +117,7 @@ class Numes(Dialect):
 class Osmexo(Dialect):
     """Role chunk with empty content, `reasoning_content`, `: ping`, micro-USD costs."""
 
-    name = "osmexo"
-    base = "/osmexo/v1"
-    title = "Osmexo"
-    reasoning_field = "reasoning_content"
+    facts = FACTS["osmexo"]
     role_chunk = True
     keepalive = b": ping\n\n"
     stall_limit_s = 60.0
@@ -194,16 +191,12 @@ class Tiny(Dialect):
     """tiny-3b: no usage chunk ever, no reasoning, ids embed the request id, errors end the
     stream without `[DONE]`, and 2 s without a token ends a stream with `upstream_stall`."""
 
-    name = "tiny"
-    base = "/tiny/v1"
-    title = "tiny-3b"
-    reasoning_field = None
+    facts = FACTS["tiny"]
     hosted_tools = False
     role_chunk = True
     role_chunk_at_open = True
     silence_ends_stream = True
     free_when_empty = True
-    sends_usage = False
     done_after_error = False
     stall_limit_s = 2.0
     completion_endpoint = True
@@ -257,14 +250,13 @@ class Nodul(Dialect):
     """`gen-` ids, `: keepalive` comments, sparse chunks (model only on the first, no `created`),
     costs in PnP, in-band errors with `finish_reason: "error"` and no `[DONE]`."""
 
-    name = "nodul"
-    base = "/nodul/api/v1"
-    title = "Nodul"
+    facts = FACTS["nodul"]
     keepalive = b": keepalive\n\n"
     keepalive_at_open = True
     done_after_error = False
     stall_limit_s = 120.0
     tool_open_arguments = False
+    listed_prices = True
     prices = (3e-7, 9e-7)
     errors = {
         "unauthorized": (401, "", "Missing or invalid API key"),
@@ -313,3 +305,4 @@ class Nodul(Dialect):
 
 
 DIALECTS: dict[str, Dialect] = {d.name: d for d in (Numes(), Osmexo(), Tiny(), Nodul())}
+"""Each dialect of the table as the emulator frames it, in the table's order."""

@@ -2,8 +2,9 @@
 
 A dialect answers every wire question the engines ask: ids, headers, chunk envelopes and choices,
 the delta for each scripted piece, usage and cost, and error bodies before and after the stream
-starts. The class attributes are the switches the gateways' documents differ on; `dialects.py`
-holds the four concrete gateways.
+starts. What the app knows of a gateway too (its name, path, reasoning field, whether it reports
+usage) comes from its `facts`, the entry of `gateway_client.dialects.DIALECTS`; the class
+attributes are the switches only the framing needs. `dialects.py` holds the concrete gateways.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import string
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from ..dialects import DialectFacts
 from .scenarios import Piece
 
 __all__ = ["ALNUM", "Dialect", "ErrorReply", "Headers", "Ids", "rand_id"]
@@ -47,10 +49,7 @@ class ErrorReply:
 class Dialect:
     """Common OpenAI-style behaviour; subclasses override what their gateway does differently."""
 
-    name: ClassVar[str]
-    base: ClassVar[str]
-    title: ClassVar[str]
-    reasoning_field: ClassVar[str | None] = "reasoning"
+    facts: ClassVar[DialectFacts]
     hosted_tools: ClassVar[bool] = True
     """Citations and image output; a small model answers with text instead."""
     media_output: ClassVar[bool] = False
@@ -69,15 +68,24 @@ class Dialect:
     """Headers go out when the stream opens; False defers them to the first chunk."""
     keepalive: ClassVar[bytes | None] = None
     keepalive_at_open: ClassVar[bool] = False
-    sends_usage: ClassVar[bool] = True
     done_after_error: ClassVar[bool] = True
     stall_limit_s: ClassVar[float] = 600.0
     completion_endpoint: ClassVar[bool] = False
     tool_open_arguments: ClassVar[bool] = True
     prices: ClassVar[tuple[float, float]] = (0.0, 0.0)
     """(per prompt token, per completion token) in the gateway's billing unit."""
+    listed_prices: ClassVar[bool] = False
+    """Its `/models` entries carry OpenRouter-style `pricing`; the others list `capabilities`."""
     errors: ClassVar[dict[str, tuple[int, str, str]]] = {}
     """kind -> (status, type or error_type, code or message) as the subclass defines."""
+
+    @property
+    def name(self) -> str:
+        return self.facts.name
+
+    @property
+    def reasoning_field(self) -> str | None:
+        return self.facts.reasoning_field
 
     # ---- identity --------------------------------------------------------------------------
     def new_ids(self, *, text_completion: bool) -> Ids:

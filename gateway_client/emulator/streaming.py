@@ -170,7 +170,7 @@ async def run_stream(gen: Generation) -> None:
         return gen.cancelled()
     await stream.role()
     await stream.send(stream.chunk({}, script.finish_reason))
-    if dialect.sends_usage:
+    if dialect.facts.streams_usage:
         record = gen.record
         usage = dialect.usage(
             record.tokens_prompt,
