@@ -12,11 +12,12 @@ tool calls that ran go back with their results.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from chatapp.models import Conversation, Message
-from chatapp.tools import tool_loop
+from chatapp.tools.base import ENDED
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +113,7 @@ def shown(message: Message) -> ShownMessage:
 
 def context_for(conversation: Conversation, before: Message) -> list[dict[str, Any]]:
     """The messages to send for the answer `before`: its path from the root, `before` excluded.
-    An answer whose tool calls ran is followed by their results (`tool_loop.context_messages`)."""
+    An answer whose tool calls ran is followed by their results (`_ran_calls`)."""
     path = MessageTree(conversation.pk).path(before.parent_id)
     fields = ("role", "content", "reasoning_details", "tool_calls")
     messages = Message.objects.only(*fields).in_bulk(path)
@@ -121,7 +122,7 @@ def context_for(conversation: Conversation, before: Message) -> list[dict[str, A
         if message.role == Message.Role.USER:
             context.append({"role": "user", "content": message.content})
             continue
-        calls, results = tool_loop.context_messages(message.tool_calls)
+        calls, results = _ran_calls(message.tool_calls)
         if message.content or message.reasoning_details or calls:
             # OpenAI's form: no text beside the calls is `null`, not an empty string.
             text = message.content or (None if calls else "")
@@ -133,3 +134,30 @@ def context_for(conversation: Conversation, before: Message) -> list[dict[str, A
             context.append(answer)
             context.extend(results)
     return context
+
+
+def _ran_calls(
+    stored: Iterable[Mapping[str, Any]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """What an answer's calls that ran add to a later request: the `tool_calls` of its assistant
+    message, and one `tool` message per call after it (OpenAI's form, which the four gateways
+    take). Calls that never ran (no tools were offered) are left out, as before tools ran."""
+    upstream_calls: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    for call in stored:
+        if call.get("status") not in ENDED or not call.get("id"):
+            continue
+        upstream_calls.append(
+            {
+                "id": call["id"],
+                "type": "function",
+                "function": {
+                    "name": call.get("name") or "",
+                    "arguments": call.get("arguments") or "",
+                },
+            }
+        )
+        results.append(
+            {"role": "tool", "tool_call_id": call["id"], "content": call.get("result") or ""}
+        )
+    return upstream_calls, results

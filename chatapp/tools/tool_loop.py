@@ -1,5 +1,6 @@
 """The steps of a turn that calls tools: which calls to run, running them, and what each run is to
-browsers, to the database and to the next round's context.
+browsers and to the database (the next round's context is read from what the database keeps, by
+`conversations.tree.context_for`).
 
 The gateways' rule (Numes, Osmexo; INDEX.md): parse arguments and run tools only after the finish
 chunk, on `tool_calls`, and on `stop` too when calls accumulated ("some endpoints report stop
@@ -20,22 +21,19 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any
 
 from django.conf import settings
 from django.db import connections
 
 from chatapp import tools
 from chatapp.streaming.jobs import Job, JobEnd, Status
-from chatapp.tools.base import ToolContext, ToolRun
+from chatapp.tools.base import ENDED, CallStatus, ToolContext, ToolRun
 from gateway_client.accumulator import ToolCall
 
 logger = logging.getLogger(__name__)
 
 RUN_FINISHES = frozenset({"tool_calls", "stop"})
-
-type CallStatus = Literal["running", "done", "error", "cancelled", "not_run"]
-ENDED: frozenset[str] = frozenset({"done", "error", "cancelled", "not_run"})
 
 # Tools read the database, so they run on threads of their own: never the event loop's, and not
 # the records thread, which final writes must not wait behind.
@@ -203,33 +201,6 @@ def stored_calls(
                 }
             )
     return stored
-
-
-def context_messages(
-    stored: Iterable[Mapping[str, Any]],
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """What an answer's calls that ran add to a later request: the `tool_calls` of its assistant
-    message, and one `tool` message per call after it (OpenAI's form, which the four gateways
-    take). Calls that never ran (no tools were offered) are left out, as before tools ran."""
-    upstream_calls: list[dict[str, Any]] = []
-    results: list[dict[str, Any]] = []
-    for call in stored:
-        if call.get("status") not in ENDED or not call.get("id"):
-            continue
-        upstream_calls.append(
-            {
-                "id": call["id"],
-                "type": "function",
-                "function": {
-                    "name": call.get("name") or "",
-                    "arguments": call.get("arguments") or "",
-                },
-            }
-        )
-        results.append(
-            {"role": "tool", "tool_call_id": call["id"], "content": call.get("result") or ""}
-        )
-    return upstream_calls, results
 
 
 def over_limit(tool_round: int) -> bool:
