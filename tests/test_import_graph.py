@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("chatapp", "gateway_client")
 
@@ -146,7 +144,6 @@ def test_strongly_connected_components() -> None:
     assert strongly_connected({"a": {"b"}, "b": set()}) == []
 
 
-@pytest.mark.xfail(strict=True, reason="the cycles issue #21 lists, until the last is broken")
 def test_no_import_cycles() -> None:
     graph, imports = import_graph()
     components = strongly_connected(graph)

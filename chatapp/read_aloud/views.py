@@ -41,7 +41,7 @@ from gateway_client.errors import GatewayError
 if TYPE_CHECKING:
     from collections.abc import AsyncIterable, Iterable
 
-    from chatapp.views.chat import AuthenticatedRequest
+    from chatapp.views.authenticated import AuthenticatedRequest
 
 __all__ = ["read_aloud", "reading_state"]
 

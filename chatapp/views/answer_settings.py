@@ -25,7 +25,7 @@ from chatapp.conversations.turns import MAX_MESSAGE_CHARS
 from chatapp.models import AnswerSettings, ChatDefaults, Conversation
 
 if TYPE_CHECKING:
-    from chatapp.views.chat import AuthenticatedRequest
+    from chatapp.views.authenticated import AuthenticatedRequest
 
 MAX_TOKENS = 1_000_000
 

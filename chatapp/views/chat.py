@@ -18,7 +18,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_POST
-from django_htmx.http import HttpResponseClientRedirect, push_url, reswap, retarget
+from django_htmx.http import push_url, reswap, retarget
 
 from chatapp.access import rate_limits
 from chatapp.conversations import user_text
@@ -47,20 +47,13 @@ from chatapp.models import Conversation, Generation, Message
 from chatapp.rendering import attachments
 from chatapp.streaming import persistence, stopping, sweep, worker
 from chatapp.views import library
-from chatapp.ws import protocol
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from django.contrib.auth.models import User
-    from django_htmx.middleware import HtmxDetails
 
-    class AuthenticatedRequest(HttpRequest):
-        """A request as `login_required` and django-htmx's middleware hand it to our views."""
-
-        user: User
-        auser: Callable[[], Awaitable[User]]
-        htmx: HtmxDetails
+    from chatapp.views.authenticated import AuthenticatedRequest
 
 
 PREFERRED_MODEL = "emulator/chat"
@@ -363,24 +356,6 @@ def rename(request: AuthenticatedRequest, pk: int) -> HttpResponse:
         "sidebar": library.sidebar(request.user, shown_pk),
     }
     return render(request, "chatapp/_renamed.html", context)
-
-
-@login_required
-@require_POST
-async def delete(request: AuthenticatedRequest, pk: int) -> HttpResponse:
-    user = await request.auser()
-    conversation = await Conversation.objects.filter(pk=pk, user=user).afirst()
-    if conversation is None:
-        raise Http404("No such conversation.")
-    layer = protocol.channel_layer()
-    async for generation_pk, owner in Generation.objects.filter(
-        conversation=conversation, status=Generation.Status.STREAMING
-    ).values_list("pk", "owner_channel"):
-        if owner:
-            await layer.send(owner, protocol.cancel(generation_pk))
-    await conversation.adelete()
-    url = reverse("chat:home")
-    return HttpResponseClientRedirect(url) if request.htmx else HttpResponseRedirect(url)
 
 
 @login_required

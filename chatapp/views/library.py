@@ -1,5 +1,5 @@
-"""Finding and keeping conversations: the sidebar's date groups, search, the sidebar's delete,
-export, and the site icon.
+"""Finding and keeping conversations: the sidebar's date groups, search, delete (from the page's
+menu or a sidebar entry's), export, and the site icon.
 
 The sidebar groups a user's conversations by the day they were last active in the server's
 TIME_ZONE (Today, Yesterday, Previous 7 days, Older). Its Today list is always there, even
@@ -19,25 +19,27 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
 from django.templatetags.static import static
-from django.urls import Resolver404, resolve
+from django.urls import Resolver404, resolve, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_POST, require_safe
+from django_htmx.http import HttpResponseClientRedirect
 
 from chatapp.conversations import export, user_text
 from chatapp.conversations.search import RESULTS
 from chatapp.conversations.search import search as find
-from chatapp.models import Conversation
+from chatapp.models import Conversation, Generation
+from chatapp.ws import protocol
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
-    from chatapp.views.chat import AuthenticatedRequest
+    from chatapp.views.authenticated import AuthenticatedRequest
 
 SIDEBAR_LENGTH = 200
 GROUPS = {
@@ -129,12 +131,29 @@ def search(request: AuthenticatedRequest) -> HttpResponse:
 
 @login_required
 @require_POST
+async def delete(request: AuthenticatedRequest, pk: int) -> HttpResponse:
+    """Delete a conversation, stopping its answers still streaming; the page then goes home."""
+    user = await request.auser()
+    conversation = await Conversation.objects.filter(pk=pk, user=user).afirst()
+    if conversation is None:
+        raise Http404("No such conversation.")
+    layer = protocol.channel_layer()
+    async for generation_pk, owner in Generation.objects.filter(
+        conversation=conversation, status=Generation.Status.STREAMING
+    ).values_list("pk", "owner_channel"):
+        if owner:
+            await layer.send(owner, protocol.cancel(generation_pk))
+    await conversation.adelete()
+    url = reverse("chat:home")
+    return HttpResponseClientRedirect(url) if request.htmx else HttpResponseRedirect(url)
+
+
+@login_required
+@require_POST
 async def delete_entry(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     """Delete from a sidebar entry's menu: the delete view, whose page then goes home; but on the
     page of another conversation only the entry goes, and the page stays."""
-    from chatapp.views import chat as views
-
-    response = await views.delete(request, pk)
+    response = await delete(request, pk)
     if not request.htmx or shown_conversation(request) == pk:
         return response
     return HttpResponse(format_html('<div hx-swap-oob="delete:#conversation-item-{}"></div>', pk))
