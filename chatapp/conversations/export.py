@@ -257,7 +257,8 @@ def _generation_lines(generation: Generation) -> list[str]:
 
 
 def _attachment_words(described: Mapping[str, Any]) -> str:
-    words = _inline(str(described.get("kind") or "attachment"))
+    kind = str(described.get("kind") or "attachment")
+    words = _inline("image" if kind == "image_url" else kind)  # a reader sees an image either way
     if described.get("filename"):
         words += f" {_code(str(described['filename']))}"
     link = _link(str(described.get("url") or ""))

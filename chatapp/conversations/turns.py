@@ -291,7 +291,7 @@ def create_retry(
         if not isinstance(choice, tuple):
             choice = (config_for(answer.generation.gateway_id), choice or answer.generation.model)
             kind = Generation.Kind(answer.generation.kind)
-            images = [item for item in answer.attachments if item.get("kind") == "image"]
+            images = [a for a in answer.attachments if a.get("kind") in ("image", "image_url")]
             image_count = max(1, len(images))
         return _start(
             conversation,

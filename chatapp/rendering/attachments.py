@@ -1,15 +1,15 @@
 """An answer's media as kept on its `Message`, and the rules that make them safe to show.
 
-Built once, from the stream's `Completion`, when the answer ends. Images are kept only when a page
-can show them without risk: raster `data:` URLs, or https ones, which a page shows as a link
-(it loads no remote image; an SVG can carry script). An image
-stream's images (base64, several megabytes each) are kept as bytes instead, once `image_checks`
-has read their type from them, and served from our own origin like audio; one refused becomes a
-note saying why, and a preview whose final never came is kept marked as a preview. Audio is joined
-into one clip and served from our own origin by the attachment view, in a format a player takes
-(raw `pcm16` is wrapped as WAV); files are kept as they came and only ever served as downloads.
-They are written in the shapes below and read back as plain JSON, each field checked before use.
-Nothing here knows Django.
+Built once, from the stream's `Completion`, when the answer ends. Images that come as a URL are
+kept (kind `image_url`) only when a page can show them without risk: raster `data:` URLs, or https
+ones, which a page shows as a link (it loads no remote image; an SVG can carry script). An image
+stream's images (base64, several megabytes each) are kept as bytes instead (kind `image`), once
+`image_checks` has read their type from them, and served from our own origin like audio; one
+refused becomes a note saying why, and a preview whose final never came is kept marked as a
+preview. Audio is joined into one clip and served from our own origin by the attachment view, in
+a format a player takes (raw `pcm16` is wrapped as WAV); files are kept as they came and only ever
+served as downloads. They are written in the shapes below and read back as plain JSON, each field
+checked before use. Nothing here knows Django.
 """
 
 from __future__ import annotations
@@ -44,8 +44,10 @@ MAX_FILENAME = 120
 type MediaKind = Literal["image", "audio", "file"]
 
 
-class ImageAttachment(TypedDict):
-    kind: Literal["image"]
+class ImageUrlAttachment(TypedDict):
+    """An image kept as the URL it came with: a raster `data:` URL, or an https one (a link)."""
+
+    kind: Literal["image_url"]
     url: str
 
 
@@ -66,6 +68,8 @@ class FileAttachment(TypedDict):
 
 
 class GeneratedImageAttachment(TypedDict):
+    """An image kept as bytes (an image stream's), served from our own origin."""
+
     kind: Literal["image"]
     media_type: str  # sniffed from the bytes
     filename: str
@@ -79,11 +83,15 @@ class NoteAttachment(TypedDict):
 
 
 type Attachment = (
-    ImageAttachment | GeneratedImageAttachment | AudioAttachment | FileAttachment | NoteAttachment
+    ImageUrlAttachment
+    | GeneratedImageAttachment
+    | AudioAttachment
+    | FileAttachment
+    | NoteAttachment
 )
 
 
-def image_attachment(event: ImageOutput) -> ImageAttachment | None:
+def image_url_attachment(event: ImageOutput) -> ImageUrlAttachment | None:
     """A displayable image, or None for previews and anything that is not a raster image."""
     if event.partial:
         return None
@@ -95,10 +103,10 @@ def image_attachment(event: ImageOutput) -> ImageAttachment | None:
                 return None
         elif not url.startswith("https://"):
             return None
-        return {"kind": "image", "url": url}
+        return {"kind": "image_url", "url": url}
     if event.b64 and (event.media_type or "").lower() in SAFE_IMAGE_TYPES:
         url = f"data:{event.media_type};base64,{event.b64}"
-        return {"kind": "image", "url": url} if showable_image_url(url) else None
+        return {"kind": "image_url", "url": url} if showable_image_url(url) else None
     return None
 
 
@@ -123,7 +131,7 @@ def generated_image_attachment(
 def _stored_image(event: ImageOutput) -> Attachment | None:
     if event.b64 is not None and event.url is None:
         return generated_image_attachment(event, event.b64)
-    return image_attachment(event)
+    return image_url_attachment(event)
 
 
 def audio_attachment(audio: AudioOutput) -> AudioAttachment:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from chatapp.rendering.attachments import MediaKind, image_attachment
+from chatapp.rendering.attachments import MediaKind, image_url_attachment
 from chatapp.rendering.image_checks import (
     MAX_PREVIEW_BYTES,
     MAX_PREVIEW_IMAGES,
@@ -103,7 +103,7 @@ class LiveState:
                 event = Meta(None, None)
                 self._pending_rich = True
             case ImageOutput():
-                if image_attachment(event) is None:  # previews, SVG, unsafe URLs: never shown
+                if image_url_attachment(event) is None:  # previews, SVG, unsafe URLs: never shown
                     return False
                 self._pending_rich = True
             case ToolCallDelta() | Annotation() | Artifact():

@@ -11,7 +11,7 @@ import pytest
 from chatapp.rendering.attachments import (
     audio_attachment,
     from_completion,
-    image_attachment,
+    image_url_attachment,
     playable_type,
     preview_url,
     safe_filename,
@@ -35,9 +35,9 @@ def test_only_raster_images_are_kept() -> None:
     assert from_completion(acc.completion) == [
         {"kind": "note", "text": f"Image 4 {refused}"},
         {"kind": "note", "text": f"Image 5 {refused}"},
-        {"kind": "image", "url": "https://cdn.example/a.png"},
+        {"kind": "image_url", "url": "https://cdn.example/a.png"},
     ]
-    assert image_attachment(ImageOutput(0, b64="PHN2Zz4=", media_type="image/svg+xml")) is None
+    assert image_url_attachment(ImageOutput(0, b64="PHN2Zz4=", media_type="image/svg+xml")) is None
 
 
 def test_audio_pieces_become_one_playable_clip_and_files_keep_their_data() -> None:

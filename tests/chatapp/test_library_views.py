@@ -244,8 +244,8 @@ def recorded(alice: Any) -> Conversation:
             {"type": "url_citation", "url": "javascript:alert(1)", "title": "Not a link"},
         ],
         attachments=[
-            {"kind": "image", "url": f"data:image/png;base64,{PNG}"},
-            {"kind": "image", "url": "https://example.org/otter.png"},
+            {"kind": "image_url", "url": f"data:image/png;base64,{PNG}"},
+            {"kind": "image_url", "url": "https://example.org/otter.png"},
             {
                 "kind": "file",
                 "artifact_type": "document",

@@ -38,7 +38,7 @@ def test_a_remote_image_attachment_is_a_link_and_the_csp_loads_none(alice: Any) 
         role="assistant",
         parent=question,
         content="Here.",
-        attachments=[{"kind": "image", "url": PNG}, {"kind": "image", "url": REMOTE}],
+        attachments=[{"kind": "image_url", "url": PNG}, {"kind": "image_url", "url": REMOTE}],
     )
     Generation.objects.create(
         message=answer, conversation=conversation, model="emulator/image", status="completed"

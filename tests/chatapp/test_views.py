@@ -533,10 +533,10 @@ async def test_media_are_shown_safely(alice: Any) -> None:
     message = await finished_with(
         alice,
         attachments=[
-            {"kind": "image", "url": "data:image/png;base64,iVBORw0KGgo="},
-            {"kind": "image", "url": "data:image/svg+xml;base64,PHN2Zz4="},
-            {"kind": "image", "url": "http://plain.example/a.png"},
-            {"kind": "image", "url": "javascript:alert(1)"},
+            {"kind": "image_url", "url": "data:image/png;base64,iVBORw0KGgo="},
+            {"kind": "image_url", "url": "data:image/svg+xml;base64,PHN2Zz4="},
+            {"kind": "image_url", "url": "http://plain.example/a.png"},
+            {"kind": "image_url", "url": "javascript:alert(1)"},
             {"kind": "audio", "media_type": "audio/wav", "data": "UklGRg==", "transcript": "<b>"},
             {"kind": "file", "filename": '"><img src=x onerror=alert(1)>.csv', "data": "YQ=="},
             {"kind": "file", "filename": "p.png", "media_type": "image/png", "data": "iVBO"},
@@ -583,7 +583,7 @@ async def test_attachments_are_downloads_never_pages(alice: Any) -> None:
     message = await finished_with(
         alice,
         attachments=[
-            {"kind": "image", "url": "data:image/png;base64,iVBORw0KGgo="},
+            {"kind": "image_url", "url": "data:image/png;base64,iVBORw0KGgo="},
             {
                 "kind": "file",
                 "filename": "../x\r\n.html",

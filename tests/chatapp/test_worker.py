@@ -185,7 +185,7 @@ async def test_citations_are_kept(alice: Any) -> None:
 
 async def test_images_become_safe_attachments(alice: Any) -> None:
     generation, _ = await run_turn(alice, "a cat", "emulator/image")
-    images = [a for a in generation.message.attachments if a["kind"] == "image"]
+    images = [a for a in generation.message.attachments if a["kind"] == "image_url"]
     assert images
     assert images[0]["url"].startswith("data:image/png;base64,")
 

@@ -129,7 +129,7 @@ def test_an_answers_record_is_read_only_and_a_question_is_not(
         "reasoning": "Rewritten",
         "reasoning_details": '[{"type": "reasoning.text", "text": "Rewritten"}]',
         "annotations": '[{"type": "url_citation", "url": "https://evil.example"}]',
-        "attachments": '[{"kind": "image", "url": "https://evil.example/x.png"}]',
+        "attachments": '[{"kind": "image_url", "url": "https://evil.example/x.png"}]',
         "parent": "",
         "html": "<script>alert(1)</script>",
         "html_key": "forged",

@@ -1,0 +1,68 @@
+"""Data migrations, run on rows written in the schema before them, forwards and back."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+BEFORE_IMAGE_URL = [("chatapp", "0010_spending_limits")]
+IMAGE_URL = [("chatapp", "0011_image_url_attachments")]
+
+
+def migrated(target: list[tuple[str, str]]) -> Any:
+    """The apps at `target`, once the database is migrated there."""
+    executor = MigrationExecutor(connection)
+    executor.migrate(target)
+    executor.loader.build_graph()
+    return executor.loader.project_state(target).apps
+
+
+@pytest.fixture
+def at_latest() -> Iterator[None]:
+    """Whatever the test migrates to, the database is back at the newest migration after it."""
+    yield
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("at_latest")
+def test_an_image_kept_as_its_url_is_tagged_image_url_and_back() -> None:
+    old = migrated(BEFORE_IMAGE_URL)
+    user = old.get_model("auth", "User").objects.create(username="alice")
+    conversation = old.get_model("chatapp", "Conversation").objects.create(user=user)
+    messages = old.get_model("chatapp", "Message").objects
+    url_image = {"kind": "image", "url": "data:image/png;base64,iVBORw0KGgo="}
+    kept_image = {"kind": "image", "media_type": "image/png", "filename": "image-1.png",
+                  "data": "iVBORw0KGgo=", "preview": False}  # fmt: skip
+    note = {"kind": "note", "text": "Image 2 was not kept: it is SVG."}
+    answer = messages.create(
+        conversation=conversation, role="assistant", attachments=[url_image, kept_image, note]
+    )
+    remote = messages.create(
+        conversation=conversation,
+        role="assistant",
+        attachments=[{"kind": "image", "url": "https://cdn.example/a.png"}],
+    )
+    plain = messages.create(conversation=conversation, role="user", content="hi")
+
+    new = migrated(IMAGE_URL).get_model("chatapp", "Message").objects
+    assert new.get(pk=answer.pk).attachments == [
+        {**url_image, "kind": "image_url"},
+        kept_image,
+        note,
+    ]
+    assert new.get(pk=remote.pk).attachments == [
+        {"kind": "image_url", "url": "https://cdn.example/a.png"}
+    ]
+    assert new.get(pk=plain.pk).attachments == []
+
+    back = migrated(BEFORE_IMAGE_URL).get_model("chatapp", "Message").objects
+    assert back.get(pk=answer.pk).attachments == [url_image, kept_image, note]
+    assert back.get(pk=remote.pk).attachments == [
+        {"kind": "image", "url": "https://cdn.example/a.png"}
+    ]
