@@ -80,7 +80,8 @@ async def test_a_plain_line_is_written_once_with_its_generation(servers: dict[st
     lines = [line for line in log.split("\n") if f"Generation {generation_pk} refused" in line]
     assert len(lines) == 1, log
     assert re.search(
-        rf" WARNING chatapp\.worker \[generation={generation_pk} conversation={conversation_id}\]:"
+        rf" WARNING chatapp\.streaming\.worker"
+        rf" \[generation={generation_pk} conversation={conversation_id}\]:"
         rf" Generation {generation_pk} refused",
         lines[0],
     ), lines[0]
