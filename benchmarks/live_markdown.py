@@ -5,7 +5,7 @@ three languages, as models write them) goes through `LiveState` as the worker fe
 emulator's pieces of up to four characters, a delta taken as the ticker takes them (every
 `--tokens-per-delta` pieces, 50 tokens/s at a 50 ms tick). Reported: the websocket bytes per byte
 of answer (each delta's encoded message plus its frame header), as Daphne sends them with
-permessage-deflate (`chatapp/patches/daphne_compression.py`: zlib with its window and memory level,
+permessage-deflate (`chatapp/patches/daphne_websockets.py`: zlib with its window and memory level,
 flushed per message) and uncompressed, with and without the settled blocks' HTML; the server CPU per
 settled chunk and per delta; and whether the chunks join to exactly the final render. The
 settler's parses run in this process (not in the render pool, so that their CPU is counted), one
@@ -72,7 +72,7 @@ class Deflater:
     """A socket's permessage-deflate compressor, as autobahn runs it for Daphne."""
 
     def __init__(self) -> None:
-        from chatapp.patches.daphne_compression import MEM_LEVEL, WINDOW_BITS
+        from chatapp.patches.daphne_websockets import MEM_LEVEL, WINDOW_BITS
 
         self._zlib = zlib.compressobj(
             zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -WINDOW_BITS, MEM_LEVEL

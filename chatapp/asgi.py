@@ -8,9 +8,8 @@ itself refuses anonymous users and conversations they do not own.
 
 At shutdown the process's gateway clients are closed: Daphne speaks no ASGI lifespan, so there a
 Twisted shutdown trigger does it; servers that do (uvicorn) get a lifespan handler. Under Daphne
-the websockets also negotiate permessage-deflate (`patches/daphne_compression.py`), and one whose
-browser stops reading is closed before its backlog grows without bound
-(`patches/daphne_backpressure.py`).
+the websockets also negotiate permessage-deflate, and one whose browser stops reading is closed
+before its backlog grows without bound (`patches/daphne_websockets.py`).
 """
 
 from __future__ import annotations
@@ -32,8 +31,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from chatapp.gateways.clients import close_clients  # noqa: E402
-from chatapp.patches.daphne_backpressure import enable as enable_ws_backpressure  # noqa: E402
-from chatapp.patches.daphne_compression import enable as enable_ws_compression  # noqa: E402
+from chatapp.patches import daphne_websockets  # noqa: E402
 from chatapp.ws.origin import SameOriginValidator  # noqa: E402
 from chatapp.ws.routing import websocket_urlpatterns  # noqa: E402
 
@@ -70,8 +68,7 @@ def _close_clients_when_daphne_stops() -> None:
 
 
 _close_clients_when_daphne_stops()
-enable_ws_compression()
-enable_ws_backpressure()
+daphne_websockets.enable()
 
 application = ProtocolTypeRouter(
     {

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from chatapp.patches import daphne_backpressure
+from chatapp.patches import daphne_websockets
 
 
 class Transport:
@@ -58,25 +58,23 @@ def transport() -> Iterator[Transport]:
 @pytest.fixture
 def later(monkeypatch: pytest.MonkeyPatch) -> list[tuple[float, Callable[[], None]]]:
     calls: list[tuple[float, Callable[[], None]]] = []
-    monkeypatch.setattr(
-        daphne_backpressure, "call_later", lambda delay, f: calls.append((delay, f))
-    )
+    monkeypatch.setattr(daphne_websockets, "call_later", lambda delay, f: calls.append((delay, f)))
     return calls
 
 
 def bounded(transport: Transport) -> Any:
-    return daphne_backpressure._bounded(Protocol)(transport)
+    return daphne_websockets._bounded(Protocol)(transport)
 
 
 def test_the_backlog_counts_what_twisted_holds(transport: Transport) -> None:
     transport.dataBuffer = b"x" * 100
     transport.offset = 40
     transport._tempDataLen = 5
-    assert daphne_backpressure.buffered_bytes(transport) == 65
+    assert daphne_websockets.buffered_bytes(transport) == 65
 
 
 def test_a_transport_of_another_kind_has_no_bound() -> None:
-    assert daphne_backpressure.buffered_bytes(object()) == 0
+    assert daphne_websockets.buffered_bytes(object()) == 0
 
 
 def test_a_socket_over_the_bound_is_closed_and_sent_nothing_more(
@@ -89,9 +87,9 @@ def test_a_socket_over_the_bound_is_closed_and_sent_nothing_more(
     protocol.serverSend("and more")  # over it: the socket is closed instead
     protocol.serverSend("and yet more")
     assert protocol.sent == ["0123456789", "more"]
-    assert protocol.closed == daphne_backpressure.CLOSE_TOO_SLOW
+    assert protocol.closed == daphne_websockets.CLOSE_TOO_SLOW
     ((delay, drop),) = later
-    assert delay == daphne_backpressure.GRACE
+    assert delay == daphne_websockets.GRACE
     drop()
     assert transport.aborted
 

@@ -1,7 +1,7 @@
 """A browser that stops reading its websocket: the server's memory for it stays bounded.
 
 Daphne writes every frame to the socket's Twisted transport, which keeps what the kernel will not
-take without limit (`chatapp/patches/daphne_backpressure.py`). The silent clients here open a real
+take without limit (`chatapp/patches/daphne_websockets.py`). The silent clients here open a real
 websocket
 with a tiny receive buffer, watch the conversation, and then never read again; a normal page
 watches beside them. The answer streams on; each silent socket is closed once its backlog passes
@@ -22,7 +22,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from chatapp.patches.daphne_backpressure import CLOSE_TOO_SLOW
+from chatapp.patches.daphne_websockets import CLOSE_TOO_SLOW
 from tests.multiprocess.servers import Server, User
 
 from .browser_model import ShownAnswer

@@ -1,0 +1,156 @@
+"""Daphne's websockets, made to push back on a browser that does not read, and to deflate.
+
+Daphne has a setting for neither, so `enable()` (from `chatapp/asgi.py`) replaces the websocket
+factory its server builds with a subclass that does both; elsewhere (uvicorn, the tests'
+in-process servers) it does nothing.
+
+**A bound on what is held for a browser that does not read.** Daphne hands every
+`websocket.send` to autobahn, which writes the frame to the Twisted transport at once; the
+kernel's send buffer takes what it can (autotuned, up to `tcp_wmem`'s 4 MB), and the transport
+keeps the rest in a list that grows without limit. Nothing pushes back on the consumer
+(Channels' `send` returns at once), so a tab on a stalled network, or a client that never reads,
+made the server hold every delta and settled block sent to it: memory grew with the answers
+streamed, per socket. Here, once more than `CHAT_WS_MAX_BUFFERED` bytes wait for a socket (in the
+kernel and the transport), nothing more is queued for it and it is closed with `CLOSE_TOO_SLOW`;
+after `GRACE` seconds the connection is aborted, freeing its backlog, if the client has not read
+its way to the close frame by then. The generation is not touched: it belongs to no socket. The
+page reconnects by itself and catches up by snapshot.
+
+**permessage-deflate.** A streaming answer's settled blocks arrive as HTML
+(`streaming/live_blocks.py`) right after their text did as deltas; with a deflate context kept
+across messages each block costs little more than its tags, and the deltas' envelopes shrink too
+(`python -m benchmarks markdown`: 5.0 wire bytes per answer byte without, 1.3 with). The factory
+accepts the browser's offer with a 4 KB window and a small memory level: about 32 KB of zlib
+state per socket instead of the default's ~260 KB, as hundreds of sockets are open at once.
+Inflated client messages are capped, so a small compressed frame cannot become a huge message.
+
+What this leans on in Daphne, autobahn and Twisted is pinned by `tests/chatapp/test_patches.py`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import struct
+import sys
+import termios
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+CLOSE_TOO_SLOW = 4408  # like 4401: the HTTP status it stands for (408, the client was too slow)
+MAX_BUFFERED = 1024 * 1024  # bytes waiting in one socket's transport (CHAT_WS_MAX_BUFFERED)
+GRACE = 2.0  # seconds a too-slow socket has to read its close frame before it is dropped
+
+WINDOW_BITS = 12
+MEM_LEVEL = 5
+MAX_CLIENT_MESSAGE = 64 * 1024  # bytes, inflated: the browser sends only small JSON commands
+
+
+# --- The bound ------------------------------------------------------------------------------------
+
+
+def buffered_bytes(transport: Any) -> int:
+    """Bytes written to a Twisted TCP transport that the client has not received: what Twisted
+    holds, and what the kernel does (its send buffer autotunes to megabytes, so it is most of a
+    silent socket's backlog at first). 0 for a transport of another kind: no bound is read."""
+    try:
+        held: int = len(transport.dataBuffer) - transport.offset + transport._tempDataLen
+        fd = transport.getHandle().fileno()
+    except (AttributeError, OSError):
+        return 0
+    try:
+        queued = struct.unpack("i", fcntl.ioctl(fd, termios.TIOCOUTQ, b"\0" * 4))[0]
+    except OSError:  # not Linux-like: Twisted's part alone
+        queued = 0
+    return held + int(queued)
+
+
+def max_buffered() -> int:
+    """The bound in bytes; 0 turns it off."""
+    return int(getattr(settings, "CHAT_WS_MAX_BUFFERED", MAX_BUFFERED))
+
+
+def call_later(delay: float, function: Callable[[], None]) -> None:
+    """On Daphne's reactor (imported here only: importing it installs one)."""
+    from twisted.internet import reactor
+
+    # Twisted's zope interfaces read to mypy as methods without `self`.
+    reactor.callLater(delay, function)  # type: ignore[arg-type]
+
+
+def _bounded(protocol: type[Any]) -> type[Any]:
+    class BoundedWebSocketProtocol(protocol):  # type: ignore[misc]
+        too_slow = False
+
+        def serverSend(self, content: bytes | str, binary: bool = False) -> None:
+            if self.too_slow:
+                return  # the page re-syncs by snapshot when it reconnects
+            limit = max_buffered()
+            if limit and buffered_bytes(self.transport) > limit:
+                self._close_too_slow(limit)
+                return
+            super().serverSend(content, binary)
+
+        def _close_too_slow(self, limit: int) -> None:
+            self.too_slow = True
+            logger.warning(
+                "Closing the websocket of %s: it left over %d bytes unread",
+                self.client_addr,
+                limit,
+            )
+            self.sendClose(code=CLOSE_TOO_SLOW, reason="too slow: reconnect")
+            call_later(GRACE, self._drop_if_open)
+
+        def _drop_if_open(self) -> None:
+            if self.transport is not None and self.transport.connected:
+                self.transport.abortConnection()
+
+    return BoundedWebSocketProtocol
+
+
+# --- Deflate --------------------------------------------------------------------------------------
+
+
+def _accept(offers: list[Any]) -> Any:
+    from autobahn.websocket.compress import PerMessageDeflateOffer, PerMessageDeflateOfferAccept
+
+    for offer in offers:
+        if isinstance(offer, PerMessageDeflateOffer):
+            return PerMessageDeflateOfferAccept(  # type: ignore[no-untyped-call]
+                offer,
+                request_max_window_bits=WINDOW_BITS if offer.accept_max_window_bits else 0,
+                window_bits=WINDOW_BITS,
+                mem_level=MEM_LEVEL,
+                max_message_size=MAX_CLIENT_MESSAGE,
+            )
+    return None
+
+
+# --- The factory ----------------------------------------------------------------------------------
+
+
+def _patched(factory: type[Any]) -> type[Any]:
+    class ChatWebSocketFactory(factory):  # type: ignore[misc]
+        protocol = _bounded(factory.protocol)
+        negotiates_deflate = True
+
+        def setProtocolOptions(self, **options: Any) -> None:
+            options.setdefault("perMessageCompressionAccept", _accept)
+            super().setProtocolOptions(**options)
+
+    return ChatWebSocketFactory
+
+
+def enable() -> None:
+    """Make Daphne's server build bounded, deflating websockets (a no-op elsewhere)."""
+    server = sys.modules.get("daphne.server")
+    if server is None:
+        return
+    factory: Any = getattr(server, "WebSocketFactory")  # noqa: B009 (untyped module)
+    if getattr(factory, "negotiates_deflate", False):
+        return
+    setattr(server, "WebSocketFactory", _patched(factory))  # noqa: B010
