@@ -35,12 +35,13 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import WebSocketException
 from websockets.typing import Origin
 
+from chatapp.ws import page_model
+
 from .observation import CountingConnection, Observation
 from .page import FORM_TOKEN, Answer, Page, PageError, parse_answers, parse_page, parse_swap
 
 LOGIN_PATH = "/accounts/login/"
 HOME_PATH = "/"
-SNAPSHOT_EVERY_S = 1.0  # chat.js askSnapshot: one request a second per answer at most
 OPEN_CHECK_S = 1.0  # chat.js onopen: then ask for answers no snapshot covered
 EARLY_LIMIT = 2000  # chat.js: messages kept for an answer not on the page yet
 RETRY_FIRST_S, RETRY_MAX_S = 0.25, 5.0  # chat.js reconnect backoff
@@ -75,20 +76,15 @@ async def sign_in(base: str, username: str, password: str) -> httpx.Cookies:
 
 
 class _Stream:
-    """chat.js's per-answer state (`streamFor`)."""
+    """One answer the tab streams: chat.js's per-answer state (`chatapp.ws.page_model`, the twin
+    of `stream_state.js`), and the observation it goes into."""
 
-    __slots__ = ("answer", "asked_at", "done", "held", "id", "obs", "parts", "seq", "snap_at")
+    __slots__ = ("answer", "obs", "state")
 
     def __init__(self, answer: Answer, obs: Observation) -> None:
-        self.id = answer.generation
         self.answer = answer
         self.obs = obs
-        self.seq = answer.seq
-        self.parts = [answer.text]
-        self.held: dict[int, dict[str, Any]] = {}
-        self.asked_at = 0.0
-        self.snap_at = 0.0
-        self.done = False
+        self.state = page_model.start(answer.generation, seq=answer.seq, tail=answer.text)
 
 
 class _Streams:
@@ -126,28 +122,36 @@ class _Streams:
                 early.append(msg)
             return
         st.obs.messages += 1
-        match msg.get("t"):
-            case "delta":
-                self._delta(st, msg, now)
-            case "snapshot":
-                self._snapshot(st, msg, now)
-            case "done":
-                if not st.done:
-                    st.done = True
-                    del self.streams[st.id]
-                    st.obs.done_at, st.obs.done_status = now, str(msg.get("status"))
-                    st.obs.text = "".join(st.parts)
-                    self.refreshes.append(st.answer)
-            case "updated":
-                self.refreshes.append(st.answer)
+        if msg.get("t") == "delta":
+            if msg["seq"] <= st.state.seq:
+                st.obs.duplicates += 1
+            elif msg["seq"] > st.state.seq + 1:
+                st.obs.held += 1
+        self._carry_out(st, page_model.receive(st.state, msg, now * 1000), now)
 
-    def _apply(self, st: _Stream, msg: dict[str, Any], now: float) -> None:
-        content = msg.get("content")
-        if content:
-            st.parts.append(content)
-            self._saw_text(st, now)
-        st.seq = msg["seq"]
-        st.obs.seq_times.append((st.seq, now))
+    def _carry_out(self, st: _Stream, step: page_model.Step, now: float) -> None:
+        before = len(st.state.content)
+        st.state = step.state
+        for effect in step.effects:
+            match effect:
+                case page_model.Append(delta=delta):
+                    if delta.get("content"):
+                        self._saw_text(st, now)
+                    st.obs.seq_times.append((delta["seq"], now))
+                case page_model.Replace(snapshot=snapshot):
+                    if len(snapshot.get("content") or "") > before:
+                        self._saw_text(st, now)
+                    st.obs.seq_times.append((snapshot["seq"], now))
+                case page_model.Send(message=message):
+                    st.obs.snapshot_requests += 1
+                    self.outbox.append(orjson.dumps(message).decode())
+                case page_model.Finish(done=done):
+                    del self.streams[st.answer.generation]
+                    st.obs.done_at, st.obs.done_status = now, str(done.get("status"))
+                    st.obs.text = st.state.content
+                    self.refreshes.append(st.answer)
+                case page_model.Refresh():
+                    self.refreshes.append(st.answer)
 
     def _saw_text(self, st: _Stream, now: float) -> None:
         obs = st.obs
@@ -155,63 +159,10 @@ class _Streams:
         if obs.first_text_at is None:
             obs.first_text_at, obs.first_text_via = now, "socket"
 
-    def _delta(self, st: _Stream, msg: dict[str, Any], now: float) -> None:
-        seq: int = msg["seq"]
-        if seq <= st.seq:
-            st.obs.duplicates += 1
-            return
-        if seq > st.seq + 1:
-            st.held[seq] = msg
-            st.obs.held += 1
-            self._ask_snapshot(st, now)
-            return
-        self._apply(st, msg, now)
-        self._drain_held(st, now)
-
-    def _snapshot(self, st: _Stream, msg: dict[str, Any], now: float) -> None:
-        st.asked_at = 0.0
-        st.snap_at = now
-        seq: int = msg["seq"]
-        if seq < st.seq:
-            return
-        content = str(msg.get("content") or "")
-        before = sum(len(part) for part in st.parts)
-        st.parts = [content]
-        if len(content) > before:
-            self._saw_text(st, now)
-        st.seq = seq
-        st.obs.seq_times.append((seq, now))
-        self._drain_held(st, now)
-
-    def _drain_held(self, st: _Stream, now: float) -> None:
-        while st.seq + 1 in st.held:
-            self._apply(st, st.held.pop(st.seq + 1), now)
-        for seq in [s for s in st.held if s <= st.seq]:
-            del st.held[seq]
-        if st.held:
-            self._ask_snapshot(st, now)
-
-    def _ask_snapshot(self, st: _Stream, now: float) -> None:
-        if now - st.asked_at < SNAPSHOT_EVERY_S:
-            return
-        st.asked_at = now
-        st.obs.snapshot_requests += 1
-        self.outbox.append(orjson.dumps({"t": "snapshot", "g": st.id}).decode())
-
     def check_after_open(self, opened: float) -> None:
+        now = time.time()
         for st in list(self.streams.values()):
-            if not st.snap_at >= opened and not st.done:
-                self._ask_snapshot(st, time.time())
-
-
-def _delta_from(parts: list[Any]) -> dict[str, Any]:
-    """chat.js `deltaFrom`: a delta is a bare array, `[g, seq, content, reasoning?, extras?]`."""
-    msg: dict[str, Any] = {"t": "delta", "g": parts[0], "seq": parts[1], "content": parts[2]}
-    if len(parts) > 3 and parts[3]:
-        msg["reasoning"] = parts[3]
-    if len(parts) > 4 and isinstance(parts[4], dict):
-        msg.update(parts[4])
-    return msg
+            self._carry_out(st, page_model.after_watch(st.state, opened * 1000, now * 1000), now)
 
 
 class Tab:
@@ -350,7 +301,7 @@ class Tab:
                 msg = orjson.loads(raw)
             except orjson.JSONDecodeError:
                 continue
-            self.streams.handle(_delta_from(msg) if isinstance(msg, list) else msg, now)
+            self.streams.handle(page_model.from_wire(msg), now)
             await self._act(ws)
 
     async def _check_after_watch(self, ws: ClientConnection, asked: float) -> None:

@@ -28,7 +28,7 @@ from psycopg.rows import dict_row
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.typing import Origin
 
-from chatapp.ws import protocol
+from chatapp.ws import page_model, protocol
 from deploy import processes
 from deploy.processes import free_port
 
@@ -141,52 +141,71 @@ def sign_in(server: Endpoint, username: str, password: str) -> dict[str, str]:
 
 @dataclass
 class Stream:
-    """What one websocket received for one generation, rebuilt as `static/chatapp/chat.js` does:
-    deltas at or below `seq` are duplicates, a snapshot replaces the text so far. A socket that
-    joined mid-stream (`seq=None`) holds deltas back until its first snapshot."""
+    """What one websocket received for one generation, applied by the page's model
+    (`chatapp.ws.page_model`, the twin of `static/chatapp/stream_state.js`), with a record: the
+    deltas and snapshots as they came, the duplicates dropped and the gaps held, and the
+    requests the page would send back. A socket that joined mid-stream (`joined_mid_stream`) has
+    no page render to start from: it holds deltas back until its first snapshot."""
 
     generation_pk: int
-    seq: int | None = 0
-    content: str = ""
+    joined_mid_stream: bool = False
+    state: page_model.StreamState = field(init=False)
     snapshots: list[dict[str, Any]] = field(default_factory=list)
     deltas: list[dict[str, Any]] = field(default_factory=list)
     applied: list[int] = field(default_factory=list)
     gaps: list[tuple[int, int]] = field(default_factory=list)
     duplicates: list[int] = field(default_factory=list)
-    held: list[dict[str, Any]] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    """What the page sends back (snapshot requests, on a gap), for `follow` to send."""
     done: dict[str, Any] | None = None
     arrived: dict[int, float] = field(default_factory=dict)
     """When each delta reached the socket (`time.monotonic()`), by seq."""
+    _before_snapshot: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.state = page_model.start(self.generation_pk)
+
+    @property
+    def seq(self) -> int:
+        return self.state.seq
+
+    @property
+    def content(self) -> str:
+        return self.state.content
 
     def apply(self, message: dict[str, Any], at: float) -> None:
         match message["t"]:
             case "delta":
                 self.deltas.append(message)
                 self.arrived.setdefault(message["seq"], at)
-                self._delta(message)
+                if self.joined_mid_stream and not self.snapshots:
+                    self._before_snapshot.append(message)
+                    return
             case "snapshot":
                 self.snapshots.append(message)
-                if self.seq is None or message["seq"] >= self.seq:
-                    self.content, self.seq = message["content"], message["seq"]
-                held, self.held = self.held, []
-                for delta in sorted(held, key=lambda d: d["seq"]):
-                    if delta["seq"] > self.seq:
-                        self._delta(delta)
-            case "done":
-                self.done = message
+        self._step(message, at)
+        if message["t"] == "snapshot":
+            held, self._before_snapshot = self._before_snapshot, []
+            for delta in held:
+                self._step(delta, at)
 
-    def _delta(self, message: dict[str, Any]) -> None:
-        if self.seq is None:
-            self.held.append(message)
-            return
-        if message["seq"] <= self.seq:
-            self.duplicates.append(message["seq"])
-            return
-        if message["seq"] != self.seq + 1:
-            self.gaps.append((self.seq, message["seq"]))
-        self.content += message.get("content", "")
-        self.seq = message["seq"]
-        self.applied.append(message["seq"])
+    def _step(self, message: dict[str, Any], at: float) -> None:
+        before = self.state
+        if message["t"] == "delta" and not before.done:
+            if message["seq"] <= before.seq:
+                self.duplicates.append(message["seq"])
+            elif message["seq"] > before.seq + 1 and message["seq"] not in before.held:
+                self.gaps.append((before.seq, message["seq"]))
+        step = page_model.receive(before, message, at * 1000)
+        self.state = step.state
+        for effect in step.effects:
+            match effect:
+                case page_model.Append(delta=delta):
+                    self.applied.append(delta["seq"])
+                case page_model.Send(message=request):
+                    self.requests.append(request)
+                case page_model.Finish(done=done):
+                    self.done = dict(done)
 
 
 class Socket:
@@ -227,16 +246,20 @@ class Socket:
     ) -> Stream:
         """Apply this generation's messages (all received so far, then new ones) until one of
         type `until` arrives."""
-        stream = Stream(generation_pk, seq=None if joined_mid_stream else 0)
+        stream = Stream(generation_pk, joined_mid_stream=joined_mid_stream)
         for at, message in self.received:
             if message.get("g") == generation_pk:
                 stream.apply(message, at)
         async with asyncio.timeout(within):
-            while not (stream.done if until == "done" else _seen(stream, until)):
+            while True:
+                for request in stream.requests:
+                    await self.send(request)  # as the page does
+                stream.requests.clear()
+                if stream.done if until == "done" else _seen(stream, until):
+                    return stream
                 message = await self.next(within)
                 if message.get("g") == generation_pk:
                     stream.apply(message, self.received[-1][0])
-        return stream
 
 
 def _seen(stream: Stream, kind: str) -> bool:
