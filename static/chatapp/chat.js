@@ -155,7 +155,7 @@ async function addNextRound(el, id, url, tries = 0) {
   syncComposer(running());
 }
 
-// The user's spend, pushed when one of their costs settles (chatapp/spend_push.py): each
+// The user's spend, pushed when one of their costs settles (chatapp/costs/spend_push.py): each
 // top-level element replaces the page's element with its id (the sidebar's figures, the
 // composer's limit warning).
 function swapSpend(html) {
@@ -173,7 +173,7 @@ function handle(msg) {
     return;
   }
   if (msg.t === "error") {
-    // A message of this page's the server refused (chatapp/ws_limits.py): nothing to show.
+    // A message of this page's the server refused (chatapp/ws/message_limits.py): nothing to show.
     console.warn("The server refused a websocket message:", msg.error);
     return;
   }

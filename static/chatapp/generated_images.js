@@ -1,6 +1,6 @@
 // Image generations in the page: the pictures of a running one, and the picker's image models.
 //
-// While an image generation streams, each delta's `previews` (chatapp/ws_protocol.py) carries the
+// While an image generation streams, each delta's `previews` (chatapp/ws/protocol.py) carries the
 // newest picture of some of its images as `[index, dataUrl, partial]`: it takes the place of the
 // one before it for that index, in the same figure, so previews give way to the finals without
 // the grid moving. The server has checked each picture's bytes; the URL is checked again here
@@ -8,7 +8,7 @@
 // served from our origin.
 
 const SAFE_PICTURE = /^data:image\/(?:png|jpeg|gif|webp);base64,[A-Za-z0-9+/]+={0,2}$/;
-const MAX_IMAGES = 10; // chatapp/image_checks.py MAX_PREVIEW_IMAGES
+const MAX_IMAGES = 10; // chatapp/rendering/image_checks.py MAX_PREVIEW_IMAGES
 
 function figureFor(box, index) {
   const figures = [...box.querySelectorAll(":scope > figure.generated-image[data-index]")];

@@ -1,9 +1,9 @@
 // A streaming answer as the page draws it: the effects of stream_state.js carried out on its
 // element. Model text enters the page as text nodes, or as the server's sanitized HTML of its
-// settled blocks (chatapp/live_blocks.py), which take the place of the start of the unsettled
-// tail; the tail is shown as text (as code when it opens a fence). The tool calls, citations,
-// attachment notes and image previews that deltas carry go into their panes; a stream that goes
-// quiet says so, and the reasoning pane's summary counts the thinking time.
+// settled blocks (chatapp/streaming/live_blocks.py), which take the place of the start of the
+// unsettled tail; the tail is shown as text (as code when it opens a fence). The tool calls,
+// citations, attachment notes and image previews that deltas carry go into their panes; a stream
+// that goes quiet says so, and the reasoning pane's summary counts the thinking time.
 
 import { showImagePreviews } from "./generated_images.js";
 
@@ -150,9 +150,9 @@ function toolCallEl(view, index) {
   return call;
 }
 
-// A call's run (chatapp/tool_loop.py CallRun) began or ended: its status in the server's words,
-// its arguments pretty-printed (flagged when they are not a JSON object) and its result, as the
-// final render (templates/chatapp/_tool_call.html) shows them.
+// A call's run (chatapp/tools/tool_loop.py CallRun) began or ended: its status in the server's
+// words, its arguments pretty-printed (flagged when they are not a JSON object) and its result,
+// as the final render (templates/chatapp/_tool_call.html) shows them.
 function applyToolRun(view, run) {
   const el = toolCallEl(view, run.index);
   el.dataset.status = run.status;

@@ -3,7 +3,7 @@
 // One <audio> element for the page (one reading at a time), pointed at the answer's speech URL:
 // the browser streams it and starts playing before the whole file is in. Stop pauses it and
 // drops its src, which aborts the request: the server sees the disconnect and closes the
-// gateway's request (chatapp/reading_stream.py). The audio's own events carry no words, so when
+// gateway's request (chatapp/read_aloud/stream.py). The audio's own events carry no words, so when
 // a reading ends or fails the page asks the server what became of it (the gateway's record
 // decides whether the audio was whole) and says so next to the button.
 //

@@ -7,8 +7,9 @@
 // dropped; one beyond the next is a gap: it is held back and a snapshot asked for (at most once a
 // second), which replaces the text so far; the held deltas that follow it are then applied.
 // `content` is the answer's text from UTF-16 offset `offset` (0, or where the page's render left
-// its settled blocks, whose text the page holds only as HTML); the first `settledEnd - offset` units
-// of it are shown as the server's settled HTML (chatapp/live_blocks.py), the rest as text.
+// its settled blocks, whose text the page holds only as HTML); its first `settledEnd - offset`
+// units are shown as the server's settled HTML (chatapp/streaming/live_blocks.py), the rest as
+// text.
 //
 // `receive` returns the new state and the effects, in order, for the page to carry out:
 // - `{do: "append", delta, settle}`: a delta applied; `settle`, when its settled HTML goes in,
