@@ -17,6 +17,7 @@ from django.db import models
 
 from chatapp.costs.units import CostUnit
 from chatapp.errors import LedgerIsAppendOnly
+from gateway_client.dialects import DIALECTS
 
 
 class Gateway(models.Model):
@@ -27,12 +28,13 @@ class Gateway(models.Model):
     emulator, whose URL is only known once it runs: its `base_url` is a path under it.
     """
 
-    class Dialect(models.TextChoices):
-        AUTO = "", "auto-detect"
-        NUMES = "numes", "Numes"
-        OSMEXO = "osmexo", "Osmexo"
-        TINY = "tiny", "tiny-3b"
-        NODUL = "nodul", "Nodul"
+    # django-stubs types only the class syntax, not the functional one that builds from a table.
+    Dialect: type[models.TextChoices] = models.TextChoices(  # type: ignore[call-overload]
+        "Dialect",
+        [("AUTO", ("", "auto-detect"))]
+        + [(name.upper(), (name, facts.title)) for name, facts in DIALECTS.items()],
+    )
+    """Blank for auto-detect, then each dialect of `gateway_client.dialects.DIALECTS`."""
 
     name = models.CharField(max_length=100, unique=True)
     base_url = models.CharField(

@@ -12,7 +12,8 @@ through the OpenAI SDKs in their docs), so every dialect, and a gateway of unkno
 the system prompt as a leading `{"role": "system"}` message, `temperature` and `max_tokens`. Only
 Numes documents a reasoning control, the `reasoning` object (`reasoning: {"exclude": true}`, and
 "Reasoning covers the controls"), so only Numes is sent `reasoning: {"effort": ...}`; Osmexo and
-Nodul only describe the reasoning they stream back, and tiny-3b streams none.
+Nodul only describe the reasoning they stream back, and tiny-3b streams none. Which dialect takes
+an effort, and which takes tools, is the dialect table's (`gateway_client.dialects.DIALECTS`).
 """
 
 from __future__ import annotations
@@ -23,14 +24,14 @@ from typing import TYPE_CHECKING, Any
 from chatapp import tools
 from chatapp.gateways import configs
 from chatapp.models import AnswerSettings, ChatDefaults
-from gateway_client.dialects import guess_dialect
+from gateway_client.dialects import DIALECTS, facts_for, guess_dialect, titles
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
 __all__ = [
+    "EFFORT_SENT_TO",
     "FIELDS",
-    "REASONING_DIALECTS",
     "RequestOptions",
     "default_options",
     "defaults_for",
@@ -41,15 +42,10 @@ __all__ = [
     "upstream_tools",
 ]
 
-REASONING_DIALECTS = frozenset({"numes"})
-"""The dialects whose docs describe a request's reasoning control."""
-
-NO_TOOL_DIALECTS = frozenset({"tiny"})
-"""The dialects whose docs describe no tool calls (tiny-3b): they are offered no tools. Numes,
-Osmexo and Nodul document `delta.tool_calls`; a gateway of unknown dialect is offered them too,
-since every OpenAI-compatible gateway takes the field."""
-
 Effort = AnswerSettings.ReasoningEffort
+
+EFFORT_SENT_TO = titles(facts for facts in DIALECTS.values() if facts.effort_field)
+"""The gateways a reasoning effort is sent to, in words ("Numes")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +92,20 @@ def defaults_for(user: User) -> dict[str, Any]:
     return values
 
 
+def _effort_field(dialect: str | None) -> str | None:
+    """The request field an effort goes in on a gateway of `dialect`; None: not sent (also to a
+    gateway of unknown dialect, as the field is not one every gateway takes)."""
+    facts = facts_for(dialect)
+    return facts.effort_field if facts is not None else None
+
+
+def _takes_tools(dialect: str | None) -> bool:
+    """Whether a gateway of `dialect` is offered tools: when the table says its docs describe tool
+    calls, and when its dialect is unknown, since every OpenAI-compatible gateway takes `tools`."""
+    facts = facts_for(dialect)
+    return facts is None or facts.tools
+
+
 def stream_arguments(
     options: RequestOptions | None,
     dialect: str | None,
@@ -116,8 +126,9 @@ def stream_arguments(
     }
     if options.temperature is not None:
         arguments["temperature"] = options.temperature
-    if options.reasoning_effort and dialect in REASONING_DIALECTS:
-        arguments["reasoning"] = {"effort": options.reasoning_effort}
+    effort_field = _effort_field(dialect)
+    if options.reasoning_effort and effort_field is not None:
+        arguments[effort_field] = {"effort": options.reasoning_effort}
     if tools:
         arguments["tools"] = list(tools)
     return arguments
@@ -126,7 +137,7 @@ def stream_arguments(
 def upstream_tools(options: RequestOptions, dialect: str) -> tuple[dict[str, Any], ...]:
     """The `tools` a request under `options` offers on a gateway of `dialect`: the tools chosen
     that an admin has not turned off, in the gateways' schema. Database work."""
-    if not options.tools or dialect in NO_TOOL_DIALECTS:
+    if not options.tools or not _takes_tools(dialect):
         return ()
     return tuple(tools.upstream_tools(tools.offered(options.tools)))
 
@@ -154,12 +165,13 @@ def summary(options: RequestOptions, dialect: str | None) -> str:
         parts.append(f"max {options.max_tokens:,} tokens")
     if options.reasoning_effort:
         effort = f"effort {Effort(options.reasoning_effort).label}"
-        if dialect is not None and dialect not in REASONING_DIALECTS:
-            effort += " (not sent: Numes only)"
+        if dialect is not None and _effort_field(dialect) is None:
+            effort += f" (not sent: {EFFORT_SENT_TO} only)"
         parts.append(effort)
     if options.tools and (offered := tools.offered(options.tools)):
         listed = "tools: " + ", ".join(tool.title.lower() for tool in offered)
-        if dialect in NO_TOOL_DIALECTS:
-            listed += " (not sent: tiny-3b takes none)"
+        facts = facts_for(dialect)
+        if facts is not None and not facts.tools:
+            listed += f" (not sent: {facts.title} takes none)"
         parts.append(listed)
     return " · ".join(parts) or "Gateway defaults"

@@ -29,6 +29,7 @@ from django.db import transaction
 from chatapp.costs import pricing
 from chatapp.costs.units import CostUnit, exact, stream_unit
 from chatapp.models import Generation, Message
+from gateway_client.dialects import facts_for
 
 if TYPE_CHECKING:
     from gateway_client.accumulator import Completion
@@ -40,10 +41,6 @@ CostSource = Generation.CostSource
 CHARS_PER_TOKEN = 4
 # A record still missing (or `in_progress`) after this many rounds is given up on: estimated.
 MAX_RECORD_ATTEMPTS = 4
-# Only Numes documents a generation record to reconcile from.
-RECORD_DIALECTS = frozenset({"numes"})
-DIALECT_TITLES = {"numes": "Numes", "osmexo": "Osmexo", "tiny": "tiny-3b", "nodul": "Nodul"}
-_FREE_TINY_CODES = frozenset({"no_capacity"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,24 +52,30 @@ class Settled:
 
 
 def record_expected(generation: Generation) -> bool:
-    """Whether the gateway keeps a record worth asking for this generation's cost."""
-    return bool(generation.upstream_id) and generation.dialect in RECORD_DIALECTS
+    """Whether the gateway keeps a record worth asking for this generation's cost (the dialect
+    table's `generation_records`: only Numes documents one)."""
+    facts = facts_for(generation.dialect)
+    return bool(generation.upstream_id) and facts is not None and facts.generation_records
 
 
 def not_billed_reason(generation: Generation, delivered_output: bool) -> str | None:
     """Why a generation that reported no cost cost nothing, if it did."""
     if (generation.error_status or 0) >= 400 and not generation.upstream_id:
         return "refused before the answer began"
-    if generation.dialect == "tiny":
-        if generation.error_code in _FREE_TINY_CODES:
-            return "no node took the request (tiny-3b bills nothing for no_capacity)"
-        if generation.error_code == "upstream_stall" and not delivered_output:
-            return "stalled before any token (tiny-3b bills nothing then)"
+    facts = facts_for(generation.dialect)
+    code = generation.error_code
+    if facts is None or not code:
+        return None
+    if what := dict(facts.free_errors).get(code):
+        return f"{what} ({facts.title} bills nothing for {code})"
+    if (what := dict(facts.free_before_output).get(code)) and not delivered_output:
+        return f"{what} ({facts.title} bills nothing then)"
     return None
 
 
 def _gateway_title(generation: Generation) -> str:
-    return DIALECT_TITLES.get(generation.dialect, "The gateway")
+    facts = facts_for(generation.dialect)
+    return facts.title if facts is not None else "The gateway"
 
 
 def _counted(text: str) -> int:
@@ -106,8 +109,9 @@ def estimate_or_explain(generation: Generation, message: Message | None) -> None
     if price is None:
         generation.cost = None
         generation.cost_source = CostSource.UNAVAILABLE
-        if generation.dialect == "tiny":
-            what = "tiny-3b streams report no usage"
+        facts = facts_for(generation.dialect)
+        if facts is not None and not facts.streams_usage:
+            what = f"{facts.title} streams report no usage"
         else:
             what = f"{_gateway_title(generation)} reported no cost for this answer"
         generation.cost_note = f"{what} and no price is configured for {model}"[:300]

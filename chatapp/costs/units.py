@@ -18,6 +18,8 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import models
 
+from gateway_client.dialects import facts_for
+
 __all__ = ["CostUnit", "Money", "default_unit", "exact", "stream_unit"]
 
 
@@ -29,18 +31,14 @@ class CostUnit(models.TextChoices):
     CREDITS = "credits", "credits"
 
 
-_DIALECT_UNITS = {
-    "numes": CostUnit.USD,
-    "osmexo": CostUnit.MICRO_USD,
-    "tiny": CostUnit.CREDITS,
-    "nodul": CostUnit.PNP,
-}
 _MICRO = Decimal("0.000001")
 
 
 def default_unit(dialect: str | None) -> CostUnit:
-    """What a gateway of `dialect` bills in unless its key says otherwise (Numes BTC keys: sat)."""
-    return _DIALECT_UNITS.get(dialect or "", CostUnit.CREDITS)
+    """What a gateway of `dialect` bills in unless its key says otherwise (Numes BTC keys: sat):
+    the dialect table's `default_unit`, credits for a dialect it does not know."""
+    facts = facts_for(dialect)
+    return CostUnit(facts.default_unit) if facts is not None else CostUnit.CREDITS
 
 
 def stream_unit(reported: str, gateway_unit: str) -> CostUnit:

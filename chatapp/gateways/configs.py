@@ -24,7 +24,7 @@ from chatapp.errors import ChatAppError
 from chatapp.gateways import key_vault
 from chatapp.models import Gateway
 from gateway_client import emulator
-from gateway_client.dialects import guess_dialect
+from gateway_client.dialects import DIALECTS, DialectFacts, guess_dialect
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +32,7 @@ EMULATOR_API_KEY = "emulator-key"
 CONFIGS_TTL = 10.0
 DEFAULT_NAME = "Default gateway"  # the row LLM_BASE_URL / LLM_API_KEY create and keep in step
 EMULATOR_NAME = "Emulator"  # the row standing for the built-in emulator when nothing is set
+EMULATOR_DIALECT = DIALECTS["numes"]  # that row's: the one dialect with every feature
 
 _emulator_lock = threading.Lock()
 _emulator: tuple[AbstractContextManager[str], str] | None = None
@@ -89,13 +90,7 @@ def _ensure_default() -> Gateway:
     if not settings.LLM_BASE_URL:
         row, _ = Gateway.objects.get_or_create(
             name=EMULATOR_NAME,
-            defaults={
-                "base_url": "/numes/api/v1",
-                "dialect": "numes",
-                "cost_unit": default_unit("numes"),
-                "emulated": True,
-                "speech_model": emulator.SPEECH_MODEL,
-            },
+            defaults={**_emulated(EMULATOR_DIALECT), "emulated": True},
         )
         return row
     dialect = settings.LLM_DIALECT or guess_dialect(settings.LLM_BASE_URL) or ""
@@ -227,34 +222,29 @@ async def aconfig_for(gateway_pk: int | None) -> GatewayConfig:
     return _pick(*await aconfigs(), gateway_pk)
 
 
-# The emulator's four dialects, as `add_emulator_gateways` adds them (path under its root).
-EMULATED = (
-    ("numes", "Numes", "/numes/api/v1"),
-    ("osmexo", "Osmexo", "/osmexo/v1"),
-    ("tiny", "tiny-3b", "/tiny/v1"),
-    ("nodul", "Nodul", "/nodul/api/v1"),
-)
+def _emulated(dialect: DialectFacts) -> dict[str, str]:
+    """A gateway row's fields for the emulator's `dialect` (its path under the emulator's root)."""
+    return {
+        "base_url": dialect.emulator_path,
+        "dialect": dialect.name,
+        "cost_unit": default_unit(dialect.name),
+        "speech_model": emulator.SPEECH_MODEL if dialect.speech else "",
+    }
 
 
 def add_emulator_gateways() -> list[Gateway]:
-    """The emulator's four dialects as four gateways (idempotent), so that all four can be tried
-    side by side offline. Numes is the default "Emulator" row when nothing else is configured."""
+    """Every dialect of the table as a gateway of the emulator (idempotent), so that all can be
+    tried side by side offline. `EMULATOR_DIALECT` is the default "Emulator" row when nothing else
+    is configured."""
     default = _ensure_default()
     rows = []
-    for dialect, title, path in EMULATED:
-        if default.emulated and default.base_url == path:
+    for dialect in DIALECTS.values():
+        if default.emulated and default.base_url == dialect.emulator_path:
             rows.append(default)
             continue
         row, _ = Gateway.objects.update_or_create(
-            name=f"Emulator ({title})",
-            defaults={
-                "base_url": path,
-                "dialect": dialect,
-                "cost_unit": default_unit(dialect),
-                "emulated": True,
-                "speech_model": emulator.SPEECH_MODEL if dialect == "numes" else "",
-                "enabled": True,
-            },
+            name=f"Emulator ({dialect.title})",
+            defaults={**_emulated(dialect), "emulated": True, "enabled": True},
         )
         rows.append(row)
     forget_configs()

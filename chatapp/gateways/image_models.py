@@ -1,10 +1,11 @@
 """Which models generate images, how many images a user may ask for, and what the prompt is.
 
 A model is an image model when its `/models` entry says it outputs images (OpenRouter-style
-`architecture.output_modalities`) and its gateway's dialect serves `POST /images`: of the four
-gateways only Numes does, so elsewhere the same model ID stays a chat model (an image inside a
-chat answer). The count is the composer's small "Images" select, posted as `images`; anything
-else posted falls back to one image rather than failing the turn.
+`architecture.output_modalities`) and its gateway's dialect serves `POST /images` (`images` in the
+dialect table, `gateway_client.dialects.DIALECTS`): of the four gateways only Numes does, so
+elsewhere the same model ID stays a chat model (an image inside a chat answer). The count is the
+composer's small "Images" select, posted as `images`; anything else posted falls back to one image
+rather than failing the turn.
 """
 
 from __future__ import annotations
@@ -14,18 +15,18 @@ from typing import TYPE_CHECKING, Any, Final
 
 from chatapp.models import Generation
 from gateway_client import ModelInfo
-from gateway_client.dialects import guess_dialect
+from gateway_client.dialects import facts_for, guess_dialect
 
 if TYPE_CHECKING:
     from chatapp.gateways.configs import GatewayConfig
 
-IMAGE_DIALECTS: Final = frozenset({"numes"})
 IMAGE_COUNTS: Final = (1, 2, 4)
 
 
 def serves_images(config: GatewayConfig) -> bool:
     """Whether the gateway's dialect has `POST /images`."""
-    return (config.dialect or guess_dialect(config.base_url)) in IMAGE_DIALECTS
+    facts = facts_for(config.dialect or guess_dialect(config.base_url))
+    return facts is not None and facts.images
 
 
 def generates_images(config: GatewayConfig, info: ModelInfo) -> bool:

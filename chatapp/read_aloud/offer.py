@@ -1,7 +1,8 @@
 """Whether an answer can be read aloud, and through which gateway, model and voice.
 
 Only Numes documents `POST /audio/speech`, so a gateway offers Read aloud when it speaks Numes'
-dialect (set, or guessed from its URL) and an admin gave it a speech model. An answer is read by
+dialect (set, or guessed from its URL) and an admin gave it a speech model: when the dialect
+table (`gateway_client.dialects.DIALECTS`) says its dialect has `speech`. An answer is read by
 its own gateway when that one offers it, else by the default gateway: an answer from a gateway
 without speech can still be heard through the one that has it.
 """
@@ -12,16 +13,15 @@ from dataclasses import dataclass
 
 from chatapp.gateways.configs import GatewayConfig, configs
 from chatapp.models import Message
-from gateway_client.dialects import guess_dialect
+from gateway_client.dialects import facts_for, guess_dialect
 
 __all__ = ["SpeechSetup", "can_read_aloud", "speech_for"]
-
-SPEECH_DIALECT = "numes"
 
 
 @dataclass(frozen=True, slots=True)
 class SpeechSetup:
     config: GatewayConfig
+    dialect: str
     model: str
     voice: str
 
@@ -29,10 +29,10 @@ class SpeechSetup:
 def _offered(config: GatewayConfig | None) -> SpeechSetup | None:
     if config is None or not config.speech_model:
         return None
-    dialect = config.dialect or guess_dialect(config.base_url)
-    if dialect != SPEECH_DIALECT:
+    facts = facts_for(config.dialect or guess_dialect(config.base_url))
+    if facts is None or not facts.speech:
         return None
-    return SpeechSetup(config, config.speech_model, config.speech_voice)
+    return SpeechSetup(config, facts.name, config.speech_model, config.speech_voice)
 
 
 def speech_for(gateway_pk: int | None) -> SpeechSetup | None:

@@ -180,7 +180,7 @@ def create_reading(user: User, message_pk: int) -> ReadingStart:
         "conversation_id": message.conversation_id,
         "gateway_id": setup.config.pk,
         "model": setup.model[:200],
-        "dialect": setup.config.dialect or "numes",
+        "dialect": setup.dialect,
     }
     config = setup.config
     ceiling = spending_limits.ceiling_for(

@@ -20,7 +20,13 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from chatapp import tools
-from chatapp.conversations.request_options import FIELDS, dialect_of, options_for, summary
+from chatapp.conversations.request_options import (
+    EFFORT_SENT_TO,
+    FIELDS,
+    dialect_of,
+    options_for,
+    summary,
+)
 from chatapp.conversations.turns import MAX_MESSAGE_CHARS
 from chatapp.models import AnswerSettings, ChatDefaults, Conversation
 
@@ -95,7 +101,8 @@ class AnswerSettingsForm(forms.Form):
         label="Reasoning effort",
         required=False,
         choices=AnswerSettings.ReasoningEffort.choices,
-        help_text="Sent to Numes only: the other gateways document no reasoning control.",
+        help_text=f"Sent to {EFFORT_SENT_TO} only: "
+        "the other gateways document no reasoning control.",
         error_messages={"invalid_choice": "Choose a reasoning effort from the list."},
     )
     tools = ToolsField(

@@ -1,4 +1,4 @@
-"""`manage.py add_emulator_gateways`: the built-in emulator's four dialects as four gateways."""
+"""`manage.py add_emulator_gateways`: every dialect of the built-in emulator as a gateway."""
 
 from __future__ import annotations
 
@@ -7,10 +7,13 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 from chatapp.gateways.configs import add_emulator_gateways
+from gateway_client.dialects import DIALECTS
+
+_TITLES = ", ".join(dialect.title for dialect in DIALECTS.values())
 
 
 class Command(BaseCommand):
-    help = "Add the built-in emulator's four dialects (Numes, Osmexo, tiny-3b, Nodul) as gateways."
+    help = f"Add the built-in emulator's dialects ({_TITLES}) as gateways."
 
     def handle(self, *args: Any, **options: Any) -> None:
         for row in add_emulator_gateways():
