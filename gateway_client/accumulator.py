@@ -89,8 +89,8 @@ class Completion:
     unread: list[dict[str, Any]] = field(default_factory=list)  # {"field", "value"}, capped
 
     def to_dict(self) -> dict[str, Any]:
-        """The `replay` output contract (../shared/conformance/README.md), plus media, `warnings`
-        and `unread`."""
+        """What `replay` prints, as the conformance cases in `tests/fixtures/streams` expect it
+        (each `.expect.json` holds fields it must print), plus media, `warnings` and `unread`."""
         return {
             "status": self.status,
             "outcome": self.outcome,

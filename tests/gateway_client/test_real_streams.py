@@ -1,5 +1,9 @@
-"""Streams recorded from real providers (../shared/real-streams, see its SOURCES.md) replay to the
-fields in its expected.json, whole and in 7-byte and 1-byte pieces, and none of them warns."""
+"""Streams recorded from real providers replay to the fields in their expected.json, whole and in
+7-byte and 1-byte pieces, and none of them warns.
+
+The recordings are not in the repository: they are read from `shared/real-streams` beside the
+checkout (`../shared/real-streams` from its root; its SOURCES.md names where each one was
+recorded), and without them this module is skipped."""
 
 from __future__ import annotations
 
