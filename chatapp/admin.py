@@ -103,7 +103,7 @@ class MessageAdmin(_MessageAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj: Message | None = None) -> Any:
         fields = super().get_readonly_fields(request, obj)
         answered = obj is not None and (
-            Generation.objects.filter(message=obj).exists() or obj.readings.exists()
+            Generation.objects.filter(message=obj).exists() or obj.read_alouds.exists()
         )
         return (*fields, *ANSWER_RECORD) if answered else fields
 

@@ -12,7 +12,7 @@ class ChatappConfig(AppConfig):
 
     def ready(self) -> None:
         from chatapp import checks  # noqa: F401  (registers them)
-        from chatapp.costs.ledger import forget_readings_audio
+        from chatapp.costs.ledger import forget_read_aloud_audio
         from chatapp.gateways.configs import forget_configs
         from chatapp.models import Conversation, Gateway
         from chatapp.ws import session_sockets
@@ -23,8 +23,8 @@ class ChatappConfig(AppConfig):
         post_delete.connect(forget_configs, sender=Gateway, dispatch_uid="chatapp.gateway.gone")
         # A sign-out, a password change or a deactivation ends the user's sockets too.
         session_sockets.connect_signals()
-        # A deleted conversation's text goes, and the audio of its readings with it (their
+        # A deleted conversation's text goes, and the audio of its read alouds with it (their
         # generations stay in the ledger).
         pre_delete.connect(
-            forget_readings_audio, sender=Conversation, dispatch_uid="chatapp.costs.ledger.audio"
+            forget_read_aloud_audio, sender=Conversation, dispatch_uid="chatapp.costs.ledger.audio"
         )

@@ -227,7 +227,7 @@ class Generation(models.Model):
     class Kind(models.TextChoices):
         CHAT = "chat", "chat answer"
         IMAGE = "image", "image generation"
-        SPEECH = "speech", "read aloud"
+        READ_ALOUD = "speech", "read aloud"
 
     class Status(models.TextChoices):
         STREAMING = "streaming"
@@ -256,14 +256,14 @@ class Generation(models.Model):
         related_name="generations",
     )
     user_name = models.CharField(max_length=150, blank=True)
-    # The answer it wrote (chat and image generations); a reading has none of its own. The text
+    # The answer it wrote (chat and image generations); a read aloud has none of its own. The text
     # goes with its conversation; the generation stays (SET_NULL here and below).
     message = models.OneToOneField(
         Message, on_delete=models.SET_NULL, null=True, blank=True, related_name="generation"
     )
-    # The answer a speech generation read aloud.
+    # The answer a read aloud read.
     read_aloud = models.ForeignKey(
-        Message, on_delete=models.SET_NULL, null=True, blank=True, related_name="readings"
+        Message, on_delete=models.SET_NULL, null=True, blank=True, related_name="read_alouds"
     )
     # A turn that calls tools is several generations: round 1 answers the user's message, each
     # later one continues from the tool results of the round before.
@@ -369,8 +369,8 @@ class Generation(models.Model):
 
     @property
     def answer(self) -> Message:
-        """The answer this generation wrote, or (a reading) read aloud: every row has one."""
-        found = self.read_aloud if self.kind == self.Kind.SPEECH else self.message
+        """The answer this generation wrote, or the one it read aloud: every row has one."""
+        found = self.read_aloud if self.kind == self.Kind.READ_ALOUD else self.message
         if found is None:
             raise Message.DoesNotExist(f"generation {self.pk} has no answer")
         return found
@@ -390,12 +390,12 @@ class Generation(models.Model):
         return (self.prompt_tokens or 0) + (self.completion_tokens or 0)
 
 
-class SpeechAudio(models.Model):
-    """The audio a Read aloud received, kept so that playing it again costs nothing; it counts as
-    complete only once the gateway's generation record confirms it (`Generation.status`)."""
+class ReadAloudAudio(models.Model):
+    """The audio a read aloud received, kept so that playing it again costs nothing; it counts as
+    completed only once the gateway's generation record confirms it (`Generation.status`)."""
 
     generation = models.OneToOneField(
-        Generation, on_delete=models.CASCADE, related_name="speech_audio"
+        Generation, on_delete=models.CASCADE, related_name="read_aloud_audio"
     )
     media_type = models.CharField(max_length=100)
     data = models.BinaryField()
@@ -438,7 +438,7 @@ class SpendingLimit(models.Model):
         choices=UnknownPrice.choices,
         default=UnknownPrice.ALLOW,
         help_text="What to do with a generation whose worst case cannot be priced in this unit "
-        "(no price known for its model, another unit, an image or a reading).",
+        "(no price known for its model, another unit, an image or a read aloud).",
     )
     updated_at = models.DateTimeField(auto_now=True)
 

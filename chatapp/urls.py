@@ -36,7 +36,7 @@ chat_patterns = [
     path("m/<int:pk>/show/", branches.show_version, name="show_version"),
     path("m/<int:pk>/attachments/<int:index>/", views.attachment, name="attachment"),
     path("m/<int:pk>/speech/", read_aloud.read_aloud, name="read_aloud"),
-    path("m/<int:pk>/speech/state/", read_aloud.reading_state, name="reading_state"),
+    path("m/<int:pk>/speech/state/", read_aloud.read_aloud_state, name="read_aloud_state"),
     path("g/<int:pk>/stop/", views.stop, name="stop"),
 ]
 

@@ -5,8 +5,8 @@ sent past it.
 
 Nothing is counted: the user's generations of the last minute are rows every process already
 shares, so the limit holds across server processes with no counter to keep in step. Chat answers,
-images and readings aloud count (a reading bills like an answer: leaving them out let a user
-start readings without end), and only the first round of a turn (a turn that calls tools makes
+images and read alouds count (a read aloud bills like an answer: leaving them out let a user
+start read alouds without end), and only the first round of a turn (a turn that calls tools makes
 more, which the user did not ask for one by one).
 """
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
 WINDOW = timedelta(minutes=1)
-STARTED_BY_USER = [Generation.Kind.CHAT, Generation.Kind.IMAGE, Generation.Kind.SPEECH]
+STARTED_BY_USER = [Generation.Kind.CHAT, Generation.Kind.IMAGE, Generation.Kind.READ_ALOUD]
 
 
 class RateLimited(ChatAppError):

@@ -75,7 +75,7 @@ def _idle_conversation(user: User, conversation_pk: int) -> Conversation:
     # the sweep marks it interrupted.
     silent = Generation.silent_since(timezone.now() - timedelta(seconds=settings.CHAT_STALE_AFTER))
     running = conversation.generations.filter(status=Generation.Status.STREAMING).exclude(
-        kind=Generation.Kind.SPEECH  # a reading aloud writes no answer
+        kind=Generation.Kind.READ_ALOUD  # a read aloud writes no answer
     )
     if running.exclude(silent).exists():
         raise TurnError(BUSY)

@@ -94,7 +94,7 @@ def estimate_or_explain(generation: Generation, message: Message | None) -> None
     """Set an estimate (with its basis) or `unavailable` (with the reason) on `generation`.
     `message`: the answer, to count tokens from when none were reported (None: deleted)."""
     model = generation.served_model or generation.model
-    if generation.kind == Generation.Kind.SPEECH:
+    if generation.kind == Generation.Kind.READ_ALOUD:
         # Speech is billed by the character, not the token: a token price would misstate it.
         generation.cost = None
         generation.cost_source = CostSource.UNAVAILABLE

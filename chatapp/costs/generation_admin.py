@@ -227,7 +227,7 @@ class GenerationAdmin(_GenerationAdmin):
     @admin.display(description="for")
     def what(self, obj: Generation) -> str:
         """The answer it wrote, or read aloud (by key: no join for the page's rows)."""
-        if obj.kind == Generation.Kind.SPEECH:
+        if obj.kind == Generation.Kind.READ_ALOUD:
             if obj.read_aloud_id is None:
                 return "Read aloud of a deleted answer"
             return f"Read aloud of answer #{obj.read_aloud_id}"

@@ -26,9 +26,9 @@ from django.db.models import Count, Sum
 
 from chatapp.costs import summary as cost_summary
 from chatapp.costs.units import CostUnit, Money
-from chatapp.models import Conversation, Generation, LedgerDay, SpeechAudio
+from chatapp.models import Conversation, Generation, LedgerDay, ReadAloudAudio
 
-__all__ = ["FoldReport", "UnitFolded", "fold", "forget_readings_audio"]
+__all__ = ["FoldReport", "UnitFolded", "fold", "forget_read_aloud_audio"]
 
 BATCH = 2000
 _EXACT = Context(prec=60)
@@ -84,10 +84,10 @@ class _Sums:
         self.amount = _EXACT.add(self.amount, amount)
 
 
-def forget_readings_audio(sender: Any, instance: Conversation, **kwargs: Any) -> None:
+def forget_read_aloud_audio(sender: Any, instance: Conversation, **kwargs: Any) -> None:
     """`pre_delete` of a conversation: the audio its answers were read aloud in is their text
-    spoken, so it goes with them; the readings' generations stay."""
-    SpeechAudio.objects.filter(generation__conversation=instance).delete()
+    spoken, so it goes with them; the read alouds' generations stay."""
+    ReadAloudAudio.objects.filter(generation__conversation=instance).delete()
 
 
 def _midnight(day: datetime.date) -> datetime.datetime:

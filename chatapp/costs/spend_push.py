@@ -2,7 +2,7 @@
 limit) and the composer's warning at 80% of a limit, pushed to every tab of the user when one
 of their costs settles: a page learns its new figures then, not at its next load.
 
-One message per settled cost, never per token: the worker (and a reading, and the sweep) call
+One message per settled cost, never per token: the worker (and a read aloud, and the sweep) call
 `cost_settled` once a generation's cost is known. Each tab's socket joins its user's group
 (`protocol.user_group_name`); the message carries the two partials rendered here, which the
 page swaps in by their ids. The rendering queries span all the user's generations of the

@@ -18,7 +18,8 @@ already, which serialises them the same way. The ceiling passed is stored on the
 (`Generation.spend_ceiling`): the reservation is the row itself, and ends when its cost settles.
 
 A generation the limit cannot price in its unit (no price for the model, another unit, an image,
-a reading) follows the limit's `unknown_price` policy: refused, or allowed while anything is left.
+a read aloud) follows the limit's `unknown_price` policy: refused, or allowed while anything is
+left.
 
 While an answer streams, its worker compares its cost so far (tokens so far at the model's price,
 once per tick) with what it reserved; past it, the reservation is extended (`extend`) under the
@@ -288,8 +289,8 @@ def ceiling_for(
     base = Ceiling(counted_tokens(messages), max_tokens or DEFAULT_CEILING_TOKENS, unit)
     if kind == Generation.Kind.IMAGE:
         return _unpriced(base, "images are not priced here")
-    if kind == Generation.Kind.SPEECH:
-        return _unpriced(base, "readings aloud are not priced here")
+    if kind == Generation.Kind.READ_ALOUD:
+        return _unpriced(base, "read alouds are not priced here")
     price = pricing.price_for(gateway_pk, model)
     if price is None:
         return _unpriced(base, f"no price is known for {model.partition('?')[0]}")
@@ -344,7 +345,7 @@ def _capitalized(text: str) -> str:
 _WHAT = {
     Generation.Kind.CHAT: "answer",
     Generation.Kind.IMAGE: "image generation",
-    Generation.Kind.SPEECH: "reading aloud",
+    Generation.Kind.READ_ALOUD: "read aloud",
 }
 
 

@@ -1,10 +1,10 @@
-"""A Read aloud's rows: the speech `Generation` it starts as, its heartbeat, the audio kept from
-an earlier complete reading, and what the page is told about the newest one.
+"""A read aloud's rows: the `Generation` it starts as, its heartbeat, the audio kept from
+an earlier completed read aloud, and what the page is told about the newest one.
 
-A reading is a `Generation` of kind `speech` with `message=None` and `read_aloud=<the answer>`,
+A read aloud is a `Generation` of kind `speech` with `message=None` and `read_aloud=<the answer>`,
 so the cost ledger, the sweep and reconciliation treat it like any other billed request. These
 run on the records thread (`persistence.on_record_thread`); its final state is written by
-`persistence.save_reading`.
+`persistence.save_read_aloud`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from django.utils import timezone
 from chatapp.access import rate_limits
 from chatapp.costs import spending_limits
 from chatapp.errors import ChatAppError
-from chatapp.models import Generation, Message, SpeechAudio
+from chatapp.models import Generation, Message, ReadAloudAudio
 from chatapp.read_aloud.offer import SpeechSetup, speech_for
 
 if TYPE_CHECKING:
@@ -31,31 +31,31 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NoSuchAnswer",
-    "ReadingEnd",
-    "ReadingInFlight",
-    "ReadingRefused",
-    "ReadingStart",
+    "ReadAloudEnd",
+    "ReadAloudInFlight",
+    "ReadAloudRefused",
+    "ReadAloudStart",
     "beat",
-    "create_reading",
-    "newest_reading",
+    "create_read_aloud",
+    "newest_read_aloud",
     "refusal",
     "stopped_recently",
     "stored_audio",
 ]
 
-SPEECH = Generation.Kind.SPEECH
+READ_ALOUD = Generation.Kind.READ_ALOUD
 
 
 class NoSuchAnswer(ChatAppError):
     """No answer of the user's has that key."""
 
 
-class ReadingRefused(ChatAppError):
+class ReadAloudRefused(ChatAppError):
     """The answer cannot be read aloud (still being written, no text, no gateway that speaks,
-    its reading stopped a moment ago)."""
+    its read aloud stopped a moment ago)."""
 
 
-class ReadingInFlight(ReadingRefused):
+class ReadAloudInFlight(ReadAloudRefused):
     """The answer is being read aloud already (in another process: one in this process is
     joined, `stream.start_or_join`)."""
 
@@ -64,14 +64,14 @@ IN_FLIGHT = (
     "This answer is being read aloud already (in another window?); once that reading is done "
     "it plays again for free."
 )
-# After a reading is stopped, how long before the answer may be read aloud again: hanging up and
-# asking again at once would bill a new reading each time.
+# After a read aloud is stopped, how long before the answer may be read aloud again: hanging up and
+# asking again at once would bill a new read aloud each time.
 COOL_DOWN = timedelta(seconds=10)
 
 
 @dataclass(frozen=True, slots=True)
-class ReadingStart:
-    """A new reading's row and what to send upstream."""
+class ReadAloudStart:
+    """A new read aloud's row and what to send upstream."""
 
     generation_pk: int
     text: str
@@ -79,8 +79,8 @@ class ReadingStart:
 
 
 @dataclass(frozen=True, slots=True)
-class ReadingEnd:
-    """How a reading ended, for `persistence.save_reading`: the audio received (kept whatever
+class ReadAloudEnd:
+    """How a read aloud ended, for `persistence.save_read_aloud`: the audio received (kept whatever
     the status, so that what was heard is on record) and, unless it completed, why not."""
 
     status: Generation.Status
@@ -103,11 +103,11 @@ def _answer(user: User, message_pk: int) -> Message:
     return message
 
 
-def stored_audio(user: User, message_pk: int) -> SpeechAudio | None:
-    """The audio of the newest complete reading of the user's answer, to play again for free.
+def stored_audio(user: User, message_pk: int) -> ReadAloudAudio | None:
+    """The audio of the newest completed read aloud of the user's answer, to play again for free.
     An incomplete or stopped one is not reused: it would end early."""
     return (
-        SpeechAudio.objects.filter(
+        ReadAloudAudio.objects.filter(
             generation__read_aloud_id=message_pk,
             generation__user=user,
             generation__status=Generation.Status.COMPLETED,
@@ -118,44 +118,44 @@ def stored_audio(user: User, message_pk: int) -> SpeechAudio | None:
 
 
 def _claim(message_pk: int) -> None:
-    """Make sure no reading of the answer is under way, nor was stopped a moment ago, for the
+    """Make sure no read aloud of the answer is under way, nor was stopped a moment ago, for the
     rest of the transaction: the answer's row is locked (SQLite's immediate transactions lock
-    the database), so of two processes starting a reading at once the second sees the first's
-    row. `ReadingInFlight`, `ReadingRefused` otherwise."""
+    the database), so of two processes starting a read aloud at once the second sees the first's
+    row. `ReadAloudInFlight`, `ReadAloudRefused` otherwise."""
     Message.objects.select_for_update().filter(pk=message_pk).values_list("pk").first()
     _check_free(message_pk)
 
 
 def _check_free(message_pk: int) -> None:
     now = timezone.now()
-    readings = Generation.objects.filter(kind=SPEECH, read_aloud_id=message_pk)
+    read_alouds = Generation.objects.filter(kind=READ_ALOUD, read_aloud_id=message_pk)
     alive = now - timedelta(seconds=settings.CHAT_STALE_AFTER)
-    if readings.filter(status=Generation.Status.STREAMING, heartbeat_at__gt=alive).exists():
-        raise ReadingInFlight(IN_FLIGHT)
+    if read_alouds.filter(status=Generation.Status.STREAMING, heartbeat_at__gt=alive).exists():
+        raise ReadAloudInFlight(IN_FLIGHT)
     stopped = (
-        readings.filter(status=Generation.Status.CANCELLED, finished_at__gt=now - COOL_DOWN)
+        read_alouds.filter(status=Generation.Status.CANCELLED, finished_at__gt=now - COOL_DOWN)
         .order_by("-finished_at")
         .values_list("finished_at", flat=True)
         .first()
     )
     if stopped is not None:
-        raise ReadingRefused(stopped_recently(stopped + COOL_DOWN - now))
+        raise ReadAloudRefused(stopped_recently(stopped + COOL_DOWN - now))
 
 
 def refusal(user: User, message_pk: int) -> str:
-    """Why a reading of the user's answer would be refused now (in flight, cooling down, the
+    """Why a read aloud of the user's answer would be refused now (in flight, cooling down, the
     answer limit), or "": the page's player cannot read a refused response's words, so it asks
-    for them (`views.reading_state`)."""
+    for them (`views.read_aloud_state`)."""
     try:
         _check_free(message_pk)
         rate_limits.check_generation_start(user)
-    except (ReadingRefused, rate_limits.RateLimited) as exc:
+    except (ReadAloudRefused, rate_limits.RateLimited) as exc:
         return str(exc)
     return ""
 
 
 def stopped_recently(wait: timedelta) -> str:
-    """Why a reading stopped a moment ago is not started again yet, and for how long."""
+    """Why a read aloud stopped a moment ago is not started again yet, and for how long."""
     seconds = max(1, math.ceil(wait.total_seconds()))
     return (
         "Reading this answer aloud was stopped a moment ago; it can be read aloud again in "
@@ -163,19 +163,19 @@ def stopped_recently(wait: timedelta) -> str:
     )
 
 
-def create_reading(user: User, message_pk: int) -> ReadingStart:
-    """A `streaming` speech generation reading the user's finished answer `message_pk`: one at
+def create_read_aloud(user: User, message_pk: int) -> ReadAloudStart:
+    """A `streaming` read aloud of the user's finished answer `message_pk`: one at
     a time per answer (`_claim`), counted with the answers the user starts (`rate_limits`)."""
     rate_limits.check_generation_start(user)
     message = _answer(user, message_pk)
     written = getattr(message, "generation", None)
     if written is None or written.is_running or not message.content.strip():
-        raise ReadingRefused("Only a finished answer with text can be read aloud.")
+        raise ReadAloudRefused("Only a finished answer with text can be read aloud.")
     setup = speech_for(written.gateway_id)
     if setup is None:
-        raise ReadingRefused("No gateway here can read answers aloud.")
+        raise ReadAloudRefused("No gateway here can read answers aloud.")
     row = {
-        "kind": SPEECH,
+        "kind": READ_ALOUD,
         "read_aloud": message,
         "conversation_id": message.conversation_id,
         "gateway_id": setup.config.pk,
@@ -184,15 +184,15 @@ def create_reading(user: User, message_pk: int) -> ReadingStart:
     }
     config = setup.config
     ceiling = spending_limits.ceiling_for(
-        config.pk, config.cost_unit, setup.model, [], None, SPEECH
+        config.pk, config.cost_unit, setup.model, [], None, READ_ALOUD
     )
     try:
         with transaction.atomic():
             _claim(message_pk)
-            spending_limits.reserve(user.pk, config.pk, ceiling, SPEECH)
+            spending_limits.reserve(user.pk, config.pk, ceiling, READ_ALOUD)
             generation = Generation.objects.create(**row, heartbeat_at=timezone.now())
     except spending_limits.SpendingLimitReached as exc:
-        # Kept, not billed, so that the page's player can say why (`newest_reading`).
+        # Kept, not billed, so that the page's player can say why (`newest_read_aloud`).
         Generation.objects.create(
             **row,
             status=Generation.Status.FAILED,
@@ -202,22 +202,22 @@ def create_reading(user: User, message_pk: int) -> ReadingStart:
             error_type=spending_limits.SPENDING_LIMIT,
             error_message=str(exc),
         )
-        raise ReadingRefused(str(exc)) from exc
-    return ReadingStart(generation.pk, message.content, setup)
+        raise ReadAloudRefused(str(exc)) from exc
+    return ReadAloudStart(generation.pk, message.content, setup)
 
 
 def beat(generation_pk: int, upstream_id: str, request_id: str) -> None:
-    """The reading is alive (the sweep leaves it alone), with the IDs known so far, so that a
-    reading whose process died can still have its cost reconciled."""
+    """The read aloud is alive (the sweep leaves it alone), with the IDs known so far, so that a
+    read aloud whose process died can still have its cost reconciled."""
     Generation.objects.filter(pk=generation_pk, status=Generation.Status.STREAMING).update(
         heartbeat_at=timezone.now(), upstream_id=upstream_id[:200], request_id=request_id[:200]
     )
 
 
-def newest_reading(user: User, message_pk: int) -> Generation | None:
-    """The user's newest reading of the answer `message_pk`, if any."""
+def newest_read_aloud(user: User, message_pk: int) -> Generation | None:
+    """The user's newest read aloud of the answer `message_pk`, if any."""
     return (
-        Generation.objects.filter(kind=SPEECH, read_aloud_id=message_pk, user=user)
+        Generation.objects.filter(kind=READ_ALOUD, read_aloud_id=message_pk, user=user)
         .order_by("-pk")
         .first()
     )

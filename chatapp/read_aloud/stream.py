@@ -4,12 +4,12 @@ The request's response only relays what this task puts on a queue. Django's ASGI
 (5.0+) cancels the request's task when the browser goes away (`http.disconnect`: Stop drops the
 audio's `src`, or the page closed), which lands in the relay, wherever it waits; the relay then
 `stop`s this task, whose cancellation closes the upstream response (Numes: closing early cancels
-the request), and the reading is written `cancelled` with the audio delivered so far. The record
+the request), and the read aloud is written `cancelled` with the audio delivered so far. The record
 is not written from the request's task because that task is being cancelled, and the outcome
 must not depend on where the cancellation caught it.
 
 A body that ends proves nothing on its own (Numes has no in-band error once audio starts: a
-failure just ends the body early), so the reading is `completed` only when the generation record
+failure just ends the body early), so the read aloud is `completed` only when the generation record
 says so; a body that broke off, or a record that says otherwise, is `incomplete`. Its cost comes
 from the same record (`costing`), or stays `pending` for the sweep.
 """
@@ -31,11 +31,11 @@ from chatapp.gateways.clients import shared_client
 from chatapp.models import Generation
 from chatapp.read_aloud.records import (
     COOL_DOWN,
-    ReadingEnd,
-    ReadingRefused,
-    ReadingStart,
+    ReadAloudEnd,
+    ReadAloudRefused,
+    ReadAloudStart,
     beat,
-    create_reading,
+    create_read_aloud,
     stopped_recently,
 )
 from chatapp.rendering.attachments import PLAYABLE_AUDIO_TYPES
@@ -46,14 +46,14 @@ from gateway_client.errors import ErrorInfo, GatewayError
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
-__all__ = ["NotPlayable", "Reading", "Seat", "running_pks", "start", "start_or_join"]
+__all__ = ["NotPlayable", "ReadAloud", "Seat", "running_pks", "start", "start_or_join"]
 
 logger = logging.getLogger(__name__)
 
 Status = Generation.Status
 
-_running: dict[int, Reading] = {}
-_claims: dict[tuple[int, int], _Claim] = {}  # (user, answer) → its reading in this process
+_running: dict[int, ReadAloud] = {}
+_claims: dict[tuple[int, int], _Claim] = {}  # (user, answer) → its read aloud in this process
 
 
 class NotPlayable(ChatAppError):
@@ -68,13 +68,13 @@ class _Pumped:
     error: ErrorInfo | None = None
 
 
-class Reading:
-    def __init__(self, start: ReadingStart, audience: Audience | None = None) -> None:
+class ReadAloud:
+    def __init__(self, start: ReadAloudStart, audience: Audience | None = None) -> None:
         self.start = start
         self.pk = start.generation_pk
         self.client = shared_client(start.setup.config)
         self.audience = audience or Audience()
-        self.audience.reading = self
+        self.audience.read_aloud = self
         self._arrived = asyncio.Condition()  # notified as audio arrives, and at its end
         self._ended = False
         self._head: asyncio.Future[str] = asyncio.get_running_loop().create_future()
@@ -89,7 +89,7 @@ class Reading:
 
     async def opened(self) -> str:
         """The audio's media type once the upstream answered with audio; raises the
-        `GatewayError` or `NotPlayable` that ended the reading before its first byte."""
+        `GatewayError` or `NotPlayable` that ended the read aloud before its first byte."""
         return await asyncio.shield(self._head)
 
     def stop(self) -> None:
@@ -102,7 +102,7 @@ class Reading:
         return Relay(self, seat)
 
     async def pieces(self, seat: Seat) -> AsyncIterator[bytes]:
-        """The audio from its first byte, as it arrives: every request playing this reading
+        """The audio from its first byte, as it arrives: every request playing this read aloud
         gets all of it, however late it joined."""
         sent = 0
         try:
@@ -116,7 +116,7 @@ class Reading:
                 sent += len(piece)
                 yield piece
         finally:
-            seat.leave()  # the last to leave stops the reading (a no-op once its body ended)
+            seat.leave()  # the last to leave stops the read aloud (a no-op once its body ended)
 
     async def _announce(self) -> None:
         async with self._arrived:
@@ -129,7 +129,7 @@ class Reading:
             pumped = await self._pump()
             await self._finish(pumped)
         except Exception:
-            logger.exception("Recording reading %s failed", self.pk)
+            logger.exception("Recording read aloud %s failed", self.pk)
         finally:
             beating.cancel()
             _running.pop(self.pk, None)
@@ -164,7 +164,7 @@ class Reading:
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None:
-                task.uncancel()  # ours, by `stop`: the reading goes on to record itself
+                task.uncancel()  # ours, by `stop`: the read aloud goes on to record itself
             return _Pumped(Status.CANCELLED)
         except NotPlayable as exc:
             self._fail_head(exc)
@@ -179,22 +179,24 @@ class Reading:
             self._pumping = False
             self._ended = True
             await asyncio.shield(self._announce())
-            self._fail_head(ChatAppError("The reading ended before any audio."))
+            self._fail_head(ChatAppError("The read aloud ended before any audio."))
 
     def _fail_head(self, exc: Exception) -> None:
         if not self._head.done():
             self._head.set_exception(exc)
-            self._head.exception()  # retrieved: a reading nobody waits for logs no warning
+            self._head.exception()  # retrieved: a read aloud nobody waits for logs no warning
 
     async def _finish(self, pumped: _Pumped) -> None:
         expected = bool(self._upstream_id)
         if pumped.status is None:
             lookup = await reconcile.look_up(self.client, self._upstream_id, expected=expected)
             status, error = _confirmed(lookup.record, len(self._audio))
-            final = await persistence.save_reading(self.pk, self._end(status, error))
+            final = await persistence.save_read_aloud(self.pk, self._end(status, error))
         else:
             # Written first, so that the page can say "stopped" (or why it failed) at once.
-            final = await persistence.save_reading(self.pk, self._end(pumped.status, pumped.error))
+            final = await persistence.save_read_aloud(
+                self.pk, self._end(pumped.status, pumped.error)
+            )
             if not final.cost_pending:
                 await spend_push.cost_settled(self.pk)
                 return
@@ -205,8 +207,8 @@ class Reading:
             await persistence.settle_cost(self.pk, lookup)
         await spend_push.cost_settled(self.pk)
 
-    def _end(self, status: Status, error: ErrorInfo | None) -> ReadingEnd:
-        return ReadingEnd(
+    def _end(self, status: Status, error: ErrorInfo | None) -> ReadAloudEnd:
+        return ReadAloudEnd(
             status=status,
             media_type=self._media_type,
             audio=bytes(self._audio),
@@ -224,7 +226,7 @@ class Reading:
                     beat, self.pk, self._upstream_id, self._request_id
                 )
             except Exception:  # a missed beat is retried in a second; the sweep waits 15
-                logger.warning("Reading %s missed a heartbeat", self.pk, exc_info=True)
+                logger.warning("Read aloud %s missed a heartbeat", self.pk, exc_info=True)
 
 
 def _confirmed(record: GenerationRecord | None, received: int) -> tuple[Status, ErrorInfo | None]:
@@ -241,28 +243,28 @@ def _confirmed(record: GenerationRecord | None, received: int) -> tuple[Status, 
 
 class Relay:
     """One response's content. `close` is Django's call (`response.close()`, from a thread,
-    also after a disconnect): its request leaves the reading even if the relay was left
+    also after a disconnect): its request leaves the read aloud even if the relay was left
     suspended at a `yield`, where the handler's cancellation does not reach it."""
 
-    def __init__(self, reading: Reading, seat: Seat) -> None:
-        self._reading = reading
+    def __init__(self, read_aloud: ReadAloud, seat: Seat) -> None:
+        self._read_aloud = read_aloud
         self._seat = seat
         self._loop = asyncio.get_running_loop()
 
     def __aiter__(self) -> AsyncIterator[bytes]:
-        return self._reading.pieces(self._seat)
+        return self._read_aloud.pieces(self._seat)
 
     def close(self) -> None:
         self._loop.call_soon_threadsafe(self._seat.leave)
 
 
 class Audience:
-    """The requests of this process playing one reading: it stops when the last one leaves (a
-    reading that is stopped before it began sends nothing upstream)."""
+    """The requests of this process playing one read aloud: it stops when the last one leaves (a
+    read aloud that is stopped before it began sends nothing upstream)."""
 
     def __init__(self) -> None:
         self.seats = 0
-        self.reading: Reading | None = None
+        self.read_aloud: ReadAloud | None = None
         self.abandoned = False  # every request left: nobody may join what is being stopped
         self.claim: tuple[int, int] | None = None
 
@@ -274,11 +276,11 @@ class Audience:
         self.seats -= 1
         if self.seats == 0:
             self.abandoned = True
-            if self.reading is not None:
-                self.reading.stop()
+            if self.read_aloud is not None:
+                self.read_aloud.stop()
 
     def closed(self) -> None:
-        """The reading has ended: a request from now on plays the stored audio or starts anew."""
+        """The read aloud has ended: a request from now on plays the stored audio or starts anew."""
         key = self.claim
         if key is not None and (claim := _claims.get(key)) is not None and claim.audience is self:
             del _claims[key]
@@ -299,29 +301,29 @@ class Seat:
 @dataclass(slots=True)
 class _Claim:
     audience: Audience
-    started: asyncio.Future[Reading]
+    started: asyncio.Future[ReadAloud]
 
 
-def start(begun: ReadingStart, audience: Audience | None = None) -> Reading:
+def start(begun: ReadAloudStart, audience: Audience | None = None) -> ReadAloud:
     """Start reading `begun` aloud on the running loop."""
-    reading = Reading(begun, audience)
-    if reading.audience.abandoned:
-        reading.stop()  # every request left while its row was made: it records itself cancelled
-    task = asyncio.get_running_loop().create_task(reading.run(), context=contextvars.Context())
-    reading._task = task
-    return reading
+    read_aloud = ReadAloud(begun, audience)
+    if read_aloud.audience.abandoned:
+        read_aloud.stop()  # every request left while its row was made: it records itself cancelled
+    task = asyncio.get_running_loop().create_task(read_aloud.run(), context=contextvars.Context())
+    read_aloud._task = task
+    return read_aloud
 
 
-async def start_or_join(user: User, message_pk: int) -> tuple[Reading, Seat]:
+async def start_or_join(user: User, message_pk: int) -> tuple[ReadAloud, Seat]:
     """The user's answer `message_pk` being read aloud, and this request's seat in its audience:
-    the reading another request of this process started, if one runs (so that 30 requests at
-    once make one reading, one upstream request, one bill), else a new one (`create_reading`,
-    which refuses while one runs in another process). Raises what `create_reading` raises, to
+    the read aloud another request of this process started, if one runs (so that 30 requests at
+    once make one read aloud, one upstream request, one bill), else a new one (`create_read_aloud`,
+    which refuses while one runs in another process). Raises what `create_read_aloud` raises, to
     every request that joined."""
     key = (user.pk, message_pk)
     claim = _claims.get(key)
     if claim is not None and claim.audience.abandoned:
-        raise ReadingRefused(stopped_recently(COOL_DOWN))
+        raise ReadAloudRefused(stopped_recently(COOL_DOWN))
     if claim is None:
         audience = Audience()
         audience.claim = key
@@ -330,23 +332,25 @@ async def start_or_join(user: User, message_pk: int) -> tuple[Reading, Seat]:
         started.add_done_callback(lambda done: _forget_refused(key, claim, done))
     seat = claim.audience.seat()
     try:
-        reading = await asyncio.shield(claim.started)
+        read_aloud = await asyncio.shield(claim.started)
     except BaseException:
         seat.leave()
         raise
-    return reading, seat
+    return read_aloud, seat
 
 
-async def _begin(user: User, message_pk: int, audience: Audience) -> Reading:
-    begun = await persistence.on_record_thread(create_reading, user, message_pk)
+async def _begin(user: User, message_pk: int, audience: Audience) -> ReadAloud:
+    begun = await persistence.on_record_thread(create_read_aloud, user, message_pk)
     return start(begun, audience)
 
 
-def _forget_refused(key: tuple[int, int], claim: _Claim, started: asyncio.Future[Reading]) -> None:
+def _forget_refused(
+    key: tuple[int, int], claim: _Claim, started: asyncio.Future[ReadAloud]
+) -> None:
     if (started.cancelled() or started.exception() is not None) and _claims.get(key) is claim:
         del _claims[key]
 
 
 def running_pks() -> set[int]:
-    """Readings running in this process (the sweep leaves them alone)."""
+    """Read alouds running in this process (the sweep leaves them alone)."""
     return set(_running)

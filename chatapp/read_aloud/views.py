@@ -1,18 +1,18 @@
 """Read aloud: an answer's speech streamed to the page's `<audio>` as it arrives, and what became
-of the newest reading (for the words the page shows when it ends).
+of the newest read aloud (for the words the page shows when it ends).
 
 A GET, so that the audio element itself requests it and plays as bytes arrive (a POST would
 need the whole body in script before playing, and media source extensions take no WAV). A GET
 that spends money is a CSRF risk, so it is only served to a fetch the browser marks
 `Sec-Fetch-Site: same-origin`: browsers set that header themselves and no page can forge it, so a
 cross-site `<audio src>`, link or form is refused, as is a client that sends none (the session
-cookie is `SameSite=Lax` too, which keeps it off cross-site subresource requests). A complete
-earlier reading is served from storage and costs nothing.
+cookie is `SameSite=Lax` too, which keeps it off cross-site subresource requests). A completed
+earlier read aloud is served from storage and costs nothing.
 
-One reading per answer at a time: requests of this process join the running one and play the same
+One read aloud per answer at a time: requests of this process join the running one and play the same
 audio from its start (`stream.start_or_join`); one in another process answers 409, in
 words (`records`, whose row lock keeps two processes from both starting one). A stopped
-reading is not started again for a few seconds, and readings count with the answers a user
+read aloud is not started again for a few seconds, and read alouds count with the answers a user
 starts per minute (`rate_limits`).
 """
 
@@ -34,7 +34,7 @@ from django.views.decorators.http import require_GET
 from chatapp.access.rate_limits import RateLimited
 from chatapp.errors import ChatAppError
 from chatapp.read_aloud import records, stream
-from chatapp.read_aloud.records import NoSuchAnswer, ReadingRefused
+from chatapp.read_aloud.records import NoSuchAnswer, ReadAloudRefused
 from chatapp.streaming.persistence import on_record_thread_from_view
 from gateway_client.errors import GatewayError
 
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from chatapp.views.authenticated import AuthenticatedRequest
 
-__all__ = ["read_aloud", "reading_state"]
+__all__ = ["read_aloud", "read_aloud_state"]
 
 CROSS_SITE = "Read aloud plays only on this site's own pages."
 
@@ -68,8 +68,8 @@ def _refused(text: str, status: int) -> HttpResponse:
 @login_required
 @require_GET
 async def read_aloud(request: AuthenticatedRequest, pk: int) -> HttpResponseBase:
-    """The answer `pk` read aloud: from storage when a complete reading exists, else streamed
-    from the gateway as a new reading (a speech `Generation`)."""
+    """The answer `pk` read aloud: from storage when a completed read aloud exists, else streamed
+    from the gateway as a new read aloud (a `Generation` of kind `speech`)."""
     if request.headers.get("Sec-Fetch-Site") != "same-origin":
         return _refused(CROSS_SITE, 403)
     user = await request.auser()
@@ -77,17 +77,17 @@ async def read_aloud(request: AuthenticatedRequest, pk: int) -> HttpResponseBase
     if stored is not None:
         return _audio(bytes(stored.data), stored.media_type)
     try:
-        reading, seat = await stream.start_or_join(user, pk)
+        running, seat = await stream.start_or_join(user, pk)
     except NoSuchAnswer as exc:
         raise Http404(str(exc)) from exc
-    except ReadingRefused as exc:
+    except ReadAloudRefused as exc:
         return _refused(str(exc), 409)
     except RateLimited as exc:
         response = _refused(str(exc), 429)
         response["Retry-After"] = str(math.ceil(exc.retry_after))
         return response
     try:
-        media_type = await reading.opened()
+        media_type = await running.opened()
     except BaseException as exc:
         seat.leave()  # the browser left while the gateway prepared the audio, or it refused
         if isinstance(exc, GatewayError):
@@ -95,16 +95,16 @@ async def read_aloud(request: AuthenticatedRequest, pk: int) -> HttpResponseBase
         if isinstance(exc, ChatAppError):
             return _refused(str(exc), 502)
         raise
-    return _audio(reading.relay(seat), media_type)
+    return _audio(running.relay(seat), media_type)
 
 
 @login_required
 @require_GET
-async def reading_state(request: AuthenticatedRequest, pk: int) -> JsonResponse:
-    """The newest reading of the answer `pk`: its status, what went wrong in words, and why a
-    new reading would be refused now ("": it would not)."""
+async def read_aloud_state(request: AuthenticatedRequest, pk: int) -> JsonResponse:
+    """The newest read aloud of the answer `pk`: its status, what went wrong in words, and why a
+    new read aloud would be refused now ("": it would not)."""
     user = await request.auser()
-    generation = await on_record_thread_from_view(records.newest_reading, user, pk)
+    generation = await on_record_thread_from_view(records.newest_read_aloud, user, pk)
     if generation is None:
         raise Http404("This answer has not been read aloud.")
     refused = await on_record_thread_from_view(records.refusal, user, pk)

@@ -30,13 +30,13 @@ from chatapp.costs.costing import (
     settle_cost_now,
 )
 from chatapp.costs.spending_limits import SPENDING_LIMIT, SpendingLimitReached
-from chatapp.models import Conversation, Generation, Message, SpeechAudio
+from chatapp.models import Conversation, Generation, Message, ReadAloudAudio
 from chatapp.rendering import answer_html, attachments
 from chatapp.rendering.markdown import citation
 from chatapp.tools import tool_loop
 
 if TYPE_CHECKING:
-    from chatapp.read_aloud.records import ReadingEnd
+    from chatapp.read_aloud.records import ReadAloudEnd
     from chatapp.rendering.answer_html import RenderedAnswer
     from chatapp.streaming.jobs import Job, JobEnd
     from chatapp.streaming.live_state import LiveState
@@ -321,18 +321,18 @@ def mark_interrupted(generation_pks: list[int]) -> list[tuple[int, int | None, i
     return done
 
 
-# --- Readings (Read aloud: `read_aloud.stream`) --------------------------------------------------
+# --- Read alouds (`read_aloud.stream`) -----------------------------------------------------------
 
 
 @_on_final_thread
-def save_reading(generation_pk: int, end: ReadingEnd) -> FinalState:
-    """A reading's terminal state and the audio it received, in one transaction."""
+def save_read_aloud(generation_pk: int, end: ReadAloudEnd) -> FinalState:
+    """A read aloud's terminal state and the audio it received, in one transaction."""
     now = timezone.now()
     with transaction.atomic():
         generation = (
             Generation.objects.select_for_update(of=("self",))
             .select_related("gateway")
-            .filter(pk=generation_pk, kind=Generation.Kind.SPEECH)
+            .filter(pk=generation_pk, kind=Generation.Kind.READ_ALOUD)
             .first()
         )
         if generation is None:  # never: a running generation is not folded away
@@ -352,7 +352,7 @@ def save_reading(generation_pk: int, end: ReadingEnd) -> FinalState:
         _mark_unreported_cost(generation, delivered=bool(end.audio))
         generation.save()
         if end.audio:
-            SpeechAudio.objects.update_or_create(
+            ReadAloudAudio.objects.update_or_create(
                 generation=generation, defaults={"media_type": end.media_type, "data": end.audio}
             )
     return FinalState(
@@ -363,15 +363,15 @@ def save_reading(generation_pk: int, end: ReadingEnd) -> FinalState:
 
 
 @_on_final_thread
-def mark_readings_interrupted(generation_pks: list[int]) -> int:
-    """Interrupt the given readings if still streaming (their process died); how many."""
+def mark_read_alouds_interrupted(generation_pks: list[int]) -> int:
+    """Interrupt the given read alouds if still streaming (their process died); how many."""
     now = timezone.now()
     return Generation.objects.filter(
-        pk__in=generation_pks, kind=Generation.Kind.SPEECH, status=STREAMING
+        pk__in=generation_pks, kind=Generation.Kind.READ_ALOUD, status=STREAMING
     ).update(
         status=Generation.Status.INTERRUPTED,
         finished_at=now,
         error_type="interrupted",
         error_message="The server stopped while reading this answer aloud.",
-        cost_source=Generation.CostSource.PENDING,  # a reading's cost is never known mid-way
+        cost_source=Generation.CostSource.PENDING,  # a read aloud's cost is never known mid-way
     )

@@ -29,7 +29,7 @@ async def stop_turn(user: User, generation_pk: int) -> bool:
         return False
     running = Generation.objects.filter(
         conversation_id=conversation_pk, status=Generation.Status.STREAMING
-    ).exclude(kind=Generation.Kind.SPEECH)  # a reading stops with its own player
+    ).exclude(kind=Generation.Kind.READ_ALOUD)  # a read aloud stops with its own player
     layer = protocol.channel_layer()
     async for pk, owner in running.values_list("pk", "owner_channel"):
         if owner:

@@ -29,7 +29,7 @@ from chatapp.ws import protocol
 
 logger = logging.getLogger(__name__)
 
-SPEECH = Generation.Kind.SPEECH
+READ_ALOUD = Generation.Kind.READ_ALOUD
 
 
 _sweepers: dict[asyncio.AbstractEventLoop, asyncio.Task[None]] = {}
@@ -46,10 +46,10 @@ async def sweep_stale_generations(stale_after: float | None = None) -> int:
         .values_list("pk", "kind")
     ]
     alive = worker.running_pks() | stream.running_pks()
-    # A reading has no answer of its own to keep or tell open pages about (its page asks).
-    readings = [pk for pk, kind in candidates if kind == SPEECH and pk not in alive]
-    answers = [pk for pk, kind in candidates if kind != SPEECH and pk not in alive]
-    stopped = await persistence.mark_readings_interrupted(readings) if readings else 0
+    # A read aloud has no answer of its own to keep or tell open pages about (its page asks).
+    read_alouds = [pk for pk, kind in candidates if kind == READ_ALOUD and pk not in alive]
+    answers = [pk for pk, kind in candidates if kind != READ_ALOUD and pk not in alive]
+    stopped = await persistence.mark_read_alouds_interrupted(read_alouds) if read_alouds else 0
     interrupted = await persistence.mark_interrupted(answers)
     layer = protocol.channel_layer()
     for generation_pk, conversation_pk, seq in interrupted:

@@ -1,6 +1,6 @@
 """Read aloud in real Chromium against real Daphne and the paced emulator: the audio plays while
-the gateway is still sending it, Stop closes the gateway's request, a reading that breaks off
-says so, and the reading's cost is in the admin's cost ledger.
+the gateway is still sending it, Stop closes the gateway's request, a read aloud that breaks off
+says so, and the read aloud's cost is in the admin's cost ledger.
 
 Set `CHAT_SCREENSHOTS` to a directory to keep screenshots of an answer being read aloud
 (1280x800 and 390x844).
@@ -22,7 +22,7 @@ from .conftest import screenshots, send
 
 pytestmark = [pytest.mark.browser]
 
-# A chunk of audio every 1.3 s (8 in all), so the reading is still arriving while it plays
+# A chunk of audio every 1.3 s (8 in all), so the read aloud is still arriving while it plays
 # (and within the server's idle timeout of 2 s, LLM_IDLE_TIMEOUT).
 SLOW_SPEECH = "emulator/audio?tokens_per_second=3"
 # 200 beeps, 30 s of audio (480 kB): Chromium starts a WAV once it holds ~200 kB of it (a 96 kB
@@ -95,7 +95,7 @@ def test_read_aloud_plays_as_it_arrives_and_stop_cancels_it_upstream(
     assert finished.bytes_delivered < record.bytes_delivered * 8, "cut short, not played out"
     assert len(speech_records(paced_emulator, before)) == 1, "one request for the reading"
 
-    # The reading's cost, settled from the gateway's record, is in the cost ledger.
+    # The read aloud's cost, settled from the gateway's record, is in the cost ledger.
     answer_pk = answer.get_attribute("data-message")
     ledger = f"{server_url}/admin/chatapp/generation/?kind__exact=speech"
 
@@ -113,7 +113,7 @@ def test_read_aloud_plays_as_it_arrives_and_stop_cancels_it_upstream(
     expect(row.locator(".field-cost_shown")).to_contain_text(amount)
 
 
-def test_a_reading_that_breaks_off_says_so(
+def test_a_read_aloud_that_breaks_off_says_so(
     alice: Any, paced_emulator: Any, speech: Callable[[str], None]
 ) -> None:
     speech("emulator/error-midstream")

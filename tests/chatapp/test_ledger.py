@@ -21,7 +21,7 @@ from chatapp.costs import csv_file, ledger
 from chatapp.costs.spend import month_spend
 from chatapp.costs.summary import CostSummary, GroupTotals
 from chatapp.errors import ChatAppError, LedgerIsAppendOnly
-from chatapp.models import Conversation, Gateway, Generation, LedgerDay, Message, SpeechAudio
+from chatapp.models import Conversation, Gateway, Generation, LedgerDay, Message, ReadAloudAudio
 
 pytestmark = pytest.mark.django_db
 
@@ -166,20 +166,20 @@ def test_the_ledger_refuses_to_delete_a_generation(alice: Any, numes: Gateway) -
     assert "fold_ledger" in str(refused.value)
 
 
-def test_a_reading_outlives_its_answer_and_its_audio_goes_with_it(
+def test_a_read_aloud_outlives_its_answer_and_its_audio_goes_with_it(
     alice: Any, numes: Gateway
 ) -> None:
     answer = generation(alice, numes)
-    reading = Generation.objects.create(
+    read_aloud = Generation.objects.create(
         kind="speech", read_aloud=answer.message, conversation=answer.conversation, model="tts"
     )
-    SpeechAudio.objects.create(generation=reading, media_type="audio/mpeg", data=b"x")
+    ReadAloudAudio.objects.create(generation=read_aloud, media_type="audio/mpeg", data=b"x")
 
     Conversation.objects.filter(pk=answer.conversation_id).delete()
 
-    reading.refresh_from_db()
-    assert (reading.read_aloud_id, reading.user_id) == (None, alice.pk)
-    assert not SpeechAudio.objects.exists(), "the audio is the answer's text, read aloud"
+    read_aloud.refresh_from_db()
+    assert (read_aloud.read_aloud_id, read_aloud.user_id) == (None, alice.pk)
+    assert not ReadAloudAudio.objects.exists(), "the audio is the answer's text, read aloud"
 
 
 # --- Folding ----------------------------------------------------------------------------------
@@ -450,7 +450,7 @@ def test_the_admin_shows_a_generation_whose_conversation_is_gone(
     admin: Client, alice: Any, numes: Gateway
 ) -> None:
     answer = generation(alice, numes, cost="0.0001708")
-    reading = Generation.objects.create(
+    read_aloud = Generation.objects.create(
         kind="speech", read_aloud=answer.message, conversation=answer.conversation, model="tts"
     )
     Conversation.objects.all().delete()
@@ -461,7 +461,7 @@ def test_the_admin_shows_a_generation_whose_conversation_is_gone(
     assert listed.status_code == 200
     for text in ("Deleted answer", "Read aloud of a deleted answer", ">deleted<", "$0.0001708"):
         assert text in html
-    for row in (answer, reading):
+    for row in (answer, read_aloud):
         page = admin.get(reverse("admin:chatapp_generation_change", args=[row.pk]))
         assert page.status_code == 200
     summary = admin.get(reverse(SUMMARY))

@@ -2,7 +2,7 @@
 
 The requests are driven message by message (`AsgiRequest`), as a server does: each body chunk is
 seen when the app sends it, and `disconnect()` delivers the `http.disconnect` a closed browser
-connection becomes, which Django's handler turns into the cancellation the reading must survive.
+connection becomes, which Django's handler turns into the cancellation the read aloud must survive.
 (Django's test client would buffer the whole body, and cannot disconnect.)
 """
 
@@ -21,7 +21,7 @@ from django.urls import reverse
 
 from chatapp.costs.units import CostUnit, Money
 from chatapp.gateways import configs
-from chatapp.models import Conversation, Gateway, Generation, Message, SpeechAudio
+from chatapp.models import Conversation, Gateway, Generation, Message, ReadAloudAudio
 from chatapp.streaming import sweep
 from gateway_client.emulator.media import wav_bytes
 from tests.chatapp.conftest import UpstreamLog
@@ -140,8 +140,8 @@ def speech_url(answer: Message) -> str:
     return reverse("chat:read_aloud", args=[answer.pk])
 
 
-async def reading_of(answer: Message, *, status: str | None = None) -> Generation:
-    """The answer's one reading, once it has reached `status` (any, if None) and its cost is no
+async def read_aloud_of(answer: Message, *, status: str | None = None) -> Generation:
+    """The answer's one read aloud, once it has reached `status` (any, if None) and its cost is no
     longer pending."""
 
     async def found() -> Generation | None:
@@ -154,7 +154,7 @@ async def reading_of(answer: Message, *, status: str | None = None) -> Generatio
 
 
 async def stored_audio(generation: Generation) -> bytes:
-    return bytes((await SpeechAudio.objects.aget(generation=generation)).data)
+    return bytes((await ReadAloudAudio.objects.aget(generation=generation)).data)
 
 
 async def test_audio_streams_before_it_has_all_arrived_and_completes_on_the_record(
@@ -172,16 +172,16 @@ async def test_audio_streams_before_it_has_all_arrived_and_completes_on_the_reco
     assert request.body == wav_bytes(ANSWER), "every byte the gateway sent, in order"
     assert len(request.chunks) > 1
 
-    reading = await reading_of(answer, status="completed")
+    read_aloud = await read_aloud_of(answer, status="completed")
     settled = await upstream.settled(record.id)
     assert settled.final_outcome == "completed"
-    assert reading.kind == "speech"
-    assert reading.message_id is None
-    assert reading.upstream_id == record.id
-    assert reading.cost_source == "record"
-    assert reading.cost == Decimal(str(settled.total_cost))
-    assert reading.cost > 0
-    assert await stored_audio(reading) == request.body
+    assert read_aloud.kind == "speech"
+    assert read_aloud.message_id is None
+    assert read_aloud.upstream_id == record.id
+    assert read_aloud.cost_source == "record"
+    assert read_aloud.cost == Decimal(str(settled.total_cost))
+    assert read_aloud.cost > 0
+    assert await stored_audio(read_aloud) == request.body
 
 
 async def test_playing_again_serves_the_stored_audio_and_costs_nothing(
@@ -190,7 +190,7 @@ async def test_playing_again_serves_the_stored_audio_and_costs_nothing(
     answer = await an_answer(alice, PACED)
     headers = await session_headers(alice)
     first = await AsgiRequest(speech_url(answer), headers).start().finish()
-    await reading_of(answer, status="completed")
+    await read_aloud_of(answer, status="completed")
     again = await AsgiRequest(speech_url(answer), headers).start().finish()
     assert again.status == 200
     assert again.body == first.body
@@ -212,14 +212,14 @@ async def test_a_disconnect_closes_the_upstream_and_keeps_the_audio_so_far(
     assert record.final_outcome == "cancelled", "the gateway's request was cancelled"
     assert record.cancelled_at is not None
     assert left_at <= record.cancelled_at, "cancelled by the disconnect"
-    reading = await reading_of(answer, status="cancelled")
-    kept = await stored_audio(reading)
+    read_aloud = await read_aloud_of(answer, status="cancelled")
+    kept = await stored_audio(read_aloud)
     assert len(kept) == record.bytes_delivered < len(wav_bytes(ANSWER))
     assert kept.startswith(request.body)
     settled = await upstream.settled(record.id)
-    assert reading.cost_source == "record"
-    assert reading.cost == Decimal(str(settled.total_cost))
-    assert reading.cost > 0
+    assert read_aloud.cost_source == "record"
+    assert read_aloud.cost == Decimal(str(settled.total_cost))
+    assert read_aloud.cost > 0
 
 
 async def test_audio_that_ends_early_is_incomplete_and_not_reused(
@@ -231,17 +231,17 @@ async def test_audio_that_ends_early_is_incomplete_and_not_reused(
     assert request.status == 200
     assert 0 < len(request.body) < len(wav_bytes(ANSWER)), "the body ended early"
 
-    reading = await reading_of(answer, status="incomplete")
-    assert "The audio broke off after" in reading.error_message
-    assert await stored_audio(reading) == request.body
-    record = await upstream.settled(reading.upstream_id)
+    read_aloud = await read_aloud_of(answer, status="incomplete")
+    assert "The audio broke off after" in read_aloud.error_message
+    assert await stored_audio(read_aloud) == request.body
+    record = await upstream.settled(read_aloud.upstream_id)
     assert record.final_outcome == "error"
-    assert reading.cost_source == "record"
-    assert reading.cost == Decimal(str(record.total_cost))
+    assert read_aloud.cost_source == "record"
+    assert read_aloud.cost == Decimal(str(record.total_cost))
 
     client = AsyncClient()
     await client.aforce_login(alice)
-    state = await client.get(reverse("chat:reading_state", args=[answer.pk]))
+    state = await client.get(reverse("chat:read_aloud_state", args=[answer.pk]))
     assert state.json()["status"] == "incomplete"
     assert "broke off" in state.json()["error"]
 
@@ -256,10 +256,10 @@ async def test_a_refusal_before_audio_fails_unbilled_with_the_reason(
     request = await AsgiRequest(speech_url(answer), await session_headers(alice)).start().finish()
     assert request.status == 502
     assert request.body.decode().startswith("The gateway refused to read it aloud: ")
-    reading = await reading_of(answer, status="failed")
-    assert reading.error_status == 402
-    assert reading.cost_source == "not_billed"
-    assert not await SpeechAudio.objects.filter(generation=reading).aexists()
+    read_aloud = await read_aloud_of(answer, status="failed")
+    assert read_aloud.error_status == 402
+    assert read_aloud.cost_source == "not_billed"
+    assert not await ReadAloudAudio.objects.filter(generation=read_aloud).aexists()
 
 
 @pytest.mark.parametrize("site", ["cross-site", "same-site", None])
@@ -314,10 +314,10 @@ async def test_the_button_is_offered_only_where_a_gateway_speaks(alice: Any, set
     assert ">Read aloud</button>" in await fragment(alice, await sync_to_async(osmexo_answer)())
 
 
-async def test_the_sweep_interrupts_a_dead_reading_and_settles_its_cost(alice: Any) -> None:
+async def test_the_sweep_interrupts_a_dead_read_aloud_and_settles_its_cost(alice: Any) -> None:
     answer = await an_answer(alice, "emulator/audio")
 
-    def dead_reading() -> Generation:
+    def dead_read_aloud() -> Generation:
         old = Generation.objects.get(message=answer).started_at.replace(year=2000)
         return Generation.objects.create(
             kind="speech", read_aloud=answer, conversation_id=answer.conversation_id,
@@ -325,27 +325,27 @@ async def test_the_sweep_interrupts_a_dead_reading_and_settles_its_cost(alice: A
             heartbeat_at=old,
         )  # fmt: skip
 
-    reading = await sync_to_async(dead_reading)()
+    read_aloud = await sync_to_async(dead_read_aloud)()
     assert await sweep.sweep_stale_generations() == 1
-    await reading.arefresh_from_db()
-    assert reading.status == "interrupted"
-    assert reading.error_message == "The server stopped while reading this answer aloud."
+    await read_aloud.arefresh_from_db()
+    assert read_aloud.status == "interrupted"
+    assert read_aloud.error_message == "The server stopped while reading this answer aloud."
     chat = await Generation.objects.aget(message=answer)
     assert chat.status == "completed", "the answer it read is untouched"
 
-    await Generation.objects.filter(pk=reading.pk).aupdate(
+    await Generation.objects.filter(pk=read_aloud.pk).aupdate(
         finished_at=chat.started_at.replace(year=2000)
     )
     assert await sweep.reconcile_pending() == 1
-    await reading.arefresh_from_db()
-    assert reading.cost_source == "unavailable"
-    assert "reported no cost for this reading" in reading.cost_note
+    await read_aloud.arefresh_from_db()
+    assert read_aloud.cost_source == "unavailable"
+    assert "reported no cost for this reading" in read_aloud.cost_note
 
 
-async def test_a_reading_is_in_the_cost_ledger(alice: Any, django_user_model: Any) -> None:
+async def test_a_read_aloud_is_in_the_cost_ledger(alice: Any, django_user_model: Any) -> None:
     answer = await an_answer(alice, PACED)
     await AsgiRequest(speech_url(answer), await session_headers(alice)).start().finish()
-    reading = await reading_of(answer, status="completed")
+    read_aloud = await read_aloud_of(answer, status="completed")
     admin = await sync_to_async(django_user_model.objects.create_superuser)("root", password="x")
     client = AsyncClient()
     await client.aforce_login(admin)
@@ -353,7 +353,7 @@ async def test_a_reading_is_in_the_cost_ledger(alice: Any, django_user_model: An
     html = page.content.decode()
     assert f"Read aloud of answer #{answer.pk}" in html
     assert "read aloud" in html  # the kind
-    assert str(Money(reading.cost, CostUnit(reading.cost_unit))) in html
+    assert str(Money(read_aloud.cost, CostUnit(read_aloud.cost_unit))) in html
     export = await client.get(reverse("admin:chatapp_generation_export"), {"kind": "speech"})
     rows = b"".join([piece async for piece in export.streaming_content]).decode().split("\r\n")
     assert rows[1].split(",")[-2:] == ["speech", "1"]  # kind, and one generation

@@ -425,7 +425,7 @@ async def test_a_users_own_limit_replaces_the_default_and_a_gateways_counts_ever
         await reserve(alice.pk, row.pk, ceiling)
 
 
-# --- Tool rounds, images, readings --------------------------------------------------------------
+# --- Tool rounds, images, read alouds -----------------------------------------------------------
 
 
 async def test_a_tool_round_is_checked_like_an_answer(alice: Any, upstream: UpstreamLog) -> None:
@@ -466,20 +466,20 @@ async def test_an_image_generation_is_checked_before_it_is_sent(
     assert await Message.objects.acount() == 0
 
 
-async def test_a_reading_aloud_is_refused_unbilled_and_says_why(
+async def test_a_read_aloud_is_refused_unbilled_and_says_why(
     alice: Any, upstream: UpstreamLog
 ) -> None:
     answer = await an_answer(alice, "emulator/audio")
     await limit("5", user=alice, unknown_price=SpendingLimit.UnknownPrice.REFUSE)
     request = await AsgiRequest(speech_url(answer), await session_headers(alice)).start().finish()
     assert request.status == 409
-    assert request.body.decode().startswith("This reading aloud cannot be priced")
+    assert request.body.decode().startswith("This read aloud cannot be priced")
     assert upstream.new() == []
-    reading = await Generation.objects.aget(read_aloud=answer)
-    assert reading.cost_source == Generation.CostSource.NOT_BILLED
+    read_aloud = await Generation.objects.aget(read_aloud=answer)
+    assert read_aloud.cost_source == Generation.CostSource.NOT_BILLED
     client = await logged_in(alice)
-    state = await client.get(reverse("chat:reading_state", args=[answer.pk]))
-    assert state.json()["error"].startswith("This reading aloud cannot be priced")
+    state = await client.get(reverse("chat:read_aloud_state", args=[answer.pk]))
+    assert state.json()["error"].startswith("This read aloud cannot be priced")
 
 
 # --- While it streams ---------------------------------------------------------------------------

@@ -291,12 +291,12 @@ async def test_stop_is_refused_for_another_users_answer(alice: Any, bob: Any) ->
     assert await stopping.stop_turn(alice, turn.job.generation_pk)
 
 
-async def test_reading_aloud_does_not_hold_up_the_next_turn(alice: Any) -> None:
+async def test_read_aloud_does_not_hold_up_the_next_turn(alice: Any) -> None:
     turn = await start_turn(alice, "hi", "emulator/echo")
     await asyncio.wait_for(worker.start(turn.job), 30)
     await Generation.objects.acreate(
         conversation_id=turn.conversation.pk,
-        kind=Generation.Kind.SPEECH,
+        kind=Generation.Kind.READ_ALOUD,
         read_aloud_id=turn.assistant.pk,
         model="emulator/audio",
     )

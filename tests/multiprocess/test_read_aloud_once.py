@@ -1,7 +1,7 @@
 """Read aloud spends only once across server processes: requests for one answer's reading that
-land on two servers at once make one reading, one request upstream and one row in the ledger.
-Each server's requests join the reading that server runs; the other server's are refused in
-words (the answer's row is locked while a reading is claimed, on PostgreSQL)."""
+land on two servers at once make one read aloud, one request upstream and one row in the ledger.
+Each server's requests join the read aloud that server runs; the other server's are refused in
+words (the answer's row is locked while a read aloud is claimed, on PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ async def _read(client: httpx.AsyncClient, answer: int) -> tuple[int, bytes]:
     return response.status_code, response.content
 
 
-async def test_requests_on_two_servers_make_one_reading(
+async def test_requests_on_two_servers_make_one_read_aloud(
     user: User, server_a: Server, server_b: Server, paced_emulator: EmulatorURL
 ) -> None:
     conversation = await user.new_conversation(server_a, "Otters?", FAST)

@@ -81,7 +81,7 @@ class Owned:
 
 
 def _victims_conversation(user: Any) -> Owned:
-    """A finished exchange with an attachment and a reading, its answer cut by its budget (so
+    """A finished exchange with an attachment and a read aloud, its answer cut by its budget (so
     Continue works)."""
     conversation = Conversation.objects.create(user=user, title="private")
     question = Message.objects.create(
@@ -103,7 +103,7 @@ def _victims_conversation(user: Any) -> Owned:
         completion_tokens=10,
     )
     Generation.objects.create(  # the answer read aloud once (it failed)
-        kind=Generation.Kind.SPEECH,
+        kind=Generation.Kind.READ_ALOUD,
         read_aloud=answer,
         conversation=conversation,
         model="ok",
@@ -211,7 +211,7 @@ async def test_admin_pages_are_refused_to_non_staff(alice: Any, bob: Any) -> Non
 
 @pytest.mark.parametrize("route", ROUTES, ids=lambda route: route.name)
 async def test_every_response_is_no_store(route: Route, alice: Any) -> None:
-    """Signed-in pages, fragments and downloads (attachments, readings, exports) are the user's:
+    """Signed-in pages, fragments and downloads (attachments, read alouds, exports) are the user's:
     `no-store`, so neither a shared proxy nor the browser's disk cache keeps them."""
     owned = await sync_to_async(_victims_conversation)(alice)
     owner = await _client(alice)

@@ -1,7 +1,7 @@
 """The gateway's API key appears nowhere a user or a log reader sees it, even from a gateway
 that quotes the request, `Authorization` header and all, in every error it can send
 (`scripted_gateway.ECHOES`: a 401's JSON, a 500's text, a 502's HTML, an error event mid-stream,
-a malformed event, a refused reading aloud, a missing generation record).
+a malformed event, a refused read aloud, a missing generation record).
 
 Over the real Daphne server, every page, fragment, export and websocket frame of the victim's
 answers is searched for the key, and so is the server's log; in process, so is everything logged.
