@@ -2,7 +2,7 @@
 
 After audio starts the gateway has no in-band error: a failure just ends the body early. So the
 byte count alone never proves a whole result; `confirm()` asks the generation record, and only an
-outcome of `completed` sets `complete`.
+outcome of `completed` sets `completed`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class SpeechStream:
         self.generation_id: str | None = None
         self.media_type: str | None = None
         self.bytes_received = 0
-        self.complete = False
+        self.completed = False
         self.record: GenerationRecord | None = None
 
     async def __aenter__(self) -> Self:
@@ -92,9 +92,9 @@ class SpeechStream:
         return self.bytes_received
 
     async def confirm(self) -> GenerationRecord:
-        """Ask the generation record whether the audio is whole; sets `complete`."""
+        """Ask the generation record whether the audio is whole; sets `completed`."""
         if not self.generation_id:
             raise StatusError("the gateway sent no generation ID to confirm", status=200)
         self.record = await self._client.get_generation(self.generation_id)
-        self.complete = self.record.outcome == "completed"
+        self.completed = self.record.outcome == "completed"
         return self.record

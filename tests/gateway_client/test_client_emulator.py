@@ -306,13 +306,13 @@ async def test_speech_to_a_file_confirmed_by_the_record(emulator_url: str, tmp_p
     ):
         written = await speech.save(target)
         await speech.confirm()
-    assert speech.complete
+    assert speech.completed
     assert written == target.stat().st_size > 44
     with wave.open(io.BytesIO(target.read_bytes())) as audio:
         assert audio.getnframes() > 0
 
 
-async def test_speech_cut_short_is_not_complete(emulator_url: str) -> None:
+async def test_speech_cut_short_is_not_completed(emulator_url: str) -> None:
     async with (
         GatewayClient(base(emulator_url, "numes"), "k", timeouts=QUICK) as client,
         client.stream_speech(model="emulator/error-midstream", input="Hello there.") as speech,
@@ -323,7 +323,7 @@ async def test_speech_cut_short_is_not_complete(emulator_url: str) -> None:
         except IncompleteStream:
             pass
         await speech.confirm()
-    assert not speech.complete
+    assert not speech.completed
 
 
 # The openai SDK reads what we read -----------------------------------------------------------
