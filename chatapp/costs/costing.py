@@ -99,7 +99,7 @@ def estimate_or_explain(generation: Generation, message: Message | None) -> None
         generation.cost = None
         generation.cost_source = CostSource.UNAVAILABLE
         generation.cost_note = (
-            f"{_gateway_title(generation)} reported no cost for this reading, and speech "
+            f"{_gateway_title(generation)} reported no cost for this read aloud, and speech "
             "prices are not kept here"
         )[:300]
         return

@@ -61,7 +61,7 @@ class ReadAloudInFlight(ReadAloudRefused):
 
 
 IN_FLIGHT = (
-    "This answer is being read aloud already (in another window?); once that reading is done "
+    "This answer is being read aloud already (in another window?); once that read aloud is done "
     "it plays again for free."
 )
 # After a read aloud is stopped, how long before the answer may be read aloud again: hanging up and

@@ -339,7 +339,7 @@ async def test_the_sweep_interrupts_a_dead_read_aloud_and_settles_its_cost(alice
     assert await sweep.reconcile_pending() == 1
     await read_aloud.arefresh_from_db()
     assert read_aloud.cost_source == "unavailable"
-    assert "reported no cost for this reading" in read_aloud.cost_note
+    assert "reported no cost for this read aloud" in read_aloud.cost_note
 
 
 async def test_a_read_aloud_is_in_the_cost_ledger(alice: Any, django_user_model: Any) -> None:
