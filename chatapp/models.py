@@ -4,6 +4,29 @@ A `Generation` is the bookkeeping of one upstream request: its status moves from
 exactly one terminal state, and it keeps what the gateway reported (IDs, tokens, cost with its
 unit and where the number came from) so every answer's cost is on record. The answer's text lives
 on the `Message`, flushed there while streaming so a crash loses at most a couple of seconds.
+
+Glossary (the code uses these words for these things, and no other):
+
+- answer: an assistant `Message`, written by one generation.
+- generation: one upstream request and its `Generation` row in the cost ledger; `Job` is what the
+  worker is asked to run for it, `JobEnd` how it ended, `StartedGeneration` what starting one
+  returns. It ends `completed` when it ended normally (the stream's own `Completion.outcome` says
+  `complete`, the conformance contract's word for a stream read to `[DONE]` without error).
+- turn: the user's message and the answer to it, one generation or, when the model calls tools,
+  several rounds.
+- round: one request of a tool-calling turn (`Generation.tool_round`): round 1 answers the user's
+  message, each later one continues from the tool results of the round before.
+- gateway: a configured OpenAI-compatible endpoint (`Gateway`), with its key and cost unit.
+- dialect: which documented API a gateway speaks (`gateway_client.dialects`), set or detected.
+- read aloud: an answer spoken through the gateway's `POST /audio/speech`: a generation of kind
+  `Kind.READ_ALOUD` with no answer of its own (`read_aloud` is the answer it reads), its audio
+  kept in `ReadAloudAudio`. Its stored kind value is `"speech"`, kept from before the name (money
+  rows, CSV exports and the admin's filter links carry it); "speech" otherwise names only the
+  upstream endpoint and its model and voice (`Gateway.speech_model`, `speech_voice`).
+- attachment kinds (`Message.attachments`): `image_url`, an image kept as the URL it came with;
+  `image`, an image kept as bytes and served from our origin; `audio`, `file`, `note`.
+- keys: `*_pk` holds one of our primary keys; `*_id` is a gateway's ID (generation, request, tool
+  call) or Django's foreign-key attribute (`conversation_id`).
 """
 
 from __future__ import annotations
