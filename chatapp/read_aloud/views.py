@@ -1,4 +1,4 @@
-"""Read aloud: an answer's speech streamed to the page's `<audio>` as it arrives, and what became
+"""Read aloud: an answer's audio streamed to the page's `<audio>` as it arrives, and what became
 of the newest read aloud (for the words the page shows when it ends).
 
 A GET, so that the audio element itself requests it and plays as bytes arrive (a POST would
