@@ -70,10 +70,12 @@ class ContentSecurityPolicy(InlineHooks, ContentSecurityPolicyMiddleware):
 
 class Session(InlineHooks, SessionMiddleware):
     def needs_thread(self, request: HttpRequest) -> bool:
+        # Exactly when Django's `process_response` saves; `is_empty` reads no store.
         session = getattr(request, "session", None)
-        if session is None or not session.accessed:
+        if session is None:
             return False
-        return bool(session.modified or settings.SESSION_SAVE_EVERY_REQUEST)
+        saves = session.modified or settings.SESSION_SAVE_EVERY_REQUEST
+        return bool(saves and not session.is_empty())
 
 
 class Common(InlineHooks, CommonMiddleware):
