@@ -1,0 +1,545 @@
+"""Canaries for `chatapp/patches`: each pins the library internals one of our patches relies on.
+
+They pin shapes and behaviours, never version numbers: an upgrade that leaves what we lean on
+alone passes, and one that changes it fails here, by name, rather than in production as a thread
+hop per hook again, a session saved on the event loop, a socket that neither deflates nor pushes
+back, or a channel layer whose queues no longer hold what ours puts in them.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import inspect
+import socket
+import textwrap
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+import daphne.server
+import pytest
+from autobahn.exception import PayloadExceededError
+from autobahn.twisted.websocket import WebSocketServerFactory, WebSocketServerProtocol
+from autobahn.websocket.compress import (
+    PerMessageDeflate,
+    PerMessageDeflateOffer,
+    PerMessageDeflateOfferAccept,
+)
+from channels.layers import InMemoryChannelLayer
+from daphne.ws_protocol import WebSocketFactory, WebSocketProtocol
+from django.contrib.messages.middleware import MessageMiddleware
+from django.contrib.messages.storage.base import BaseStorage
+from django.contrib.sessions.backends.base import SessionBase
+from django.contrib.sessions.middleware import SessionMiddleware
+from django.core.handlers.base import BaseHandler
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.middleware.csrf import CsrfViewMiddleware, _get_new_csrf_string
+from django.test import RequestFactory
+from django.utils.deprecation import MiddlewareMixin
+from django.utils.functional import SimpleLazyObject
+from twisted.internet import tcp
+from twisted.internet.abstract import FileDescriptor
+
+from chatapp.patches import daphne_websockets, inline_middleware
+from chatapp.patches.channel_layer import LocalChannelLayer
+
+
+def source_tree(function: Callable[..., Any]) -> ast.AST:
+    return ast.parse(textwrap.dedent(inspect.getsource(function)))
+
+
+def self_attributes(tree: ast.AST) -> set[str]:
+    """The `self.<name>` attributes a function reads or calls."""
+    return {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    }
+
+
+def calls_of(tree: ast.AST, name: str) -> list[ast.Call]:
+    """The calls of `name` (a plain name, or an attribute of that name) in `tree`."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if (isinstance(func, ast.Name) and func.id == name) or (
+                isinstance(func, ast.Attribute) and func.attr == name
+            ):
+                found.append(node)
+    return found
+
+
+# --- inline_middleware ----------------------------------------------------------------------------
+
+INLINE = {
+    inline_middleware.Security: {"process_request", "process_response"},
+    inline_middleware.ContentSecurityPolicy: {"process_request", "process_response"},
+    inline_middleware.Session: {"process_request", "process_response"},
+    inline_middleware.Common: {"process_request", "process_response"},
+    inline_middleware.Csrf: {"process_request", "process_view", "process_response"},
+    inline_middleware.Authentication: {"process_request"},
+    inline_middleware.Messages: {"process_request", "process_response"},
+    inline_middleware.XFrameOptions: {"process_response"},
+}
+HOOKS = (
+    "process_request",
+    "process_view",
+    "process_response",
+    "process_exception",
+    "process_template_response",
+)
+
+
+async def a_view(request: HttpRequest) -> HttpResponseBase:
+    return HttpResponse()
+
+
+def test_middleware_mixins_acall_runs_the_two_hooks_inline_hooks_runs() -> None:
+    """`InlineHooks.__acall__` replaces Django's: Django's must run the same hooks, no more, each
+    only when the middleware has it, around `get_response`."""
+    django = source_tree(MiddlewareMixin.__acall__)
+    assert list(inspect.signature(MiddlewareMixin.__acall__).parameters) == ["self", "request"]
+    assert self_attributes(django) == {"process_request", "get_response", "process_response"}
+    checked = {call.args[1].value for call in calls_of(django, "hasattr")}
+    assert checked == {"process_request", "process_response"}
+    # Each hook is a thread hop there: the cost InlineHooks exists to save.
+    assert len(calls_of(django, "sync_to_async")) == 2
+
+
+async def test_an_async_request_reaches_our_acall_and_runs_the_hooks_on_the_loop() -> None:
+    """Django's `__call__` hands an async-mode middleware's request to `self.__acall__`: ours,
+    which calls the hooks on the loop's thread, not in `sync_to_async`'s."""
+    threads: list[int] = []
+
+    class Probe(inline_middleware.InlineHooks, MiddlewareMixin):
+        def process_request(self, request: HttpRequest) -> None:
+            threads.append(threading.get_ident())
+
+        def process_response(
+            self, request: HttpRequest, response: HttpResponseBase
+        ) -> HttpResponseBase:
+            threads.append(threading.get_ident())
+            return response
+
+    middleware = Probe(a_view)
+    assert middleware.async_mode
+    response = await middleware(RequestFactory().get("/"))
+    assert response.status_code == 200
+    assert threads == [threading.get_ident()] * 2
+
+
+@pytest.mark.parametrize("ours", INLINE, ids=lambda cls: cls.__name__)
+def test_each_django_middleware_has_the_hooks_we_expect(ours: type[Any]) -> None:
+    """Our `__acall__` runs request and response hooks; Django's handler runs `process_view`
+    (and the exception and template hooks) itself, in a thread unless the hook is async. A hook
+    that appears or goes would change what runs where."""
+    django = ours.__mro__[2]
+    assert ours.__mro__[1] is inline_middleware.InlineHooks
+    assert issubclass(django, MiddlewareMixin)
+    assert {hook for hook in HOOKS if hasattr(django, hook)} == INLINE[ours]
+    assert "__call__" not in vars(django)
+    assert "__acall__" not in vars(django)
+
+
+def test_the_handler_leaves_an_async_process_view_as_it_is() -> None:
+    """`Csrf.process_view` is async so that the handler calls it on the loop; a sync one (as
+    Django's own) is the one it wraps in `sync_to_async`."""
+    handler = BaseHandler()
+    ours = inline_middleware.Csrf(a_view).process_view
+    djangos = CsrfViewMiddleware(a_view).process_view
+    assert handler.adapt_method_mode(True, ours) == ours
+    assert handler.adapt_method_mode(True, djangos) != djangos
+    load = source_tree(BaseHandler.load_middleware)
+    adapted = [call.args[1] for call in calls_of(load, "adapt_method_mode") if len(call.args) > 1]
+    assert any(isinstance(arg, ast.Attribute) and arg.attr == "process_view" for arg in adapted)
+
+
+class Tripwire(SessionBase):
+    """A session store that records its saves and holds nothing: loading it reads no database."""
+
+    def __init__(self, session_key: str | None = None) -> None:
+        super().__init__(session_key)
+        self.saves = 0
+        self.loads = 0
+
+    def load(self) -> dict[str, Any]:
+        self.loads += 1
+        return {}
+
+    def exists(self, session_key: str) -> bool:
+        return False
+
+    def create(self) -> None:
+        self._session_key = self._get_new_session_key()
+
+    def save(self, must_create: bool = False) -> None:
+        self.saves += 1
+
+    def delete(self, session_key: str | None = None) -> None:
+        pass
+
+
+KEY = "k" * 32
+
+
+def untouched(session: Tripwire) -> None:
+    pass
+
+
+def read(session: Tripwire) -> None:
+    session.get("anything")
+
+
+def written(session: Tripwire) -> None:
+    session["anything"] = 1
+
+
+def flagged(session: Tripwire) -> None:
+    session.modified = True  # Django's documented way to force a save
+
+
+def flushed(session: Tripwire) -> None:
+    session["anything"] = 1
+    session.flush()
+
+
+@pytest.mark.parametrize("save_every_request", [False, True])
+@pytest.mark.parametrize("from_cookie", [False, True])
+@pytest.mark.parametrize("use", [untouched, read, written, flagged, flushed])
+def test_session_needs_a_thread_exactly_when_django_saves(
+    settings: Any, save_every_request: bool, from_cookie: bool, use: Callable[[Tripwire], None]
+) -> None:
+    """`SessionMiddleware.process_response` saves (I/O) only when the session was modified, or
+    every request is saved, and it is not empty; otherwise it sets headers at most. `Session`
+    runs it inline exactly then."""
+    settings.SESSION_SAVE_EVERY_REQUEST = save_every_request
+    request = RequestFactory().get("/")
+    if from_cookie:
+        request.COOKIES[settings.SESSION_COOKIE_NAME] = KEY
+    session = Tripwire(KEY if from_cookie else None)
+    use(session)
+    request.session = session
+    needs_thread = inline_middleware.Session(a_view).needs_thread(request)
+    SessionMiddleware(a_view).process_response(request, HttpResponse())
+    assert needs_thread == (session.saves > 0)
+
+
+def test_an_untouched_session_is_neither_loaded_nor_saved(settings: Any) -> None:
+    """The common case the patch is for: a request that never reads its session costs no I/O."""
+    request = RequestFactory().get("/")
+    request.COOKIES[settings.SESSION_COOKIE_NAME] = KEY
+    request.session = session = Tripwire(KEY)
+    SessionMiddleware(a_view).process_response(request, HttpResponse())
+    assert (session.loads, session.saves) == (0, 0)
+
+
+class RecordingStorage(BaseStorage):
+    def __init__(self, request: HttpRequest) -> None:
+        super().__init__(request)
+        self.stores = 0
+
+    def _get(self, *args: Any, **kwargs: Any) -> tuple[list[Any], bool]:
+        return [], True
+
+    def _store(self, messages: list[Any], response: HttpResponseBase, *args: Any) -> list[Any]:
+        self.stores += 1
+        return []
+
+
+@pytest.mark.parametrize("use", ["untouched", "iterated", "added"])
+def test_messages_need_a_thread_exactly_when_django_stores_them(use: str) -> None:
+    """`BaseStorage.update` (from `MessageMiddleware.process_response`) stores, which may write
+    the session, only when the messages were read or added to."""
+    request = RequestFactory().get("/")
+    storage = RecordingStorage(request)
+    if use == "iterated":
+        list(storage)
+    elif use == "added":
+        storage.add(20, "hello")
+    request._messages = storage
+    needs_thread = inline_middleware.Messages(a_view).needs_thread(request)
+    MessageMiddleware(a_view).process_response(request, HttpResponse())
+    assert needs_thread == (storage.stores > 0)
+
+
+def test_the_request_hooks_leave_the_session_unread(settings: Any) -> None:
+    """Run inline, the request hooks must not load the session: Authentication puts a lazy user
+    on the request, Messages a storage that reads nothing yet, and Csrf checks the token against
+    the cookie."""
+    assert settings.CSRF_USE_SESSIONS is False
+    token = _get_new_csrf_string()
+    request = RequestFactory().post("/", HTTP_X_CSRFTOKEN=token)
+    request.COOKIES[settings.CSRF_COOKIE_NAME] = token
+    request.session = session = Tripwire(KEY)
+    inline_middleware.Authentication(a_view).process_request(request)
+    inline_middleware.Messages(a_view).process_request(request)
+    csrf = CsrfViewMiddleware(a_view)
+    csrf.process_request(request)
+    assert csrf.process_view(request, a_view, (), {}) is None  # the token passed
+    assert isinstance(request.user, SimpleLazyObject)
+    assert callable(request.auser)
+    assert not session.accessed
+    assert session.loads == 0
+
+
+# --- daphne_websockets ----------------------------------------------------------------------------
+
+
+def daphne_source(module: str) -> ast.Module:
+    spec = find_spec(f"daphne.{module}")
+    assert spec is not None
+    assert spec.origin is not None
+    return ast.parse(Path(spec.origin).read_text())
+
+
+def test_daphne_builds_its_factory_by_the_name_enable_replaces() -> None:
+    """`enable()` swaps `daphne.server.WebSocketFactory`: Daphne must import it there and look
+    it up when its server runs (not hold the class from before), then set its options with
+    `setProtocolOptions`, leaving `perMessageCompressionAccept` to our default."""
+    server = daphne_source("server")
+    imported = [
+        node
+        for node in ast.walk(server)
+        if isinstance(node, ast.ImportFrom)
+        and node.module == "ws_protocol"
+        and "WebSocketFactory" in {alias.name for alias in node.names}
+    ]
+    assert imported
+    (run,) = [
+        node
+        for node in ast.walk(server)
+        if isinstance(node, ast.FunctionDef) and node.name == "run"
+    ]
+    assert [call for call in calls_of(run, "WebSocketFactory") if isinstance(call.func, ast.Name)]
+    (options,) = calls_of(run, "setProtocolOptions")
+    assert "perMessageCompressionAccept" not in {keyword.arg for keyword in options.keywords}
+    # Each websocket's protocol comes from that factory (and so is the bounded one).
+    http = daphne_source("http_protocol")
+    built = calls_of(http, "buildProtocol")
+    assert any(
+        isinstance(call.func, ast.Attribute)
+        and isinstance(call.func.value, ast.Attribute)
+        and call.func.value.attr == "ws_factory"
+        for call in built
+    )
+    assert issubclass(WebSocketFactory, WebSocketServerFactory)
+    assert WebSocketFactory.protocol is WebSocketProtocol
+    assert issubclass(WebSocketProtocol, WebSocketServerProtocol)
+
+
+class StandInReactor:
+    def callLater(self, *args: Any) -> None:
+        pass
+
+    def seconds(self) -> float:
+        return time.time()
+
+
+def test_the_patched_factory_builds_bounded_protocols_and_accepts_deflate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(daphne.server, "WebSocketFactory", WebSocketFactory)
+    daphne_websockets.enable()
+    patched = daphne.server.WebSocketFactory
+    daphne_websockets.enable()  # a second call changes nothing
+    assert daphne.server.WebSocketFactory is patched
+    assert patched.__bases__ == (WebSocketFactory,)
+    factory = patched(object(), server="Daphne", reactor=StandInReactor())
+    factory.setProtocolOptions(autoPingTimeout=20, allowNullOrigin=True)  # as Server.run does
+    assert factory.perMessageCompressionAccept is daphne_websockets._accept
+    protocol = factory.buildProtocol(("127.0.0.1", 50000))
+    assert isinstance(protocol, WebSocketProtocol)
+    assert protocol.factory is factory
+    assert protocol.too_slow is False
+    # Every send goes through the method the bound overrides.
+    assert type(protocol).serverSend is not WebSocketProtocol.serverSend
+
+
+def test_daphne_sends_every_message_through_server_send() -> None:
+    reply = source_tree(WebSocketProtocol.handle_reply)
+    assert len(calls_of(reply, "serverSend")) == 2  # bytes and text
+    assert calls_of(reply, "sendMessage") == []
+    parameters = inspect.signature(WebSocketProtocol.serverSend).parameters
+    assert list(parameters) == ["self", "content", "binary"]
+    assert parameters["binary"].default is False
+    connect = source_tree(WebSocketProtocol.onConnect)
+    assert "client_addr" in self_attributes(connect)  # what the bound's warning names
+
+
+def test_autobahn_closes_with_our_code_and_calls_our_acceptor() -> None:
+    protocol = WebSocketProtocol()
+    protocol.state = protocol.STATE_CLOSED  # validated first, then ignored when closed
+    protocol.sendClose(code=daphne_websockets.CLOSE_TOO_SLOW, reason="too slow: reconnect")
+    with pytest.raises(Exception, match="invalid close code"):
+        protocol.sendClose(code=2000)
+    assert (
+        "perMessageCompressionAccept"
+        in inspect.signature(WebSocketServerFactory.setProtocolOptions).parameters
+    )
+    handshake = source_tree(WebSocketServerProtocol.succeedHandshake)
+    assert calls_of(handshake, "perMessageCompressionAccept")
+    assert calls_of(handshake, "create_from_offer_accept")
+
+
+@pytest.mark.parametrize(
+    ("params", "client_window"),
+    [({"client_max_window_bits": [True]}, daphne_websockets.WINDOW_BITS), ({}, 15)],
+    ids=["browser offers a window size", "no window size offered"],
+)
+def test_our_deflate_accept_sets_the_window_memory_and_cap(
+    params: dict[str, list[Any]], client_window: int
+) -> None:
+    offer = PerMessageDeflateOffer.parse(params)
+    accept = daphne_websockets._accept([offer])
+    assert isinstance(accept, PerMessageDeflateOfferAccept)
+    assert daphne_websockets._accept([]) is None
+    deflate = PerMessageDeflate.create_from_offer_accept(True, accept)
+    assert deflate.server_max_window_bits == daphne_websockets.WINDOW_BITS
+    assert deflate.client_max_window_bits == client_window
+    assert deflate.mem_level == daphne_websockets.MEM_LEVEL
+    assert deflate.max_message_size == daphne_websockets.MAX_CLIENT_MESSAGE
+
+
+def test_an_inflated_client_message_past_the_cap_is_refused() -> None:
+    offer = PerMessageDeflateOffer.parse({"client_max_window_bits": [True]})
+    deflate = PerMessageDeflate.create_from_offer_accept(True, daphne_websockets._accept([offer]))
+    compressor = zlib.compressobj(wbits=-daphne_websockets.WINDOW_BITS)
+    small = compressor.compress(b"{}") + compressor.flush(zlib.Z_SYNC_FLUSH)
+    deflate.start_decompress_message()
+    assert deflate.decompress_message_data(small) == b"{}"
+    compressor = zlib.compressobj(wbits=-daphne_websockets.WINDOW_BITS)
+    bomb = compressor.compress(b"0" * (daphne_websockets.MAX_CLIENT_MESSAGE + 1))
+    bomb += compressor.flush(zlib.Z_SYNC_FLUSH)
+    deflate.start_decompress_message()
+    with pytest.raises(PayloadExceededError):
+        deflate.decompress_message_data(bomb)
+
+
+class StandInFDReactor:
+    def addWriter(self, writer: Any) -> None:
+        pass
+
+    def removeWriter(self, writer: Any) -> None:
+        pass
+
+
+class Transport(FileDescriptor):
+    """Twisted's own write buffering, over a socket that takes `budget` bytes a write."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        super().__init__(reactor=StandInFDReactor())
+        self.sock = sock
+        self.connected = 1
+        self.budget = 0
+
+    def getHandle(self) -> socket.socket:
+        return self.sock
+
+    def writeSomeData(self, data: bytes) -> int:
+        return min(len(data), self.budget)
+
+
+@pytest.fixture
+def sock() -> Iterator[socket.socket]:
+    left, right = socket.socketpair()
+    with left, right:
+        yield left
+
+
+def test_twisteds_write_buffer_is_what_the_bound_counts(sock: socket.socket) -> None:
+    """`buffered_bytes` reads `dataBuffer`, `offset` and `_tempDataLen`: what was written and
+    not yet handed to the kernel, however Twisted splits it between them."""
+    transport = Transport(sock)
+    transport.write(b"x" * 100)
+    assert daphne_websockets.buffered_bytes(transport) == 100
+    transport.budget = 30
+    transport.doWrite()
+    assert transport.offset == 30
+    assert daphne_websockets.buffered_bytes(transport) == 70
+    transport.write(b"y" * 5)
+    assert daphne_websockets.buffered_bytes(transport) == 75
+    # A real TCP connection is such a descriptor, with a socket and an abort.
+    assert issubclass(tcp.Connection, FileDescriptor)
+    assert callable(tcp.Connection.getHandle)
+    assert callable(tcp.Connection.abortConnection)
+
+
+# --- channel_layer --------------------------------------------------------------------------------
+
+
+def test_the_in_memory_layer_has_the_state_ours_touches() -> None:
+    layer = InMemoryChannelLayer()
+    assert layer.channels == {}
+    assert layer.groups == {}
+    assert layer.expiry == 60
+    assert layer.get_capacity("any") == 100
+    layer.require_valid_group_name("group")
+    layer._clean_expired()  # takes no arguments
+    # Ours overrides `group_send` with the same call.
+    parameters = inspect.signature(InMemoryChannelLayer.group_send).parameters
+    assert list(parameters) == ["self", "group", "message"]
+
+
+def test_the_expiry_scan_runs_where_ours_throttles_it() -> None:
+    """The base layer scans every queue on each `receive` and `group_send`: ours overrides
+    `_clean_expired` (throttled) and `group_send`, and leaves `receive` to call the former."""
+    for method in (InMemoryChannelLayer.receive, InMemoryChannelLayer.group_send):
+        assert calls_of(source_tree(method), "_clean_expired")
+    assert "receive" not in vars(LocalChannelLayer)
+
+
+async def test_a_queued_message_is_its_expiry_and_a_copy() -> None:
+    """What ours puts on a queue is what the base layer's `send` does, and what its `receive`
+    and `_clean_expired` read: `(expires, message)` in an `asyncio.Queue` of the capacity."""
+    layer = InMemoryChannelLayer()
+    message = {"type": "chat.delta", "nested": {"n": 1}}
+    await layer.send("specific.abc!def", message)
+    queue = layer.channels["specific.abc!def"]
+    assert type(queue) is asyncio.Queue
+    assert queue.maxsize == layer.get_capacity("specific.abc!def")
+    expires, copy = queue.get_nowait()
+    assert abs(expires - (time.time() + layer.expiry)) < 5
+    assert copy == message
+    assert copy["nested"] is not message["nested"]
+    await layer.group_add("group", "specific.abc!def")
+    assert set(layer.groups) == {"group"}
+    assert set(layer.groups["group"]) == {"specific.abc!def"}
+
+
+@pytest.mark.parametrize("layer_class", [InMemoryChannelLayer, LocalChannelLayer])
+async def test_a_group_send_reaches_each_member_once_and_drops_on_a_full_queue(
+    layer_class: type[Any],
+) -> None:
+    """The semantics ours keeps: every member gets its own copy; a full queue drops the message
+    for that member, without an error."""
+    layer = layer_class(capacity=1)
+    for channel in ("specific.a!1", "specific.a!2"):
+        await layer.group_add("group", channel)
+    first = {"type": "chat.delta", "parts": ["one"]}
+    await layer.group_send("group", first)
+    await layer.group_send("group", {"type": "chat.delta", "parts": ["two"]})
+    one = await layer.receive("specific.a!1")
+    two = await layer.receive("specific.a!2")
+    assert one == two == first
+    one["parts"].append("changed")
+    assert two["parts"] == ["one"]
+    assert layer.channels == {}  # each queue held one message, and is gone once read
+
+
+async def test_the_base_scan_expires_what_ours_queued() -> None:
+    layer = LocalChannelLayer(expiry=-1)  # every message is past its expiry once queued
+    await layer.group_add("group", "specific.a!1")
+    await layer.group_send("group", {"type": "chat.delta"})
+    assert "specific.a!1" in layer.channels
+    layer._cleaned_at = 0.0
+    layer._clean_expired()
+    assert layer.channels == {}
+    assert layer.groups["group"] == {}  # an expired message takes its channel out of groups
