@@ -149,6 +149,25 @@ def test_stop_after_the_first_token_keeps_the_partial_answer(alice: Any) -> None
     expect(answer.get_by_role("button", name="Retry")).to_be_visible()
 
 
+WINDOW_ADDITIONS = """() => {
+    // The names the page's own scripts added to `window`: those a blank frame's lacks.
+    const frame = document.createElement("iframe");
+    document.body.append(frame);
+    const blank = new Set(Object.getOwnPropertyNames(frame.contentWindow));
+    frame.remove();
+    return Object.getOwnPropertyNames(window).filter((name) => !blank.has(name)).sort();
+}"""
+
+
+def test_the_page_scripts_put_nothing_on_window(alice: Any) -> None:
+    """Every page script is a module: only htmx (a classic script) is a global, and the
+    browser's own `stop` is still the browser's (read_aloud.js's used to replace it)."""
+    answer = send(alice, "hello there", "emulator/echo")
+    expect(answer).to_have_attribute("data-status", "completed", timeout=15_000)
+    assert alice.evaluate(WINDOW_ADDITIONS) == ["htmx"]
+    assert alice.evaluate("() => String(window.stop).includes('[native code]')")
+
+
 def test_reload_mid_stream_reattaches_without_gap_or_duplicate(alice: Any) -> None:
     sockets: list[tuple[Any, Any]] = []  # each socket the page opens: its page and server sides
 
