@@ -92,14 +92,16 @@ async def test_anonymous_socket_is_refused() -> None:
 
 
 async def test_another_users_conversation_is_refused(alice: Any, bob: Any) -> None:
-    turn = await start_turn(alice, "hi", "emulator/long?tokens_per_second=200")
-    task = worker.start(turn.job)
-    ws = await socket(turn.conversation.pk, bob)
+    started = await start_turn(alice, "hi", "emulator/long?tokens_per_second=200")
+    task = worker.start(started.job)
+    ws = await socket(started.conversation.pk, bob)
     connected, _ = await connect(ws, owned=False)
     assert connected  # bob's own socket; watching alice's conversation is what is refused
-    assert await receive(ws) == {"t": "gone", "c": turn.conversation.pk}
+    assert await receive(ws) == {"t": "gone", "c": started.conversation.pk}
     assert await ws.receive_nothing(timeout=0.3)  # none of alice's deltas reach bob
-    await get_channel_layer().send(turn.job.owner_channel, protocol.cancel(turn.job.generation_pk))
+    await get_channel_layer().send(
+        started.job.owner_channel, protocol.cancel(started.job.generation_pk)
+    )
     await asyncio.wait_for(task, 10)
     await ws.disconnect()
 
@@ -116,12 +118,14 @@ async def test_foreign_origin_is_refused(alice: Any) -> None:
 
 
 async def test_joining_mid_stream_gets_a_snapshot_then_deltas_without_gap(alice: Any) -> None:
-    turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=400&long_tokens=500")
-    task = worker.start(turn.job)
-    running = worker._running[turn.job.generation_pk]
+    started = await start_turn(
+        alice, "otters", "emulator/long?tokens_per_second=400&long_tokens=500"
+    )
+    task = worker.start(started.job)
+    running = worker._running[started.job.generation_pk]
     # Some text has been sent before this socket exists.
     await eventually(lambda: running.state.seq > 2, what="a few deltas sent")
-    ws = await socket(turn.conversation.pk, alice)
+    ws = await socket(started.conversation.pk, alice)
     connected, _ = await connect(ws)
     assert connected
     received = await collect_until_done(ws)
@@ -133,44 +137,48 @@ async def test_joining_mid_stream_gets_a_snapshot_then_deltas_without_gap(alice:
     assert all(m["t"] == "delta" and m["seq"] <= snapshot["seq"] for m in received[:first])
     assert snapshot["seq"] > 0
     assert snapshot["content"]
-    message = await Message.objects.aget(pk=turn.assistant.pk)
+    message = await Message.objects.aget(pk=started.assistant.pk)
     assert rebuild(received[first:]) == message.content
     assert received[-1]["status"] == "completed"
     await ws.disconnect()
 
 
 async def test_two_sockets_both_stream(alice: Any) -> None:
-    turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=400&long_tokens=300")
-    first = await socket(turn.conversation.pk, alice)
-    second = await socket(turn.conversation.pk, alice)
+    started = await start_turn(
+        alice, "otters", "emulator/long?tokens_per_second=400&long_tokens=300"
+    )
+    first = await socket(started.conversation.pk, alice)
+    second = await socket(started.conversation.pk, alice)
     assert (await connect(first))[0]
     assert (await connect(second))[0]
-    task = worker.start(turn.job)
+    task = worker.start(started.job)
     one, two = await asyncio.gather(collect_until_done(first), collect_until_done(second))
     await asyncio.wait_for(task, 30)
-    message = await Message.objects.aget(pk=turn.assistant.pk)
+    message = await Message.objects.aget(pk=started.assistant.pk)
     assert rebuild(one) == rebuild(two) == message.content
     await first.disconnect()
     await second.disconnect()
 
 
 async def test_closing_every_socket_does_not_stop_the_generation(alice: Any) -> None:
-    turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=400&long_tokens=300")
-    ws = await socket(turn.conversation.pk, alice)
+    started = await start_turn(
+        alice, "otters", "emulator/long?tokens_per_second=400&long_tokens=300"
+    )
+    ws = await socket(started.conversation.pk, alice)
     assert (await connect(ws))[0]
-    task = worker.start(turn.job)
+    task = worker.start(started.job)
     await receive(ws)
     await ws.disconnect()
     await asyncio.wait_for(task, 30)
-    generation = await Generation.objects.aget(pk=turn.generation.pk)
+    generation = await Generation.objects.aget(pk=started.generation.pk)
     assert generation.status == "completed"
 
 
 async def test_stop_from_the_socket_cancels(alice: Any) -> None:
-    turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=200")
-    ws = await socket(turn.conversation.pk, alice)
+    started = await start_turn(alice, "otters", "emulator/long?tokens_per_second=200")
+    ws = await socket(started.conversation.pk, alice)
     assert (await connect(ws))[0]
-    task = worker.start(turn.job)
+    task = worker.start(started.job)
     first = await receive(ws)
     await ws.send_to(text_data=orjson.dumps({"t": "stop", "g": first["g"]}).decode())
     received = await collect_until_done(ws)
@@ -180,12 +188,12 @@ async def test_stop_from_the_socket_cancels(alice: Any) -> None:
 
 
 async def test_snapshot_request_after_the_end_answers_done(alice: Any) -> None:
-    turn = await start_turn(alice, "hello", "emulator/echo")
-    await asyncio.wait_for(worker.start(turn.job), 30)
-    ws = await socket(turn.conversation.pk, alice)
+    started = await start_turn(alice, "hello", "emulator/echo")
+    await asyncio.wait_for(worker.start(started.job), 30)
+    ws = await socket(started.conversation.pk, alice)
     assert (await connect(ws))[0]
     assert await ws.receive_nothing(timeout=0.2)  # nothing running: no snapshot
-    await ws.send_to(text_data=orjson.dumps({"t": "snapshot", "g": turn.generation.pk}).decode())
+    await ws.send_to(text_data=orjson.dumps({"t": "snapshot", "g": started.generation.pk}).decode())
     done = await receive(ws)
     assert done["t"] == "done"
     assert done["status"] == "completed"

@@ -41,9 +41,9 @@ async def gateway_at(base_url: str, dialect: str = "", unit: str = "credits") ->
 async def run(user: Any, model: str, base_url: str, dialect: str = "") -> Generation:
     config = await gateway_at(base_url, dialect)
     owner = await worker.owner_channel()
-    turn = await sync_to_async(create_turn)(user, None, "hello there", model, owner, config)
-    await asyncio.wait_for(worker.start(turn.job), 30)
-    return await Generation.objects.select_related("message").aget(pk=turn.generation.pk)
+    started = await sync_to_async(create_turn)(user, None, "hello there", model, owner, config)
+    await asyncio.wait_for(worker.start(started.job), 30)
+    return await Generation.objects.select_related("message").aget(pk=started.generation.pk)
 
 
 async def test_without_llm_base_url_the_built_in_emulator_serves(settings: Any) -> None:
@@ -158,11 +158,11 @@ async def test_tiny_with_a_price_is_estimated_from_the_text(alice: Any, emulator
         gateway_id=config.pk, model="emulator/chat", prompt="0.0000001", completion="0.0000002"
     )
     owner = await worker.owner_channel()
-    turn = await sync_to_async(create_turn)(
+    started = await sync_to_async(create_turn)(
         alice, None, "hello there", "emulator/chat", owner, config
     )
-    await asyncio.wait_for(worker.start(turn.job), 30)
-    generation = await Generation.objects.select_related("message").aget(pk=turn.generation.pk)
+    await asyncio.wait_for(worker.start(started.job), 30)
+    generation = await Generation.objects.select_related("message").aget(pk=started.generation.pk)
     assert generation.cost_source == Generation.CostSource.ESTIMATE
     prompt = -(-len("hello there") // 4)
     completion = -(-len(generation.message.content) // 4)
@@ -225,13 +225,13 @@ async def test_keys_never_reach_a_log_or_a_page(
 async def cancelled_midway(user: Any, config: GatewayConfig) -> Generation:
     owner = await worker.owner_channel()
     model = "emulator/long?tokens_per_second=200"
-    turn = await sync_to_async(create_turn)(user, None, "otters", model, owner, config)
-    listener = await GroupListener(turn.conversation.pk).join()
-    task = worker.start(turn.job)
+    started = await sync_to_async(create_turn)(user, None, "otters", model, owner, config)
+    listener = await GroupListener(started.conversation.pk).join()
+    task = worker.start(started.job)
     await listener.until("delta")
-    await get_channel_layer().send(owner, protocol.cancel(turn.job.generation_pk))
+    await get_channel_layer().send(owner, protocol.cancel(started.job.generation_pk))
     await asyncio.wait_for(task, 30)
-    return await Generation.objects.select_related("message").aget(pk=turn.generation.pk)
+    return await Generation.objects.select_related("message").aget(pk=started.generation.pk)
 
 
 @pytest.mark.parametrize(

@@ -38,12 +38,12 @@ async def image_turn(user: Any, model: str = "emulator/image", count: int = 2) -
     )
 
 
-async def run(turn: StartedGeneration) -> tuple[Generation, GroupListener]:
-    listener = await GroupListener(turn.conversation.pk).join()
-    task = worker.start(turn.job)
+async def run(started: StartedGeneration) -> tuple[Generation, GroupListener]:
+    listener = await GroupListener(started.conversation.pk).join()
+    task = worker.start(started.job)
     await listener.until("done")
     await asyncio.wait_for(task, 30)
-    generation = await Generation.objects.select_related("message").aget(pk=turn.generation.pk)
+    generation = await Generation.objects.select_related("message").aget(pk=started.generation.pk)
     return generation, listener
 
 
@@ -96,19 +96,21 @@ async def test_an_error_frame_fails_the_generation_and_keeps_the_preview_marked(
 
 
 async def test_stop_closes_the_image_stream(alice: Any, upstream: UpstreamLog) -> None:
-    turn = await image_turn(alice, "emulator/image?tokens_per_second=1", 4)
-    listener = await GroupListener(turn.conversation.pk).join()
-    task = worker.start(turn.job)
+    started = await image_turn(alice, "emulator/image?tokens_per_second=1", 4)
+    listener = await GroupListener(started.conversation.pk).join()
+    task = worker.start(started.job)
     first = await listener.until("delta")
     assert [partial for _, _, partial in first["previews"]] == [True]
-    await get_channel_layer().send(turn.job.owner_channel, protocol.cancel(turn.job.generation_pk))
+    await get_channel_layer().send(
+        started.job.owner_channel, protocol.cancel(started.job.generation_pk)
+    )
     done = await listener.until("done", within=2)
     assert done["status"] == "cancelled"
     record = await upstream.finished(await upstream.one(endpoint="images"))
     assert record.final_outcome == "cancelled", "Stop closed the upstream stream"
     assert record.cancelled_at is not None
     await asyncio.wait_for(task, 10)
-    generation = await Generation.objects.select_related("message").aget(pk=turn.generation.pk)
+    generation = await Generation.objects.select_related("message").aget(pk=started.generation.pk)
     assert generation.status == Generation.Status.CANCELLED
     assert [a["preview"] for a in generation.message.attachments] == [True]
 
@@ -116,21 +118,21 @@ async def test_stop_closes_the_image_stream(alice: Any, upstream: UpstreamLog) -
 async def test_a_reload_mid_generation_gets_the_newest_preview_in_the_snapshot(
     alice: Any,
 ) -> None:
-    turn = await image_turn(alice, "emulator/image?tokens_per_second=1", 2)
-    listener = await GroupListener(turn.conversation.pk).join()
-    task = worker.start(turn.job)
+    started = await image_turn(alice, "emulator/image?tokens_per_second=1", 2)
+    listener = await GroupListener(started.conversation.pk).join()
+    task = worker.start(started.job)
     shown = (await listener.until("delta"))["previews"]
     layer = get_channel_layer()
     reply_to = await layer.new_channel()
     await layer.send(
-        turn.job.owner_channel, protocol.snapshot_request(turn.job.generation_pk, reply_to)
+        started.job.owner_channel, protocol.snapshot_request(started.job.generation_pk, reply_to)
     )
     async with asyncio.timeout(5):
         snapshot = protocol.decode((await layer.receive(reply_to))["text"])
     assert snapshot["t"] == "snapshot"
     assert snapshot["previews"] == shown
     assert snapshot["attachments"] == []
-    await layer.send(turn.job.owner_channel, protocol.cancel(turn.job.generation_pk))
+    await layer.send(started.job.owner_channel, protocol.cancel(started.job.generation_pk))
     await asyncio.wait_for(task, 10)
 
 
@@ -237,14 +239,14 @@ async def test_regenerate_and_edit_of_an_image_answer_generate_images_again(
 
 
 async def test_stored_bytes_that_are_not_an_image_are_never_served_as_one(alice: Any) -> None:
-    turn = await image_turn(alice, count=1)
-    await asyncio.wait_for(worker.start(turn.job), 30)
+    started = await image_turn(alice, count=1)
+    await asyncio.wait_for(worker.start(started.job), 30)
     svg = base64.b64encode(b"<svg onload='alert(1)'/>").decode()
-    await sync_to_async(type(turn.assistant).objects.filter(pk=turn.assistant.pk).update)(
+    await sync_to_async(type(started.assistant).objects.filter(pk=started.assistant.pk).update)(
         attachments=[{"kind": "image", "media_type": "image/png", "data": svg}]
     )
     client = await logged_in(alice)
-    url = reverse("chat:attachment", args=[turn.assistant.pk, 0])
+    url = reverse("chat:attachment", args=[started.assistant.pk, 0])
     served = await client.get(url)
     assert served["Content-Type"] == "application/octet-stream", "its bytes are not an image"
     assert served["Content-Disposition"].startswith("attachment")

@@ -181,11 +181,11 @@ def test_nobody_renames_or_deletes_anothers_conversation(alice: Any, bob: Any) -
 
 @pytest.mark.django_db(transaction=True)
 async def test_a_follow_up_moves_its_conversation_to_the_top_of_today(alice: Any) -> None:
-    turn = await start_turn(alice, "first question", "emulator/echo")
-    await asyncio.wait_for(worker.start(turn.job), 30)
+    started = await start_turn(alice, "first question", "emulator/echo")
+    await asyncio.wait_for(worker.start(started.job), 30)
     client = AsyncClient()
     await client.aforce_login(alice)
-    pk = turn.conversation.pk
+    pk = started.conversation.pk
     response = await client.post(
         reverse("chat:send", args=[pk]),
         {"content": "a follow-up", "model": "emulator/echo"},

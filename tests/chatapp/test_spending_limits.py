@@ -314,12 +314,12 @@ async def test_with_a_limit_and_no_budget_set_the_reserved_budget_goes_upstream(
     await workers_done()
     await limit("10", user=alice)
 
-    turn = await start_turn(alice, "Otters?", "emulator/chat")
-    worker.start(turn.job)
+    started = await start_turn(alice, "Otters?", "emulator/chat")
+    worker.start(started.job)
 
     (record,) = await eventually(lambda: upstream.new(scenario="chat")[1:], what="the second")
     assert record.max_tokens == spending_limits.DEFAULT_CEILING_TOKENS
-    assert turn.generation.max_tokens == spending_limits.DEFAULT_CEILING_TOKENS
+    assert started.generation.max_tokens == spending_limits.DEFAULT_CEILING_TOKENS
     await upstream.finished(record)
     await workers_done()
 
@@ -329,16 +329,16 @@ async def test_every_way_of_starting_an_answer_is_checked(
 ) -> None:
     await priced("emulator/echo")
     conversation = await Conversation.objects.acreate(user=alice, max_tokens=10)
-    turn = await start_turn(alice, "one", "emulator/echo", conversation.pk)
-    worker.start(turn.job)
+    started = await start_turn(alice, "one", "emulator/echo", conversation.pk)
+    worker.start(started.job)
     await workers_done()
-    question = turn.user_message
+    question = started.user_message
     assert question is not None
-    await Generation.objects.filter(pk=turn.generation.pk).aupdate(finish_reason="length")
+    await Generation.objects.filter(pk=started.generation.pk).aupdate(finish_reason="length")
     await limit("0", user=alice)  # less than the settled answer already cost
     before = len(upstream.new())
     client = await logged_in(alice)
-    answer = turn.assistant.pk
+    answer = started.assistant.pk
     for url, data in [
         (reverse("chat:send", args=[conversation.pk]), {"content": "two"}),
         (reverse("chat:retry", args=[answer]), {}),
@@ -402,9 +402,9 @@ async def test_a_limit_in_another_unit_or_on_another_gateway_does_not_count_this
     await limit("0", user=alice, unit=CostUnit.PNP)
     await limit("0", gateway=other)
     await limit("0", user=bob)
-    turn = await start_turn(alice, "Otters?", "emulator/chat")
-    assert turn.generation.spend_ceiling is None
-    worker.start(turn.job)
+    started = await start_turn(alice, "Otters?", "emulator/chat")
+    assert started.generation.spend_ceiling is None
+    worker.start(started.job)
     await workers_done()
 
 
@@ -440,8 +440,8 @@ async def test_a_tool_round_is_checked_like_an_answer(alice: Any, upstream: Upst
     # Room for round 1's worst case exactly: round 2's context is longer and round 1 cost more
     # than nothing.
     await limit(str(first.amount), user=alice)
-    turn = await start_turn(alice, text, model, conversation.pk)
-    worker.start(turn.job)
+    started = await start_turn(alice, text, model, conversation.pk)
+    worker.start(started.job)
     await workers_done()
     rows = [g async for g in Generation.objects.filter(conversation=conversation)]
     assert len(rows) == 1
@@ -449,7 +449,7 @@ async def test_a_tool_round_is_checked_like_an_answer(alice: Any, upstream: Upst
     assert rows[0].status == Generation.Status.COMPLETED
     assert rows[0].error_type == spending_limits.SPENDING_LIMIT
     client = await logged_in(alice)
-    html = (await client.get(reverse("chat:message", args=[turn.assistant.pk]))).content.decode()
+    html = (await client.get(reverse("chat:message", args=[started.assistant.pk]))).content.decode()
     assert "The tools ran, but the turn stopped here: This answer could cost up to" in html
 
 
@@ -492,23 +492,23 @@ async def test_an_answer_whose_cost_crosses_the_limit_is_stopped_there_upstream_
     model = "emulator/long?long_tokens=4000&tokens_per_second=400"
     await priced("emulator/long", Decimal(0))
     await limit("0.3", user=alice)  # 300 tokens at a tenth of a cent
-    turn = await start_turn(alice, "Tell me everything.", model)
-    assert turn.generation.spend_ceiling == Decimal("0.1")
+    started = await start_turn(alice, "Tell me everything.", model)
+    assert started.generation.spend_ceiling == Decimal("0.1")
     # The reserved budget is sent as `max_tokens`; a gateway that ignores it is held here.
-    worker.start(dataclasses.replace(turn.job, max_tokens=None))
+    worker.start(dataclasses.replace(started.job, max_tokens=None))
     record = await upstream.finished(await upstream.one(scenario="long"), within=20)
     assert record.final_outcome == "cancelled"
     assert record.cancelled_at is not None
     assert record.tokens_completion < 4000
     await workers_done()
-    generation = await Generation.objects.select_related("message").aget(pk=turn.generation.pk)
+    generation = await Generation.objects.select_related("message").aget(pk=started.generation.pk)
     assert generation.status == Generation.Status.CANCELLED
     assert generation.error_type == spending_limits.SPENDING_LIMIT
     assert generation.message is not None
     shown = len(generation.message.content) / 4
     assert 200 < shown < 600  # stopped near its 300 tokens, once per tick
     client = await logged_in(alice)
-    html = (await client.get(reverse("chat:message", args=[turn.assistant.pk]))).content.decode()
+    html = (await client.get(reverse("chat:message", args=[started.assistant.pk]))).content.decode()
     assert "Stopped: this answer reached your spending limit of $0.30 a month; it resets on" in html
     settled = await eventually(
         lambda: (
@@ -529,15 +529,15 @@ async def test_an_answer_whose_limits_were_deleted_runs_on_unwatched(
     await priced("emulator/long", Decimal(0))
     own = await limit("0.3", user=alice)
     model = "emulator/long?long_tokens=600&tokens_per_second=2000"
-    turn = await start_turn(alice, "Tell me everything.", model)
+    started = await start_turn(alice, "Tell me everything.", model)
     await own.adelete()
     # Past its 100 reserved tokens it asks its limits for more: there are none left.
-    worker.start(dataclasses.replace(turn.job, max_tokens=None))
+    worker.start(dataclasses.replace(started.job, max_tokens=None))
 
     record = await upstream.finished(await upstream.one(scenario="long"), within=20)
     await workers_done()
     assert (record.final_outcome, record.cancelled_at) == ("completed", None)
-    generation = await Generation.objects.aget(pk=turn.generation.pk)
+    generation = await Generation.objects.aget(pk=started.generation.pk)
     assert (generation.status, generation.error_type) == (Generation.Status.COMPLETED, "")
 
 
@@ -635,11 +635,11 @@ async def test_a_settled_cost_pushes_the_new_spend_to_every_socket_of_its_user(
     other = await Conversation.objects.acreate(user=alice)
     elsewhere = await open_socket(alice, other.pk)  # a tab showing another conversation
     bobs = await open_socket(bob, (await Conversation.objects.acreate(user=bob)).pk)
-    turn = await start_turn(alice, "hi", "emulator/echo", conversation.pk)
-    worker.start(turn.job)
+    started = await start_turn(alice, "hi", "emulator/echo", conversation.pk)
+    worker.start(started.job)
     pushed = await receive(elsewhere)
     assert pushed["t"] == "spend"
-    settled = await Generation.objects.aget(pk=turn.generation.pk)
+    settled = await Generation.objects.aget(pk=started.generation.pk)
     assert settled.cost is not None
     html = pushed["html"]
     assert '<div id="sidebar-spend"' in html

@@ -22,11 +22,11 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 
 async def orphan(user: Any, beat_seconds_ago: float) -> Generation:
     """A streaming generation whose worker is gone (as after a server restart)."""
-    turn = await start_turn(user, "hello", "emulator/chat")
-    await Message.objects.filter(pk=turn.assistant.pk).aupdate(content="partial text")
+    started = await start_turn(user, "hello", "emulator/chat")
+    await Message.objects.filter(pk=started.assistant.pk).aupdate(content="partial text")
     beat = timezone.now() - timedelta(seconds=beat_seconds_ago)
-    await Generation.objects.filter(pk=turn.generation.pk).aupdate(heartbeat_at=beat, last_seq=4)
-    return turn.generation
+    await Generation.objects.filter(pk=started.generation.pk).aupdate(heartbeat_at=beat, last_seq=4)
+    return started.generation
 
 
 async def test_stale_generation_is_interrupted_and_pages_are_told(alice: Any) -> None:
@@ -44,12 +44,12 @@ async def test_stale_generation_is_interrupted_and_pages_are_told(alice: Any) ->
 
 
 async def test_a_generation_running_in_this_process_is_left_alone(alice: Any) -> None:
-    turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=100")
-    task = worker.start(turn.job)
+    started = await start_turn(alice, "otters", "emulator/long?tokens_per_second=100")
+    task = worker.start(started.job)
     assert await sweep_stale_generations(stale_after=0) == 0
-    assert (await Generation.objects.aget(pk=turn.generation.pk)).status == "streaming"
-    cancel = protocol.cancel(turn.job.generation_pk)
-    await get_channel_layer().send(turn.job.owner_channel, cancel)
+    assert (await Generation.objects.aget(pk=started.generation.pk)).status == "streaming"
+    cancel = protocol.cancel(started.job.generation_pk)
+    await get_channel_layer().send(started.job.owner_channel, cancel)
     await asyncio.wait_for(task, 10)
 
 

@@ -67,8 +67,8 @@ async def workers_done() -> None:
 
 async def run_loop(user: Any, text: str, model: str, *names: str) -> list[Generation]:
     conversation = await conversation_with(user, *names)
-    turn = await start_turn(user, text, model, conversation.pk)
-    worker.start(turn.job)
+    started = await start_turn(user, text, model, conversation.pk)
+    worker.start(started.job)
     await workers_done()
     return await turn_generations(conversation)
 
@@ -171,8 +171,8 @@ async def test_a_follow_up_sends_the_earlier_calls_and_results_back(
     alice: Any, received: list[dict[str, Any]]
 ) -> None:
     first, _ = await run_loop(alice, "six times seven", "emulator/tools", "calculator")
-    turn = await start_turn(alice, "thanks", "emulator/echo", first.conversation_id)
-    worker.start(turn.job)
+    started = await start_turn(alice, "thanks", "emulator/echo", first.conversation_id)
+    worker.start(started.job)
     await workers_done()
     roles = [m["role"] for m in received[-1]["messages"]]
     assert roles == ["user", "assistant", "tool", "assistant", "user"]
@@ -224,15 +224,15 @@ def blocking_tool(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 async def test_stop_while_a_tool_runs_stops_the_turn(alice: Any, blocking_tool: Any) -> None:
     conversation = await conversation_with(alice, blocking_tool.name)
-    turn = await start_turn(alice, "wait", "emulator/tools", conversation.pk)
+    started = await start_turn(alice, "wait", "emulator/tools", conversation.pk)
     listener = await GroupListener(conversation.pk).join()
-    task = worker.start(turn.job)
+    task = worker.start(started.job)
     await asyncio.to_thread(blocking_tool.started.wait, 10)
     running = await listener.until("delta")
     while not running.get("tool_runs"):
         running = await listener.until("delta")
     assert running["tool_runs"][0]["status"] == "running"
-    await stopping.stop_turn(alice, turn.job.generation_pk)
+    await stopping.stop_turn(alice, started.job.generation_pk)
     done = await listener.until("done", within=3)
     assert "next" not in done
     await asyncio.wait_for(task, 10)
@@ -247,16 +247,16 @@ async def test_stop_during_a_later_round_closes_its_upstream_request(
 ) -> None:
     conversation = await conversation_with(alice, "calculator")
     model = "emulator/tools?rounds=2&tokens_per_second=20"
-    turn = await start_turn(alice, "six times seven", model, conversation.pk)
+    started = await start_turn(alice, "six times seven", model, conversation.pk)
     listener = await GroupListener(conversation.pk).join()
-    worker.start(turn.job)
+    worker.start(started.job)
     done = await listener.until("done")
-    assert done["g"] == turn.job.generation_pk
+    assert done["g"] == started.job.generation_pk
     assert done["next"]
     second = await Generation.objects.filter(conversation=conversation, tool_round=2).aget()
     await listener.until("delta")
     # Stop names the round the page showed running: the turn's current round stops.
-    await stopping.stop_turn(alice, turn.job.generation_pk)
+    await stopping.stop_turn(alice, started.job.generation_pk)
     while (done := await listener.until("done", within=3))["g"] != second.pk:
         pass
     assert done["status"] == "cancelled"
@@ -270,13 +270,13 @@ async def test_stop_during_a_later_round_closes_its_upstream_request(
 
 async def test_a_stop_sent_before_the_next_round_runs_is_kept_for_it(alice: Any) -> None:
     """The cancel reaches the process between the next round's rows and its worker."""
-    turn = await start_turn(alice, "hi", "emulator/echo")
+    started = await start_turn(alice, "hi", "emulator/echo")
     ticker = worker.current_ticker()
-    await get_channel_layer().send(ticker.channel, protocol.cancel(turn.job.generation_pk))
+    await get_channel_layer().send(ticker.channel, protocol.cancel(started.job.generation_pk))
     await eventually(
-        lambda: turn.job.generation_pk in ticker._early_cancels, what="the cancel to arrive"
+        lambda: started.job.generation_pk in ticker._early_cancels, what="the cancel to arrive"
     )
-    late = worker.GenerationWorker(turn.job, ticker)
+    late = worker.GenerationWorker(started.job, ticker)
     ticker.add(late)
     try:
         assert late._cancel.is_set()
@@ -285,24 +285,26 @@ async def test_a_stop_sent_before_the_next_round_runs_is_kept_for_it(alice: Any)
 
 
 async def test_stop_is_refused_for_another_users_answer(alice: Any, bob: Any) -> None:
-    turn = await start_turn(alice, "hi", "emulator/echo")
-    await asyncio.wait_for(worker.start(turn.job), 30)
-    assert not await stopping.stop_turn(bob, turn.job.generation_pk)
-    assert await stopping.stop_turn(alice, turn.job.generation_pk)
+    started = await start_turn(alice, "hi", "emulator/echo")
+    await asyncio.wait_for(worker.start(started.job), 30)
+    assert not await stopping.stop_turn(bob, started.job.generation_pk)
+    assert await stopping.stop_turn(alice, started.job.generation_pk)
 
 
 async def test_read_aloud_does_not_hold_up_the_next_turn(alice: Any) -> None:
-    turn = await start_turn(alice, "hi", "emulator/echo")
-    await asyncio.wait_for(worker.start(turn.job), 30)
+    started = await start_turn(alice, "hi", "emulator/echo")
+    await asyncio.wait_for(worker.start(started.job), 30)
     await Generation.objects.acreate(
-        conversation_id=turn.conversation.pk,
+        conversation_id=started.conversation.pk,
         kind=Generation.Kind.READ_ALOUD,
-        read_aloud_id=turn.assistant.pk,
+        read_aloud_id=started.assistant.pk,
         model="emulator/audio",
     )
-    follow_up = await start_turn(alice, "again", "emulator/echo", turn.conversation.pk)
+    follow_up = await start_turn(alice, "again", "emulator/echo", started.conversation.pk)
     await asyncio.wait_for(worker.start(follow_up.job), 30)
-    assert await sync_to_async(Message.objects.filter(conversation=turn.conversation).count)() == 4
+    assert (
+        await sync_to_async(Message.objects.filter(conversation=started.conversation).count)() == 4
+    )
 
 
 async def test_a_round_that_cannot_continue_still_keeps_its_answer(
@@ -311,10 +313,10 @@ async def test_a_round_that_cannot_continue_still_keeps_its_answer(
     """The gateway is turned off while the tools run: the next round cannot start, and the
     answer that called them is written whole all the same."""
     conversation = await conversation_with(alice, blocking_tool.name)
-    turn = await start_turn(alice, "wait", "emulator/tools", conversation.pk)
-    worker.start(turn.job)
+    started = await start_turn(alice, "wait", "emulator/tools", conversation.pk)
+    worker.start(started.job)
     await asyncio.to_thread(blocking_tool.started.wait, 10)
-    await Gateway.objects.filter(pk=turn.generation.gateway_id).aupdate(enabled=False)
+    await Gateway.objects.filter(pk=started.generation.gateway_id).aupdate(enabled=False)
     configs.forget_configs()
     blocking_tool.release.set()
     await workers_done()
@@ -348,11 +350,11 @@ async def test_a_stop_while_a_round_is_written_keeps_the_next_round_from_running
     """The Stop lands while round 1's final write waits for the records thread: round 2 is on
     record by then, and must not ask the gateway anything."""
     conversation = await conversation_with(alice, "calculator")
-    turn = await start_turn(alice, "6*7", "emulator/tools", conversation.pk)
+    started = await start_turn(alice, "6*7", "emulator/tools", conversation.pk)
     listener = await GroupListener(conversation.pk).join()
     held = threading.Event()
     holding = asyncio.ensure_future(persistence.on_record_thread(held.wait, 10))
-    worker.start(turn.job)
+    worker.start(started.job)
     ran = False
     while not ran:  # the call has run: round 1's final write is next
         delta = await listener.until("delta")
@@ -361,7 +363,7 @@ async def test_a_stop_while_a_round_is_written_keeps_the_next_round_from_running
     await eventually(
         lambda: persistence._executor._work_queue.qsize() > 0, what="round 1's final write queued"
     )
-    await stopping.stop_turn(alice, turn.job.generation_pk)
+    await stopping.stop_turn(alice, started.job.generation_pk)
     held.set()
     await holding
     await workers_done()

@@ -64,11 +64,11 @@ def context_before_new_answer(conversation: Conversation) -> list[dict[str, Any]
     return context_for(conversation, placeholder)
 
 
-def finish(turn: Any, status: str = "completed") -> None:
+def finish(started: Any, status: str = "completed") -> None:
     """End `turn`'s generation as its worker would, its answer saying "re: <question>"."""
-    Generation.objects.filter(pk=turn.generation.pk).update(status=status)
-    question = Message.objects.get(pk=turn.assistant.parent_id)
-    Message.objects.filter(pk=turn.assistant.pk).update(content=f"re: {question.content}")
+    Generation.objects.filter(pk=started.generation.pk).update(status=status)
+    question = Message.objects.get(pk=started.assistant.parent_id)
+    Message.objects.filter(pk=started.assistant.pk).update(content=f"re: {question.content}")
 
 
 def texts(conversation: Conversation) -> list[str]:
@@ -97,9 +97,9 @@ def test_a_message_over_the_limit_is_refused(alice: Any) -> None:
 
 def test_a_message_at_the_limit_is_accepted_and_stripped_first(alice: Any) -> None:
     text = "x" * MAX_MESSAGE_CHARS
-    turn = create_turn(alice, None, f"  {text}\n\n", "emulator/chat", OWNER)
-    assert turn.user_message is not None
-    assert turn.user_message.content == text
+    started = create_turn(alice, None, f"  {text}\n\n", "emulator/chat", OWNER)
+    assert started.user_message is not None
+    assert started.user_message.content == text
 
 
 def test_no_model_is_refused(alice: Any) -> None:
@@ -110,10 +110,10 @@ def test_no_model_is_refused(alice: Any) -> None:
 
 
 def test_a_retry_while_the_answer_is_running_is_refused(alice: Any) -> None:
-    turn = create_turn(alice, None, "hello", "emulator/chat", OWNER)
-    assert turn.generation.status == "streaming"
+    started = create_turn(alice, None, "hello", "emulator/chat", OWNER)
+    assert started.generation.status == "streaming"
     with pytest.raises(TurnError) as caught:
-        create_retry(alice, turn.assistant.pk, None, OWNER)
+        create_retry(alice, started.assistant.pk, None, OWNER)
     assert str(caught.value) == "This answer is still being written."
     assert Generation.objects.count() == 1
 
@@ -137,8 +137,8 @@ def test_title_from(text: str, title: str) -> None:
 
 
 def test_the_first_message_titles_a_new_conversation(alice: Any) -> None:
-    turn = create_turn(alice, None, "Otters\nand rivers", "emulator/chat", OWNER)
-    conversation = Conversation.objects.get(pk=turn.conversation.pk)
+    started = create_turn(alice, None, "Otters\nand rivers", "emulator/chat", OWNER)
+    conversation = Conversation.objects.get(pk=started.conversation.pk)
     assert conversation.user == alice
     assert conversation.title == "Otters"
     assert conversation.model == "emulator/chat"
@@ -157,21 +157,21 @@ def test_a_later_message_titles_only_an_untitled_conversation(alice: Any) -> Non
 
 
 def test_a_turn_is_a_question_a_placeholder_and_a_streaming_generation(alice: Any) -> None:
-    turn = create_turn(alice, None, "  hello  ", "emulator/echo", OWNER)
-    question, answer = Message.objects.filter(conversation=turn.conversation)
+    started = create_turn(alice, None, "  hello  ", "emulator/echo", OWNER)
+    question, answer = Message.objects.filter(conversation=started.conversation)
     assert (question.role, question.content) == ("user", "hello")
     assert (answer.role, answer.content) == ("assistant", "")
     generation = Generation.objects.get(message=answer)
     assert generation.status == "streaming"
     assert generation.model == "emulator/echo"
     assert generation.owner_channel == OWNER
-    assert turn.user_message == question
-    assert turn.assistant == answer
-    assert turn.generation == generation
-    job = turn.job
+    assert started.user_message == question
+    assert started.assistant == answer
+    assert started.generation == generation
+    job = started.job
     assert job.generation_pk == generation.pk  # our key, not the gateway's generation ID
     assert job.message_pk == answer.pk
-    assert job.conversation_pk == turn.conversation.pk
+    assert job.conversation_pk == started.conversation.pk
     assert job.model == "emulator/echo"
     assert job.owner_channel == OWNER
     assert job.messages == [{"role": "user", "content": "hello"}]
@@ -181,14 +181,14 @@ def test_a_retry_is_a_new_generation_with_the_failed_ones_model_by_default(alice
     conversation = Conversation.objects.create(user=alice, title="t")
     question = said(conversation, "user", "hello")
     failed = answered(conversation, "", status="failed")
-    turn = create_retry(alice, failed.pk, None, OWNER)
-    assert turn.user_message is None
-    assert turn.generation.model == "emulator/chat"
-    assert turn.assistant.pk > failed.pk
-    assert turn.assistant.parent == question  # a sibling of the failed answer
+    started = create_retry(alice, failed.pk, None, OWNER)
+    assert started.user_message is None
+    assert started.generation.model == "emulator/chat"
+    assert started.assistant.pk > failed.pk
+    assert started.assistant.parent == question  # a sibling of the failed answer
     # The failed attempt is not context for its retry.
-    assert turn.job.messages == [{"role": "user", "content": "hello"}]
-    finish(turn)
+    assert started.job.messages == [{"role": "user", "content": "hello"}]
+    finish(started)
     other = create_retry(alice, failed.pk, "emulator/echo", OWNER)
     assert other.generation.model == "emulator/echo"
     assert Conversation.objects.get(pk=conversation.pk).model == "emulator/echo"
@@ -228,20 +228,20 @@ def test_a_continuation_is_a_retry_with_a_larger_budget(alice: Any) -> None:
     conversation = Conversation.objects.create(user=alice, title="t")
     said(conversation, "user", "hello")
     cut = thought_until_the_budget_ran_out(conversation, completion_tokens=48)
-    turn = create_continuation(alice, cut.pk, OWNER)
-    assert turn.user_message is None
-    assert turn.assistant.pk > cut.pk
-    assert turn.generation.model == "emulator/length"
-    assert turn.generation.max_tokens == 4096
-    assert Generation.objects.get(pk=turn.generation.pk).max_tokens == 4096
-    assert turn.job.max_tokens == 4096
-    assert turn.job.model == "emulator/length"
-    assert turn.job.messages == [{"role": "user", "content": "hello"}]
+    started = create_continuation(alice, cut.pk, OWNER)
+    assert started.user_message is None
+    assert started.assistant.pk > cut.pk
+    assert started.generation.model == "emulator/length"
+    assert started.generation.max_tokens == 4096
+    assert Generation.objects.get(pk=started.generation.pk).max_tokens == 4096
+    assert started.job.max_tokens == 4096
+    assert started.job.model == "emulator/length"
+    assert started.job.messages == [{"role": "user", "content": "hello"}]
     # Its own budget ran out too: twice that, next.
-    Generation.objects.filter(pk=turn.generation.pk).update(
+    Generation.objects.filter(pk=started.generation.pk).update(
         status="completed", finish_reason="length", completion_tokens=4096
     )
-    again = create_continuation(alice, turn.assistant.pk, OWNER)
+    again = create_continuation(alice, started.assistant.pk, OWNER)
     assert again.job.max_tokens == again.generation.max_tokens == 8192
 
 
@@ -249,9 +249,9 @@ def test_a_retry_asks_for_the_gateways_budget(alice: Any) -> None:
     conversation = Conversation.objects.create(user=alice, title="t")
     said(conversation, "user", "hello")
     failed = answered(conversation, "", status="failed")
-    turn = create_retry(alice, failed.pk, None, OWNER)
-    assert turn.generation.max_tokens is None
-    assert turn.job.max_tokens is None
+    started = create_retry(alice, failed.pk, None, OWNER)
+    assert started.generation.max_tokens is None
+    assert started.job.max_tokens is None
 
 
 def test_only_an_answer_that_ran_out_of_budget_is_continued(alice: Any) -> None:
@@ -480,11 +480,11 @@ def test_a_follow_up_comes_after_the_current_leaf_and_becomes_it(alice: Any) -> 
     assert conversation.current_leaf == re_two
     finish(create_edit(alice, two.pk, "deux", (config_for(None), "emulator/echo"), OWNER))
     Conversation.objects.filter(pk=conversation.pk).update(current_leaf=re_two)  # shown again
-    turn = create_turn(alice, conversation.pk, "three", "emulator/echo", OWNER)
-    assert turn.user_message is not None
-    assert turn.user_message.parent == re_two
-    assert turn.assistant.parent == turn.user_message
-    assert turn.job.messages == [
+    started = create_turn(alice, conversation.pk, "three", "emulator/echo", OWNER)
+    assert started.user_message is not None
+    assert started.user_message.parent == re_two
+    assert started.assistant.parent == started.user_message
+    assert started.job.messages == [
         {"role": "user", "content": "one"},
         {"role": "assistant", "content": "re: one"},
         {"role": "user", "content": "two"},
@@ -492,33 +492,33 @@ def test_a_follow_up_comes_after_the_current_leaf_and_becomes_it(alice: Any) -> 
         {"role": "user", "content": "three"},
     ]
     conversation.refresh_from_db()
-    assert conversation.current_leaf == turn.assistant
+    assert conversation.current_leaf == started.assistant
     assert texts(conversation) == ["one", "re: one", "two", "re: two", "three", ""]
 
 
 def test_a_follow_up_without_a_leaf_set_comes_after_the_newest_message(alice: Any) -> None:
     conversation, (_, _, _, re_two) = two_turns(alice)
     Conversation.objects.filter(pk=conversation.pk).update(current_leaf=None)
-    turn = create_turn(alice, conversation.pk, "three", "emulator/echo", OWNER)
-    assert turn.user_message is not None
-    assert turn.user_message.parent == re_two
+    started = create_turn(alice, conversation.pk, "three", "emulator/echo", OWNER)
+    assert started.user_message is not None
+    assert started.user_message.parent == re_two
 
 
 def test_a_leaf_with_descendants_is_read_as_its_newest_one(alice: Any) -> None:
     conversation, (one, _, _, re_two) = two_turns(alice)
     Conversation.objects.filter(pk=conversation.pk).update(current_leaf=one)
     assert texts(conversation) == ["one", "re: one", "two", "re: two"]
-    turn = create_turn(alice, conversation.pk, "three", "emulator/echo", OWNER)
-    assert turn.user_message is not None
-    assert turn.user_message.parent == re_two
+    started = create_turn(alice, conversation.pk, "three", "emulator/echo", OWNER)
+    assert started.user_message is not None
+    assert started.user_message.parent == re_two
 
 
 def test_a_follow_up_comes_after_the_message_the_page_shows(alice: Any, bob: Any) -> None:
     conversation, (_, re_one, _, _) = two_turns(alice)
-    turn = create_turn(alice, conversation.pk, "deux", "emulator/echo", OWNER, after=re_one.pk)
-    assert turn.user_message is not None
-    assert turn.user_message.parent == re_one
-    finish(turn)
+    started = create_turn(alice, conversation.pk, "deux", "emulator/echo", OWNER, after=re_one.pk)
+    assert started.user_message is not None
+    assert started.user_message.parent == re_one
+    finish(started)
     _others, (_, bobs, *_) = two_turns(bob)
     with pytest.raises(Http404, match=r"^No such message\.$"):
         create_turn(alice, conversation.pk, "x", "emulator/echo", OWNER, after=bobs.pk)
@@ -536,14 +536,14 @@ def test_regenerating_an_earlier_answer_makes_a_sibling_from_the_context_before_
     alice: Any,
 ) -> None:
     conversation, (one, re_one, _two, _re_two) = two_turns(alice)
-    turn = create_retry(alice, re_one.pk, "emulator/chat", OWNER)
-    assert turn.assistant.parent == one
-    assert turn.generation.model == "emulator/chat"
-    assert turn.job.messages == [{"role": "user", "content": "one"}]
+    started = create_retry(alice, re_one.pk, "emulator/chat", OWNER)
+    assert started.assistant.parent == one
+    assert started.generation.model == "emulator/chat"
+    assert started.job.messages == [{"role": "user", "content": "one"}]
     conversation.refresh_from_db()
-    assert conversation.current_leaf == turn.assistant
+    assert conversation.current_leaf == started.assistant
     path = shown_path(conversation)
-    assert [item.message for item in path] == [one, turn.assistant]
+    assert [item.message for item in path] == [one, started.assistant]
     assert path[0].versions is None
     assert path[1].versions == Versions(2, 2, re_one.pk, None)
     # Nothing is deleted, and each attempt keeps its own generation.
@@ -555,25 +555,25 @@ def test_regenerating_an_earlier_answer_makes_a_sibling_from_the_context_before_
 def test_an_edit_is_a_sibling_question_answered_from_the_context_before_it(alice: Any) -> None:
     conversation, (one, re_one, two, _re_two) = two_turns(alice)
     choice = (config_for(None), "emulator/chat")
-    turn = create_edit(alice, two.pk, "  deux  ", choice, OWNER)
-    question = turn.user_message
+    started = create_edit(alice, two.pk, "  deux  ", choice, OWNER)
+    question = started.user_message
     assert question is not None
     assert (question.content, question.parent) == ("deux", re_one)
-    assert turn.assistant.parent == question
-    assert turn.generation.model == "emulator/chat"
-    assert turn.job.messages == [
+    assert started.assistant.parent == question
+    assert started.generation.model == "emulator/chat"
+    assert started.job.messages == [
         {"role": "user", "content": "one"},
         {"role": "assistant", "content": "re: one"},
         {"role": "user", "content": "deux"},
     ]
     conversation.refresh_from_db()
-    assert conversation.current_leaf == turn.assistant
+    assert conversation.current_leaf == started.assistant
     assert conversation.title == "one"
     path = shown_path(conversation)
     assert [item.message.content for item in path] == ["one", "re: one", "deux", ""]
     assert path[2].versions == Versions(2, 2, two.pk, None)
     assert path[3].versions is None
-    finish(turn)
+    finish(started)
     # The first question has no parent: its edit is another root.
     root = create_edit(alice, one.pk, "uno", choice, OWNER)
     assert root.user_message is not None
@@ -623,11 +623,11 @@ def test_an_answer_whose_worker_died_does_not_hold_up_the_next_turn(alice: Any) 
     dead = create_turn(alice, conversation.pk, "three", "emulator/echo", OWNER)
     silent = timezone.now() - timedelta(seconds=settings.CHAT_STALE_AFTER + 1)
     Generation.objects.filter(pk=dead.generation.pk).update(heartbeat_at=silent)
-    turn = create_turn(alice, conversation.pk, "four", "emulator/echo", OWNER)
-    assert turn.user_message is not None
+    started = create_turn(alice, conversation.pk, "four", "emulator/echo", OWNER)
+    assert started.user_message is not None
     assert Generation.objects.get(pk=dead.generation.pk).status == "streaming"
     # One that beat a moment ago is waited for.
-    Generation.objects.filter(pk=turn.generation.pk).update(heartbeat_at=timezone.now())
+    Generation.objects.filter(pk=started.generation.pk).update(heartbeat_at=timezone.now())
     with pytest.raises(TurnError, match="still being written"):
         create_turn(alice, conversation.pk, "five", "emulator/echo", OWNER)
 

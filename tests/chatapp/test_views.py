@@ -177,10 +177,10 @@ async def test_first_message_swaps_in_the_new_titled_conversation(alice: Any) ->
 
 
 async def test_send_appends_the_turn_with_a_streaming_answer(alice: Any) -> None:
-    turn = await start_turn(alice, "first", "emulator/echo")
-    await asyncio.wait_for(worker.start(turn.job), 30)
+    started = await start_turn(alice, "first", "emulator/echo")
+    await asyncio.wait_for(worker.start(started.job), 30)
     client = await logged_in(alice)
-    url = reverse("chat:send", args=[turn.conversation.pk])
+    url = reverse("chat:send", args=[started.conversation.pk])
     response = await client.post(
         url, {"content": "second question", "model": "emulator/echo"}, headers=HTMX
     )
@@ -190,15 +190,15 @@ async def test_send_appends_the_turn_with_a_streaming_answer(alice: Any) -> None
     assert 'data-status="streaming"' in html
     assert ">Stop</button>" in html
     await workers_finished()
-    generation = await Generation.objects.filter(conversation=turn.conversation).afirst()
+    generation = await Generation.objects.filter(conversation=started.conversation).afirst()
     assert generation is not None
     assert generation.status == "completed"
 
 
 async def test_multi_turn_context_is_sent(alice: Any) -> None:
-    turn = await start_turn(alice, "first question", "emulator/echo")
-    await asyncio.wait_for(worker.start(turn.job), 30)
-    second = await start_turn(alice, "second question", "emulator/echo", turn.conversation.pk)
+    started = await start_turn(alice, "first question", "emulator/echo")
+    await asyncio.wait_for(worker.start(started.job), 30)
+    second = await start_turn(alice, "second question", "emulator/echo", started.conversation.pk)
     assert second.job.messages == [
         {"role": "user", "content": "first question"},
         {"role": "assistant", "content": "first question"},
@@ -217,10 +217,10 @@ async def test_empty_message_shows_an_error_in_the_composer(alice: Any) -> None:
 
 
 async def test_other_users_conversation_is_404_everywhere(alice: Any, bob: Any) -> None:
-    turn = await start_turn(alice, "private", "emulator/echo")
-    await asyncio.wait_for(worker.start(turn.job), 30)
+    started = await start_turn(alice, "private", "emulator/echo")
+    await asyncio.wait_for(worker.start(started.job), 30)
     client = await logged_in(bob)
-    pk, message_pk = turn.conversation.pk, turn.assistant.pk
+    pk, message_pk = started.conversation.pk, started.assistant.pk
     for method, url in [
         ("get", reverse("chat:conversation", args=[pk])),
         ("post", reverse("chat:send", args=[pk])),
@@ -230,7 +230,7 @@ async def test_other_users_conversation_is_404_everywhere(alice: Any, bob: Any) 
         ("get", reverse("chat:message_source", args=[message_pk])),
         ("post", reverse("chat:retry", args=[message_pk])),
         ("post", reverse("chat:continue", args=[message_pk])),
-        ("post", reverse("chat:stop", args=[turn.generation.pk])),
+        ("post", reverse("chat:stop", args=[started.generation.pk])),
         ("get", reverse("chat:attachment", args=[message_pk, 0])),
     ]:
         if method == "post":
@@ -246,20 +246,20 @@ async def test_other_users_conversation_is_404_everywhere(alice: Any, bob: Any) 
 
 async def test_stop_cancels_the_generation(alice: Any, upstream: UpstreamLog) -> None:
     client = await logged_in(alice)
-    turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=100")
-    listener = await GroupListener(turn.conversation.pk).join()
-    task = worker.start(turn.job)
+    started = await start_turn(alice, "otters", "emulator/long?tokens_per_second=100")
+    listener = await GroupListener(started.conversation.pk).join()
+    task = worker.start(started.job)
     await listener.until("delta")  # some text is out: Stop lands mid-answer
-    response = await client.post(reverse("chat:stop", args=[turn.generation.pk]))
+    response = await client.post(reverse("chat:stop", args=[started.generation.pk]))
     assert response.status_code == 204
     record = await upstream.finished(await upstream.one(scenario="long"))
     assert record.final_outcome == "cancelled", "Stop closed the upstream stream"
     assert record.cancelled_at is not None
     await asyncio.wait_for(task, 5)
-    generation = await Generation.objects.select_related("message").aget(pk=turn.generation.pk)
+    generation = await Generation.objects.select_related("message").aget(pk=started.generation.pk)
     assert generation.status == "cancelled"
     assert generation.message.content
-    fragment = await client.get(reverse("chat:message", args=[turn.assistant.pk]))
+    fragment = await client.get(reverse("chat:message", args=[started.assistant.pk]))
     html = fragment.content.decode()
     assert 'data-status="cancelled"' in html
     assert "Stopped." in html
@@ -286,24 +286,24 @@ async def test_error_is_shown_in_plain_words_and_retry_starts_a_new_generation(
     alice: Any, emulator_url: EmulatorURL, upstream: UpstreamLog
 ) -> None:
     client = await logged_in(alice)
-    turn = await start_turn(alice, "hello", "emulator/error-before")
-    await asyncio.wait_for(worker.start(turn.job), 30)
-    generation = await Generation.objects.aget(pk=turn.generation.pk)
-    html = (await client.get(reverse("chat:message", args=[turn.assistant.pk]))).content.decode()
+    started = await start_turn(alice, "hello", "emulator/error-before")
+    await asyncio.wait_for(worker.start(started.job), 30)
+    generation = await Generation.objects.aget(pk=started.generation.pk)
+    html = (await client.get(reverse("chat:message", args=[started.assistant.pk]))).content.decode()
     assert 'data-status="failed"' in html
     assert "The gateway refused the request" in html
     assert f"HTTP {generation.error_status}" in html
     assert generation.error_message in html
     assert "not billed (refused before the answer began)" in html
     response = await client.post(
-        reverse("chat:retry", args=[turn.assistant.pk]), {"model": "emulator/echo"}, headers=HTMX
+        reverse("chat:retry", args=[started.assistant.pk]), {"model": "emulator/echo"}, headers=HTMX
     )
     assert 'data-status="streaming"' in response.content.decode()
     await workers_finished()
     retried = await Generation.objects.exclude(pk=generation.pk).select_related("message").aget()
     assert retried.status == "completed"
     assert retried.message.content == "hello"
-    assert await Message.objects.filter(conversation=turn.conversation).acount() == 3
+    assert await Message.objects.filter(conversation=started.conversation).acount() == 3
     # The failed attempt is not sent as context for its retry: the emulator counted the prompt
     # of the question alone (the failed answer would add `{"role": "assistant", ...}`).
     (failed, retry) = upstream.new()
@@ -316,10 +316,10 @@ async def test_error_is_shown_in_plain_words_and_retry_starts_a_new_generation(
 
 async def test_model_output_is_rendered_safely(alice: Any) -> None:
     text = "**bold** <script>alert(1)</script> [x](javascript:alert(1)) [ok](https://example.org)"
-    turn = await start_turn(alice, text, "emulator/echo")
-    await asyncio.wait_for(worker.start(turn.job), 30)
+    started = await start_turn(alice, text, "emulator/echo")
+    await asyncio.wait_for(worker.start(started.job), 30)
     client = await logged_in(alice)
-    html = (await client.get(reverse("chat:message", args=[turn.assistant.pk]))).content.decode()
+    html = (await client.get(reverse("chat:message", args=[started.assistant.pk]))).content.decode()
     assert "<strong>bold</strong>" in html
     assert "<script>" not in html
     assert "&lt;script&gt;" in html
@@ -331,26 +331,26 @@ async def test_an_answers_markdown_is_copied_from_its_source_for_its_owner_only(
     alice: Any, bob: Any
 ) -> None:
     text = "# Ünïcode\n\n```python\nx = '<b>'\n```\n\nSee [1] and note[^1].\n\n[^1]: A note."
-    turn = await start_turn(alice, text, "emulator/echo")
-    await asyncio.wait_for(worker.start(turn.job), 30)
-    await Message.objects.filter(pk=turn.assistant.pk).aupdate(
+    started = await start_turn(alice, text, "emulator/echo")
+    await asyncio.wait_for(worker.start(started.job), 30)
+    await Message.objects.filter(pk=started.assistant.pk).aupdate(
         annotations=[{"url": "https://cited.example/", "title": "Cited"}]
     )
     client = await logged_in(alice)
-    url = reverse("chat:message_source", args=[turn.assistant.pk])
+    url = reverse("chat:message_source", args=[started.assistant.pk])
     response = await client.get(url)
     assert response.status_code == 200
     assert response["Content-Type"] == "text/plain; charset=utf-8"
     assert response["X-Content-Type-Options"] == "nosniff"
     assert response.content.decode() == text
-    html = (await client.get(reverse("chat:message", args=[turn.assistant.pk]))).content.decode()
+    html = (await client.get(reverse("chat:message", args=[started.assistant.pk]))).content.decode()
     assert (
         f'<button type="button" class="copy-answer" data-source-url="{url}"'
         ' aria-label="Copy the answer as Markdown">Copy</button>'
     ) in html
     assert '<button class="copy-code" type="button">Copy</button>' in html
     assert 'href="https://cited.example/" class="citation-ref" title="Cited"' in html
-    assert f'<li id="fn-m{turn.assistant.pk}-1" class="footnote-item">' in html
+    assert f'<li id="fn-m{started.assistant.pk}-1" class="footnote-item">' in html
     assert (await (await logged_in(bob)).get(url)).status_code == 404
     assert (await client.post(url)).status_code == 405
     anonymous = await AsyncClient().get(url)
@@ -359,10 +359,10 @@ async def test_an_answers_markdown_is_copied_from_its_source_for_its_owner_only(
 
 
 async def test_rename_and_delete(alice: Any) -> None:
-    turn = await start_turn(alice, "hello", "emulator/echo")
-    await asyncio.wait_for(worker.start(turn.job), 30)
+    started = await start_turn(alice, "hello", "emulator/echo")
+    await asyncio.wait_for(worker.start(started.job), 30)
     client = await logged_in(alice)
-    pk = turn.conversation.pk
+    pk = started.conversation.pk
     response = await client.post(
         reverse("chat:rename", args=[pk]), {"title": "  Renamed   trip "}, headers=HTMX
     )
@@ -378,12 +378,14 @@ async def test_rename_and_delete(alice: Any) -> None:
 async def test_deleting_a_conversation_stops_its_generation_and_keeps_its_cost(
     alice: Any, upstream: UpstreamLog
 ) -> None:
-    turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=100")
-    listener = await GroupListener(turn.conversation.pk).join()
-    task = worker.start(turn.job)
+    started = await start_turn(alice, "otters", "emulator/long?tokens_per_second=100")
+    listener = await GroupListener(started.conversation.pk).join()
+    task = worker.start(started.job)
     await listener.until("delta")
     client = await logged_in(alice)
-    response = await client.post(reverse("chat:delete", args=[turn.conversation.pk]), headers=HTMX)
+    response = await client.post(
+        reverse("chat:delete", args=[started.conversation.pk]), headers=HTMX
+    )
     assert response["HX-Redirect"] == reverse("chat:home")
     # Stop reached the gateway: the stream was closed long before its 3,000 tokens.
     record = await upstream.finished(await upstream.one(scenario="long"))
@@ -407,8 +409,8 @@ async def test_deleting_a_conversation_stops_its_generation_and_keeps_its_cost(
 
 async def test_sidebar_lists_own_conversations_newest_first(alice: Any, bob: Any) -> None:
     for text in ("older", "newer"):
-        turn = await start_turn(alice, text, "emulator/echo")
-        await asyncio.wait_for(worker.start(turn.job), 30)
+        started = await start_turn(alice, text, "emulator/echo")
+        await asyncio.wait_for(worker.start(started.job), 30)
     await start_turn(bob, "not alice's", "emulator/echo")
     client = await logged_in(alice)
     html = (await client.get(reverse("chat:home"))).content.decode()
@@ -418,22 +420,22 @@ async def test_sidebar_lists_own_conversations_newest_first(alice: Any, bob: Any
 
 @pytest.mark.parametrize("status", ["streaming", "completed"])
 async def test_page_carries_status_and_seq_for_reattach(alice: Any, status: str) -> None:
-    turn = await start_turn(alice, "hi", "emulator/echo")
-    await sync_to_async(Generation.objects.filter(pk=turn.generation.pk).update)(
+    started = await start_turn(alice, "hi", "emulator/echo")
+    await sync_to_async(Generation.objects.filter(pk=started.generation.pk).update)(
         status=status, last_seq=7
     )
     client = await logged_in(alice)
-    html = (await client.get(reverse("chat:conversation", args=[turn.conversation.pk]))).content
+    html = (await client.get(reverse("chat:conversation", args=[started.conversation.pk]))).content
     assert f'data-status="{status}" data-seq="7"'.encode() in html
     assert (b">Stop</button>" in html) == (status == "streaming")
 
 
 async def test_reasoning_details_are_sent_back_unchanged(alice: Any) -> None:
-    turn = await start_turn(alice, "why is the sky blue", "emulator/reasoning")
-    await asyncio.wait_for(worker.start(turn.job), 30)
-    answer = await Message.objects.aget(pk=turn.assistant.pk)
+    started = await start_turn(alice, "why is the sky blue", "emulator/reasoning")
+    await asyncio.wait_for(worker.start(started.job), 30)
+    answer = await Message.objects.aget(pk=started.assistant.pk)
     assert answer.reasoning_details
-    second = await start_turn(alice, "and at sunset?", "emulator/echo", turn.conversation.pk)
+    second = await start_turn(alice, "and at sunset?", "emulator/echo", started.conversation.pk)
     assert second.job.messages[1] == {
         "role": "assistant",
         "content": answer.content,
@@ -442,8 +444,8 @@ async def test_reasoning_details_are_sent_back_unchanged(alice: Any) -> None:
 
 
 async def test_admin_lists_generations_with_their_cost(alice: Any) -> None:
-    turn = await start_turn(alice, "hello", "emulator/echo")
-    await asyncio.wait_for(worker.start(turn.job), 30)
+    started = await start_turn(alice, "hello", "emulator/echo")
+    await asyncio.wait_for(worker.start(started.job), 30)
     await sync_to_async(type(alice).objects.filter(pk=alice.pk).update)(
         is_staff=True, is_superuser=True
     )
@@ -458,11 +460,11 @@ async def test_admin_lists_generations_with_their_cost(alice: Any) -> None:
 
 async def test_thinking_is_open_while_streaming_then_collapsed(alice: Any) -> None:
     client = await logged_in(alice)
-    turn = await start_turn(alice, "Why is the sky blue?", "emulator/reasoning")
-    url = reverse("chat:message", args=[turn.assistant.pk])
+    started = await start_turn(alice, "Why is the sky blue?", "emulator/reasoning")
+    url = reverse("chat:message", args=[started.assistant.pk])
     running = (await client.get(url)).content.decode()
     assert '<details class="pane reasoning-pane" open hidden>' in running
-    await asyncio.wait_for(worker.start(turn.job), 30)
+    await asyncio.wait_for(worker.start(started.job), 30)
     done = (await client.get(url)).content.decode()
     assert '<details class="pane reasoning-pane">' in done
     assert "The user asks about" in done
@@ -470,9 +472,9 @@ async def test_thinking_is_open_while_streaming_then_collapsed(alice: Any) -> No
 
 async def test_tool_calls_have_their_own_pane(alice: Any) -> None:
     client = await logged_in(alice)
-    turn = await start_turn(alice, "Weather in Oslo?", "emulator/tools")
-    await asyncio.wait_for(worker.start(turn.job), 30)
-    html = (await client.get(reverse("chat:message", args=[turn.assistant.pk]))).content.decode()
+    started = await start_turn(alice, "Weather in Oslo?", "emulator/tools")
+    await asyncio.wait_for(worker.start(started.job), 30)
+    html = (await client.get(reverse("chat:message", args=[started.assistant.pk]))).content.decode()
     pane = html[html.index('<section class="pane tool-calls-pane"') :]
     pane = pane[: pane.index("</section>")]
     assert "hidden" not in pane.split(">", 1)[0]
@@ -517,10 +519,10 @@ async def test_a_tool_call_that_ran_shows_its_status_arguments_and_result(alice:
 
 async def finished_with(user: Any, **fields: Any) -> Message:
     """A completed answer carrying `fields` as a gateway might have sent them."""
-    turn = await start_turn(user, "media", "emulator/echo")
-    await Generation.objects.filter(pk=turn.generation.pk).aupdate(status="completed")
-    await Message.objects.filter(pk=turn.assistant.pk).aupdate(**fields)
-    return turn.assistant
+    started = await start_turn(user, "media", "emulator/echo")
+    await Generation.objects.filter(pk=started.generation.pk).aupdate(status="completed")
+    await Message.objects.filter(pk=started.assistant.pk).aupdate(**fields)
+    return started.assistant
 
 
 def stored_citations(*raw: dict[str, Any]) -> list[dict[str, Any]]:
@@ -652,14 +654,14 @@ def received(emulator_url: EmulatorURL, monkeypatch: pytest.MonkeyPatch) -> list
 async def test_thinking_that_ran_out_of_budget_continues_with_a_larger_one(
     alice: Any, bob: Any, upstream: UpstreamLog, received: list[dict[str, Any]]
 ) -> None:
-    turn = await start_turn(alice, "Why is the sea salty?", "emulator/length")
-    await asyncio.wait_for(worker.start(turn.job), 30)
+    started = await start_turn(alice, "Why is the sea salty?", "emulator/length")
+    await asyncio.wait_for(worker.start(started.job), 30)
     cut = await upstream.finished(await upstream.one(scenario="length"))
     assert (cut.finish_reason, cut.tokens_completion) == ("length", 48)  # the default budget
     client = await logged_in(alice)
-    html = (await client.get(reverse("chat:message", args=[turn.assistant.pk]))).content.decode()
+    html = (await client.get(reverse("chat:message", args=[started.assistant.pk]))).content.decode()
     assert "The token budget ran out while the model was thinking, before it answered." in html
-    url = reverse("chat:continue", args=[turn.assistant.pk])
+    url = reverse("chat:continue", args=[started.assistant.pk])
     assert f'hx-post="{url}"' in html
     assert ">Continue with a larger budget</button>" in html
     assert ">Retry</button>" not in html  # it is a complete answer, not a failure
@@ -671,11 +673,11 @@ async def test_thinking_that_ran_out_of_budget_continues_with_a_larger_one(
     await workers_finished()
 
     continued = (
-        await Generation.objects.exclude(pk=turn.generation.pk).select_related("message").aget()
+        await Generation.objects.exclude(pk=started.generation.pk).select_related("message").aget()
     )
     assert continued.max_tokens == 4096
     assert continued.model == "emulator/length"
-    assert continued.gateway_id == turn.generation.gateway_id
+    assert continued.gateway_id == started.generation.gateway_id
     assert (continued.status, continued.finish_reason) == ("completed", "stop")
     assert continued.message.reasoning.startswith("Let me think")
     assert "## About" in continued.message.content

@@ -31,12 +31,12 @@ SLOW_START_S = 5  # the slow-start scenario's silence before its first token
 
 
 async def run_turn(user: Any, text: str, model: str) -> tuple[Generation, GroupListener]:
-    turn = await start_turn(user, text, model)
-    listener = await GroupListener(turn.conversation.pk).join()
-    task = worker.start(turn.job)
+    started = await start_turn(user, text, model)
+    listener = await GroupListener(started.conversation.pk).join()
+    task = worker.start(started.job)
     await listener.until("done")
     await asyncio.wait_for(task, 30)
-    generation = await Generation.objects.select_related("message").aget(pk=turn.generation.pk)
+    generation = await Generation.objects.select_related("message").aget(pk=started.generation.pk)
     return generation, listener
 
 
@@ -193,12 +193,14 @@ async def test_images_become_safe_attachments(alice: Any) -> None:
 async def test_cancel_before_the_first_token_closes_upstream(
     alice: Any, upstream: UpstreamLog
 ) -> None:
-    turn = await start_turn(alice, "hello", f"emulator/slow-start?slow_start_s={SLOW_START_S}")
-    listener = await GroupListener(turn.conversation.pk).join()
-    task = worker.start(turn.job)
+    started = await start_turn(alice, "hello", f"emulator/slow-start?slow_start_s={SLOW_START_S}")
+    listener = await GroupListener(started.conversation.pk).join()
+    task = worker.start(started.job)
     record = await upstream.one(scenario="slow-start")
     clicked = time.time()
-    await get_channel_layer().send(turn.job.owner_channel, protocol.cancel(turn.job.generation_pk))
+    await get_channel_layer().send(
+        started.job.owner_channel, protocol.cancel(started.job.generation_pk)
+    )
     done = await listener.until("done")
     assert done["status"] == "cancelled"
     record = await upstream.finished(record)
@@ -208,7 +210,7 @@ async def test_cancel_before_the_first_token_closes_upstream(
     # Closed by the cancel (after it), not by waiting out the slow start (before its end).
     assert clicked <= record.cancelled_at < record.created_at + SLOW_START_S
     await asyncio.wait_for(task, 10)
-    generation = await Generation.objects.aget(pk=turn.generation.pk)
+    generation = await Generation.objects.aget(pk=started.generation.pk)
     assert generation.status == "cancelled"
     # Numes sends nothing, not even headers, before the first token: the generation ID never
     # arrived, so there is no record to ask; with no price known, the reason is on record.
@@ -223,16 +225,18 @@ async def test_cancel_before_the_first_token_closes_upstream(
 
 
 async def test_cancel_mid_stream_keeps_partial_text(alice: Any, upstream: UpstreamLog) -> None:
-    turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=200")
-    listener = await GroupListener(turn.conversation.pk).join()
-    task = worker.start(turn.job)
+    started = await start_turn(alice, "otters", "emulator/long?tokens_per_second=200")
+    listener = await GroupListener(started.conversation.pk).join()
+    task = worker.start(started.job)
     await listener.until("delta")
     await listener.until("delta")
-    await get_channel_layer().send(turn.job.owner_channel, protocol.cancel(turn.job.generation_pk))
+    await get_channel_layer().send(
+        started.job.owner_channel, protocol.cancel(started.job.generation_pk)
+    )
     done = await listener.until("done", within=2)
     assert done["status"] == "cancelled"
     await asyncio.wait_for(task, 30)
-    generation = await Generation.objects.select_related("message").aget(pk=turn.generation.pk)
+    generation = await Generation.objects.select_related("message").aget(pk=started.generation.pk)
     assert generation.status == "cancelled"
     content = generation.message.content
     assert content
@@ -245,34 +249,36 @@ async def test_cancel_mid_stream_keeps_partial_text(alice: Any, upstream: Upstre
 
 
 async def test_snapshot_plus_later_deltas_rebuild_the_text(alice: Any) -> None:
-    turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=300&long_tokens=400")
-    listener = await GroupListener(turn.conversation.pk).join()
-    task = worker.start(turn.job)
+    started = await start_turn(
+        alice, "otters", "emulator/long?tokens_per_second=300&long_tokens=400"
+    )
+    listener = await GroupListener(started.conversation.pk).join()
+    task = worker.start(started.job)
     await listener.until("delta")
     await listener.until("delta")
     layer = get_channel_layer()
     reply = await layer.new_channel()
     await layer.send(
-        turn.job.owner_channel, protocol.snapshot_request(turn.job.generation_pk, reply)
+        started.job.owner_channel, protocol.snapshot_request(started.job.generation_pk, reply)
     )
     snapshot = orjson.loads((await asyncio.wait_for(layer.receive(reply), 5))["text"])
     assert snapshot["t"] == "snapshot"
-    assert snapshot["g"] == turn.generation.pk
+    assert snapshot["g"] == started.generation.pk
     await listener.until("done", within=30)
     await asyncio.wait_for(task, 30)
     later = [d for d in listener.deltas() if d["seq"] > snapshot["seq"]]
-    message = await Message.objects.aget(pk=turn.assistant.pk)
+    message = await Message.objects.aget(pk=started.assistant.pk)
     assert snapshot["content"] + joined(later, "content") == message.content
 
 
 async def test_partial_text_is_flushed_while_streaming(alice: Any, settings: Any) -> None:
     settings.CHAT_FLUSH_INTERVAL = 0.2
-    turn = await start_turn(alice, "otters", "emulator/long?tokens_per_second=100")
-    task = worker.start(turn.job)
+    started = await start_turn(alice, "otters", "emulator/long?tokens_per_second=100")
+    task = worker.start(started.job)
 
     async def flushed_beyond(content: str) -> Generation | None:
         """The row once a flush wrote more text than `content`."""
-        row = await Generation.objects.select_related("message").aget(pk=turn.generation.pk)
+        row = await Generation.objects.select_related("message").aget(pk=started.generation.pk)
         return row if len(row.message.content) > len(content) else None
 
     # The first output is written at once; later flushes follow every 0.2 s while it streams.
@@ -287,13 +293,15 @@ async def test_partial_text_is_flushed_while_streaming(alice: Any, settings: Any
     assert later.heartbeat_at > first.heartbeat_at
     flushed = later.message.content
     # Cancel once more has been sent than the last flush wrote, so the final write must add it.
-    running = worker._running[turn.job.generation_pk]
+    running = worker._running[started.job.generation_pk]
     await eventually(
         lambda: len(running.state.content) > len(flushed) or None, what="text past the flush"
     )
-    await get_channel_layer().send(turn.job.owner_channel, protocol.cancel(turn.job.generation_pk))
+    await get_channel_layer().send(
+        started.job.owner_channel, protocol.cancel(started.job.generation_pk)
+    )
     await asyncio.wait_for(task, 30)
-    final = await Message.objects.aget(pk=turn.assistant.pk)
+    final = await Message.objects.aget(pk=started.assistant.pk)
     assert final.content.startswith(flushed)
     assert len(final.content) > len(flushed)
 
@@ -335,8 +343,8 @@ async def _run_job(job: Job, *, early: worker.EarlyStream | None = None) -> Gene
 async def test_numes_receives_the_system_prompt_temperature_budget_and_effort(
     alice: Any, upstream: UpstreamLog
 ) -> None:
-    turn = await start_turn(alice, "Why is the sea salty?", "emulator/echo")
-    generation = await _run_job(dataclasses.replace(turn.job, options=FRENCH))
+    started = await start_turn(alice, "Why is the sea salty?", "emulator/echo")
+    generation = await _run_job(dataclasses.replace(started.job, options=FRENCH))
     assert generation.status == "completed"
     record = await upstream.one(dialect="numes", scenario="echo")
     assert record.system == "Answer in French."
@@ -357,9 +365,9 @@ async def test_osmexo_receives_the_settings_without_a_reasoning_control(
         api_key_encrypted=await sync_to_async(key_vault.encrypt)("osmexo-key"),
     )
     configs.forget_configs()
-    turn = await start_turn(alice, "Why is the sea salty?", "emulator/echo")
+    started = await start_turn(alice, "Why is the sea salty?", "emulator/echo")
     config = await configs.aconfig_for(row.pk)
-    job = dataclasses.replace(turn.job, gateway=config, options=FRENCH, max_tokens=4096)
+    job = dataclasses.replace(started.job, gateway=config, options=FRENCH, max_tokens=4096)
     assert (await _run_job(job)).status == "completed"
     record = await upstream.one(dialect="osmexo")
     assert (record.system, record.temperature, record.reasoning) == ("Answer in French.", 0.7, None)
@@ -367,8 +375,8 @@ async def test_osmexo_receives_the_settings_without_a_reasoning_control(
 
 
 async def test_a_job_without_options_sends_none(alice: Any, upstream: UpstreamLog) -> None:
-    turn = await start_turn(alice, "hello", "emulator/echo")
-    await _run_job(turn.job)
+    started = await start_turn(alice, "hello", "emulator/echo")
+    await _run_job(started.job)
     record = await upstream.one(scenario="echo")
     assert (record.system, record.temperature, record.max_tokens, record.reasoning) == (
         None,
@@ -383,8 +391,8 @@ async def test_an_early_request_carries_the_options(alice: Any, upstream: Upstre
     messages = [{"role": "user", "content": "hello early"}]
     early = worker.open_early(config, "emulator/echo", messages, options=FRENCH)
     record = await upstream.one(scenario="echo")
-    turn = await start_turn(alice, "hello early", "emulator/echo")
-    generation = await _run_job(dataclasses.replace(turn.job, options=FRENCH), early=early)
+    started = await start_turn(alice, "hello early", "emulator/echo")
+    generation = await _run_job(dataclasses.replace(started.job, options=FRENCH), early=early)
     assert generation.message.content == "hello early"
     assert (record.system, record.temperature, record.max_tokens, record.reasoning) == (
         "Answer in French.",

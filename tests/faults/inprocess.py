@@ -139,16 +139,18 @@ async def run_answer(
         settings.LLM_BASE_URL = f"{proxy.url}/numes/api/v1"  # the default gateway's row
         configs.forget_configs()
         owner = await worker.owner_channel()
-        turn = await sync_to_async(create_turn)(user, None, text, model, owner)
-        ws = await page_socket(user, turn.conversation.pk)
+        started = await sync_to_async(create_turn)(user, None, text, model, owner)
+        ws = await page_socket(user, started.conversation.pk)
         try:
-            page = ShownAnswer(turn.generation.pk)
-            task = worker.start(turn.job)
+            page = ShownAnswer(started.generation.pk)
+            task = worker.start(started.job)
             await follow(ws, page)
             await asyncio.wait_for(task, WITHIN)
         finally:
             await ws.disconnect()
-        generation = await Generation.objects.select_related("message").aget(pk=turn.generation.pk)
+        generation = await Generation.objects.select_related("message").aget(
+            pk=started.generation.pk
+        )
         render = await final_render(user, generation.message.pk)
         return Run(generation, page, render, writes.calls[generation.pk], proxy)
 

@@ -54,23 +54,23 @@ async def test_an_answer_ending_while_the_layer_is_down_is_saved_and_its_end_tol
 
     monkeypatch.setattr(layer, "group_send", flaky_group_send)
     owner = await worker.owner_channel()
-    turn = await sync_to_async(create_turn)(alice, None, "A short story", PACED, owner)
-    page = ShownAnswer(turn.generation.pk)
-    ws = await page_socket(alice, turn.conversation.pk)
+    started = await sync_to_async(create_turn)(alice, None, "A short story", PACED, owner)
+    page = ShownAnswer(started.generation.pk)
+    ws = await page_socket(alice, started.conversation.pk)
     try:
-        task = worker.start(turn.job)
+        task = worker.start(started.job)
         while not page.applied:
             page.handle(protocol.decode(await ws.receive_from(timeout=10)))
         down = True
         await eventually(
-            lambda: writes.calls[turn.generation.pk], what="the final write", within=10
+            lambda: writes.calls[started.generation.pk], what="the final write", within=10
         )
         down = False  # Redis is back: the end, still being retried, now goes
         await follow(ws, page)
         await task
     finally:
         await ws.disconnect()
-    generation = await Generation.objects.select_related("message").aget(pk=turn.generation.pk)
+    generation = await Generation.objects.select_related("message").aget(pk=started.generation.pk)
     assert refused > 0, "the layer was never down while the answer streamed"
     assert generation.status == Generation.Status.COMPLETED
     assert writes.calls[generation.pk] == 1
@@ -103,14 +103,14 @@ async def test_deltas_lost_mid_stream_are_a_gap_the_page_fills_by_snapshot(
 
     monkeypatch.setattr(layer, "group_send", flaky_group_send)
     owner = await worker.owner_channel()
-    turn = await sync_to_async(create_turn)(alice, None, "A long story", SLOWER, owner)
-    page = ShownAnswer(turn.generation.pk)
-    ws = await page_socket(alice, turn.conversation.pk)
+    started = await sync_to_async(create_turn)(alice, None, "A long story", SLOWER, owner)
+    page = ShownAnswer(started.generation.pk)
+    ws = await page_socket(alice, started.conversation.pk)
     try:
-        task = worker.start(turn.job)
+        task = worker.start(started.job)
         while len(page.applied) < 2:
             page.handle(protocol.decode(await ws.receive_from(timeout=10)))
-        state = worker._running[turn.generation.pk].state
+        state = worker._running[started.generation.pk].state
         lost_from = state.seq + 1
         down = True
         await eventually(lambda: state.seq >= lost_from + 2, what="deltas sent into the outage")
@@ -119,7 +119,7 @@ async def test_deltas_lost_mid_stream_are_a_gap_the_page_fills_by_snapshot(
         await task
     finally:
         await ws.disconnect()
-    generation = await Generation.objects.select_related("message").aget(pk=turn.generation.pk)
+    generation = await Generation.objects.select_related("message").aget(pk=started.generation.pk)
     assert generation.status == Generation.Status.COMPLETED
     assert page.snapshot_asks == 1
     assert page.snapshots == 1
@@ -143,9 +143,9 @@ async def test_a_cost_update_the_layer_cannot_carry_is_a_warning_not_a_crash(
 
     monkeypatch.setattr(layer, "group_send", no_updates)
     owner = await worker.owner_channel()
-    turn = await sync_to_async(create_turn)(alice, None, "A short story", "emulator/drop", owner)
-    await worker.start(turn.job)  # raises if the worker died
-    generation = await Generation.objects.aget(pk=turn.generation.pk)
+    started = await sync_to_async(create_turn)(alice, None, "A short story", "emulator/drop", owner)
+    await worker.start(started.job)  # raises if the worker died
+    generation = await Generation.objects.aget(pk=started.generation.pk)
     assert generation.status == "incomplete"
     assert generation.cost_source == Generation.CostSource.RECORD
     assert "its cost update was not sent" in caplog.text

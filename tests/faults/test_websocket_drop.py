@@ -34,10 +34,10 @@ async def test_a_socket_dropped_and_reopened_mid_stream_sees_no_gap_and_no_dupli
     settings.LLM_BASE_URL = f"{fault_emulator}/numes/api/v1"
     configs.forget_configs()
     owner = await worker.owner_channel()
-    turn = await sync_to_async(create_turn)(alice, None, "A long story", PACED, owner)
-    page = ShownAnswer(turn.generation.pk)
-    first = await page_socket(alice, turn.conversation.pk)
-    task = worker.start(turn.job)
+    started = await sync_to_async(create_turn)(alice, None, "A long story", PACED, owner)
+    page = ShownAnswer(started.generation.pk)
+    first = await page_socket(alice, started.conversation.pk)
+    task = worker.start(started.job)
     try:
         while len(page.applied) < 3:
             page.handle(protocol.decode(await first.receive_from(timeout=10)))
@@ -45,15 +45,15 @@ async def test_a_socket_dropped_and_reopened_mid_stream_sees_no_gap_and_no_dupli
         await first.disconnect()
     seq_at_drop = page.seq
     # What the worker sends while no socket is open for the page is lost to it.
-    worker_state = worker._running[turn.generation.pk].state
+    worker_state = worker._running[started.generation.pk].state
     await eventually(lambda: worker_state.seq >= seq_at_drop + 3, what="deltas while away")
-    second = await page_socket(alice, turn.conversation.pk)
+    second = await page_socket(alice, started.conversation.pk)
     try:
         await follow(second, page)
     finally:
         await second.disconnect()
     await task
-    generation = await Generation.objects.select_related("message").aget(pk=turn.generation.pk)
+    generation = await Generation.objects.select_related("message").aget(pk=started.generation.pk)
     stored = generation.message.content
     assert generation.status == Generation.Status.COMPLETED
     assert page.snapshots == 1, "the reconnected page was caught up by one snapshot"
