@@ -66,3 +66,34 @@ def test_an_image_kept_as_its_url_is_tagged_image_url_and_back() -> None:
     assert back.get(pk=remote.pk).attachments == [
         {"kind": "image", "url": "https://cdn.example/a.png"}
     ]
+
+
+BEFORE_READ_ALOUD_NAMES = [("chatapp", "0011_image_url_attachments")]
+READ_ALOUD_NAMES = [("chatapp", "0012_read_aloud_names")]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("at_latest")
+def test_a_read_alouds_audio_survives_its_models_rename() -> None:
+    old = migrated(BEFORE_READ_ALOUD_NAMES)
+    user = old.get_model("auth", "User").objects.create(username="alice")
+    conversation = old.get_model("chatapp", "Conversation").objects.create(user=user)
+    answer = old.get_model("chatapp", "Message").objects.create(
+        conversation=conversation, role="assistant", content="Otters hold hands."
+    )
+    generation = old.get_model("chatapp", "Generation").objects.create(
+        kind="speech", read_aloud=answer, conversation=conversation, model="emulator/audio"
+    )
+    old.get_model("chatapp", "SpeechAudio").objects.create(
+        generation=generation, media_type="audio/wav", data=b"RIFF"
+    )
+
+    new = migrated(READ_ALOUD_NAMES)
+    audio = new.get_model("chatapp", "ReadAloudAudio").objects.get()
+    assert (audio.generation_id, audio.media_type, bytes(audio.data)) == (
+        generation.pk,
+        "audio/wav",
+        b"RIFF",
+    )
+    read_aloud = new.get_model("chatapp", "Message").objects.get(pk=answer.pk).read_alouds.get()
+    assert (read_aloud.pk, read_aloud.kind) == (generation.pk, "speech")
