@@ -99,10 +99,10 @@ def test_prints_the_url_and_the_admin_login(cluster: Running) -> None:
 
 async def test_streams_an_answer_over_a_websocket_through_nginx(cluster: Running) -> None:
     user = User(sign_in(cluster.proxy, USERNAME, PASSWORD), cluster.state["database_url"])
-    conversation_id = await user.new_conversation(cluster.proxy, "Hello there", FAST)
-    await user.wait_idle(conversation_id)
-    async with user.socket(cluster.proxy, conversation_id) as socket:
-        generation_pk = await user.send(cluster.proxy, conversation_id, "Tell me of otters", SHORT)
+    conversation_pk = await user.new_conversation(cluster.proxy, "Hello there", FAST)
+    await user.wait_idle(conversation_pk)
+    async with user.socket(cluster.proxy, conversation_pk) as socket:
+        generation_pk = await user.send(cluster.proxy, conversation_pk, "Tell me of otters", SHORT)
         stream = await socket.follow(generation_pk, within=20)
     row = await user.generation(generation_pk)
     assert row["status"] == "completed"

@@ -66,22 +66,22 @@ async def refused_generation(server: Server) -> tuple[int, int]:
     """(conversation, generation) of a message whose upstream request was refused, once the
     worker has logged it."""
     user = User(sign_in(server, USERNAME, PASSWORD), database_url="")
-    conversation_id = await user.new_conversation(server, "Hello", REFUSED)
+    conversation_pk = await user.new_conversation(server, "Hello", REFUSED)
     found = poll(
         lambda: GENERATION_LINE.search(server.log_text()), what="the worker's warning", within=15
     )
-    return conversation_id, int(found[1])
+    return conversation_pk, int(found[1])
 
 
 async def test_a_plain_line_is_written_once_with_its_generation(servers: dict[str, Server]) -> None:
     server = servers["plain"]
-    conversation_id, generation_pk = await refused_generation(server)
+    conversation_pk, generation_pk = await refused_generation(server)
     log = server.log_text()
     lines = [line for line in log.split("\n") if f"Generation {generation_pk} refused" in line]
     assert len(lines) == 1, log
     assert re.search(
         rf" WARNING chatapp\.streaming\.worker"
-        rf" \[generation={generation_pk} conversation={conversation_id}\]:"
+        rf" \[generation={generation_pk} conversation={conversation_pk}\]:"
         rf" Generation {generation_pk} refused",
         lines[0],
     ), lines[0]
@@ -91,7 +91,7 @@ async def test_a_plain_line_is_written_once_with_its_generation(servers: dict[st
 
 async def test_json_lines_are_json_objects_with_the_generation(servers: dict[str, Server]) -> None:
     server = servers["json"]
-    conversation_id, generation_pk = await refused_generation(server)
+    conversation_pk, generation_pk = await refused_generation(server)
     lines = [orjson.loads(line) for line in server.log_text().split("\n") if line]
     assert all(isinstance(line, dict) for line in lines)
     (warning,) = [
@@ -99,7 +99,7 @@ async def test_json_lines_are_json_objects_with_the_generation(servers: dict[str
     ]
     assert warning["level"] == "WARNING"
     assert warning["logger"] == "chatapp.streaming.worker"
-    assert (warning["generation"], warning["conversation"]) == (generation_pk, conversation_id)
+    assert (warning["generation"], warning["conversation"]) == (generation_pk, conversation_pk)
     listening = [line for line in lines if "Listening on TCP address" in line["message"]]
     assert len(listening) == 1
     assert listening[0]["generation"] is None

@@ -25,7 +25,7 @@ async def follow_page(socket: Socket, page: ShownAnswer, *, within: float) -> Sh
 
 
 async def follow_reconnecting(
-    user: User, server: Endpoint, conversation_id: int, page: ShownAnswer, *, within: float
+    user: User, server: Endpoint, conversation_pk: int, page: ShownAnswer, *, within: float
 ) -> list[int | None]:
     """`follow_page` on a socket that the page opens again whenever it closes, after chat.js's
     reconnect delay (250 ms, doubling to 5 s); the close codes it saw."""
@@ -34,7 +34,7 @@ async def follow_reconnecting(
     async with asyncio.timeout(within):
         while page.done is None:
             try:
-                async with user.socket(server, conversation_id) as socket:
+                async with user.socket(server, conversation_pk) as socket:
                     delay = 0.25
                     await follow_page(socket, page, within=within)
             except ConnectionClosed as exc:

@@ -30,9 +30,9 @@ OUTAGE = 5.0  # seconds the database is away
 
 async def conversation(user: User, server: Server) -> int:
     """A conversation with one finished turn, so that a socket can watch it before the next."""
-    conversation_id = await user.new_conversation(server, "Hello there", FAST)
-    await user.wait_idle(conversation_id)
-    return conversation_id
+    conversation_pk = await user.new_conversation(server, "Hello there", FAST)
+    await user.wait_idle(conversation_pk)
+    return conversation_pk
 
 
 def assert_clean_log(server: Server, since: int = 0) -> None:
@@ -43,12 +43,12 @@ def assert_clean_log(server: Server, since: int = 0) -> None:
 async def test_redis_restarted_mid_stream_the_page_recovers_by_snapshot(
     dora: User, server_a: Server, cluster: Cluster
 ) -> None:
-    conversation_id = await conversation(dora, server_a)
+    conversation_pk = await conversation(dora, server_a)
     log_start = len(server_a.log_text())
-    generation_pk = await dora.send(server_a, conversation_id, "A long story", MEDIUM)
+    generation_pk = await dora.send(server_a, conversation_pk, "A long story", MEDIUM)
     page = ShownAnswer(generation_pk)
     following = asyncio.create_task(
-        follow_reconnecting(dora, server_a, conversation_id, page, within=30)
+        follow_reconnecting(dora, server_a, conversation_pk, page, within=30)
     )
     await _until(lambda: len(page.applied) >= 3, what="a few deltas")
     cluster.redis.restart()
@@ -72,10 +72,10 @@ async def test_the_database_away_for_5_s_mid_stream_loses_nothing(
 ) -> None:
     """The answer ends while the database is away: its partial flushes fail and are retried, and
     its final write waits for the database (`persistence.RETRY_FOR`)."""
-    conversation_id = await conversation(dora, server_a)
+    conversation_pk = await conversation(dora, server_a)
     log_start = len(server_a.log_text())
-    async with dora.socket(server_a, conversation_id) as socket:
-        generation_pk = await dora.send(server_a, conversation_id, "A long story", SHORT)
+    async with dora.socket(server_a, conversation_pk) as socket:
+        generation_pk = await dora.send(server_a, conversation_pk, "A long story", SHORT)
         page = ShownAnswer(generation_pk)
         following = asyncio.create_task(follow_page(socket, page, within=30))
         await dora.wait_generation(generation_pk, within=10, until=lambda row: row["content"] != "")
@@ -105,10 +105,10 @@ async def test_a_killed_server_s_answer_is_interrupted_with_its_flushed_text_kep
     )
     try:
         victim.wait_ready()
-        conversation_id = await conversation(dora, victim)
+        conversation_pk = await conversation(dora, victim)
         log_start = len(server_a.log_text())
-        async with dora.socket(server_a, conversation_id) as socket:
-            generation_pk = await dora.send(victim, conversation_id, "A long story", ENDLESS)
+        async with dora.socket(server_a, conversation_pk) as socket:
+            generation_pk = await dora.send(victim, conversation_pk, "A long story", ENDLESS)
             page = ShownAnswer(generation_pk)
             following = asyncio.create_task(follow_page(socket, page, within=30))
             flushed = await dora.wait_generation(

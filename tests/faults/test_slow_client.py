@@ -44,7 +44,7 @@ class SilentSocket:
         self.sock = sock
 
     @classmethod
-    async def open(cls, server: Server, user: User, conversation_id: int) -> SilentSocket:
+    async def open(cls, server: Server, user: User, conversation_pk: int) -> SilentSocket:
         loop = asyncio.get_running_loop()
         sock = socket.socket()
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
@@ -62,10 +62,10 @@ class SilentSocket:
         silent = cls(sock)
         head = await silent._read_until(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 101"), head
-        watch = orjson.dumps({"t": "watch", "c": conversation_id})
+        watch = orjson.dumps({"t": "watch", "c": conversation_pk})
         await loop.sock_sendall(sock, _client_frame(watch))
         reply = await silent._read_frame()
-        assert orjson.loads(reply) == {"t": "watching", "c": conversation_id}
+        assert orjson.loads(reply) == {"t": "watching", "c": conversation_pk}
         return silent
 
     async def _read_exactly(self, size: int) -> bytes:
@@ -141,14 +141,14 @@ def rss_kb(pid: int) -> int:
 async def test_sockets_that_stop_reading_are_closed_and_the_answer_goes_on(
     dora: User, server_a: Server
 ) -> None:
-    conversation_id = await dora.new_conversation(server_a, "Hello there", FAST)
-    await dora.wait_idle(conversation_id)
+    conversation_pk = await dora.new_conversation(server_a, "Hello there", FAST)
+    await dora.wait_idle(conversation_pk)
     log_start = len(server_a.log_text())
-    silent = [await SilentSocket.open(server_a, dora, conversation_id) for _ in range(SILENT)]
+    silent = [await SilentSocket.open(server_a, dora, conversation_pk) for _ in range(SILENT)]
     try:
-        async with dora.socket(server_a, conversation_id) as healthy:
+        async with dora.socket(server_a, conversation_pk) as healthy:
             before = rss_kb(server_a.process.pid)
-            generation_pk = await dora.send(server_a, conversation_id, "A very long story", BIG)
+            generation_pk = await dora.send(server_a, conversation_pk, "A very long story", BIG)
             page = ShownAnswer(generation_pk)
             peak, queued = before, 0
 

@@ -230,10 +230,10 @@ class Socket:
         self.received.append((time.monotonic(), message))
         return message
 
-    async def watched(self, conversation_id: int, *, within: float) -> None:
+    async def watched(self, conversation_pk: int, *, within: float) -> None:
         """Until the server says this socket watches the conversation."""
         async with asyncio.timeout(within):
-            while (await self.next(within)) != {"t": "watching", "c": conversation_id}:
+            while (await self.next(within)) != {"t": "watching", "c": conversation_pk}:
                 pass
 
     async def follow(
@@ -299,10 +299,10 @@ class User:
         assert match is not None, response.headers["location"]
         return int(match[1])
 
-    async def send(self, server: Endpoint, conversation_id: int, text: str, model: str) -> int:
+    async def send(self, server: Endpoint, conversation_pk: int, text: str, model: str) -> int:
         """Send a message through `server`; the id of the generation it started."""
         response = await self.post(
-            server, f"/c/{conversation_id}/send/", {"content": text, "model": model}
+            server, f"/c/{conversation_pk}/send/", {"content": text, "model": model}
         )
         assert response.status_code == 200, response.text[:500]
         found = re.findall(r'data-generation="(\d+)"', response.text)
@@ -310,7 +310,7 @@ class User:
         return int(found[-1])
 
     @asynccontextmanager
-    async def socket(self, server: Endpoint, conversation_id: int) -> AsyncIterator[Socket]:
+    async def socket(self, server: Endpoint, conversation_pk: int) -> AsyncIterator[Socket]:
         cookie = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
         async with connect(
             f"ws://127.0.0.1:{server.port}/ws/chat/",
@@ -319,8 +319,8 @@ class User:
             open_timeout=10,
         ) as connection:
             socket = Socket(connection)
-            await socket.send({"t": "watch", "c": conversation_id})  # as the page does on open
-            await socket.watched(conversation_id, within=10)
+            await socket.send({"t": "watch", "c": conversation_pk})  # as the page does on open
+            await socket.watched(conversation_pk, within=10)
             yield socket
 
     # --- The database, read directly -------------------------------------------------------------
@@ -338,18 +338,18 @@ class User:
         assert row is not None, f"no generation {generation_pk}"
         return row
 
-    async def latest_generation(self, conversation_id: int) -> int:
+    async def latest_generation(self, conversation_pk: int) -> int:
         async with await psycopg.AsyncConnection.connect(self.database_url, autocommit=True) as db:
             cursor = await db.execute(
                 "SELECT max(id) FROM chatapp_generation WHERE conversation_id = %s",
-                [conversation_id],
+                [conversation_pk],
             )
             row = await cursor.fetchone()
         assert row is not None
-        assert row[0] is not None, f"conversation {conversation_id} is empty"
+        assert row[0] is not None, f"conversation {conversation_pk} is empty"
         return int(row[0])
 
-    async def wait_idle(self, conversation_id: int, *, within: float = 10) -> None:
+    async def wait_idle(self, conversation_pk: int, *, within: float = 10) -> None:
         """Until no generation of the conversation is streaming."""
         deadline = time.monotonic() + within
         async with await psycopg.AsyncConnection.connect(self.database_url, autocommit=True) as db:
@@ -357,13 +357,13 @@ class User:
                 cursor = await db.execute(
                     "SELECT count(*) FROM chatapp_generation"
                     " WHERE conversation_id = %s AND status = 'streaming'",
-                    [conversation_id],
+                    [conversation_pk],
                 )
                 row = await cursor.fetchone()
                 if row is not None and row[0] == 0:
                     return
                 if time.monotonic() > deadline:
-                    raise AssertionError(f"conversation {conversation_id} is still streaming")
+                    raise AssertionError(f"conversation {conversation_pk} is still streaming")
                 await asyncio.sleep(0.05)
 
     async def wait_generation(
