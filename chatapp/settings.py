@@ -219,7 +219,7 @@ USE_TZ = True
 
 # --- Gateway --------------------------------------------------------------------------------------
 
-# Unset: the built-in emulator, started in-process on first use (see chatapp.gateway).
+# Unset: the built-in emulator, started in-process on first use (see chatapp.gateways.configs).
 LLM_BASE_URL = os.environ.get("LLM_BASE_URL", "").rstrip("/") or None
 LLM_API_KEY = os.environ.get("LLM_API_KEY", "")
 LLM_DEFAULT_MODEL = os.environ.get("LLM_DEFAULT_MODEL", "")

@@ -46,7 +46,7 @@ def tiny_gateway(server_env: dict[str, str], paced_emulator: str) -> Iterator[in
     }
     pk = _manage_shell(
         server_env,
-        "from chatapp import key_vault; from chatapp.models import Gateway; "
+        "from chatapp.gateways import key_vault; from chatapp.models import Gateway; "
         f"row, _ = Gateway.objects.update_or_create(name='tiny-3b', defaults={fields!r} | "
         "{'api_key_encrypted': key_vault.encrypt('sk-tiny')}); "
         "print(row.pk)",
