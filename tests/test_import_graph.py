@@ -138,6 +138,37 @@ def test_the_graph_is_read_from_every_module() -> None:
     assert any(i.source == "gateway_client" for i in imports)
 
 
+def test_every_kind_of_import_is_an_edge(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("from . import low\n")
+    (package / "low.py").write_text("")
+    source = package / "high.py"
+    source.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "import pkg\n"  # the package: its __init__
+        "from pkg import low, helper\n"  # a module, and a name from the package
+        "if TYPE_CHECKING:\n"
+        "    from pkg.low import Thing\n"
+        "def late():\n"
+        "    from .low import other\n"
+        "    import json\n"
+    )
+    modules = {"pkg": package / "__init__.py", "pkg.low": package / "low.py", "pkg.high": source}
+    found = {(i.target, i.line) for i in imports_of("pkg.high", source, modules)}
+    assert found == {
+        ("typing", 1),
+        ("pkg", 2),
+        ("pkg.low", 3),
+        ("pkg", 3),
+        ("pkg.low", 5),
+        ("pkg.low", 7),
+        ("json", 8),
+    }
+    init = {i.target for i in imports_of("pkg", package / "__init__.py", modules)}
+    assert init == {"pkg.low"}
+
+
 def test_strongly_connected_components() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}
     assert strongly_connected(graph) == [["a", "b", "c"]]
