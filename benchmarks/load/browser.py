@@ -84,7 +84,9 @@ class _Stream:
     def __init__(self, answer: Answer, obs: Observation) -> None:
         self.answer = answer
         self.obs = obs
-        self.state = page_model.start(answer.generation, seq=answer.seq, tail=answer.text)
+        self.state = page_model.start(
+            answer.generation, seq=answer.seq, settled_end=answer.settled_end, tail=answer.tail
+        )
 
 
 class _Streams:
@@ -349,7 +351,7 @@ class _Visit:
         self.finished = asyncio.Event()
         mine = answers[-1]
         obs.generation = mine.generation
-        if mine.text:
+        if mine.shows_text:
             obs.first_text_at, obs.first_text_via = obs.page_at, "page"
         for answer in answers:
             tab.streams.register(answer, obs if answer is mine else Observation())

@@ -22,7 +22,10 @@ _MAIN = re.compile(r'<main class="chat"[^>]*>')
 _SELECT = re.compile(r'<select id="model"[^>]*>(.*?)</select>', re.S)
 _OPTION = re.compile(r'<option value="([^"]*)"')
 _ARTICLE = re.compile(r'<article class="message assistant"[^>]*>')
-_STREAMING_TEXT = re.compile(r'<div class="content plain streaming">(.*?)</div>', re.S)
+# A streaming answer: its settled blocks as HTML (`data-settled` UTF-16 units of text), the rest
+# as text in its live tail (templates/chatapp/_message.html).
+_STREAMING = re.compile(r'<div class="content streaming"[^>]*data-settled="(\d+)"[^>]*>')
+_LIVE_TAIL = re.compile(r'<div class="live-tail">(.*?)</div>', re.S)
 _ASSET = re.compile(r'(?:href|src)="(/static/[^"]+)"')
 
 
@@ -32,15 +35,20 @@ class PageError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """An assistant `<article>` as rendered; `text` is its plain text while it streams ("" once
-    rendered as markdown)."""
+    """An assistant `<article>` as rendered: while it streams, how much of its text is settled
+    (shown as HTML) and the unsettled rest as text (`tail`); 0 and "" once rendered whole."""
 
     generation: int
     message: int
     status: str
     seq: int
     fragment_path: str
-    text: str
+    settled_end: int
+    tail: str
+
+    @property
+    def shows_text(self) -> bool:
+        return bool(self.settled_end or self.tail)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +80,9 @@ def parse_answers(body: str) -> list[Answer]:
     for match in _ARTICLE.finditer(body):
         attrs = _attrs(match.group())
         end = body.find("</article>", match.end())
-        text = _STREAMING_TEXT.search(body, match.end(), end if end >= 0 else len(body))
+        stop = end if end >= 0 else len(body)
+        streaming = _STREAMING.search(body, match.end(), stop)
+        tail = _LIVE_TAIL.search(body, streaming.end(), stop) if streaming else None
         answers.append(
             Answer(
                 generation=int(attrs["data-generation"]),
@@ -80,7 +90,8 @@ def parse_answers(body: str) -> list[Answer]:
                 status=attrs["data-status"],
                 seq=int(attrs.get("data-seq") or 0),
                 fragment_path=attrs["data-fragment-url"],
-                text=html.unescape(text.group(1)) if text else "",
+                settled_end=int(streaming.group(1)) if streaming else 0,
+                tail=html.unescape(tail.group(1)) if tail else "",
             )
         )
     return answers
