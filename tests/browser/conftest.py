@@ -89,16 +89,22 @@ def server_env(tmp_path_factory: pytest.TempPathFactory, paced_emulator: str) ->
         "PYTHONUNBUFFERED": "1",
         "SERVER_DIR": str(directory),
     }
-    manage = [sys.executable, str(ROOT / "manage.py")]
-    subprocess.run([*manage, "migrate", "-v0"], env=env, check=True, cwd=ROOT)
-    for username in ("alice", "bob"):
-        subprocess.run(
-            [*manage, "createsuperuser", "--noinput", "--username", username, "--email", ""],
-            env={**env, "DJANGO_SUPERUSER_PASSWORD": PASSWORD},
-            check=True,
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-        )
+    # Migrated and both users added in one Django start (each xdist worker has a server).
+    script = (
+        "from django.contrib.auth import get_user_model\n"
+        "from django.core.management import call_command\n"
+        "call_command('migrate', interactive=False, verbosity=0)\n"
+        "for name in ('alice', 'bob'):\n"
+        f"    get_user_model().objects.create_superuser(name, '', {PASSWORD!r})\n"
+    )
+    subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "shell", "--no-imports", "-c", script],
+        env=env,
+        check=True,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+    )
     return env
 
 
