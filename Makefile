@@ -9,7 +9,7 @@ PORT ?= 8000
 PYTHON ?= $(shell for p in python3.12 python3.13 python3 /root/.pyenv/versions/3.12*/bin/python3.12 /root/.pyenv/versions/3.13*/bin/python3.13 /usr/bin/python3.12 /usr/bin/python3.13; do \
 	$$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 && { echo $$p; break; }; done)
 
-.PHONY: install lock run cluster test lint format bench test-packages chromium clean
+.PHONY: install lock run cluster test test-quick lint format bench test-packages chromium clean
 
 # The exact versions in requirements.lock, then the app itself without resolving anything again;
 # `pip check` fails when pyproject.toml asks for something the lock lacks (run `make lock`).
@@ -62,10 +62,20 @@ test-packages:
 
 chromium: test-packages
 
+# The suite in parallel xdist workers (tests/conftest.py says how it is split). Most of its time
+# is spent waiting (paced streams, Chromium, servers starting), so more workers than cores pay;
+# TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 3
+PYTEST = $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+
 test: install test-packages
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest
+	$(PYTEST)
+
+# The in-process tests alone: no Chromium, no PostgreSQL, Redis or nginx, no fault injection.
+test-quick: install
+	$(PYTEST) -m "not browser and not multiprocess and not faults"
 
 lint: install
 	$(BIN)/ruff check .

@@ -1,4 +1,13 @@
-"""Fixtures shared by every test package."""
+"""Fixtures shared by every test package, and how the suite is split between xdist workers.
+
+`make test` runs the suite in parallel workers (`pytest -n N --dist loadgroup`), each with its
+own test database (pytest-django adds the worker's name to it) and its own servers, on ports
+the OS picks. A fixture that starts a whole cluster (PostgreSQL, Redis, several Daphnes) is
+started once: every test that uses one is put in one xdist group, which one worker runs. The
+longest group, the one of tests/multiprocess, is handed out first so that it does not finish
+last; the other clusters keep their places, so that they do not all start at once (on two
+cores, clusters starting together time out).
+"""
 
 from __future__ import annotations
 
@@ -9,14 +18,40 @@ import pytest
 
 from gateway_client.emulator import EmulatorURL
 
-FAULTS = Path(__file__).parent / "faults"
+TESTS = Path(__file__).parent
+FAULTS = TESTS / "faults"
+MULTIPROCESS = TESTS / "multiprocess"
+# Fixtures that start a cluster of servers, for the session (tests/multiprocess' `servers`, the
+# fault suite's `cluster`) or for one module (tests/deploy's `cluster`, some `servers`). The
+# browser's and the security suite's single Daphne are cheap enough to start in each worker.
+CLUSTERS = ("cluster", "servers")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The fault suite is marked `faults` as a whole (`make test-quick` leaves it out)."""
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups off the markers
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The fault suite is marked `faults` as a whole (`make test-quick` leaves it out), and the
+    tests of each cluster are grouped for xdist (see the module docstring)."""
     for item in items:
         if item.path.is_relative_to(FAULTS):
             item.add_marker(pytest.mark.faults)
+        group = _cluster_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+    if hasattr(config, "workerinput"):  # an xdist worker: every worker sorts alike
+        items.sort(key=lambda item: not item.path.is_relative_to(MULTIPROCESS))
+
+
+def _cluster_group(item: pytest.Item) -> str | None:
+    """`module:fixture` for a cluster fixture defined in the test's module, else
+    `directory:fixture` (a conftest's, for the session); None for a test that uses none."""
+    names = getattr(item, "fixturenames", ())
+    for name in CLUSTERS:
+        if name in names:
+            module = getattr(item, "module", None)
+            if module is not None and hasattr(module, name):
+                return f"{module.__name__}:{name}"
+            return f"{item.path.parent.relative_to(TESTS)}:{name}"
+    return None
 
 
 @pytest.fixture(scope="session")
