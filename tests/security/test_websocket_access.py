@@ -86,6 +86,10 @@ class Accept(AsyncWebsocketConsumer):  # type: ignore[misc]
 
 
 async def handshake(origin: str, host: str = "chat.example.com", scheme: str = "ws") -> bool:
+    """Whether the origin check lets the socket in. Channels' connect closes the thread's stale
+    database connections first, so a test that calls this needs database access: one left open
+    by an earlier test in the same worker is checked, and pytest-django refuses that otherwise
+    (the order decides, and under xdist it differs from run to run)."""
     headers = [(b"host", host.encode()), (b"origin", origin.encode())]
     communicator = WebsocketCommunicator(
         SameOriginValidator(Accept.as_asgi()), "/ws/chat/", headers=headers
@@ -96,6 +100,7 @@ async def handshake(origin: str, host: str = "chat.example.com", scheme: str = "
     return bool(connected)
 
 
+@pytest.mark.django_db  # a consumer's connect closes stale connections: see `handshake`
 async def test_behind_a_tls_proxy_the_page_is_https(settings: Any) -> None:
     settings.ALLOWED_HOSTS = ["chat.example.com"]
     settings.DJANGO_HTTPS = True
@@ -109,12 +114,14 @@ async def test_behind_a_tls_proxy_the_page_is_https(settings: Any) -> None:
     assert await handshake("https://chat.example.com", scheme="wss")
 
 
+@pytest.mark.django_db  # a consumer's connect closes stale connections: see `handshake`
 async def test_a_host_that_is_not_allowed_is_no_origin_of_ours(settings: Any) -> None:
     settings.ALLOWED_HOSTS = ["chat.example.com"]
     # DNS rebinding: the attacker's name pointed at this server, Origin and Host agreeing.
     assert not await handshake("http://evil.example", host="evil.example")
 
 
+@pytest.mark.django_db  # a consumer's connect closes stale connections: see `handshake`
 async def test_csrf_trusted_origins_are_trusted_exactly(settings: Any) -> None:
     settings.ALLOWED_HOSTS = ["chat.example.com"]
     settings.CSRF_TRUSTED_ORIGINS = ["https://chat.example.net", "https://*.example.org"]
