@@ -332,15 +332,25 @@ class GenerationWorker:
 
     async def send_delta(self, *, last: bool = False) -> None:
         async with self._sending:
-            delta = await self.state.take_last_delta() if last else self.state.take_delta()
-            if delta is not None:
-                message = protocol.group_message(protocol.delta(self.job.generation_pk, delta))
-                try:
-                    await _finish_despite_cancel(self.layer.group_send(self.group, message))
-                except layer_errors.LAYER_DOWN as exc:
-                    # Numbered: a page sees the gap at the next delta and asks for a snapshot.
-                    pk = self.job.generation_pk
-                    logger.warning("Generation %s: delta %s lost (%s)", pk, delta["seq"], exc)
+            if last:
+                # What arrived is shown now: the last delta waits for the render pool (the last
+                # settled blocks and the final render), and a short answer arrives whole before
+                # the first tick, so it would wait for its render to be seen at all.
+                await self._send_delta(self.state.take_delta())
+                await self._send_delta(await self.state.take_last_delta())
+            else:
+                await self._send_delta(self.state.take_delta())
+
+    async def _send_delta(self, delta: dict[str, object] | None) -> None:
+        if delta is None:
+            return
+        message = protocol.group_message(protocol.delta(self.job.generation_pk, delta))
+        try:
+            await _finish_despite_cancel(self.layer.group_send(self.group, message))
+        except layer_errors.LAYER_DOWN as exc:
+            # Numbered: a page sees the gap at the next delta and asks for a snapshot.
+            pk = self.job.generation_pk
+            logger.warning("Generation %s: delta %s lost (%s)", pk, delta["seq"], exc)
 
     async def send_snapshot(self, reply_to: str) -> None:
         async with self._sending:  # exact at its seq: no delta is between taken and sent

@@ -401,3 +401,33 @@ async def test_an_early_request_carries_the_options(alice: Any, upstream: Upstre
         {"effort": "high"},
     )
     assert upstream.new(scenario="echo") == [record], "the worker read the early request"
+
+
+async def test_the_end_of_the_text_is_shown_before_the_final_render_is_ready(
+    alice: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last delta waits for the render pool (the last settled blocks, the final render);
+    the text that arrived before the stream ended does not. A short answer arrives whole before
+    the first tick, so without this it was shown only once its render was done (seconds, with
+    the render processes starved of CPU)."""
+    from chatapp.rendering import answer_html
+
+    release = asyncio.Event()
+    render_answer = answer_html.render_answer
+
+    async def held(*args: Any, **kwargs: Any) -> Any:
+        await release.wait()
+        return await render_answer(*args, **kwargs)
+
+    monkeypatch.setattr(answer_html, "render_answer", held)
+    text = "A short answer, whole before the first tick."
+    started = await start_turn(alice, text, "emulator/echo?tokens_per_second=2000&ttft_ms=5")
+    listener = await GroupListener(started.conversation.pk).join()
+    task = worker.start(started.job)
+    while joined(listener.deltas(), "content") != text:
+        await asyncio.wait_for(listener.next(), 10)
+    assert not task.done(), "the final render is still held"
+    assert all(message["t"] != "done" for message in listener.received)
+    release.set()
+    await listener.until("done")
+    await asyncio.wait_for(task, 30)
