@@ -30,7 +30,8 @@ for model, price in [("emulator/chat", "0.00001"), ("emulator/long", "0.001")]:
     ModelPrice.objects.update_or_create(
         gateway=row,
         model=model,
-        defaults={{"prompt": Decimal(price), "completion": Decimal(price)}},
+        # Set as an admin would: a /models listing fetched later never overwrites it.
+        defaults={{"prompt": Decimal(price), "completion": Decimal(price), "source": "admin"}},
     )
 SpendingLimit.objects.create(user=user, unit="usd", period="month", amount=Decimal(1))
 # Just under 80%: the next answer's cost (a few hundred-thousandths) crosses it.

@@ -45,7 +45,7 @@ async def test_requests_on_two_servers_make_one_read_aloud(
     user: User, server_a: Server, server_b: Server, paced_emulator: EmulatorURL
 ) -> None:
     conversation = await user.new_conversation(server_a, "Otters?", FAST)
-    await user.wait_idle(conversation, within=30)
+    await user.wait_idle(conversation)
     ((answer,),) = await _sql(
         user, "SELECT message_id FROM chatapp_generation WHERE conversation_id = %s", conversation
     )
