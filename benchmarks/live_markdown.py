@@ -110,7 +110,9 @@ async def run(tokens: int, tokens_per_delta: int) -> dict[str, object]:
     async def take(last: bool = False) -> None:
         nonlocal wire, wire_without_html, deflated, deltas, chunks, cpu_deltas, cpu_settling
         started = time.process_time()
-        fields = await state.take_last_delta() if last else state.take_delta()
+        if last:
+            await state.finish_render()
+        fields = state.take_last_delta() if last else state.take_delta()
         await asyncio.sleep(0)  # the parse it started runs before the next tick
         spent = time.process_time() - started
         if fields is None:

@@ -1,6 +1,6 @@
 """An answer's final HTML: rendered once, in the render pool, and kept on its `Message`.
 
-The worker renders an answer as it ends (`LiveState.take_last_delta`, through the pool from the
+The worker renders an answer as it ends (`LiveState.finish_render`, through the pool from the
 loop) and `persistence.save_final` stores it with its `render_key`: a digest of the renderer's
 `RENDERER_VERSION`, the content, the citations and the `doc_id` its footnote ids carry, so a
 stored render is used only for exactly

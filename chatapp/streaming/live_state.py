@@ -64,6 +64,10 @@ class LiveState:
     tool_runs: dict[int, dict[str, Any]] = field(default_factory=dict)
     _pending_runs: dict[int, dict[str, Any]] = field(default_factory=dict)
     final_render: RenderedAnswer | None = None  # the answer's render, once it has ended
+    # The last settled chunk, once `finish_render` has settled the rest; meanwhile no delta
+    # takes a chunk of its own, as the settler is finishing.
+    _last_chunk: SettledChunk | None = None
+    _finishing: bool = False
 
     def ready(self, now: float) -> bool:
         """Whether the pending part should go out at `now` (seconds, any monotonic clock).
@@ -149,21 +153,28 @@ class LiveState:
         their parse runs in the render pool meanwhile, so a delta never waits for it.
         """
         delta = self._take_fields(last=False)
-        chunk = self.blocks.ready()
+        chunk = None if self._finishing else self.blocks.ready()
         return self._numbered(delta, chunk)
 
-    async def take_last_delta(self) -> dict[str, object] | None:
-        """`take_delta` once the answer has ended: it settles all the rest, and renders the
-        answer as a whole (`final_render`, which `persistence.save_final` stores)."""
+    async def finish_render(self) -> None:
+        """Once the answer has ended: settle all the rest and render the answer as a whole
+        (`final_render`, which `persistence.save_final` stores), for `take_last_delta`. It takes
+        the render pool's time, so nothing a snapshot needs waits for it."""
         from chatapp.rendering.answer_html import render_answer
 
-        delta = self._take_fields(last=True)
-        chunk = await self.blocks.finish()
+        self._finishing = True
+        self._last_chunk = await self.blocks.finish()
         citations = [citation(a) for a in self.sent.annotations]
         blocks = self.blocks
         self.final_render = await render_answer(
             self.content, citations, blocks.doc_id, blocks.runner
         )
+
+    def take_last_delta(self) -> dict[str, object] | None:
+        """`take_delta` after `finish_render`: the rest of the answer's fields and its last
+        settled blocks."""
+        delta = self._take_fields(last=True)
+        chunk, self._last_chunk = self._last_chunk, None
         return self._numbered(delta, chunk)
 
     def _numbered(

@@ -331,15 +331,18 @@ class GenerationWorker:
     # --- What the ticker asks of a worker ---------------------------------------------------------
 
     async def send_delta(self, *, last: bool = False) -> None:
+        if not last:
+            async with self._sending:
+                await self._send_delta(self.state.take_delta())
+            return
+        # What arrived is shown now, and the render pool's time (the last settled blocks, the
+        # final render) is waited out holding nothing: a short answer arrives whole before the
+        # first tick, and a page that joins then gets it by snapshot, which waits for `_sending`.
         async with self._sending:
-            if last:
-                # What arrived is shown now: the last delta waits for the render pool (the last
-                # settled blocks and the final render), and a short answer arrives whole before
-                # the first tick, so it would wait for its render to be seen at all.
-                await self._send_delta(self.state.take_delta())
-                await self._send_delta(await self.state.take_last_delta())
-            else:
-                await self._send_delta(self.state.take_delta())
+            await self._send_delta(self.state.take_delta())
+        await self.state.finish_render()
+        async with self._sending:
+            await self._send_delta(self.state.take_last_delta())
 
     async def _send_delta(self, delta: dict[str, object] | None) -> None:
         if delta is None:

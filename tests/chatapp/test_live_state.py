@@ -161,7 +161,8 @@ async def test_deltas_carry_each_settled_block_once_and_the_last_one_settles_the
     await asyncio.sleep(0)
     second = state.take_delta()
     await asyncio.sleep(0)
-    last = await state.take_last_delta()
+    await state.finish_render()
+    last = state.take_last_delta()
     assert first == {"seq": 1, "content": "# Plan\n\nFirst"}
     assert second == {
         "seq": 2,
@@ -169,7 +170,7 @@ async def test_deltas_carry_each_settled_block_once_and_the_last_one_settles_the
         "settled": [0, 7, "<h1>Plan</h1>\n"],
     }
     assert last == {"seq": 3, "settled": [7, 25, "<p>First step.</p>\n<ul>\n<li>a</li>\n</ul>\n"]}
-    assert await state.take_last_delta() is None  # nothing is left to settle or send
+    assert state.take_last_delta() is None  # nothing is left to settle or send
     html = "<h1>Plan</h1>\n<p>First step.</p>\n<ul>\n<li>a</li>\n</ul>\n"
     assert state.snapshot()["settled"] == [0, 25, html]
     assert state.final_render is not None

@@ -428,6 +428,14 @@ async def test_the_end_of_the_text_is_shown_before_the_final_render_is_ready(
         await asyncio.wait_for(listener.next(), 10)
     assert not task.done(), "the final render is still held"
     assert all(message["t"] != "done" for message in listener.received)
+    # A page that joins now (its socket watched after the send) gets the text by snapshot.
+    layer = get_channel_layer()
+    reply = await layer.new_channel()
+    await layer.send(
+        started.job.owner_channel, protocol.snapshot_request(started.job.generation_pk, reply)
+    )
+    snapshot = orjson.loads((await asyncio.wait_for(layer.receive(reply), 10))["text"])
+    assert snapshot["content"] == text
     release.set()
     await listener.until("done")
     await asyncio.wait_for(task, 30)
