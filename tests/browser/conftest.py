@@ -38,8 +38,8 @@ CHROMIUM_ARGS = [
 PASSWORD = "browser-test-password"
 # An `expect` waits for a condition and returns as soon as it holds, so its bound costs nothing
 # when the machine is quick; Playwright's 5 s default is less than a streamed answer can take to
-# end while parallel test workers share two cores. Actions already wait 15 s (`page` below).
-expect.set_options(timeout=15_000)
+# end (its `done` follows the final render) while parallel test workers share two cores.
+expect.set_options(timeout=30_000)
 SLOW_START_S = 4.0  # the paced emulator's slow-start scenario: silence before its first token
 
 

@@ -113,7 +113,9 @@ class GroupListener:
         return self
 
     async def next(self) -> dict[str, Any]:
-        async with asyncio.timeout(10):
+        # Bounds a hang, not a speed: `done` follows the final render, and a cold render process
+        # took over 10 s to start while parallel test workers shared two cores.
+        async with asyncio.timeout(30):
             message = await self.layer.receive(self.channel)
         payload = protocol.decode(message["text"])
         self.received.append(payload)
