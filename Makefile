@@ -64,8 +64,10 @@ chromium: test-packages
 
 # The suite in parallel xdist workers (tests/conftest.py says how it is split). Most of its time
 # is spent waiting (paced streams, Chromium, servers starting), so more workers than cores pay;
-# TEST_WORKERS=0 runs it in one process.
-TEST_WORKERS ?= 3
+# TEST_WORKERS=0 runs it in one process: the default until the parallel run is reliably green
+# (three runs at 3 workers on two cores each failed three timing-bound tests); TEST_WORKERS=3
+# takes about 11 minutes instead of about 17.
+TEST_WORKERS ?= 0
 PYTEST = $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 test: install test-packages
