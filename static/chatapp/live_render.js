@@ -29,13 +29,30 @@ function appendText(node, text) {
   if (text) node.append(document.createTextNode(text));
 }
 
+// Whether the page follows the end of the conversation: it does until the user scrolls up, and
+// again once they scroll back down. It is kept from the scroll events rather than measured before
+// each change, so that a change which grows the page by more than the margin at once (a snapshot,
+// a settled table, the final render, the next round) is followed too.
+const FOLLOW_MARGIN_PX = 80;
+let following = true;
+document.addEventListener(
+  "scroll",
+  (event) => {
+    const box = event.target;
+    if (box instanceof Element && box.id === "messages") {
+      following = box.scrollHeight - box.scrollTop - box.clientHeight < FOLLOW_MARGIN_PX;
+    }
+  },
+  { capture: true, passive: true },
+);
+
 export function followingBottom() {
-  const box = document.getElementById("messages");
-  return box && box.scrollHeight - box.scrollTop - box.clientHeight < 80;
+  return following && document.getElementById("messages") !== null;
 }
 
 export function scrollToBottom() {
   const box = document.getElementById("messages");
+  following = true;
   if (box) box.scrollTop = box.scrollHeight;
 }
 
@@ -278,6 +295,7 @@ export function appendParts(view, msg) {
 
 // A snapshot replaces what the answer shows so far; `tail` is its content after its settled HTML.
 export function replaceWith(view, snapshot, tail) {
+  const follow = followingBottom();
   const [, , html] = snapshot.settled || [0, 0, ""];
   part(view, ".content").replaceChildren(fragment(html));
   view.tail = tail;
@@ -303,4 +321,5 @@ export function replaceWith(view, snapshot, tail) {
   }
   view.lastActivity = Date.now();
   appendParts(view, { ...snapshot, content: "", reasoning: "" });
+  if (follow) scrollToBottom();
 }

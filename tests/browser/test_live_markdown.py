@@ -200,3 +200,37 @@ def test_the_page_follows_the_end_unless_the_user_scrolled_up(alice: Any) -> Non
     expect(answer).to_have_attribute("data-status", "completed", timeout=30_000)
     expect(answer.locator(".content.rendered")).to_be_attached()
     assert alice.evaluate("document.getElementById('messages').scrollTop") == 0
+
+
+# A snapshot (a page joining an answer, or catching up after a gap) that grows the page by far
+# more than the margin at once; through the page's own module, the one chat.js imports.
+REPLACE_WITH_A_LONG_SNAPSHOT = """async (el) => {
+    const url = performance.getEntriesByType("resource")
+        .map((entry) => entry.name).find((name) => name.includes("live_render"));
+    const live = await import(url);
+    const view = live.createView(el, "");
+    const html = "<p>" + "long line of text ".repeat(40) + "</p>";
+    live.replaceWith(view, { settled: [0, 0, html.repeat(20)] }, "");
+}"""
+
+# The user scrolls up; resolves once the page has had the scroll event.
+SCROLL_TO_THE_TOP = """() => new Promise((resolve) => {
+    const box = document.getElementById("messages");
+    box.addEventListener("scroll", resolve, { once: true });
+    box.scrollTop = 0;
+})"""
+
+
+def test_a_snapshot_that_grows_the_page_keeps_its_end_in_view(alice: Any) -> None:
+    alice.set_viewport_size({"width": 390, "height": 844})
+    answer = streaming_answer(alice, MARKDOWN + TAIL)
+    expect(answer).to_have_attribute("data-status", "completed")
+    expect(answer.locator(".content.rendered")).to_be_attached()
+    alice.wait_for_function(AT_END)
+
+    alice.evaluate(REPLACE_WITH_A_LONG_SNAPSHOT, answer.element_handle())
+    alice.wait_for_function(AT_END)
+
+    alice.evaluate(SCROLL_TO_THE_TOP)
+    alice.evaluate(REPLACE_WITH_A_LONG_SNAPSHOT, answer.element_handle())
+    assert alice.evaluate("document.getElementById('messages').scrollTop") == 0
