@@ -138,13 +138,14 @@ def _prepare(env: dict[str, str]) -> str:
 
 
 def _postmaster_pid(database_url: str) -> int | None:
-    """PostgreSQL's main process (pg_ctl started it, not us): the parent of our backend."""
+    """PostgreSQL's main process (pg_ctl started it, not us): the parent of our backend, read
+    while the connection is open (the backend exits with it)."""
     with psycopg.connect(database_url, autocommit=True) as db:
         found = db.execute("SELECT pg_backend_pid()").fetchone()
-    try:
-        stat = Path(f"/proc/{found[0] if found else 0}/stat").read_text()
-    except OSError:
-        return None
+        try:
+            stat = Path(f"/proc/{found[0] if found else 0}/stat").read_text()
+        except OSError:
+            return None
     return int(stat.rsplit(")", 1)[1].split()[1])
 
 
