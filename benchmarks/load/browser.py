@@ -161,6 +161,10 @@ class _Streams:
         if obs.first_text_at is None:
             obs.first_text_at, obs.first_text_via = now, "socket"
 
+    def watch_sent(self, asked: float) -> None:
+        for st in list(self.streams.values()):
+            self._carry_out(st, page_model.watch_sent(st.state, asked * 1000), asked)
+
     def check_after_open(self, opened: float) -> None:
         now = time.time()
         for st in list(self.streams.values()):
@@ -294,6 +298,7 @@ class Tab:
             visit.obs.socket_open_at = asked  # the moment this socket serves the answer
         with contextlib.suppress(WebSocketException):
             await ws.send(orjson.dumps({"t": "watch", "c": conversation}).decode())
+        self.streams.watch_sent(asked)
         self.spawn(self._check_after_watch(ws, asked))
 
     async def _read(self, ws: ClientConnection) -> None:

@@ -157,6 +157,14 @@ def refuse_settle(state: StreamState, settle: Settle, now: float) -> Step:
     return draft.step()
 
 
+def watch_sent(state: StreamState, now: float) -> Step:
+    """A watch was sent at `now`: the server answers it with a snapshot of each running answer,
+    so it stands for this answer's snapshot ask (a gap seen before that snapshot asks no more)."""
+    if state.done:
+        return Step(state, ())
+    return Step(replace(state, asked_at=now), ())
+
+
 def after_watch(state: StreamState, asked: float, now: float) -> Step:
     """A while after a watch sent at `asked`: an answer no snapshot has covered since asks."""
     if state.done or (state.snap_at is not None and state.snap_at >= asked):

@@ -8,7 +8,7 @@
 // - composer.js: the composer and the branch swaps.
 
 import { connect, send } from "./socket.js";
-import { afterWatch, fromWire, receive, refuseSettle, start } from "./stream_state.js";
+import { afterWatch, fromWire, receive, refuseSettle, start, watchSent } from "./stream_state.js";
 import {
   appendContent,
   appendParts,
@@ -197,14 +197,19 @@ function handle(msg) {
   step(st, receive(st.state, msg, Date.now()));
 }
 
-// The server answers a watch with snapshots of running answers; ask again for any it did not
-// cover (e.g. an answer that finished between the page render and the watch).
+// The server answers a watch with snapshots of running answers: the watch stands for their
+// snapshot asks, and a while after it the page asks again for any it did not cover (e.g. an
+// answer that finished between the page render and the watch).
+function onWatchSent(asked) {
+  for (const st of streams.values()) step(st, watchSent(st.state, asked));
+}
+
 function onWatched(asked) {
   for (const st of streams.values()) step(st, afterWatch(st.state, asked, Date.now()));
 }
 
 function connectSocket() {
-  connect((parsed) => handle(fromWire(parsed)), onWatched);
+  connect({ onMessage: (parsed) => handle(fromWire(parsed)), onWatchSent, onWatched });
 }
 
 // --- Stop: the answers running in the branch shown, and the turn of a bridging round ---------

@@ -29,13 +29,15 @@ function watch() {
   send({ t: "watch", c: id });
   // The server answers with snapshots of running answers; a while later `onWatched` asks again
   // for any it did not cover.
+  handlers.onWatchSent(asked);
   setTimeout(() => handlers.onWatched(asked), WATCH_CHECK_MS);
 }
 
-// Open the socket if the page has none (else watch what it shows now). `onMessage(parsed)` gets
-// each message as JSON; `onWatched(asked)` is called a while after each watch sent at `asked`.
-export function connect(onMessage, onWatched) {
-  handlers = { onMessage, onWatched };
+// Open the socket if the page has none (else watch what it shows now). `handlers.onMessage(parsed)`
+// gets each message as JSON; `handlers.onWatchSent(asked)` is called as each watch is sent at
+// `asked`, and `handlers.onWatched(asked)` a while after it.
+export function connect(pageHandlers) {
+  handlers = pageHandlers;
   const holder = document.querySelector("[data-socket-path]");
   if (socket || !holder) {
     watch();
@@ -72,7 +74,7 @@ export function connect(onMessage, onWatched) {
       location.assign(`${holder.dataset.loginPath}?next=${back}`);
       return;
     }
-    reconnectTimer = setTimeout(() => connect(handlers.onMessage, handlers.onWatched), retryDelay);
+    reconnectTimer = setTimeout(() => connect(handlers), retryDelay);
     retryDelay = Math.min(retryDelay * 2, 5000);
   };
 }

@@ -86,6 +86,13 @@ export function refuseSettle(state, settle, now) {
   return { state: next, effects };
 }
 
+// A watch was sent at `now`: the server answers it with a snapshot of each running answer, so it
+// stands for this answer's snapshot ask (a gap seen before that snapshot arrives asks no more).
+export function watchSent(state, now) {
+  if (state.done) return { state, effects: [] };
+  return { state: { ...state, askedAt: now }, effects: [] };
+}
+
 // A while after a watch: an answer that no snapshot has covered since asks for one (e.g. one
 // that finished between the page's render and the watch).
 export function afterWatch(state, asked, now) {

@@ -32,8 +32,12 @@ def run(state: StreamState, step: dict[str, Any]) -> Step:
     it left out)."""
     if "in" in step:
         result = page_model.receive(state, page_model.from_wire(step["in"]), step["at"])
-    else:
+    elif "watch_check" in step:
         result = page_model.after_watch(state, step["watch_check"], step["at"])
+    elif step.get("watch"):
+        result = page_model.watch_sent(state, step["at"])
+    else:
+        raise ValueError(f"a step with no input: {step}")
     effects: list[page_model.Effect] = []
     refused = False
     current = result.state

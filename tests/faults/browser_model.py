@@ -46,6 +46,10 @@ class ShownAnswer:
     def reasoning(self) -> str:
         return self.state.reasoning
 
+    def watch_sent(self) -> None:
+        """The page's socket sent a watch (which stands for a snapshot ask)."""
+        self.state = page_model.watch_sent(self.state, self.clock() * 1000).state
+
     def handle(self, message: dict[str, Any]) -> list[dict[str, Any]]:
         """Apply one decoded server message (`protocol.decode`); what the page sends back."""
         if message.get("g") != self.generation_pk:

@@ -81,7 +81,9 @@ class FinalWrites:
         monkeypatch.setattr(persistence, "save_final", counted)
 
 
-async def page_socket(user: Any, conversation_pk: int) -> WebsocketCommunicator:
+async def page_socket(
+    user: Any, conversation_pk: int, page: ShownAnswer | None = None
+) -> WebsocketCommunicator:
     def login() -> str:
         client = Client()
         client.force_login(user)
@@ -97,6 +99,8 @@ async def page_socket(user: Any, conversation_pk: int) -> WebsocketCommunicator:
     connected, _ = await ws.connect()
     assert connected
     await ws.send_to(text_data=orjson.dumps({"t": "watch", "c": conversation_pk}).decode())
+    if page is not None:
+        page.watch_sent()
     assert protocol.decode(await ws.receive_from(timeout=10)) == {
         "t": "watching",
         "c": conversation_pk,

@@ -47,7 +47,7 @@ async def test_a_socket_dropped_and_reopened_mid_stream_sees_no_gap_and_no_dupli
     # What the worker sends while no socket is open for the page is lost to it.
     worker_state = worker._running[started.generation.pk].state
     await eventually(lambda: worker_state.seq >= seq_at_drop + 3, what="deltas while away")
-    second = await page_socket(alice, started.conversation.pk)
+    second = await page_socket(alice, started.conversation.pk, page)
     try:
         await follow(second, page)
     finally:

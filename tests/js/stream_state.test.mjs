@@ -12,6 +12,7 @@ import {
   refuseSettle,
   start,
   tailOf,
+  watchSent,
 } from "../../static/chatapp/stream_state.js";
 
 const VECTORS = new URL("../vectors/stream/", import.meta.url);
@@ -32,6 +33,7 @@ function run(state, step) {
   let result;
   if ("in" in step) result = receive(state, fromWire(step.in), step.at);
   else if ("watch_check" in step) result = afterWatch(state, step.watch_check, step.at);
+  else if (step.watch) result = watchSent(state, step.at);
   else throw new Error(`a step with no input: ${JSON.stringify(step)}`);
   const effects = [];
   let refused = false;
