@@ -63,11 +63,11 @@ test-packages:
 chromium: test-packages
 
 # The suite in parallel xdist workers (tests/conftest.py says how it is split). Most of its time
-# is spent waiting (paced streams, Chromium, servers starting), so more workers than cores pay;
-# TEST_WORKERS=0 runs it in one process: the default until the parallel run is reliably green
-# (three runs at 3 workers on two cores each failed three timing-bound tests); TEST_WORKERS=3
-# takes about 11 minutes instead of about 17.
-TEST_WORKERS ?= 0
+# is spent waiting (paced streams, Chromium, servers starting), so more workers than cores pay:
+# on two cores 3 workers take about 6.5 minutes where one process takes about 17; 4 took longer
+# (7 minutes: Chromium, servers and render processes then compete for the CPU). TEST_WORKERS=0
+# runs it in one process.
+TEST_WORKERS ?= 3
 PYTEST = $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 test: install test-packages
