@@ -4,7 +4,8 @@ The JSON holds every message, each with its `parent`, so the branches (edited qu
 regenerated answers) survive; the Markdown is the branch on screen (`tree.shown_path`). Both
 carry what the gateway reported: models, the gateway's generation ID (`upstream_id`) and request
 ID, usage, and each cost with its unit and source. Attachments are described, not included: their
-bytes (and `data:` URLs) stay out, their size is given.
+bytes (and `data:` URLs) stay out, their size is given. In the Markdown an answer's own headings
+move two levels down, so that its "# Title" is a section of its "## Assistant".
 
 Amounts are exact decimals written as strings ("0.00013"), since a JSON number is read back as
 a float; times are ISO 8601 with their offset, to the microsecond, so the file reads back equal
@@ -199,7 +200,7 @@ def _message_lines(message: Message) -> list[str]:
         quoted = [f"> {line}".rstrip() for line in message.reasoning.split("\n")]
         lines += ["", "> **Thinking**", ">", *quoted]
     if message.content:
-        lines += ["", _fences_closed(message.content)]
+        lines += ["", _answer_text(message.content)]
     calls = message.tool_calls if isinstance(message.tool_calls, list) else []
     for call in (call for call in calls if isinstance(call, Mapping)):
         arguments = str(call.get("arguments") or "")
@@ -270,23 +271,59 @@ def _attachment_words(described: Mapping[str, Any]) -> str:
     return words + (f" ({', '.join(details)})" if details else "")
 
 
-def _fences_closed(text: str) -> str:
-    """`text`, with a code fence left open (an answer cut off mid-block) closed, so what follows
-    it in the file is not read as code."""
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+_ATX = re.compile(r" {0,3}(#{1,6})(?=[ \t]|$)")
+_SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*$")
+_BREAK = re.compile(r" {0,3}([*_])(?:[ \t]*\1){2,}[ \t]*$")
+_CONTAINER = re.compile(r" {0,3}(?:>|[-*+](?:[ \t]|$)|\d{1,9}[.)](?:[ \t]|$))| {4}|\t")
+HEADINGS_DOWN = 2  # an answer's "# Title" is a section of its "## Assistant": "### Title"
+
+
+def _answer_text(text: str) -> str:
+    """An answer's text as a part of the file: its headings, ATX and setext, moved down under
+    its "## Assistant" (never past `######`, never in code), and a code fence left open (an
+    answer cut off mid-block) closed, so what follows it in the file is not read as code."""
+    lines: list[str] = []
+    # The lines of the paragraph under way, which a setext underline makes a heading; None in a
+    # list, a quote or indented code, where an underline is not one.
+    paragraph: list[str] | None = []
     opened = ""
     for line in text.split("\n"):
-        fence = re.match(r" {0,3}(`{3,}|~{3,})", line)
-        if fence is None:
+        fence = _FENCE.match(line)
+        if opened:
+            if (
+                fence is not None
+                and fence[1][0] == opened[0]
+                and len(fence[1]) >= len(opened)
+                and not line.strip()[len(fence[1]) :].strip()
+            ):
+                opened = ""
+            lines.append(line)
             continue
-        if not opened:
-            opened = fence[1]
-        elif (
-            fence[1][0] == opened[0]
-            and len(fence[1]) >= len(opened)
-            and not line.strip()[len(fence[1]) :].strip()
-        ):
-            opened = ""
-    return f"{text}\n{opened}" if opened else text
+        heading = _ATX.match(line)
+        underline = _SETEXT.match(line)
+        if fence is not None:
+            opened, paragraph = fence[1], []
+        elif not line.strip():
+            paragraph = []
+        elif heading is not None:
+            line = _heading(len(heading[1]), line[heading.end() :].strip())
+            paragraph = []
+        elif underline is not None and paragraph:
+            del lines[-len(paragraph) :]
+            level = 1 if underline[1][0] == "=" else 2
+            line = _heading(level, " ".join(part.strip() for part in paragraph))
+            paragraph = []
+        elif underline is not None or _BREAK.match(line):
+            paragraph = []
+        elif paragraph is not None:
+            paragraph = None if not paragraph and _CONTAINER.match(line) else [*paragraph, line]
+        lines.append(line)
+    return "\n".join([*lines, opened] if opened else lines)
+
+
+def _heading(level: int, text: str) -> str:
+    return f"{'#' * min(6, level + HEADINGS_DOWN)} {text}".rstrip()
 
 
 def _fence(text: str) -> str:

@@ -508,3 +508,25 @@ def test_an_answer_cut_off_in_a_code_block_does_not_swallow_the_rest(alice: Any)
         "```py\nprint(1)\n```\n\nGeneration:\n\n- Model: `m`\n- Status: cancelled\n"
         in text.decode()
     )
+
+
+@pytest.mark.django_db
+def test_an_answers_headings_are_sections_of_its_assistant_heading(alice: Any) -> None:
+    conversation = made(alice, "headings")
+    Message.objects.create(
+        conversation=conversation,
+        role="assistant",
+        parent=conversation.messages.get(),
+        content=(
+            "# Title\n\nText\n## Part ##\n##### Five\n###### Six\n#tag\n\n"
+            "A setext\ntitle\n===\n\nA part\n---\n\n- a list\n---\n\n"
+            "```md\n# Kept\nas code\n===\n```\n    # indented code"
+        ),
+    )
+    text = client_for(alice).get(reverse("chat:export_markdown", args=[conversation.pk])).content
+    answer = text.decode().split("## Assistant · ")[1].split("\n\n", 1)[1]
+    assert answer == (
+        "### Title\n\nText\n#### Part ##\n###### Five\n###### Six\n#tag\n\n"
+        "### A setext title\n\n#### A part\n\n- a list\n---\n\n"
+        "```md\n# Kept\nas code\n===\n```\n    # indented code\n"
+    )
