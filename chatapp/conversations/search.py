@@ -8,6 +8,9 @@ a portable fallback: every word or quoted phrase must appear, case-insensitively
 only, as SQLite's LIKE), in the title or in some message (`-word` excludes), most recent first,
 with the first match in the newest matching message as the snippet.
 
+A snippet is the words a reader sees, not the markdown source: "## About **sea**" shows as "About
+sea" (`plain_text`: a few linear rules, not a render, which runs only in the render pool).
+
 Model text is untrusted: a hit's title and snippet are escaped, and only our `<mark>` is markup.
 PostgreSQL marks matches with two private-use characters, removed from the text beforehand, which
 become `<mark>` only after the text is escaped.
@@ -21,7 +24,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.db import connection
-from django.db.models import Exists, F, OuterRef, Q, Value
+from django.db.models import Case, Exists, F, OuterRef, Q, TextField, Value, When
 from django.db.models.functions import Replace
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
@@ -31,7 +34,7 @@ from chatapp.models import Conversation, Message
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
-__all__ = ["CONFIG", "RESULTS", "Hit", "search", "snippet", "terms"]
+__all__ = ["CONFIG", "RESULTS", "Hit", "plain_text", "search", "snippet", "terms"]
 
 RESULTS = 30
 MAX_QUERY = 200  # characters of the box that are read
@@ -79,8 +82,9 @@ def terms(text: str) -> tuple[list[str], list[str]]:
 
 
 def snippet(text: str, words: list[str], width: int = SNIPPET) -> SafeString:
-    """About `width` characters of `text` around the first of `words`, marked and escaped."""
-    text = " ".join(text.split())
+    """About `width` characters of markdown `text`'s words around the first of `words`, marked
+    and escaped."""
+    text = " ".join(plain_text(text).split())
     pattern = _pattern(words)
     match = pattern.search(text) if pattern else None
     start = 0 if match is None else max(0, match.start() - width // 3)
@@ -93,6 +97,93 @@ def snippet(text: str, words: list[str], width: int = SNIPPET) -> SafeString:
         end = space if space > (match.end() if match else start) else end
     piece = _marked(text[start:end], pattern)
     return mark_safe(("…" if start else "") + piece + ("…" if end < len(text) else ""))
+
+
+# --- Markdown as the words a reader sees ----------------------------------------------------------
+
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+# Setext underlines, thematic breaks and table delimiter rows: lines with no words.
+_RULE = re.compile(
+    r" {0,3}(?:=+|-+|(?:[-*_][ \t]*){3,}|\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?)[ \t]*"
+)
+# Quote marks, then a heading's or a list item's (with its task box).
+_LINE_START = re.compile(
+    r"[ \t]*(?:>[ \t]?)*[ \t]*"
+    r"(?:#{1,6}(?:[ \t]+|$)|(?:[-*+]|\d{1,9}[.)])[ \t]+(?:\[[ xX]\][ \t]+)?)?"
+)
+_CLOSING_HASHES = re.compile(r"[ \t]+#+[ \t]*$")
+_CODE_SPAN = re.compile(r"`+")
+# Bounded, so that no line costs more than a pass over it (model text can be anything).
+_LINK = re.compile(
+    r"!?(?<!\\)\[([^\[\]\n]{0,300})\](?:\([^()\s]{0,1000}(?:[ \t]+\"[^\"\n]{0,300}\")?\)"
+    r"|\[[^\[\]\n]{0,100}\])"
+)
+_AUTOLINK = re.compile(r"<((?:https?|mailto):[^<>\s]{1,1000})>")
+_ESCAPE_OR_EMPHASIS = re.compile(r"\\([!-/:-@\[-`{-~])|\*+|_+|~~")
+
+
+def plain_text(markdown: str) -> str:
+    """`markdown` as the words a reader sees: without the marks of headings, quotes, lists,
+    emphasis, code fences, tables and rules, links as their text, code as it is written; one
+    line for each line of text, in time linear in its length."""
+    lines: list[str] = []
+    opened = ""
+    for line in markdown.split("\n"):
+        fence = _FENCE.match(line)
+        if opened:
+            if (
+                fence is not None
+                and fence[1][0] == opened[0]
+                and len(fence[1]) >= len(opened)
+                and not line[fence.end() :].strip()
+            ):
+                opened = ""
+            else:
+                lines.append(line)
+        elif fence is not None:
+            opened = fence[1]
+        elif not _RULE.fullmatch(line):
+            start = _LINE_START.match(line)
+            heading = start is not None and "#" in start[0]
+            line = line[start.end() :] if start else line
+            if heading:
+                line = _CLOSING_HASHES.sub("", line)
+            if line.lstrip().startswith("|"):
+                line = re.sub(r"(?<!\\)\|", " ", line)
+            lines.append(_inline_text(line))
+    return "\n".join(lines)
+
+
+def _inline_text(line: str) -> str:
+    """A line's words: code spans as written, the rest without its links' targets and emphasis."""
+    parts: list[str] = []
+    done = 0
+    opener: re.Match[str] | None = None
+    for run in _CODE_SPAN.finditer(line):
+        if opener is None:
+            opener = run
+        elif len(run[0]) == len(opener[0]):
+            parts += [_unmarked_text(line[done : opener.start()]), line[opener.end() : run.start()]]
+            done, opener = run.end(), None
+    parts.append(_unmarked_text(line[done:]))
+    return "".join(parts)
+
+
+def _unmarked_text(text: str) -> str:
+    text = _AUTOLINK.sub(r"\1", _LINK.sub(r"\1", text))
+
+    def unmarked(match: re.Match[str]) -> str:
+        if match[1] is not None:  # an escaped character stands for itself
+            return match[1]
+        before = text[match.start() - 1] if match.start() else " "
+        after = text[match.end()] if match.end() < len(text) else " "
+        if before.isspace() and after.isspace():
+            return match[0]  # "2 * 3"
+        if before.isalnum() and after.isalnum():
+            return match[0]  # "snake_case", "5*3"
+        return ""
+
+    return _ESCAPE_OR_EMPHASIS.sub(unmarked, text)
 
 
 def _pattern(words: list[str]) -> re.Pattern[str] | None:
@@ -221,24 +312,37 @@ def _full_text(user: User, text: str, limit: int) -> list[Hit]:
         )
         .values_list("pk", "marked")
     )
-    snippets = dict(
-        Message.objects.filter(
+    # The snippet is picked from the words a reader sees, which only Python knows (`plain_text`):
+    # the texts go to ts_headline as values, in one query.
+    shown = {
+        pk: _without_marks(plain_text(content))
+        for pk, content in Message.objects.filter(
             conversation__user=user, pk__in=[best[pk][0] for pk in top if pk in best]
-        )
-        .annotate(
-            marked=SearchHeadline(
-                _unmarked("content"),
-                query,
-                min_words=12,
-                max_words=30,
-                max_fragments=2,
-                fragment_delimiter=" … ",
-                config=CONFIG,
-                start_sel=_START,
-                stop_sel=_STOP,
+        ).values_list("pk", "content")
+    }
+    snippets = (
+        dict(
+            Message.objects.filter(pk__in=shown)
+            .annotate(
+                marked=SearchHeadline(
+                    Case(
+                        *(When(pk=pk, then=Value(text)) for pk, text in shown.items()),
+                        output_field=TextField(),
+                    ),
+                    query,
+                    min_words=12,
+                    max_words=30,
+                    max_fragments=2,
+                    fragment_delimiter=" … ",
+                    config=CONFIG,
+                    start_sel=_START,
+                    stop_sel=_STOP,
+                )
             )
+            .values_list("conversation_id", "marked")
         )
-        .values_list("conversation_id", "marked")
+        if shown
+        else {}
     )
     return [
         Hit(
@@ -255,6 +359,10 @@ def _full_text(user: User, text: str, limit: int) -> list[Hit]:
 def _unmarked(field: str) -> Replace:
     """`field` without the characters that stand for our marks."""
     return Replace(Replace(F(field), Value(_START), Value("")), Value(_STOP), Value(""))
+
+
+def _without_marks(text: str) -> str:
+    return text.replace(_START, "").replace(_STOP, "")
 
 
 def _headline(marked: str) -> SafeString:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import choose_model, send
+from .conftest import choose_model, screenshots, send
 
 pytestmark = [pytest.mark.browser]
 
@@ -39,6 +39,17 @@ def entry(page: Any, text: str) -> Any:
     return page.locator("#conversation-groups li").filter(
         has=page.get_by_role("link", name=text, exact=True)
     )
+
+
+def open_drawer(page: Any) -> None:
+    """On a phone, the sidebar's drawer opened (for a picture of it)."""
+    menu = page.get_by_role("button", name="Menu", exact=True)
+    if menu.is_visible() and menu.get_attribute("aria-expanded") == "false":
+        menu.click()
+        expect(page.get_by_role("navigation", name="Conversations")).to_be_visible()
+        page.wait_for_function(
+            "() => document.getAnimations().every(a => a.playState !== 'running')"
+        )
 
 
 def test_search_as_you_type_shows_highlighted_matches_in_place_of_the_list(
@@ -78,6 +89,19 @@ def test_search_as_you_type_shows_highlighted_matches_in_place_of_the_list(
     hit.click()
     expect(alice).to_have_url(url)
     expect(alice.locator("#conversation-title")).to_contain_text(token)
+
+
+def test_a_search_result_shows_the_answers_words_not_its_markdown(
+    alice: Any, server_url: str
+) -> None:
+    token = word()
+    new_conversation(alice, server_url, f"## About the **{token}**\n\nIt *swims* `fast`.")
+    alice.get_by_label("Search conversations").fill(token)
+    snippet = alice.locator("#search-results .search-hits .hit-snippet")
+    expect(snippet).to_have_text(f"About the {token} It swims fast.")
+    expect(snippet.locator("mark")).to_have_text(token)
+    expect(snippet.locator("*")).to_have_count(1)  # our <mark>, and no markup of the model's
+    screenshots(alice, "search-plain-snippet", prepare=open_drawer)
 
 
 def test_rename_in_place_updates_the_sidebar_and_the_tab_title(alice: Any, server_url: str) -> None:

@@ -12,7 +12,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from chatapp.conversations.search import search, snippet, terms
+from chatapp.conversations.search import plain_text, search, snippet, terms
 from chatapp.models import Conversation, Message
 
 pytestmark = [pytest.mark.django_db]
@@ -64,6 +64,42 @@ def test_model_text_is_escaped_and_only_our_marks_are_markup(alice: Any) -> None
     )
     (hit,) = search(alice, "<script>")  # what is searched for is text, not markup
     assert "<mark>&lt;script&gt;</mark>" in hit.snippet
+
+
+def test_a_snippet_is_the_words_a_reader_sees_not_the_markdown(alice: Any) -> None:
+    conversation(
+        alice,
+        "Tides",
+        "tell me",
+        "## About the **sea** ##\n\n> A [*sea* chart](https://example.org/sea) shows `**sea**`"
+        " depths.\n\n- [ ] __Sail__ the <b>sea</b>\n\nWide sea\n===",
+    )
+    (hit,) = search(alice, "sea")
+    assert hit.snippet == (
+        "About the <mark>sea</mark> A <mark>sea</mark> chart shows **<mark>sea</mark>** depths."
+        " Sail the &lt;b&gt;<mark>sea</mark>&lt;/b&gt; Wide <mark>sea</mark>"
+    )
+
+
+@pytest.mark.parametrize(
+    ("markdown", "text"),
+    [
+        ("# One\nTwo\n---\n***\n1. three", "One\nTwo\nthree"),
+        ("```md\n# kept *as* code\n```\nafter", "# kept *as* code\nafter"),
+        (
+            "snake_case and 5*3 and 2 * 3 and \\*stars\\*",
+            "snake_case and 5*3 and 2 * 3 and *stars*",
+        ),
+        (
+            "![a cat](data:image/png;base64,xx) and <https://example.org>",
+            "a cat and https://example.org",
+        ),
+        ("| a | b |\n|---|:-:|\n| c | d |", "  a   b  \n  c   d  "),
+        ("~~gone~~ ~5 km and ``a ` b``", "gone ~5 km and a ` b"),
+    ],
+)
+def test_plain_text_drops_the_marks_and_keeps_the_words(markdown: str, text: str) -> None:
+    assert plain_text(markdown) == text
 
 
 def test_a_long_message_gives_the_words_around_the_match(alice: Any) -> None:

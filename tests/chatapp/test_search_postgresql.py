@@ -87,3 +87,14 @@ def test_hits_carry_the_conversations_last_activity(alice: Any) -> None:
     (hit,) = search(alice, "otters")
     assert abs(hit.updated_at - found.updated_at) < datetime.timedelta(seconds=1)
     assert hit.updated_at < timezone.now() - datetime.timedelta(days=1)
+
+
+def test_a_snippet_is_the_words_a_reader_sees_not_the_markdown(alice: Any) -> None:
+    conversation(
+        alice, "Tides", "## About the **sea** ##\n\n> A [*sea* chart](https://sea.example)"
+    )
+    (hit,) = search(alice, "sea")
+    assert hit.snippet.startswith("About the <mark>sea</mark> A <mark>sea</mark> chart")
+    assert "#" not in hit.snippet
+    assert "*" not in hit.snippet
+    assert hit.snippet.count("<mark>") == hit.snippet.count("</mark>")
