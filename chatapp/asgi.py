@@ -9,7 +9,8 @@ itself refuses anonymous users and conversations they do not own.
 At shutdown the process's gateway clients are closed: Daphne speaks no ASGI lifespan, so there a
 Twisted shutdown trigger does it; servers that do (uvicorn) get a lifespan handler. Under Daphne
 the websockets also negotiate permessage-deflate, and one whose browser stops reading is closed
-before its backlog grows without bound (`patches/daphne_websockets.py`).
+before its backlog grows without bound (`patches/daphne_websockets.py`), and the render
+processes start with the server.
 """
 
 from __future__ import annotations
@@ -67,7 +68,19 @@ def _close_clients_when_daphne_stops() -> None:
     reactor.addSystemEventTrigger("before", "shutdown", before_shutdown)  # type: ignore[arg-type]
 
 
+def _warm_render_pool_under_daphne() -> None:
+    """A server's render processes start with it, in the background: a new process takes a
+    second or more to import the renderer, which the first answer's blocks and drafts would
+    otherwise wait for (its raw markdown showed for a second)."""
+    if "daphne.server" not in sys.modules:  # imported by a test or a script: started on use
+        return
+    from chatapp.rendering import pool as render_pool
+
+    render_pool.warm()
+
+
 _close_clients_when_daphne_stops()
+_warm_render_pool_under_daphne()
 daphne_websockets.enable()
 
 application = ProtocolTypeRouter(

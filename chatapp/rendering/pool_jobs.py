@@ -28,3 +28,14 @@ def settle(
     restyle: bool,
 ) -> settle_steps.Step:
     return settle_steps.settle_step(tail, context, citations, doc_id, final, restyle)
+
+
+def settle_and_draft(
+    lines: str,
+    rest: str | None,
+    context: settle_steps.OpenBlock | None,
+    citations: Sequence[Mapping[str, object]],
+    doc_id: str,
+    restyle: bool,
+) -> settle_steps.Settling:
+    return settle_steps.settle_and_draft(lines, rest, context, citations, doc_id, restyle)

@@ -142,6 +142,78 @@ def _parse(text: str, prefix: str, citations: Citations, doc_id: str) -> _Parsed
     return parsed
 
 
+@dataclass(frozen=True, slots=True)
+class Settling:
+    """A step, and the *draft*: what is still unsettled after it, rendered as the step would
+    settle it if the answer ended now (browsers show it in place of that text until it settles).
+    None when no draft was asked for, or none is worth showing (see `draft_step`)."""
+
+    step: Step
+    draft: Step | None = None
+    drafted: int = 0  # characters of text the draft covers (from the end of `step`)
+
+
+# Text that renders as more than itself: emphasis, code, links, headings, lists, tables, quotes,
+# HTML, entities, escapes, breaks. A tail without any shows as itself, so it needs no draft.
+_FENCE_START = re.compile(r"^ {0,3}(?:`{3,}|~{3,})", re.MULTILINE)
+MARKUP = re.compile(r"[*_`#|<>\[\]!~=\\&-]|^ {0,3}\d{1,9}[.)]|  $", re.MULTILINE)
+
+
+def settle_and_draft(
+    lines: str,
+    rest: str | None,
+    context: OpenBlock | None,
+    citations: Citations,
+    doc_id: str,
+    restyle: bool = False,
+) -> Settling:
+    """`settle_step` of the tail's complete `lines`; with `rest` (the line still being written),
+    the draft of everything it leaves unsettled, under the block it leaves open."""
+    step = settle_step(lines, context, citations, doc_id, restyle=restyle)
+    if rest is None or step.restyle or step.fence is not None:
+        return Settling(step)  # an open fence shows as code the browser's way until it closes
+    moved = bool(step.length or step.joined or step.ended)
+    left = lines[step.length :] + rest if moved else lines + rest
+    draft = draft_step(left, step.opened if moved else context, citations, doc_id)
+    return Settling(step, draft, len(left) if draft is not None else 0)
+
+
+def draft_step(
+    tail: str, context: OpenBlock | None, citations: Citations, doc_id: str
+) -> Step | None:
+    """`tail` (unsettled, after `context`) settled as if the answer ended now, its last line
+    completed (`completed_line`); None when it holds no markup (its text shows as itself) or
+    would restyle the block it continues."""
+    if not tail.strip() or not MARKUP.search(tail):
+        return None
+    if len(_FENCE_START.findall(tail)) % 2:
+        return None  # it opens a fence (the browser shows its code as code until it closes)
+    in_table = context is not None and context.kind == "table"
+    step = settle_step(completed_line(tail, in_table), context, citations, doc_id, final=True)
+    return None if step.restyle or not (step.joined or step.rest) else step
+
+
+_TABLE_ROW = re.compile(r"^ {0,3}\|(?:[^|\n]*\|){1,}[^|\n]*$")
+
+
+def completed_line(tail: str, in_table: bool = False) -> str:
+    """`tail` with the line still being written completed as it most likely ends, for a draft:
+    a code span or strong emphasis left open is closed, and a table's first row (`in_table`:
+    the tail continues a table) gets the line under it, so that they show formatted while they
+    are written rather than raw until their end arrives. Only the draft sees this; what settles
+    is the text as it came."""
+    line = tail[tail.rfind("\n") + 1 :]
+    if not line.strip() or line.endswith(("*", "`")):
+        return tail
+    if line.count("`") % 2:
+        return tail + "`"
+    if line.count("**") % 2:
+        return tail + "**"
+    if not in_table and _TABLE_ROW.match(line):
+        return tail + "\n" + "|---" * (line.strip().strip("|").count("|") + 1) + "|"
+    return tail
+
+
 def settle_step(
     tail: str,
     context: OpenBlock | None,

@@ -31,14 +31,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from chatapp.rendering.markdown import plain_text_html
 from chatapp.rendering.settle_steps import (
     LINE_BREAK,
+    MARKUP,
     Citations,
     Join,
     OpenBlock,
+    Settling,
     Step,
     closes_fence,
     utf16_length,
@@ -46,6 +48,11 @@ from chatapp.rendering.settle_steps import (
 
 FREE_TAIL = 512  # a tail this short is parsed at every new line
 BACKOFF = 1.25  # else only once it has grown by this factor since it was last parsed
+# The draft of the unsettled tail (see `BlockSettler.take_draft`): rendered at most this often
+# (seconds) and only while the tail is this short (characters), so that its work per answer is
+# bounded by the answer's duration, not by the square of one long block.
+DRAFT_INTERVAL = 0.15
+DRAFT_MAX = 4_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +100,12 @@ class BlockSettler:
     `feed` only appends; a parse of the tail runs in the render pool (`run`, by default
     `render_pool.run`) while the stream goes on, and `ready` hands out what it settled, so a
     slow render delays the blocks, never the text. `finish` settles the rest.
+
+    While a line is being written its markdown would show raw until the line ends, so the parses
+    also render a *draft*: the unsettled tail rendered as it would settle if the answer ended
+    now (`take_draft`), which browsers show in place of its text and drop at the next settled
+    chunk. A parse renders one with each new line, and `poll` starts one for a line that grew,
+    at most every `DRAFT_INTERVAL` and only for a tail shorter than `DRAFT_MAX`.
     """
 
     def __init__(
@@ -116,6 +129,12 @@ class BlockSettler:
         self._asked = 0  # characters of the tail when it was last parsed
         self._parse_at = 0  # the tail length that may be parsed next (the back-off)
         self._restyle = False
+        self._drafting = False  # whether the parse under way renders no step, only a draft
+        self._draft: SettledChunk | None = None  # the newest draft, until a delta takes it
+        self._draft_changed = False  # since a delta last took it (a new one, or none now)
+        self._shown_draft: SettledChunk | None = None  # the newest, while still valid
+        self._drafted = (0, 0)  # (settled, tail length) the newest draft was asked for at
+        self._draft_at = -DRAFT_INTERVAL  # when the last draft-only parse started
         self.parsed = 0  # characters parsed, in all
 
     @property
@@ -137,6 +156,12 @@ class BlockSettler:
         closing = self._open.closing if self._open is not None else ""
         return "".join(self._pieces) + closing
 
+    @property
+    def draft(self) -> SettledChunk | None:
+        """The newest draft, while it still starts where the settled part ends (a snapshot's)."""
+        draft = self._shown_draft
+        return draft if draft is not None and draft.start == self._settled else None
+
     def feed(self, text: str) -> None:
         """Add `text` to the content (settling waits for `ready`)."""
         self._tail += text
@@ -153,6 +178,28 @@ class BlockSettler:
             self._start()
         return chunk
 
+    def poll(self, now: float) -> bool:
+        """Start a draft-only parse if one is due at `now` (seconds, a monotonic clock); whether
+        a parse has ended, so that `ready` and `take_draft` have something to hand out."""
+        task = self._task
+        if task is not None:
+            return task.done()
+        if self._due():
+            self._start()
+        elif self._draft_due(now):
+            self._draft_at = now
+            self._start(drafting=True)
+        return False
+
+    def take_draft(self) -> tuple[bool, SettledChunk | None]:
+        """Whether the draft changed since it was last taken, and the newest (None: the one
+        shown is withdrawn); after `ready`, so it starts where the settled part now ends."""
+        changed, draft = self._draft_changed, self._draft
+        self._draft_changed, self._draft = False, None
+        if draft is not None and draft.start != self._settled:
+            draft = None
+        return changed, draft
+
     async def step(self) -> SettledChunk | None:
         """`ready`, after waiting for the parse under way (for tests and benchmarks)."""
         if self._task is None and self._due():
@@ -167,6 +214,8 @@ class BlockSettler:
         if self._task is not None:
             await asyncio.wait([self._task])
             self._task = None
+        self._drafting = False
+        self._draft = self._shown_draft = None  # the last chunk settles all it showed
         if not self._tail:
             return None
         result = await self._job(final=True, restyle=self._restyle)
@@ -185,14 +234,52 @@ class BlockSettler:
             return False
         return complete < FREE_TAIL or complete >= self._parse_at
 
-    def _start(self) -> None:
+    def _draftable(self) -> bool:
+        return (
+            self._fence is None
+            and not self._restyle
+            and 0 < len(self._tail) <= DRAFT_MAX
+            and self._drafted != (self._settled, len(self._tail))
+        )
+
+    def _draft_due(self, now: float) -> bool:
+        """A draft-only parse is due when the text added since the draft shown holds markup:
+        text without any shows as itself after the draft, so a new draft would only resend the
+        old one's HTML (the wire bytes of a draft per plain delta tripled an answer's)."""
+        if now - self._draft_at < DRAFT_INTERVAL or not self._draftable():
+            return False
+        settled, length = self._drafted
+        since = length if settled == self._settled and self.draft is not None else 0
+        return MARKUP.search(self._tail, since) is not None
+
+    def _start(self, *, drafting: bool = False) -> None:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
             return  # a fold outside the server (a test's): nothing settles before `finish`
-        self._asked = self._tail.rfind("\n") + 1
-        restyle, self._restyle = self._restyle, False
-        self._task = asyncio.ensure_future(self._job(final=False, restyle=restyle))
+        complete = self._tail.rfind("\n") + 1
+        draft = self._draftable()
+        if not drafting:
+            self._asked = complete
+        if draft:
+            self._drafted = (self._settled, len(self._tail))
+        restyle, self._restyle = (False, self._restyle) if drafting else (self._restyle, False)
+        self._drafting = drafting
+        lines = "" if drafting else self._tail[:complete]
+        rest = (self._tail if drafting else self._tail[complete:]) if draft else None
+        self._task = asyncio.ensure_future(self._parse(lines, rest, restyle=restyle))
+
+    async def _parse(self, lines: str, rest: str | None, *, restyle: bool) -> object:
+        from chatapp.rendering import pool as render_pool
+        from chatapp.rendering import pool_jobs
+
+        citations = list(self._citations()) if self._citations is not None else []
+        run = self._run or render_pool.run
+        self.parsed += len(lines) + len(rest or "")
+        self.parsed += len(self._open.source) if restyle and self._open else 0
+        return await run(
+            pool_jobs.settle_and_draft, lines, rest, self._open, citations, self._doc_id, restyle
+        )
 
     async def _job(self, *, final: bool, restyle: bool) -> object:
         from chatapp.rendering import pool as render_pool
@@ -207,6 +294,18 @@ class BlockSettler:
         )
 
     def _apply(self, result: object, *, final: bool) -> SettledChunk | None:
+        if isinstance(result, Settling):
+            drafting, self._drafting = self._drafting, False
+            chunk = None if drafting else self._apply(result.step, final=final)
+            if result.draft is not None:
+                self._keep_draft(result.draft, result.drafted)
+            elif self.draft is not None:  # shown, and no longer true (an open fence, a restyle)
+                self._draft = self._shown_draft = None
+                self._draft_changed = True
+            return chunk
+        if self._drafting:  # a draft-only parse that failed: nothing to settle from it
+            self._drafting = False
+            return None
         if not isinstance(result, Step):
             return self._fall_back(result, final=final)
         step = result
@@ -219,26 +318,22 @@ class BlockSettler:
             return None
         return self._take(step)
 
+    @property
+    def drafted_html(self) -> str:
+        """The settled HTML with the newest draft joined in as the browser joins it: what the
+        page shows of the answer's markdown (before the text after the draft)."""
+        draft = self.draft
+        if draft is None:
+            return self.html
+        step = Step(join=draft.join, joined=draft.html[: _index(draft.html, draft.split)])
+        step = replace(step, rest=draft.html[len(step.joined) :])
+        pieces = list(self._pieces)
+        _join(pieces, self._open_at, self._open, step)
+        return "".join(pieces)
+
     def _take(self, step: Step) -> SettledChunk | None:
         pieces = self._pieces
-        closed = self._open.closing if self._open is not None else ""
-        if step.join == "=":
-            del pieces[self._open_at :]
-            kept = step.joined
-            if step.continues and step.opened is not None:
-                kept = kept.removesuffix(step.opened.closing)
-            pieces.append(kept)
-        elif step.join:
-            pieces.append(step.joined)
-            if not step.continues:  # a table's first rows came with their `<tbody>`
-                pieces.append("</tbody>\n" + closed if step.join == "table" else closed)
-        elif self._open is not None:
-            pieces.append(closed)  # it ended, nothing more joined
-        if step.rest:
-            pieces.append(step.rest)
-        if step.opening and step.opened is not None:
-            self._open_at = len(pieces)
-            pieces.append(step.opening.removesuffix(step.opened.closing))
+        self._open_at = _join(pieces, self._open_at, self._open, step)
         self._open = step.opened
         text, self._tail = self._tail[: step.length], self._tail[step.length :]
         self._asked = max(0, self._asked - step.length)
@@ -249,6 +344,15 @@ class BlockSettler:
             return None
         split = utf16_length(step.joined) if step.join else 0
         return SettledChunk(start, self._settled, html, step.join, split)
+
+    def _keep_draft(self, draft: Step, drafted: int) -> None:
+        """`draft` covers the first `drafted` characters of the tail (which only grew since)."""
+        start = self._settled
+        end = start + utf16_length(self._tail[:drafted])
+        split = utf16_length(draft.joined) if draft.join else 0
+        chunk = SettledChunk(start, end, draft.html, draft.join, split)
+        self._draft = self._shown_draft = chunk
+        self._draft_changed = True
 
     def _fall_back(self, failure: object, *, final: bool) -> SettledChunk | None:
         """The parse gave no result. Too slow or crashed: the complete lines settle as plain
@@ -266,6 +370,37 @@ class BlockSettler:
         step = Step(length=length, rest=plain_text_html(text, kind))
         self._fence = None
         return self._take(step)
+
+
+def _join(pieces: list[str], open_at: int, opened: OpenBlock | None, step: Step) -> int:
+    """Add `step`'s HTML to the settled `pieces`, whose open block (`opened`) starts at
+    `open_at`; where the open block starts after it."""
+    closed = opened.closing if opened is not None else ""
+    if step.join == "=":
+        del pieces[open_at:]
+        kept = step.joined
+        if step.continues and step.opened is not None:
+            kept = kept.removesuffix(step.opened.closing)
+        pieces.append(kept)
+    elif step.join:
+        pieces.append(step.joined)
+        if not step.continues:  # a table's first rows came with their `<tbody>`
+            pieces.append("</tbody>\n" + closed if step.join == "table" else closed)
+    elif opened is not None:
+        pieces.append(closed)  # it ended, nothing more joined
+    if step.rest:
+        pieces.append(step.rest)
+    if step.opening and step.opened is not None:
+        open_at = len(pieces)
+        pieces.append(step.opening.removesuffix(step.opened.closing))
+    return open_at
+
+
+def _index(text: str, units: int) -> int:
+    """The index in `text` of its UTF-16 offset `units`."""
+    if text.isascii():
+        return units
+    return len(text.encode("utf-16-le")[: 2 * units].decode("utf-16-le"))
 
 
 # --- A page view of an answer still streaming -----------------------------------------------------

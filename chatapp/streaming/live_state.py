@@ -77,6 +77,8 @@ class LiveState:
         framing); the first output and anything but text go at once. A late tick sends more text,
         never more messages.
         """
+        if not self._finishing and self.blocks.poll(now):
+            return True  # a parse ended: its settled chunk or draft goes out without waiting
         if not self.pending and not self._pending_runs:
             return False
         return (
@@ -153,8 +155,11 @@ class LiveState:
         their parse runs in the render pool meanwhile, so a delta never waits for it.
         """
         delta = self._take_fields(last=False)
-        chunk = None if self._finishing else self.blocks.ready()
-        return self._numbered(delta, chunk)
+        if self._finishing:
+            return self._numbered(delta, None)
+        chunk = self.blocks.ready()
+        changed, draft = self.blocks.take_draft()
+        return self._numbered(delta, chunk, draft, redraft=changed)
 
     async def finish_render(self) -> None:
         """Once the answer has ended: settle all the rest and render the answer as a whole
@@ -178,11 +183,19 @@ class LiveState:
         return self._numbered(delta, chunk)
 
     def _numbered(
-        self, delta: dict[str, object] | None, chunk: SettledChunk | None
+        self,
+        delta: dict[str, object] | None,
+        chunk: SettledChunk | None,
+        draft: SettledChunk | None = None,
+        *,
+        redraft: bool = False,
     ) -> dict[str, object] | None:
         if chunk is not None:
             delta = delta if delta is not None else {}
             delta["settled"] = chunk.to_wire()
+        if redraft and (draft is not None or chunk is None):  # a settle drops a draft by itself
+            delta = delta if delta is not None else {}
+            delta["draft"] = draft.to_wire() if draft is not None else None
         if not delta:
             return None
         self.seq += 1
@@ -255,6 +268,9 @@ class LiveState:
         """Everything sent so far, numbered: a browser may replace its copy with this."""
         settled = [0, self.blocks.settled, self.blocks.html]
         fields = {"seq": self.seq, **_visible(self.sent_part(), sparse=False), "settled": settled}
+        draft = None if self._finishing else self.blocks.draft
+        if draft is not None:
+            fields["draft"] = draft.to_wire()
         if self.tool_runs:
             fields["tool_runs"] = list(self.tool_runs.values())
         fields.update(self.preview_snapshot())

@@ -37,6 +37,8 @@ class StreamState:
     offset: int = 0
     settled_end: int = 0
     reasoning: str = ""
+    draft: tuple[int, int] | None = None
+    """`(start, end)` of the draft shown, if any."""
     held: Mapping[int, Message] = field(default_factory=dict)
     """Deltas beyond a gap, by seq."""
     asked_at: float | None = None
@@ -63,19 +65,24 @@ class Settle:
 
 @dataclass(frozen=True, slots=True)
 class Append:
-    """A delta applied; its settled HTML with it, when it goes in."""
+    """A delta applied; its settled HTML with it, when it goes in. With `redraft`, the draft
+    shown goes and `draft` (HTML placed as a settle is, in place of the tail's start up to its
+    `end`), if any, takes its place; without, the draft shown stays."""
 
     delta: Message
     settle: Settle | None
+    draft: Settle | None = None
+    redraft: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class Replace:
     """A snapshot applied: the text so far replaced; `tail` is its content after the settled
-    HTML."""
+    HTML, `draft` the draft to show in place of its start, if any."""
 
     snapshot: Message
     tail: str
+    draft: Settle | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,29 +139,30 @@ def from_wire(parsed: object) -> dict[str, Any]:
 def receive(state: StreamState, message: Message, now: float) -> Step:
     if state.done:
         return Step(state, ())
-    draft = _Draft(state)
+    change = _Change(state)
     match message.get("t"):
         case "delta":
-            draft.on_delta(message, now)
+            change.on_delta(message, now)
         case "snapshot":
-            draft.on_snapshot(message, now)
+            change.on_snapshot(message, now)
         case "done":
-            draft.done = True
-            draft.effects.append(Finish(message))
+            change.done = True
+            change.effects.append(Finish(message))
         case "updated":
-            draft.effects.append(Refresh())
+            change.effects.append(Refresh())
         case _:
             return Step(state, ())
-    return draft.step()
+    return change.step()
 
 
 def refuse_settle(state: StreamState, settle: Settle, now: float) -> Step:
     """The page could not put `settle` (an `Append`'s) into its open block: it shows that text as
     text and asks for a snapshot; it leaves out the settled HTML of the effects after it."""
-    draft = _Draft(state)
-    draft.settled_end = settle.start
-    draft.ask_snapshot(now)
-    return draft.step()
+    change = _Change(state)
+    change.settled_end = settle.start
+    change.draft = None
+    change.ask_snapshot(now)
+    return change.step()
 
 
 def watch_sent(state: StreamState, now: float) -> Step:
@@ -169,12 +177,12 @@ def after_watch(state: StreamState, asked: float, now: float) -> Step:
     """A while after a watch sent at `asked`: an answer no snapshot has covered since asks."""
     if state.done or (state.snap_at is not None and state.snap_at >= asked):
         return Step(state, ())
-    draft = _Draft(state)
-    draft.ask_snapshot(now)
-    return draft.step()
+    change = _Change(state)
+    change.ask_snapshot(now)
+    return change.step()
 
 
-class _Draft:
+class _Change:
     """The state being changed by one step, and the effects so far."""
 
     def __init__(self, state: StreamState) -> None:
@@ -184,6 +192,7 @@ class _Draft:
         self.offset = state.offset
         self.settled_end = state.settled_end
         self.reasoning = state.reasoning
+        self.draft = state.draft
         self.held = dict(state.held)
         self.asked_at = state.asked_at
         self.snap_at = state.snap_at
@@ -198,6 +207,7 @@ class _Draft:
             offset=self.offset,
             settled_end=self.settled_end,
             reasoning=self.reasoning,
+            draft=self.draft,
             held=self.held,
             asked_at=self.asked_at,
             snap_at=self.snap_at,
@@ -230,7 +240,9 @@ class _Draft:
         self.settled_end = settled[1]
         self.reasoning = message.get("reasoning") or ""
         self.seq = message["seq"]
-        self.effects.append(Replace(message, self.tail()))
+        draft = self.draft_of(message["draft"]) if message.get("draft") else None
+        self.draft = (draft.start, draft.end) if draft is not None else None
+        self.effects.append(Replace(message, self.tail(), draft))
         self.drain_held(now)
 
     def apply(self, message: Message, now: float) -> None:
@@ -239,7 +251,23 @@ class _Draft:
         settle = self.settle(settled, now) if settled else None
         self.reasoning += message.get("reasoning") or ""
         self.seq = message["seq"]
-        self.effects.append(Append(message, settle))
+        if not ("draft" in message or settled):
+            self.effects.append(Append(message, settle))
+            return
+        # A settle takes the draft's place; a draft that does not start where the settled part
+        # ends (this page's blocks were split elsewhere) is not shown.
+        draft = self.draft_of(message["draft"]) if message.get("draft") else None
+        self.draft = (draft.start, draft.end) if draft is not None else None
+        self.effects.append(Append(message, settle, draft, redraft=True))
+
+    def draft_of(self, wire: list[Any]) -> Settle | None:
+        start, end, html = wire[0], wire[1], wire[2]
+        join, split = (wire[3], wire[4]) if len(wire) > 4 else (None, 0)
+        if start != self.settled_end or end < start or end - self.offset > _utf16_len(self.content):
+            return None
+        if not join:
+            return Settle(start, end, None, "", html)
+        return Settle(start, end, join, _utf16_slice(html, 0, split), _utf16_slice(html, split))
 
     def settle(self, settled: list[Any], now: float) -> Settle | None:
         start, end, html = settled[0], settled[1], settled[2]

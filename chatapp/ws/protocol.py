@@ -8,7 +8,8 @@ message of type `chat.forward`, so a consumer forwards them without decoding or 
   most of the traffic, so they are a bare JSON array: ~12 bytes of envelope around the text instead
   of ~40 for an object. Trailing empty parts are left out; `extras` is an object with any of
   `tool_calls`, `tool_runs`, `annotations`, `attachments` (`attachments` names kinds only:
-  `image`, `file`, `audio`; the media themselves come with the final render), and `settled`.
+  `image`, `file`, `audio`; the media themselves come with the final render), `settled` and
+  `draft`.
 - `tool_runs`: the runs of the answer's tool calls that began or ended since the last delta, each
   `{"index", "id", "status", "pretty", "valid", "result", "duration_ms"}` (`tool_loop.CallRun`);
   a snapshot carries all of them.
@@ -24,8 +25,15 @@ message of type `chat.forward`, so a consumer forwards them without decoding or 
   `tbody`; or `=`), the first `split` UTF-16 units of `html` go into the element of the block
   still open (list items, table rows and lines settle on their own), or replace it (`=`: the
   block turned out to be another, a loose list or a setext heading); the rest follows it.
-- `{"t": "snapshot", "g": id, "seq": n, "content", "reasoning", "tool_calls", ..., "settled"}`:
-  everything up to and including delta `n` (`settled` starts at 0).
+- `draft`: `[start, end, html]` or `[start, end, html, join, split]` like `settled`, but not
+  settled: the content from `start` (where the settled part ends) to `end` rendered as it would
+  settle if the answer ended now (`live_blocks.BlockSettler.take_draft`), so that a line being
+  written shows formatted rather than as raw markdown. The browser shows it in place of that
+  text, and the text after `end` as text; the next `settled` or `draft` replaces it, and
+  `"draft": null` withdraws it (the tail turned out to open a fence). Sent at most every 150 ms
+  per answer, only when the unsettled text holds markup.
+- `{"t": "snapshot", "g": id, "seq": n, "content", "reasoning", "tool_calls", ..., "settled",
+  "draft"?}`: everything up to and including delta `n` (`settled` starts at 0).
 - `{"t": "done", "g": id, "seq": n, "status", "next"?}`: terminal; the browser fetches the final
   render. `next`, when the answer's tool calls ran and the turn goes on, is the fragment URL of
   the next round's answer, which the browser puts after this one.
@@ -131,7 +139,7 @@ def delta(generation_pk: int, fields: dict[str, object]) -> list[object]:
     return payload
 
 
-_EXTRAS = ("tool_calls", "tool_runs", "annotations", "attachments", "settled", "previews")
+_EXTRAS = ("tool_calls", "tool_runs", "annotations", "attachments", "settled", "draft", "previews")
 
 
 def decode(text: str | bytes) -> dict[str, Any]:

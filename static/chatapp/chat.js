@@ -12,12 +12,14 @@ import { afterWatch, fromWire, receive, refuseSettle, start, watchSent } from ".
 import {
   appendContent,
   appendParts,
+  clearDraft,
   createView,
   drawTail,
   followingBottom,
   replaceWith,
   scrollToBottom,
   settleInto,
+  showDraft,
   tick,
 } from "./live_render.js";
 import { refresh } from "./final_patch.js";
@@ -76,17 +78,19 @@ function step(st, result) {
     switch (effect.do) {
       case "append": {
         const follow = followingBottom();
+        if (effect.settle || effect.draft !== undefined) clearDraft(st.view);
         appendContent(st.view, effect.delta);
         if (effect.settle && !refused && !settleInto(st.view, effect.settle)) {
           refused = true;
           step(st, refuseSettle(st.state, effect.settle, Date.now()));
         }
+        if (effect.draft && !refused) showDraft(st.view, effect.draft);
         appendParts(st.view, effect.delta);
         if (follow) scrollToBottom();
         break;
       }
       case "replace":
-        replaceWith(st.view, effect.snapshot, effect.tail);
+        replaceWith(st.view, effect.snapshot, effect.tail, effect.draft);
         break;
       case "send":
         send(effect.message);
@@ -241,8 +245,12 @@ document.addEventListener(
 );
 
 function init(root) {
-  // A page, or a new conversation swapped in after its first message: its end is in view.
-  if (root === document || (root.matches && root.matches("main.chat"))) scrollToBottom();
+  // A page, a new conversation swapped in after its first message, or a conversation reached
+  // through the sidebar's boosted links or back and forward (htmx swaps in the body's content,
+  // which holds the chat): its end is in view.
+  if (root === document || root.matches?.("main.chat") || root.querySelector?.("main.chat")) {
+    scrollToBottom();
+  }
   streams.forEach((st, id) => {
     if (!st.el.isConnected) streams.delete(id);
   });

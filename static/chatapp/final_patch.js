@@ -54,6 +54,10 @@ function patchChildren(region, next) {
 
 function patchAnswer(el, fresh, onPatched) {
   const follow = followingBottom();
+  // The reasoning pane stays as the reader left it: folding or unfolding it would move the answer.
+  const pane = el.querySelector(":scope > .reasoning-pane");
+  const nextPane = fresh.querySelector(":scope > .reasoning-pane");
+  if (pane && nextPane && !nextPane.hidden) nextPane.open = pane.open;
   const keep = new Map(); // node of `fresh` -> the element's node that stays in its place
   const region = el.querySelector(":scope > .content");
   const nextRegion = fresh.querySelector(":scope > .content");

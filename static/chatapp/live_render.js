@@ -18,6 +18,10 @@ export function createView(el, tail) {
     thinkStart: null,
     thinkEnd: null,
     writing: undefined,
+    drafted: 0, // UTF-16 units at the start of `tail` that the draft shows in their place
+    draftNodes: [], // the nodes the draft put in the page
+    draftHidden: null, // the open block a draft in its place ("=") hides
+    tailHost: null, // the draft's last block, which the text after the draft runs on in
   };
 }
 
@@ -62,20 +66,37 @@ export function scrollToBottom() {
 // code (it is highlighted once its fence closes and the block settles).
 const FENCE_OPEN = /^ {0,3}(`{3,}|~{3,})[ \t]*([^\s`]*)[^\n]*\n/;
 
+function tailElement(view, box) {
+  const inside = view.tailHost && view.tailHost.isConnected ? view.tailHost : null;
+  const holder = inside || box;
+  let el = box.querySelector(".live-tail");
+  if (el && el.parentElement !== holder) {
+    el.remove();
+    el = null;
+  }
+  if (!el) {
+    el = document.createElement(inside ? "span" : "div"); // inline in the draft's last block
+    holder.append(el);
+  }
+  return el;
+}
+
 export function drawTail(view) {
   const box = part(view, ".content");
-  let el = box.querySelector(":scope > .live-tail");
   if (!view.tail) {
-    if (el) el.remove();
+    box.querySelector(".live-tail")?.remove();
     view.tailEl = null;
     return;
   }
-  if (!el) {
-    el = document.createElement("div");
-    box.append(el);
+  const el = tailElement(view, box);
+  // Blank lines before a block show as space.
+  const shown = view.tail.slice(view.drafted).replace(/^([ \t]*\r?\n)+/, "");
+  if (!shown) {
+    el.remove();
+    view.tailEl = null;
+    return;
   }
-  const shown = view.tail.replace(/^([ \t]*\r?\n)+/, ""); // blank lines before a block show as space
-  const fence = FENCE_OPEN.exec(shown);
+  const fence = view.tailHost ? null : FENCE_OPEN.exec(shown); // inline text runs on as text
   view.tailOpened = shown.includes("\n"); // its first line, which says what it is, is complete
   if (fence) {
     el.className = "live-tail code-block";
@@ -137,6 +158,62 @@ export function settleInto(view, settle) {
   view.tail = view.tail.slice(settle.end - settle.start);
   drawTail(view);
   return true;
+}
+
+// A draft of stream_state.js: the start of the tail rendered as it would settle now, placed as a
+// settle is but kept apart (its nodes are remembered), so that `clearDraft` takes it out before
+// the next settle or draft goes in. False when the open block is not `join`'s: the text stays.
+export function showDraft(view, draft) {
+  clearDraft(view);
+  const box = part(view, ".content");
+  const tail = box.querySelector(":scope > .live-tail");
+  const nodes = [];
+  const place = (html, parent, before) => {
+    const found = fragment(html);
+    nodes.push(...found.childNodes);
+    parent.insertBefore(found, before);
+  };
+  if (draft.join) {
+    const target = joinTarget(box, tail, draft.join);
+    if (!target) return false;
+    if (draft.join === "=") {
+      target.hidden = true;
+      view.draftHidden = target;
+      place(draft.joined, box, target.nextSibling);
+    } else {
+      place(draft.joined, target, null);
+    }
+  }
+  place(draft.rest, box, tail);
+  view.draftNodes = nodes;
+  view.drafted = draft.end - draft.start;
+  view.tailHost = lastBlock(nodes);
+  drawTail(view);
+  return true;
+}
+
+// The block of `nodes` that text written after them continues: their last paragraph, heading,
+// list item or table cell, so that new text runs on in it rather than below it until the next
+// draft takes it in (which would move it).
+const CONTAINERS = new Set(["UL", "OL", "BLOCKQUOTE", "TABLE", "THEAD", "TBODY", "TR"]);
+function lastBlock(nodes) {
+  let el = [...nodes].reverse().find((node) => node instanceof Element) || null;
+  const holdsBlocks = (li) => li.querySelector(":scope > p, :scope > ul, :scope > ol") !== null;
+  while (el && (CONTAINERS.has(el.tagName) || (el.tagName === "LI" && holdsBlocks(el)))) {
+    el = el.lastElementChild;
+  }
+  return el && /^(P|H[1-6]|LI|TD|TH)$/.test(el.tagName) ? el : null;
+}
+
+export function clearDraft(view) {
+  if (!view.drafted && !view.draftNodes.length) return;
+  for (const node of view.draftNodes) node.remove();
+  if (view.draftHidden) view.draftHidden.hidden = false;
+  view.draftNodes = [];
+  view.draftHidden = null;
+  view.drafted = 0;
+  view.tailHost = null;
+  drawTail(view);
 }
 
 // --- The panes: reasoning, tool calls, citations, attachments --------------------------------
@@ -265,6 +342,10 @@ export function appendContent(view, delta) {
   if (view.thinkStart !== null && view.thinkEnd === null) {
     view.thinkEnd = Date.now(); // the answer began: the thinking is over
     showThinking(view);
+    // The pane folds now, as the final render shows it, rather than at the end, which would
+    // move the whole answer up; a reader who opens it again keeps it open (final_patch.js).
+    const pane = part(view, ".reasoning-pane");
+    if (pane) pane.open = false;
   }
 }
 
@@ -294,12 +375,17 @@ export function appendParts(view, msg) {
 }
 
 // A snapshot replaces what the answer shows so far; `tail` is its content after its settled HTML.
-export function replaceWith(view, snapshot, tail) {
+export function replaceWith(view, snapshot, tail, draft) {
   const follow = followingBottom();
   const [, , html] = snapshot.settled || [0, 0, ""];
   part(view, ".content").replaceChildren(fragment(html));
+  view.draftNodes = [];
+  view.draftHidden = null;
+  view.drafted = 0;
+  view.tailHost = null;
   view.tail = tail;
   drawTail(view);
+  if (draft) showDraft(view, draft);
   part(view, ".reasoning").textContent = snapshot.reasoning || "";
   part(view, ".reasoning-pane").hidden = !snapshot.reasoning;
   if (snapshot.thinking) {

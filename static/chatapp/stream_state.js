@@ -16,8 +16,12 @@
 //   is `{start, end, join, joined, rest}`: `joined` goes into the open block's element (or
 //   replaces it, `join` "="), `rest` follows it. A page whose open block is not `join`'s calls
 //   `refuseSettle`, and leaves out the settled HTML of the effects after it;
-// - `{do: "replace", snapshot, tail}`: a snapshot applied, the text so far replaced (`tail`:
-//   its content after its settled HTML);
+//   `draft` is the delta's draft to show in place of the start of the tail (`{start, end, join,
+//   joined, rest}`, placed as a settle is; `end` is where the text shown as text begins), or
+//   null: the draft shown is gone (a settle took its place, or the new one does not fit); left
+//   out, the draft shown stays;
+// - `{do: "replace", snapshot, tail, draft}`: a snapshot applied, the text so far replaced
+//   (`tail`: its content after its settled HTML; `draft` as above, or null);
 // - `{do: "send", message}`: a message for the socket (a snapshot request);
 // - `{do: "finish", done}`: the answer ended (the page fetches its final render);
 // - `{do: "refresh"}`: the record changed, the page fetches its render again.
@@ -32,6 +36,7 @@ export function start({ g, seq = 0, settledEnd = 0, tail = "", reasoning = "" })
     content: tail,
     settledEnd,
     reasoning,
+    draft: null, // `{start, end}` of the draft shown, if any
     held: new Map(), // seq -> delta beyond a gap
     askedAt: null, // when a snapshot was last asked for, until one arrives
     snapAt: null, // when the last snapshot arrived
@@ -81,7 +86,7 @@ export function receive(state, msg, now) {
 // as if the block had not settled, and asks for a snapshot to set its blocks right.
 export function refuseSettle(state, settle, now) {
   const effects = [];
-  const next = { ...state, settledEnd: settle.start };
+  const next = { ...state, settledEnd: settle.start, draft: null };
   askSnapshot(next, now, effects);
   return { state: next, effects };
 }
@@ -124,7 +129,9 @@ function onSnapshot(s, msg, now, effects) {
   s.settledEnd = end;
   s.reasoning = msg.reasoning || "";
   s.seq = msg.seq;
-  effects.push({ do: "replace", snapshot: msg, tail: tailOf(s) });
+  const draft = msg.draft ? draftOf(s, msg.draft) : null;
+  s.draft = draft && { start: draft.start, end: draft.end };
+  effects.push({ do: "replace", snapshot: msg, tail: tailOf(s), draft });
   drainHeld(s, now, effects);
 }
 
@@ -133,7 +140,23 @@ function apply(s, msg, now, effects) {
   const settle = msg.settled ? settleOf(s, msg.settled, now, effects) : null;
   if (msg.reasoning) s.reasoning += msg.reasoning;
   s.seq = msg.seq;
-  effects.push({ do: "append", delta: msg, settle });
+  const effect = { do: "append", delta: msg, settle };
+  if ("draft" in msg || msg.settled) {
+    // A settle takes the draft's place; a draft that does not start where the settled part ends
+    // (this page's blocks were split elsewhere) is not shown.
+    const draft = msg.draft ? draftOf(s, msg.draft) : null;
+    s.draft = draft && { start: draft.start, end: draft.end };
+    effect.draft = draft;
+  }
+  effects.push(effect);
+}
+
+// `[start, end, html, join?, split?]`, a draft of the tail from where the settled part ends.
+function draftOf(s, wire) {
+  const [start, end, html, join, split] = wire;
+  if (start !== s.settledEnd || end < start || end - s.offset > s.content.length) return null;
+  if (!join) return { start, end, join: null, joined: "", rest: html };
+  return { start, end, join, joined: html.slice(0, split), rest: html.slice(split) };
 }
 
 // `[start, end, html]`, or `[start, end, html, join, split]`: the first `split` units of `html`

@@ -234,3 +234,169 @@ def test_a_snapshot_that_grows_the_page_keeps_its_end_in_view(alice: Any) -> Non
     alice.evaluate(SCROLL_TO_THE_TOP)
     alice.evaluate(REPLACE_WITH_A_LONG_SNAPSHOT, answer.element_handle())
     assert alice.evaluate("document.getElementById('messages').scrollTop") == 0
+
+
+# Markdown of every inline and block construct a model writes, streamed by the echo model.
+RICH = """## Shopping plan
+
+We need **pears** and *apples*, see [the list](https://example.com/list) and `cart.py` first.
+
+- apples, **two** kilos
+- pears, *ripe* ones
+- plums
+
+| fruit | kg |
+|---|--:|
+| apples | 2 |
+| pears | 3 |
+
+> A quote with **bold** inside.
+
+1. wash them
+2. cut them
+
+Then a closing paragraph with `code` and **more bold text** at its very end.
+"""
+
+# Installed before the page's scripts: how much of each answer's text has arrived (UTF-16 units,
+# as the page counts them), from the socket's deltas and snapshots, so that a raw construct in
+# the page's tail is known by its offset in the answer.
+COUNT_ARRIVALS = """(() => {
+    window.arrived = {};
+    const Socket = window.WebSocket;
+    window.WebSocket = class extends Socket {
+        constructor(...args) {
+            super(...args);
+            this.addEventListener("message", (event) => {
+                let msg;
+                try { msg = JSON.parse(event.data); } catch { return; }
+                const seen = (g) => (window.arrived[g] ||= { seq: 0, total: 0 });
+                if (Array.isArray(msg)) {
+                    const answer = seen(msg[0]);
+                    if (msg[1] === answer.seq + 1) {
+                        answer.seq = msg[1];
+                        answer.total += (msg[2] || "").length;
+                    }
+                } else if (msg.t === "snapshot" && msg.seq >= seen(msg.g).seq) {
+                    Object.assign(seen(msg.g), { seq: msg.seq, total: (msg.content || "").length });
+                }
+            });
+        }
+    };
+})();"""
+
+# Every animation frame of the newest answer: its status, where its content's top is, and while
+# it streams the raw markdown in view: in its tail (shown as text, each construct known by its
+# offset in the answer) and elsewhere (a draft's construct not closed yet, shown as written).
+WATCH_FRAMES = r"""() => {
+    window.frames_seen = [];
+    const RAW = /\*\*|(^|\s)\*\S|`|(^|\n)\s*#{1,6}\s|(^|\n)\s*([-+]|\d+\.)\s|\||\]\(/g;
+    function textOutside(content, skip) {
+        const walker = document.createTreeWalker(content, NodeFilter.SHOW_TEXT);
+        const texts = [];
+        for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+            if (!node.parentElement.closest(skip)) texts.push(node.data);
+        }
+        return texts.join("");
+    }
+    function frame() {
+        const answer = [...document.querySelectorAll("article.assistant")].pop();
+        const content = answer && answer.querySelector(":scope > .content");
+        if (content) {
+            const box = document.getElementById("messages");
+            const streaming = answer.dataset.status === "streaming";
+            const tail = content.querySelector(".live-tail:not(.code-block)");
+            const text = streaming && tail ? tail.textContent : "";
+            const total = (window.arrived[answer.dataset.generation] || { total: 0 }).total;
+            const offsets = [...text.matchAll(RAW)].map((m) => total - text.length + m.index);
+            const elsewhere = textOutside(content, "pre, code, [hidden], .live-tail");
+            const other = streaming && RAW.test(elsewhere);
+            RAW.lastIndex = 0;
+            window.frames_seen.push({
+                at: performance.now(),
+                status: answer.dataset.status,
+                rendered: content.classList.contains("rendered"),
+                tail_raw: offsets,
+                other_raw: other,
+                top: content.getBoundingClientRect().top + box.scrollTop,
+            });
+        }
+        requestAnimationFrame(frame);
+    }
+    requestAnimationFrame(frame);
+}"""
+
+
+def _frames(page: Any) -> list[dict[str, Any]]:
+    return list(page.evaluate("window.frames_seen"))
+
+
+def longest_raw_ms(frames: list[dict[str, Any]]) -> float:
+    """The longest time one raw construct stayed in view while the answer streamed: one in the
+    tail from the first frame it showed in to the last, one elsewhere (a draft's construct not
+    yet closed) for as long as any such showed without a break."""
+    first: dict[int, float] = {}
+    last: dict[int, float] = {}
+    for frame in frames:
+        for offset in frame["tail_raw"]:
+            first.setdefault(offset, frame["at"])
+            last[offset] = frame["at"]
+    longest = max((last[offset] - first[offset] for offset in first), default=0.0)
+    since = None
+    for frame in frames:
+        if frame["other_raw"] and since is None:
+            since = frame["at"]
+        elif not frame["other_raw"] and since is not None:
+            longest, since = max(longest, frame["at"] - since), None
+    return longest
+
+
+def test_raw_markdown_shows_only_for_a_moment_while_an_answer_is_written(alice: Any) -> None:
+    alice.add_init_script(COUNT_ARRIVALS)
+    alice.reload()
+    alice.evaluate(WATCH_FRAMES)
+    answer = streaming_answer(alice, RICH)
+    expect(answer).to_have_attribute("data-status", "completed")
+    expect(answer.locator(".content.rendered")).to_be_attached()
+    frames = [frame for frame in _frames(alice) if frame["status"] == "streaming"]
+    assert len(frames) > 20, "the answer streamed over many frames"
+    longest = longest_raw_ms(frames)
+    shown = sum(bool(frame["tail_raw"] or frame["other_raw"]) for frame in frames)
+    print(
+        f"raw markdown: one construct in view for at most {longest:.0f} ms;"
+        f" some in {shown} of {len(frames)} frames"
+    )
+    # The goal is 300 ms (the benchmark reports it); a loaded machine gets a second.
+    assert longest <= 1000, f"raw markdown stayed in view for {longest:.0f} ms"
+    content = answer.locator(".content")
+    expect(content.locator("h2")).to_have_text("Shopping plan")
+    expect(content.locator("table td.align-right")).to_have_text(["2", "3"])
+
+
+def _moved_at_done(frames: list[dict[str, Any]]) -> float:
+    """How far the answer's content moved between its last streaming frame and the final
+    render's frames."""
+    streaming = [frame["top"] for frame in frames if frame["status"] == "streaming"]
+    final = [frame["top"] for frame in frames if frame["rendered"]]
+    assert streaming, "frames while it streamed"
+    assert final, "frames after the final render"
+    return max(abs(top - streaming[-1]) for top in final)
+
+
+@pytest.mark.parametrize(
+    ("model", "text"),
+    [("emulator/echo", RICH), ("emulator/reasoning", "Why is the sky blue?")],
+    ids=["markdown", "reasoning"],
+)
+def test_nothing_moves_when_an_answer_ends(alice: Any, model: str, text: str) -> None:
+    alice.set_viewport_size({"width": 1280, "height": 800})
+    alice.add_init_script(COUNT_ARRIVALS)
+    alice.reload()
+    alice.evaluate(WATCH_FRAMES)
+    answer = streaming_answer(alice, text, model)
+    expect(answer).to_have_attribute("data-status", "completed")
+    expect(answer.locator(".content.rendered")).to_be_attached()
+    alice.evaluate("() => new Promise((done) => requestAnimationFrame(() => setTimeout(done, 0)))")
+    moved = _moved_at_done(_frames(alice))
+    print(f"{model}: the content moved {moved:.1f} px at the end")
+    assert moved <= 4

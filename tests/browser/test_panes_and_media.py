@@ -35,7 +35,7 @@ def loaded_image(page: Any, image: Any) -> int:
     return int(image.evaluate("img => img.naturalWidth"))
 
 
-def test_thinking_streams_in_an_open_pane_timed_then_collapses(alice: Any) -> None:
+def test_thinking_streams_in_an_open_pane_timed_and_folds_as_the_answer_begins(alice: Any) -> None:
     send(alice, "Why is the sky blue?", "emulator/reasoning")
     expect(alice).to_have_url(re.compile(r"/c/\d+/$"))
     answer = alice.locator("article.assistant").last
@@ -48,7 +48,8 @@ def test_thinking_streams_in_an_open_pane_timed_then_collapses(alice: Any) -> No
     expect(pane.locator("summary")).to_have_text(re.compile(r"^Thinking… \d+ s$"))
     wait_for_more_text(answer, len(first), ".reasoning")  # reasoning grows in view
     wait_for_text(answer)
-    expect(pane).to_have_js_property("open", True)  # still open while the answer is written
+    # Folded once the answer begins, as the final render shows it: the end moves nothing.
+    expect(pane).to_have_js_property("open", False)
     expect(pane.locator("summary")).to_have_text(re.compile(r"^Thought for \d+ s$"))
     expect(answer).to_have_attribute("data-status", "completed", timeout=20_000)
     expect(pane.locator("summary")).to_have_text(re.compile(r"^Thought for \d+ s$"))

@@ -12,12 +12,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from chatapp.rendering.markdown import render_markdown
-from chatapp.rendering.settle_steps import utf16_length
+from chatapp.rendering.settle_steps import (
+    _FENCE_START,
+    MARKUP,
+    completed_line,
+    settle_step,
+    utf16_length,
+)
 from chatapp.streaming.live_blocks import BlockSettler, SettledChunk
 
 CORPUS = {
@@ -159,3 +166,117 @@ def test_a_long_open_fence_is_not_parsed_again_for_each_line() -> None:
     settler, found = settle(lines)
     assert settler.parsed < 4 * len("".join(lines))
     assert found[-1].html.count("x_") == 500
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What the page shows after a step: the content so far, its unsettled tail, the settled
+    HTML with the draft joined in, and whether a draft covers the whole tail."""
+
+    content: str
+    tail: str
+    html: str
+    written: str  # the content with its last line completed as the draft completes it
+    drafted: bool
+    in_fence: bool
+    restyles: bool  # the tail turns the open block into another (a loose list): it is redone
+
+
+def drafts(pieces: Iterable[str]) -> list[Shown]:
+    """Stream `pieces` through a settler whose every step may draft (a second apart)."""
+
+    async def run() -> list[Shown]:
+        settler = BlockSettler(run=direct)
+        shown = []
+        content = ""
+        for n, piece in enumerate(pieces):
+            settler.feed(piece)
+            content += piece
+            await settler.step()
+            settler.poll(float(n))  # a draft-only parse, when one is due
+            while settler._task is not None:
+                await asyncio.wait([settler._task])
+                settler.ready()
+            settler.take_draft()
+            draft = settler.draft
+            drafted = draft is not None and draft.end == utf16_length(content)
+            tail = settler._tail
+            restyles = settle_step(tail, settler._open, [], "", final=True).restyle
+            in_fence = settler._fence is not None or len(_FENCE_START.findall(tail)) % 2 == 1
+            in_table = settler._open is not None and settler._open.kind == "table"
+            written = content[: len(content) - len(tail)] + completed_line(tail, in_table)
+            shown.append(
+                Shown(content, tail, settler.drafted_html, written, drafted, in_fence, restyles)
+            )
+        return shown
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("name", CORPUS)
+def test_the_draft_at_every_point_is_the_render_of_the_text_so_far(name: str) -> None:
+    """The draft is the one renderer's own output: the settled blocks with the draft joined in
+    are exactly the final render of the answer so far, its last line completed as it most
+    likely ends (a code span or strong emphasis closed, a first table row given the line under
+    it: `completed_line`). Without a draft, the unsettled text
+    holds no markup (it shows as itself), is an open fence (shown as code until it closes), or
+    turns the open block into another (its next parse renders the block again)."""
+    text = CORPUS[name]
+    step = 1 if len(text) < 200 else 5
+    pieces = [text[i : i + step] for i in range(0, len(text), step)]
+    found = drafts(pieces)
+    for shown in found:
+        if shown.drafted:
+            assert shown.html == render_markdown(shown.written), shown
+        else:
+            assert shown.in_fence or shown.restyles or not MARKUP.search(shown.tail), shown
+    markup = [shown for shown in found if MARKUP.search(shown.tail) and not shown.restyles]
+    assert any(shown.drafted for shown in found) or not markup
+
+
+def test_a_draft_no_longer_true_is_withdrawn_once() -> None:
+    async def run(pieces: list[str]) -> list[tuple[bool, SettledChunk | None]]:
+        settler = BlockSettler(run=direct)
+        taken = []
+        for n, piece in enumerate(pieces):
+            settler.feed(piece)
+            await settler.step()
+            settler.poll(float(n))
+            while settler._task is not None:
+                await asyncio.wait([settler._task])
+                settler.ready()
+            taken.append(settler.take_draft())
+        return taken
+
+    drafted, fence, later = asyncio.run(run(["Say `hi`\n\n``", "`py", "thon"]))
+    assert drafted[0]
+    assert drafted[1] is not None
+    assert drafted[1].html == "<p>Say <code>hi</code></p>\n<p>``</p>\n"
+    # Three backticks open a fence: the browser shows it as code itself, so the draft goes.
+    assert fence == (True, None)
+    assert later == (False, None)
+    # A settle takes the draft's place in the browser by itself: no withdrawal is sent.
+    drafted, settled = asyncio.run(run(["- a\n- b\n- **c**", "\n\n- d"]))
+    assert drafted[1] is not None
+    assert drafted[1].html.endswith("<li><strong>c</strong></li>\n")
+    assert settled == (False, None)
+
+
+@pytest.mark.parametrize(
+    ("tail", "in_table", "completed"),
+    [
+        ("We need **pea", False, "We need **pea**"),
+        ("see `cart.p", False, "see `cart.p`"),
+        ("a **b** and `c` done", False, "a **b** and `c` done"),
+        ("ends on a marker **", False, "ends on a marker **"),
+        ("| fruit | kg |", False, "| fruit | kg |\n|---|---|"),
+        ("Intro\n\n| fruit | k", False, "Intro\n\n| fruit | k\n|---|---|"),
+        ("| 1 | 2", True, "| 1 | 2"),  # a row of the open table: its header is above it
+        ("**bold** first\nthen `code", False, "**bold** first\nthen `code`"),
+        ("plain words", False, "plain words"),
+    ],
+)
+def test_a_draft_completes_the_line_being_written(
+    tail: str, in_table: bool, completed: str
+) -> None:
+    assert completed_line(tail, in_table) == completed

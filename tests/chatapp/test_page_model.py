@@ -44,11 +44,11 @@ def run(state: StreamState, step: dict[str, Any]) -> Step:
     for effect in result.effects:
         if isinstance(effect, Append) and effect.settle is not None:
             if refused:
-                effects.append(Append(effect.delta, None))
+                effects.append(Append(effect.delta, None, None, redraft=True))
                 continue
             if step.get("refuse_join") and effect.settle.join:
                 refused = True
-                effects.append(Append(effect.delta, None))
+                effects.append(Append(effect.delta, None, None, redraft=True))
                 refusal = page_model.refuse_settle(current, effect.settle, step["at"])
                 current = refusal.state
                 effects.extend(refusal.effects)
@@ -58,12 +58,21 @@ def run(state: StreamState, step: dict[str, Any]) -> Step:
     return Step(current, tuple(effects))
 
 
+def _draft(effect: Append | Replace) -> object:
+    """What an applied delta or snapshot does to the draft shown: "kept", None (it goes), or
+    the draft that takes its place."""
+    if isinstance(effect, Append) and not effect.redraft:
+        return "kept"
+    return asdict(effect.draft) if effect.draft is not None else None
+
+
 def observed(result: Step) -> dict[str, Any]:
     effects, state = result.effects, result.state
     return {
         "sends": [e.message for e in effects if isinstance(e, Send)],
         "applied": [e.delta["seq"] for e in effects if isinstance(e, Append)],
         "settles": [asdict(e.settle) for e in effects if isinstance(e, Append) and e.settle],
+        "drafts": [_draft(e) for e in effects if isinstance(e, Append | Replace)],
         "replaced": [e.snapshot["seq"] for e in effects if isinstance(e, Replace)],
         "finished": [e.done["status"] for e in effects if isinstance(e, Finish)],
         "refreshes": sum(isinstance(e, Refresh) for e in effects),
@@ -75,6 +84,7 @@ def observed(result: Step) -> dict[str, Any]:
             "tail": state.tail,
             "reasoning": state.reasoning,
             "held": sorted(state.held),
+            "draft": list(state.draft) if state.draft is not None else None,
             "done": state.done,
         },
     }
@@ -93,7 +103,7 @@ def test_vector(path: Path) -> None:
         state = result.state
         seen = observed(result)
         where = f"{path.name} step {index} (at {step['at']})"
-        for key in ("sends", "applied", "settles", "replaced", "finished", "refreshes"):
+        for key in ("sends", "applied", "settles", "drafts", "replaced", "finished", "refreshes"):
             if key in step:
                 assert seen[key] == step[key], f"{where}: {key}"
         for key, value in step.get("shown", {}).items():

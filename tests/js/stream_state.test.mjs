@@ -41,12 +41,12 @@ function run(state, step) {
   for (const effect of result.effects) {
     if (effect.do === "append" && effect.settle) {
       if (refused) {
-        effects.push({ ...effect, settle: null });
+        effects.push({ ...effect, settle: null, draft: null });
         continue;
       }
       if (step.refuse_join && effect.settle.join) {
         refused = true;
-        effects.push({ ...effect, settle: null });
+        effects.push({ ...effect, settle: null, draft: null });
         const refusal = refuseSettle(current, effect.settle, step.at);
         current = refusal.state;
         effects.push(...refusal.effects);
@@ -68,6 +68,7 @@ function shownOf(state) {
     tail: tailOf(state),
     reasoning: state.reasoning,
     held: [...state.held.keys()].sort((a, b) => a - b),
+    draft: state.draft && [state.draft.start, state.draft.end],
     done: state.done,
   };
 }
@@ -81,12 +82,18 @@ function observed(effects, state) {
       .filter((effect) => effect.settle)
       .map(({ settle }) => ({ ...settle })),
     replaced: of("replace").map((effect) => effect.snapshot.seq),
+    // What each applied delta or snapshot does to the draft shown: "kept", null (it goes), or
+    // the draft that takes its place.
+    drafts: effects
+      .filter((effect) => effect.do === "append" || effect.do === "replace")
+      .map((effect) => (effect.draft === undefined ? "kept" : effect.draft && { ...effect.draft })),
     finished: of("finish").map((effect) => effect.done.status),
     refreshes: of("refresh").length,
     shown: shownOf(state),
   };
 }
 
+const KEYS = ["sends", "applied", "settles", "drafts", "replaced", "finished", "refreshes"];
 const files = readdirSync(VECTORS).filter((name) => name.endsWith(".json"));
 
 test("there are vectors", () => assert.ok(files.length >= 10));
@@ -100,7 +107,7 @@ for (const name of files.sort()) {
       state = result.state;
       const seen = observed(result.effects, state);
       const where = `${name} step ${index} (at ${step.at})`;
-      for (const key of ["sends", "applied", "settles", "replaced", "finished", "refreshes"]) {
+      for (const key of KEYS) {
         if (key in step) assert.deepEqual(seen[key], step[key], `${where}: ${key}`);
       }
       for (const [key, value] of Object.entries(step.shown || {})) {
