@@ -90,6 +90,7 @@ def _page(
     template: str = "chatapp/chat.html",
     *,
     sidebar: bool = True,
+    image_count: int = 1,
 ) -> HttpResponse:
     conversation = None
     messages: list[ShownMessage] = []
@@ -108,6 +109,8 @@ def _page(
         **spend_push.spend_context(request.user, month=sidebar),
         "model_groups": groups,
         "selected_model": _selected(groups, conversation),
+        "image_counts": image_models.IMAGE_COUNTS,
+        "image_count": image_count,  # the composer's, kept when a new conversation swaps in
         "stall_notice_ms": round(settings.CHAT_STALL_NOTICE * 1000),
     }
     return render(request, template, context)
@@ -242,6 +245,7 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
             await catalog(),
             "chatapp/_new_conversation.html",
             sidebar=False,  # the fragment adds the one new entry
+            image_count=images,
         )
         return push_url(reswap(retarget(response, "main.chat"), "outerHTML"), url)
     response = await sync_to_async(_render_turn)(request, started)

@@ -11,7 +11,7 @@ from playwright.sync_api import expect
 
 from tests.waiting import poll
 
-from .conftest import choose_model, send, sign_in
+from .conftest import choose_model, screenshots, send, sign_in
 
 PROMPT = "A lighthouse at dusk"
 # Every picture an answer's image figures show, as it is set: which image, whether it is a
@@ -113,6 +113,30 @@ def test_previews_give_way_to_the_final_images_side_by_side(
     expect(
         alice.locator("article.assistant").last.locator("figure.generated-image img")
     ).to_have_count(2)
+
+
+def test_the_count_chosen_stays_for_the_sends_that_follow(alice: Any) -> None:
+    asked: list[str] = []
+    alice.on(
+        "request",
+        lambda request: (
+            asked.append(request.post_data or "")
+            if request.method == "POST" and request.url.endswith("/send/")
+            else None
+        ),
+    )
+    choose_model(alice, "emulator/image")
+    count = alice.get_by_label("Images")
+    count.select_option("2")
+    expect(final_images(send(alice, PROMPT, "emulator/image"))).to_have_count(2)
+    expect(alice).to_have_url(re.compile(r"/c/\d+/$"))  # the new conversation swapped in
+    expect(count).to_be_visible()
+    expect(count).to_have_value("2")
+    screenshots(alice, "image-count-kept")
+    expect(final_images(send(alice, "A second lighthouse", "emulator/image"))).to_have_count(2)
+    expect(count).to_have_value("2")
+    assert len(asked) == 2
+    assert all("images=2" in body.split("&") for body in asked), asked
 
 
 def test_on_a_phone_the_images_are_one_column(browser: Any, server_url: str) -> None:

@@ -197,6 +197,23 @@ async def test_sending_to_an_image_model_generates_images_served_from_our_origin
     assert (await (await logged_in(bob)).get(sources[0])).status_code == 404
 
 
+async def test_the_count_chosen_stays_in_the_composer_of_the_conversation_swapped_in(
+    alice: Any,
+) -> None:
+    client = await logged_in(alice)
+    (choice,) = [c.value for g in await catalog.catalog() for c in g.choices if c.generates_images]
+    response = await client.post(
+        reverse("chat:send_new"), {"content": PROMPT, "model": choice, "images": "2"}, headers=HTMX
+    )
+    assert response["HX-Retarget"] == "main.chat"
+    count = response.content.decode().split('<select id="image-count" name="images">')[1]
+    assert count.split("</select>")[0].strip() == (
+        '<option value="1">1</option><option value="2" selected>2</option>'
+        '<option value="4">4</option>'
+    )
+    await asyncio.wait_for(asyncio.gather(*list(worker._tasks)), 30)
+
+
 async def test_regenerate_and_edit_of_an_image_answer_generate_images_again(
     alice: Any, upstream: UpstreamLog
 ) -> None:
