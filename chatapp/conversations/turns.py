@@ -39,10 +39,21 @@ MAX_MESSAGE_CHARS = 100_000
 SAFE_BUDGET = 4_096  # Osmexo's "safe default" max_tokens for a reasoning model
 MAX_BUDGET = 32_768
 BUSY = "An answer is still being written in this conversation; stop it or wait for it to finish."
+NEWER = "This conversation has new messages: they are shown now; send again to continue."
 
 
 class TurnError(ChatAppError, ValueError):
     """The user's input cannot start a turn; the message is for the user."""
+
+
+class NewerMessages(TurnError):
+    """A follow-up to a message the conversation has gone on from since the page showed it (in
+    another tab): sent, it would start a second branch there that nobody asked for. `leaf_pk` is
+    the newest message after it, the end of what the page should show instead."""
+
+    def __init__(self, leaf_pk: int) -> None:
+        super().__init__(NEWER)
+        self.leaf_pk = leaf_pk
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,8 +210,9 @@ def create_turn(
     image_count: int = 1,
 ) -> StartedGeneration:
     """The user's message and a generation answering it (`gateway` None: the default one). A
-    follow-up comes after `after`, the last message the page shows (None: the leaf shown). An
-    image generation (`kind`) asks for `image_count` images."""
+    follow-up comes after `after`, the last message the page shows (None: the leaf shown), if
+    nothing has come after it since (`NewerMessages`: an edit or a retry makes a branch, a
+    follow-up never does). An image generation (`kind`) asks for `image_count` images."""
     text = checked_message(text, model)
     rate_limits.check_generation_start(user)
     with transaction.atomic():
@@ -214,6 +226,9 @@ def create_turn(
             if after is None:
                 parent_pk = MessageTree(conversation.pk).shown_leaf(conversation.current_leaf_id)
             elif conversation.messages.filter(pk=after, role=Message.Role.ASSISTANT).exists():
+                tree = MessageTree(conversation.pk)
+                if tree.children.get(after):
+                    raise NewerMessages(tree.newest_below(after))
                 parent_pk = after
             else:
                 raise Http404("No such message.")

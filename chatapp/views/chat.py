@@ -30,6 +30,7 @@ from chatapp.conversations.request_options import (
 )
 from chatapp.conversations.tree import ShownMessage, shown, shown_path
 from chatapp.conversations.turns import (
+    NewerMessages,
     StartedGeneration,
     TurnError,
     checked_message,
@@ -135,6 +136,18 @@ def _composer_error(request: HttpRequest, text: str) -> HttpResponse:
     return reswap(retarget(response, "#composer-error"), "innerHTML")
 
 
+def _newer_messages(request: HttpRequest, pk: int, refused: NewerMessages) -> HttpResponse:
+    """The composer's error line, with the branch the page showed brought up to date (out of
+    band): the page then follows on from its new end."""
+    conversation = get_object_or_404(Conversation, pk=pk, user=request.user)
+    context = {
+        "error": str(refused),
+        "chat_messages": shown_path(conversation, leaf_pk=refused.leaf_pk),
+    }
+    response = render(request, "chatapp/_newer_messages.html", context)
+    return reswap(retarget(response, "#composer-error"), "innerHTML")
+
+
 def _render_turn(request: HttpRequest, started: StartedGeneration) -> HttpResponse:
     """The branch from the turn's first new message down to its answer (which the page puts in
     place of the message it redoes and what followed, or after the last message for a follow-up).
@@ -229,6 +242,8 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
     except BaseException as exc:
         if early is not None:  # no generation will read it: cancel the request upstream
             await early.aclose()
+        if isinstance(exc, NewerMessages) and pk is not None:
+            return await sync_to_async(_newer_messages)(request, pk, exc)
         if isinstance(exc, REFUSALS):
             return await sync_to_async(_composer_error)(request, str(exc))
         raise

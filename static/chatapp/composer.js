@@ -4,6 +4,8 @@
 // Stop (the button, or Esc) is the answers' business: the composer says so with a `chat:stop`
 // event on the document, which chat.js acts on.
 
+import { scrollToBottom } from "./live_render.js";
+
 function stopAnswers() {
   document.dispatchEvent(new CustomEvent("chat:stop"));
 }
@@ -118,6 +120,13 @@ document.addEventListener("htmx:afterRequest", (event) => {
   if (form.id === "composer" && event.detail.successful && !xhr.getResponseHeader("HX-Retarget")) {
     form.querySelector("textarea").value = "";
   }
+});
+
+// A follow-up refused because the conversation went on after the last message shown (in another
+// tab): the server sends the branch up to date in place of the messages (views.chat), and its new
+// end is what to read before sending again.
+document.addEventListener("htmx:oobAfterSwap", (event) => {
+  if (event.detail.target?.id === "messages") scrollToBottom();
 });
 
 document.addEventListener("htmx:beforeRequest", (event) => {

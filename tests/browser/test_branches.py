@@ -20,11 +20,21 @@ from playwright.sync_api import expect
 
 from tests.waiting import poll
 
-from .conftest import choose_model, content, send, wait_for_text
+from . import conftest
+from .conftest import choose_model, content, send, sign_in, wait_for_text
 
 pytestmark = [pytest.mark.browser]
 
 BUSY = "An answer is still being written in this conversation; stop it or wait for it to finish."
+TWO = "\n".join(f"two, line {n}" for n in range(1, 41))  # more than a window holds
+TWO_WORDS = " ".join(TWO.split())
+# The messages scroll, and their end is in view.
+AT_THE_END = """() => {
+    const box = document.getElementById("messages");
+    const below = box.scrollHeight - box.scrollTop - box.clientHeight;
+    return box.scrollHeight > box.clientHeight && below < 2;
+}"""
+NEWER = "This conversation has new messages: they are shown now; send again to continue."
 WORDS = " ".join(f"w{n:03d}" for n in range(1, 321))  # echoed back in ~8 s at 40 tokens/s
 SIZES = {"desktop": (1280, 800), "phone": (390, 844)}
 
@@ -60,6 +70,16 @@ def said(*texts: str) -> list[dict[str, str]]:
 def shown(page: Any) -> list[str]:
     """The text of every message on the page, in order."""
     return [text.strip() for text in page.locator("article.message > .content").all_inner_texts()]
+
+
+def end_in_view(page: Any) -> None:
+    """The messages scrolled to their end (for a picture taken at another size)."""
+    page.locator("#messages").evaluate("box => { box.scrollTop = box.scrollHeight; }")
+
+
+def words(page: Any) -> list[str]:
+    """The words of every message on the page, in order (a line break is a space)."""
+    return [" ".join(text.split()) for text in shown(page)]
 
 
 def versions(message: Any, position: int, count: int) -> Any:
@@ -333,3 +353,45 @@ def test_a_new_version_streams_across_a_reload_and_stops_while_a_tab_on_the_old_
     expect(other.locator("article.assistant")).to_have_attribute("data-status", "cancelled")
     assert content(other.locator("article.assistant")).strip() == text
     other.close()
+
+
+def test_a_tab_behind_the_conversation_catches_up_instead_of_forking_it(
+    alice: Any, browser: Any, server_url: str, received: list[dict[str, Any]]
+) -> None:
+    answered(alice, "one")
+    other = sign_in(browser, server_url, "alice")  # the same user in another window
+    try:
+        other.goto(alice.url)
+        expect(other.locator("body")).to_have_attribute("data-socket", "open")
+        answered(alice, TWO)
+        assert shown(other) == ["one", "one"]  # this tab has not seen "two"
+
+        box = other.get_by_label("Message", exact=True)
+        box.fill("three")
+        before = len(received)
+        box.press("Enter")
+        expect(other.locator("#composer-error")).to_have_text(NEWER)
+        assert poll(
+            lambda: words(other) == ["one", "one", TWO_WORDS, TWO_WORDS], what="the tab caught up"
+        )
+        assert other.evaluate(AT_THE_END), "the new end in view"
+        expect(box).to_have_value("three")  # kept, to send again
+        expect(box).to_be_focused()
+        assert len(received) == before, "nothing was asked of the gateway"
+        conftest.screenshots(other, "caught-up", end_in_view)
+
+        before = len(received)
+        box.press("Enter")
+        finished(other.locator("article.assistant").nth(2))
+        assert asked(received, before) == said("one", TWO, "three")
+        expect(other.locator("#composer-error")).to_have_text("")
+        assert words(other) == ["one", "one", TWO_WORDS, TWO_WORDS, "three", "three"]
+        expect(other.locator(".versions")).to_have_count(0)  # no "2 / 2" anywhere
+
+        # The first tab is behind now; a retry there is a new version, asked for, and goes ahead.
+        alice.locator("article.assistant").first.get_by_role("button", name="Regenerate").click()
+        finished(alice.locator("article.assistant").first)
+        versions(alice.locator("article.assistant").first, 2, 2)
+        expect(alice.locator("#composer-error")).to_have_text("")
+    finally:
+        other.context.close()

@@ -15,6 +15,7 @@ from chatapp.conversations.tree import Versions, context_for, shown_path
 from chatapp.conversations.turns import (
     BUSY,
     MAX_MESSAGE_CHARS,
+    NewerMessages,
     TurnError,
     create_continuation,
     create_edit,
@@ -514,15 +515,37 @@ def test_a_leaf_with_descendants_is_read_as_its_newest_one(alice: Any) -> None:
 
 
 def test_a_follow_up_comes_after_the_message_the_page_shows(alice: Any, bob: Any) -> None:
-    conversation, (_, re_one, _, _) = two_turns(alice)
-    started = create_turn(alice, conversation.pk, "deux", "emulator/echo", OWNER, after=re_one.pk)
+    conversation, (_, _, two, re_two) = two_turns(alice)
+    finish(create_edit(alice, two.pk, "deux", (config_for(None), "emulator/echo"), OWNER))
+    # A page showing the first branch (the leaf is the edit's answer now) goes on from its end.
+    started = create_turn(alice, conversation.pk, "trois", "emulator/echo", OWNER, after=re_two.pk)
     assert started.user_message is not None
-    assert started.user_message.parent == re_one
+    assert started.user_message.parent == re_two
     finish(started)
     _others, (_, bobs, *_) = two_turns(bob)
     with pytest.raises(Http404, match=r"^No such message\.$"):
         create_turn(alice, conversation.pk, "x", "emulator/echo", OWNER, after=bobs.pk)
     assert not Message.objects.filter(content="x").exists()
+
+
+def test_a_follow_up_to_a_message_gone_on_from_is_refused_with_the_newest_after_it(
+    alice: Any,
+) -> None:
+    conversation, (one, re_one, _, re_two) = two_turns(alice)
+    # Another tab went on from "re: one" since this page showed it, then switched to another
+    # version of the first question: what went on after "re: one" still stands.
+    finish(create_edit(alice, one.pk, "un", (config_for(None), "emulator/echo"), OWNER))
+    with pytest.raises(NewerMessages) as refused:
+        create_turn(alice, conversation.pk, "x", "emulator/echo", OWNER, after=re_one.pk)
+    assert str(refused.value) == (
+        "This conversation has new messages: they are shown now; send again to continue."
+    )
+    assert refused.value.leaf_pk == re_two.pk
+    assert not Message.objects.filter(content="x").exists()
+    # An edit and a retry of what came before are new branches, asked for.
+    finish(create_retry(alice, re_one.pk, "emulator/chat", OWNER))
+    finish(create_edit(alice, one.pk, "uno", (config_for(None), "emulator/echo"), OWNER))
+    assert texts(conversation) == ["uno", "re: uno"]
 
 
 def test_a_follow_up_comes_after_an_answer_never_after_a_question(alice: Any) -> None:

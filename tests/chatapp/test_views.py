@@ -195,6 +195,33 @@ async def test_send_appends_the_turn_with_a_streaming_answer(alice: Any) -> None
     assert generation.status == "completed"
 
 
+async def test_a_follow_up_to_a_message_gone_on_from_is_refused_and_the_page_caught_up(
+    alice: Any,
+) -> None:
+    started = await start_turn(alice, "first", "emulator/echo")
+    await asyncio.wait_for(worker.start(started.job), 30)
+    pk = started.conversation.pk
+    second = await start_turn(alice, "from another tab", "emulator/echo", pk)
+    await asyncio.wait_for(worker.start(second.job), 30)
+    client = await logged_in(alice)
+    response = await client.post(
+        reverse("chat:send", args=[pk]),
+        {"content": "third", "model": "emulator/echo", "after": str(started.assistant.pk)},
+        headers=HTMX,
+    )
+    assert response["HX-Retarget"] == "#composer-error"
+    assert response["HX-Reswap"] == "innerHTML"
+    html = response.content.decode()
+    error, caught_up = html.split('<div id="messages" hx-swap-oob="innerHTML">')
+    assert error.strip() == (
+        "This conversation has new messages: they are shown now; send again to continue."
+    )
+    every = [str(m.pk) async for m in Message.objects.filter(conversation_id=pk).order_by("pk")]
+    assert len(every) == 4
+    assert re.findall(r'<article [^>]*data-message="(\d+)"', caught_up) == every
+    assert not await Message.objects.filter(content="third").aexists()
+
+
 async def test_multi_turn_context_is_sent(alice: Any) -> None:
     started = await start_turn(alice, "first question", "emulator/echo")
     await asyncio.wait_for(worker.start(started.job), 30)
@@ -782,7 +809,7 @@ async def test_regenerate_answers_with_the_new_version_and_its_arrows(
 async def test_edit_and_show_version_answer_with_the_branch_from_that_message(
     alice: Any, received: list[dict[str, Any]]
 ) -> None:
-    conversation, (_one, re_one, two, re_two) = await answered_twice(alice)
+    conversation, (_one, _re_one, two, re_two) = await answered_twice(alice)
     client = await logged_in(alice)
     response = await client.post(
         reverse("chat:edit", args=[two.pk]),
@@ -805,14 +832,15 @@ async def test_edit_and_show_version_answer_with_the_branch_from_that_message(
     assert 'aria-label="Next version"' in body
     conversation = await Conversation.objects.aget(pk=conversation.pk)
     assert conversation.current_leaf_id == re_two.pk
-    # The composer's follow-up comes after the message the page shows.
+    # The composer's follow-up comes after the message the page shows (the edit's answer, in a
+    # tab that has not switched back), not after the current leaf.
     await client.post(
         reverse("chat:send", args=[conversation.pk]),
-        {"content": "after one", "model": "emulator/echo", "after": re_one.pk},
+        {"content": "after deux", "model": "emulator/echo", "after": answer.pk},
         headers=HTMX,
     )
     await workers_finished()
-    assert (await Message.objects.aget(content="after one", role="user")).parent_id == re_one.pk
+    assert (await Message.objects.aget(content="after deux", role="user")).parent_id == answer.pk
 
 
 async def test_an_edit_is_checked_and_a_second_turn_is_refused_in_the_composer(
