@@ -252,6 +252,47 @@ def test_on_a_phone_the_sidebar_is_a_drawer_behind_the_menu_button(
     expect(alice.get_by_label("Message")).to_be_focused()
 
 
+# The messages scroll, and their end is in view.
+AT_THE_END = """() => {
+    const box = document.getElementById("messages");
+    const below = box.scrollHeight - box.scrollTop - box.clientHeight;
+    return box.scrollHeight > box.clientHeight && below < 2;
+}"""
+
+
+@pytest.mark.parametrize("size", [PHONE, {"width": 1280, "height": 800}], ids=["phone", "desktop"])
+def test_a_conversation_opened_from_the_sidebar_or_history_shows_its_end(
+    alice: Any, server_url: str, size: dict[str, int]
+) -> None:
+    token = word()
+    alice.set_viewport_size(size)
+    long = new_conversation(alice, server_url, "\n".join(f"{token} {n}" for n in range(40)))
+    short = new_conversation(alice, server_url, f"short {token}")
+
+    def open_from_sidebar(title: str) -> None:
+        open_drawer(alice)
+        entry(alice, title).get_by_role("link").click()
+
+    def at_the_end(url: str) -> None:
+        expect(alice).to_have_url(url)
+        alice.wait_for_function(AT_THE_END)
+
+    open_from_sidebar(f"{token} 0")
+    at_the_end(long)
+    open_from_sidebar(f"short {token}")
+    expect(alice).to_have_url(short)
+    open_from_sidebar(f"{token} 0")
+    at_the_end(long)
+    alice.go_back()
+    expect(alice).to_have_url(short)
+    alice.go_back()
+    at_the_end(long)
+    alice.go_forward()
+    expect(alice).to_have_url(short)
+    alice.go_forward()
+    at_the_end(long)
+
+
 def test_focus_is_in_the_message_box_on_every_load_and_after_sending(
     alice: Any, server_url: str
 ) -> None:
