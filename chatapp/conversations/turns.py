@@ -46,6 +46,11 @@ class TurnError(ChatAppError, ValueError):
     """The user's input cannot start a turn; the message is for the user."""
 
 
+class AnswerRunning(TurnError):
+    """An answer is being written in the conversation: the next turn waits for it (or its Stop).
+    Pages clear the refusal once it ends."""
+
+
 class NewerMessages(TurnError):
     """A follow-up to a message the conversation has gone on from since the page showed it (in
     another tab): sent, it would start a second branch there that nobody asked for. `leaf_pk` is
@@ -89,7 +94,7 @@ def _idle_conversation(user: User, conversation_pk: int) -> Conversation:
         kind=Generation.Kind.READ_ALOUD  # a read aloud writes no answer
     )
     if running.exclude(silent).exists():
-        raise TurnError(BUSY)
+        raise AnswerRunning(BUSY)
     return conversation
 
 

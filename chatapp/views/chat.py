@@ -30,6 +30,7 @@ from chatapp.conversations.request_options import (
 )
 from chatapp.conversations.tree import ShownMessage, shown, shown_path
 from chatapp.conversations.turns import (
+    AnswerRunning,
     NewerMessages,
     StartedGeneration,
     TurnError,
@@ -131,8 +132,10 @@ async def conversation_page(request: AuthenticatedRequest, pk: int) -> HttpRespo
     return await sync_to_async(_page)(request, pk, await catalog())
 
 
-def _composer_error(request: HttpRequest, text: str) -> HttpResponse:
-    response = render(request, "chatapp/_composer_error.html", {"error": text})
+def _composer_error(request: HttpRequest, refused: BaseException) -> HttpResponse:
+    # A refusal because an answer is running holds only until it ends: the page clears it then.
+    context = {"error": str(refused), "until_done": isinstance(refused, AnswerRunning)}
+    response = render(request, "chatapp/_composer_error.html", context)
     return reswap(retarget(response, "#composer-error"), "innerHTML")
 
 
@@ -245,7 +248,7 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
         if isinstance(exc, NewerMessages) and pk is not None:
             return await sync_to_async(_newer_messages)(request, pk, exc)
         if isinstance(exc, REFUSALS):
-            return await sync_to_async(_composer_error)(request, str(exc))
+            return await sync_to_async(_composer_error)(request, exc)
         raise
     worker.start(started.job, early=early)
     if pk is None:
@@ -277,7 +280,7 @@ async def start_version(
     try:
         started = await create(user, owner_channel)
     except REFUSALS as exc:
-        return await sync_to_async(_composer_error)(request, str(exc))
+        return await sync_to_async(_composer_error)(request, exc)
     worker.start(started.job)
     response = await sync_to_async(_render_turn)(request, started)
     return library.moved_to_top(response, started.conversation)  # it is the newest now

@@ -23,7 +23,7 @@ import {
   tick,
 } from "./live_render.js";
 import { refresh } from "./final_patch.js";
-import { setupComposer, syncComposer } from "./composer.js";
+import { answerEnded, setupComposer, syncComposer } from "./composer.js";
 
 const streams = new Map(); // generation id -> {id, el, state, view} of its element
 const early = new Map(); // generation id -> messages that arrived before its element
@@ -181,7 +181,10 @@ function handle(msg) {
     console.warn("The server refused a websocket message:", msg.error);
     return;
   }
-  if (msg.t === "done") finished.add(msg.g);
+  if (msg.t === "done") {
+    finished.add(msg.g);
+    if (!msg.next) answerEnded(); // a turn whose tools ran goes on in its next round
+  }
   const st = streams.get(msg.g);
   if (!st) {
     const shown = document.querySelector(`article.assistant[data-generation="${Number(msg.g)}"]`);

@@ -13,6 +13,12 @@ function stopAnswers() {
 // The composer offers Stop instead of Send while the branch shown has an answer being written
 // (`running`: the server refuses a second one in the conversation), and says after which message
 // a follow-up comes: the last one shown, whichever branch that is.
+// An answer in the conversation ended (this tab's or another's): a send refused because it was
+// being written may go now, so the refusal goes.
+export function answerEnded() {
+  document.querySelector("#composer-error [data-until-done]")?.remove();
+}
+
 export function syncComposer(running) {
   const form = document.getElementById("composer");
   if (!form) return;

@@ -313,16 +313,19 @@ function showThinking(view) {
   if (summary.textContent !== text) summary.textContent = text;
 }
 
-// A stream that goes quiet says so, with the time, instead of an unchanging "writing…".
+// A stream that goes quiet says so, with the time, instead of an unchanging "writing…"; one this
+// page lost its socket for says that it is reconnecting (the gateway may well be writing on).
 function showStall(view, stallAfter) {
   const meta = part(view, ".message-footer .meta");
   if (!meta) return;
   if (view.writing === undefined) view.writing = meta.textContent;
   const quiet = Date.now() - view.lastActivity;
-  const text =
-    stallAfter > 0 && quiet >= stallAfter
-      ? view.writing.replace(/writing…$/, `waiting for the gateway… ${Math.floor(quiet / 1000)} s`)
-      : view.writing;
+  let text = view.writing;
+  if (document.body.dataset.socket === "closed") {
+    text = view.writing.replace(/writing…$/, "reconnecting…");
+  } else if (stallAfter > 0 && quiet >= stallAfter) {
+    text = view.writing.replace(/writing…$/, `waiting for the gateway… ${Math.floor(quiet / 1000)} s`);
+  }
   if (meta.textContent !== text) meta.textContent = text;
   view.el.classList.toggle("stalled", text !== view.writing);
 }

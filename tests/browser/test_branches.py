@@ -343,8 +343,10 @@ def test_a_new_version_streams_across_a_reload_and_stops_while_a_tab_on_the_old_
     versions(answer, 2, 2)
     wait_for_text(answer, minimum=len(content(answer).strip()) + 8)  # still arriving
     _, stop_button = composer_buttons(alice)
+    expect(other.locator("#composer-error")).to_have_text(BUSY)  # while the answer runs
     stop_button.click()
     expect(answer).to_have_attribute("data-status", "cancelled")
+    expect(other.locator("#composer-error")).to_be_empty()  # the refusal went with the answer
     text = content(answer).strip()
     assert text
     assert WORDS.startswith(text)

@@ -400,3 +400,37 @@ def test_nothing_moves_when_an_answer_ends(alice: Any, model: str, text: str) ->
     moved = _moved_at_done(_frames(alice))
     print(f"{model}: the content moved {moved:.1f} px at the end")
     assert moved <= 4
+
+
+# Installed before the page's scripts: the page's websockets, so that a test can drop them.
+KEEP_SOCKETS = """(() => {
+    window.sockets = [];
+    const Socket = window.WebSocket;
+    window.WebSocket = class extends Socket {
+        constructor(...args) {
+            super(...args);
+            window.sockets.push(this);
+        }
+    };
+})();"""
+
+
+def test_a_page_that_lost_its_connection_says_it_is_reconnecting(alice: Any) -> None:
+    alice.add_init_script(KEEP_SOCKETS)
+    alice.reload()
+    answer = streaming_answer(alice, LONG_TAIL)
+    meta = answer.locator(".message-footer .meta")
+    expect(answer.locator(".content")).to_contain_text("t010")
+    # The browser's side of the connection is gone (offline: reconnecting fails until it is back).
+    alice.context.set_offline(True)
+    alice.evaluate("window.sockets.forEach((socket) => socket.close())")
+    try:
+        expect(alice.locator("body")).to_have_attribute("data-socket", "closed")
+        expect(meta).to_have_text(re.compile(r"reconnecting…$"))
+        expect(meta).not_to_contain_text("waiting for the gateway")
+    finally:
+        alice.context.set_offline(False)
+    expect(alice.locator("body")).to_have_attribute("data-socket", "open")
+    expect(answer).to_have_attribute("data-status", "completed")
+    expect(answer.locator(".content")).to_contain_text("t200")
+    expect(meta).not_to_contain_text("reconnecting")
