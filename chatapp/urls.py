@@ -8,7 +8,7 @@ from django.urls import include, path
 
 from chatapp.access import login_limits
 from chatapp.read_aloud import views as read_aloud
-from chatapp.views import answer_settings, branches, library
+from chatapp.views import answer_settings, branches, library, not_found
 from chatapp.views import chat as views
 
 chat_patterns = [
@@ -51,3 +51,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("favicon.ico", library.favicon),
 ]
+
+handler404 = not_found.page_not_found

@@ -1,5 +1,5 @@
 """Pages and htmx endpoints.
 
-The chat page and its turns, answer settings, branches, and the library (the sidebar, search
-and delete).
+The chat page and its turns, answer settings, branches, the library (the sidebar, search
+and delete), and the 404 pages.
 """

@@ -72,9 +72,26 @@ async function copyWith(button, copy) {
 
 let lightbox = null;
 let opener = null; // the image the lightbox shows, which gets the focus back
+// The open picture's proportions and where the page header ends, as a rule of our own (CSSOM,
+// which the CSP allows). Not a style attribute: htmx keeps the body's HTML for Back, and the CSP
+// refuses the attribute when htmx puts that HTML back.
+const sizing = new CSSStyleSheet();
+document.adoptedStyleSheets = [...document.adoptedStyleSheets, sizing];
+
+// The picture of `img` is centred in the screen below the header, so Close never lies on the
+// header's controls.
+function sizeLightbox(img) {
+  const ratio = img.naturalWidth && img.naturalHeight ? img.naturalWidth / img.naturalHeight : 1;
+  const header = document.querySelector(".chat-header");
+  const top = Math.max(0, header ? header.getBoundingClientRect().bottom : 0);
+  sizing.replaceSync(`dialog.lightbox { --ratio: ${ratio}; --top: ${top}px; }`);
+}
 
 function lightboxDialog() {
-  if (lightbox) return lightbox;
+  if (lightbox?.isConnected) return lightbox;
+  // A boosted link or Back replaced the body: a copy of the dialog that htmx put back for Back
+  // has none of its listeners.
+  for (const stale of document.querySelectorAll("dialog.lightbox")) stale.remove();
   const dialog = document.createElement("dialog");
   dialog.className = "lightbox";
   dialog.setAttribute("aria-label", "Image");
@@ -103,11 +120,15 @@ function openLightbox(img) {
   const image = dialog.querySelector("img");
   image.src = img.currentSrc || img.src;
   image.alt = img.alt;
-  const ratio = img.naturalWidth && img.naturalHeight ? img.naturalWidth / img.naturalHeight : 1;
-  image.style.setProperty("--ratio", String(ratio)); // CSSOM, which the CSP allows
+  sizeLightbox(img);
   opener = img;
   dialog.showModal();
 }
+
+// A phone turned, or a window resized: the header's height changes with the width.
+window.addEventListener("resize", () => {
+  if (lightbox?.open && opener) sizeLightbox(opener);
+});
 
 // Answer images take the focus (Enter or Space opens them), so the lightbox can give it back.
 function markZoomable(root) {

@@ -1,5 +1,6 @@
-// The sidebar: a drawer below 720 px, its search, and its entries' menus; and the keyboard's
-// focus, which is in the message box on every page load and after sending.
+// The sidebar: a drawer below 720 px, its search, and its entries' menus; Esc for those and for
+// the header's menus (Settings, More); and the keyboard's focus, which is in the message box on
+// every page load and after sending.
 //
 // Everything is looked up when used and every listener is on the document: htmx swaps the chat
 // (a new conversation replaces `main.chat`), the sidebar's list (rename) and, on a boosted link,
@@ -53,15 +54,27 @@ phone.addEventListener("change", () => {
   if (!phone.matches) setDrawer(false, { returnFocus: false });
 });
 
-// --- Esc: an entry's menu, then the search, then the drawer ---------------------------------
+// --- Esc: a menu, then the search, then the drawer -------------------------------------------
+
+const MENUS = ":is(details.item-menu, details.settings-menu, details.conversation-actions)[open]";
+
+// The open menu Esc closes: the one holding the focus, else the header's (its panel lies over the
+// messages wherever the focus went) unless the drawer is over it.
+function escapedMenu(target) {
+  const inside = target instanceof Element && target.closest(MENUS);
+  if (inside || drawerOpen()) return inside;
+  return document.querySelector(`.chat-header ${MENUS}`);
+}
 
 function onEscape(event) {
   if (event.key !== "Escape" || event.defaultPrevented) return;
-  const menu = event.target instanceof Element && event.target.closest("details.item-menu[open]");
+  const menu = escapedMenu(event.target);
   const search = byId("search");
   if (menu) {
+    const focus = document.activeElement;
     menu.open = false;
-    menu.querySelector("summary").focus();
+    // Back to the button that opened it; a focus elsewhere (the message box) stays there.
+    if (menu.contains(focus) || focus === document.body) menu.querySelector("summary").focus();
   } else if (search && event.target === search && search.value) {
     search.value = "";
     search.dispatchEvent(new Event("input", { bubbles: true }));
