@@ -250,7 +250,8 @@ class BlockSettler:
             return False
         settled, length = self._drafted
         since = length if settled == self._settled and self.draft is not None else 0
-        return MARKUP.search(self._tail, since) is not None
+        line = self._tail.rfind("\n", 0, since) + 1  # a marker starts its line (`1.`, `#`)
+        return MARKUP.search(self._tail, line) is not None
 
     def _start(self, *, drafting: bool = False) -> None:
         try:
