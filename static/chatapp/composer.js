@@ -35,10 +35,14 @@ export function syncComposer(running) {
   if (after) after.value = last ? last.dataset.message : "";
 }
 
+// The message boxes whose keys are handled. Kept here, not as a mark in the page: htmx saves the
+// page's HTML for Back and puts it back without its listeners, so a mark would outlive them.
+const withKeys = new WeakSet();
+
 export function setupComposer() {
   const box = document.getElementById("message");
-  if (!box || box.dataset.keys) return;
-  box.dataset.keys = "1";
+  if (!box || withKeys.has(box)) return;
+  withKeys.add(box);
   box.addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
       event.preventDefault();

@@ -292,6 +292,12 @@ def test_a_conversation_opened_from_the_sidebar_or_history_shows_its_end(
     alice.go_forward()
     at_the_end(long)
 
+    # What history put back works as before: Enter in the message box sends.
+    box = alice.get_by_label("Message", exact=True)
+    box.fill(f"after history {token}")
+    box.press("Enter")
+    expect(alice.locator("article.user").last).to_have_text(f"after history {token}")
+
 
 def test_focus_is_in_the_message_box_on_every_load_and_after_sending(
     alice: Any, server_url: str
