@@ -66,8 +66,11 @@ export function scrollToBottom() {
 // code (it is highlighted once its fence closes and the block settles).
 const FENCE_OPEN = /^ {0,3}(`{3,}|~{3,})[ \t]*([^\s`]*)[^\n]*\n/;
 
-function tailElement(view, box) {
-  const inside = view.tailHost && view.tailHost.isConnected ? view.tailHost : null;
+// Text after a draft runs on in the draft's last block, until a line ends: what follows a line
+// break may be a block of its own (a quote after a table's last cell), shown after the draft.
+function tailElement(view, box, shown) {
+  const inline = view.tailHost && view.tailHost.isConnected && !shown.includes("\n");
+  const inside = inline ? view.tailHost : null;
   const holder = inside || box;
   let el = box.querySelector(".live-tail");
   if (el && el.parentElement !== holder) {
@@ -88,15 +91,16 @@ export function drawTail(view) {
     view.tailEl = null;
     return;
   }
-  const el = tailElement(view, box);
+  const rest = view.tail.slice(view.drafted);
+  const el = tailElement(view, box, rest);
   // Blank lines before a block show as space.
-  const shown = view.tail.slice(view.drafted).replace(/^([ \t]*\r?\n)+/, "");
+  const shown = rest.replace(/^([ \t]*\r?\n)+/, "");
   if (!shown) {
     el.remove();
     view.tailEl = null;
     return;
   }
-  const fence = view.tailHost ? null : FENCE_OPEN.exec(shown); // inline text runs on as text
+  const fence = el.localName === "span" ? null : FENCE_OPEN.exec(shown); // inline: text
   view.tailOpened = shown.includes("\n"); // its first line, which says what it is, is complete
   if (fence) {
     el.className = "live-tail code-block";

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import send
+from .conftest import screenshots, send
 
 pytestmark = [pytest.mark.browser]
 
@@ -356,6 +356,11 @@ def test_raw_markdown_shows_only_for_a_moment_while_an_answer_is_written(alice: 
     alice.reload()
     alice.evaluate(WATCH_FRAMES)
     answer = streaming_answer(alice, RICH)
+    alice.wait_for_function(  # the table shows as one while the answer is written
+        """el => el.dataset.status === "streaming" && el.querySelector(".content table td")""",
+        arg=answer.element_handle(),
+    )
+    screenshots(alice, "live-draft")
     expect(answer).to_have_attribute("data-status", "completed")
     expect(answer.locator(".content.rendered")).to_be_attached()
     frames = [frame for frame in _frames(alice) if frame["status"] == "streaming"]

@@ -297,3 +297,35 @@ def test_a_draft_completes_the_line_being_written(
     tail: str, in_table: bool, completed: str
 ) -> None:
     assert completed_line(tail, in_table) == completed
+
+
+def test_drafts_of_hostile_markup_are_sanitized_at_every_point() -> None:
+    """The security suite's injections, streamed a character at a time: every draft the page
+    could show is the sanitizer's output (it changes nothing more), with nothing that runs."""
+    from chatapp.rendering.markdown import sanitize
+    from tests.security.scripted_gateway import INJECTIONS
+
+    text = "".join(INJECTIONS["inject-html"]) + "\n\n- [x] <img src=x onerror=alert(1)>\n| a |"
+    found = drafts(list(text))
+    assert any(shown.drafted for shown in found)
+    for shown in found:
+        assert sanitize(shown.html) == shown.html, shown.content
+        assert _runnable(shown.html) == [], shown.content
+
+
+def _runnable(html: str) -> list[str]:
+    """The elements and attributes of `html` that could run something."""
+    from html.parser import HTMLParser
+
+    found: list[str] = []
+
+    class Parser(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag in ("script", "iframe", "svg", "object", "embed", "style"):
+                found.append(tag)
+            for name, value in attrs:
+                if name.startswith("on") or "javascript:" in (value or "").lower():
+                    found.append(f"{tag} {name}")
+
+    Parser().feed(html)
+    return found
