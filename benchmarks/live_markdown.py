@@ -1,16 +1,18 @@
-"""`python -m benchmarks markdown`: what live markdown costs on a 4,000-token answer (issue 10).
+"""`python -m benchmarks markdown`: what live markdown costs on a 4,000-token answer (#10, #22).
 
 A markdown answer of about 4,000 tokens (headings, paragraphs, lists, tables, quotes and code in
-three languages, as models write them) goes through `LiveState` as the worker feeds it: the
-emulator's pieces of up to four characters, a delta taken as the ticker takes them (every
-`--tokens-per-delta` pieces, 50 tokens/s at a 50 ms tick). Reported: the websocket bytes per byte
-of answer (each delta's encoded message plus its frame header), as Daphne sends them with
-permessage-deflate (`chatapp/patches/daphne_websockets.py`: zlib with its window and memory level,
-flushed per message) and uncompressed, with and without the settled blocks' HTML; the server CPU per
-settled chunk and per delta; and whether the chunks join to exactly the final render. The
-settler's parses run in this process (not in the render pool, so that their CPU is counted), one
-tick after the delta that started them, as the ticker finds them. Prints one table and writes it
-to `bench/results/markdown-<time>.json`.
+three languages, as models write them, markup on nearly every line) goes through `LiveState` as
+the worker feeds it: the emulator's pieces of up to four characters, a delta taken as the ticker
+takes them (every `--tokens-per-delta` pieces, on a simulated clock at `--tokens-per-second`).
+Reported: the websocket bytes per byte of answer (each delta's encoded message plus its frame
+header), as Daphne sends them with permessage-deflate (`chatapp/patches/daphne_websockets.py`: zlib
+with its window and memory level, flushed per message) and uncompressed; the server CPU per
+settled chunk and per delta, and for an answer ten times as long; how long each raw markdown
+construct shows as text before a settled chunk or a draft covers it (the browser's view of it is
+tests/browser/test_live_markdown.py's); and whether the chunks join to exactly the final render.
+The settler's parses run in this process (not in the render pool, so that their CPU is counted),
+one tick after the delta that started them, as the ticker finds them. Prints one table and writes
+it to `bench/results/markdown-<time>.json`.
 """
 
 from __future__ import annotations
