@@ -28,6 +28,7 @@ from chatapp.costs.units import CostUnit
 from chatapp.models import Conversation, Generation, Message
 from chatapp.rendering import attachments
 from chatapp.rendering.presentation import error_text, format_cost, token_counts
+from chatapp.rendering.settle_steps import closes_fence
 
 __all__ = ["FORMAT", "as_data", "as_json", "as_markdown", "branch_shown", "filename", "messages_of"]
 
@@ -291,12 +292,7 @@ def _answer_text(text: str) -> str:
     for line in text.split("\n"):
         fence = _FENCE.match(line)
         if opened:
-            if (
-                fence is not None
-                and fence[1][0] == opened[0]
-                and len(fence[1]) >= len(opened)
-                and not line.strip()[len(fence[1]) :].strip()
-            ):
+            if closes_fence(line.rstrip("\r"), opened):
                 opened = ""
             lines.append(line)
             continue

@@ -30,6 +30,7 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from chatapp.models import Conversation, Message
+from chatapp.rendering.settle_steps import closes_fence
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -131,12 +132,7 @@ def plain_text(markdown: str) -> str:
     for line in markdown.split("\n"):
         fence = _FENCE.match(line)
         if opened:
-            if (
-                fence is not None
-                and fence[1][0] == opened[0]
-                and len(fence[1]) >= len(opened)
-                and not line[fence.end() :].strip()
-            ):
+            if closes_fence(line.rstrip("\r"), opened):
                 opened = ""
             else:
                 lines.append(line)

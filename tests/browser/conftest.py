@@ -11,6 +11,7 @@ the steps the tests share; the waits for the page run in the page (Playwright's
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -189,6 +190,16 @@ def bob(browser: Any, server_url: str) -> Iterator[Any]:
     page = sign_in(browser, server_url, "bob")
     yield page
     page.context.close()
+
+
+def finished(page: Any, text: str, model: str = "emulator/echo") -> Any:
+    """Send `text` with `model` and wait until the answer's final render is in place."""
+    send(page, text, model)
+    expect(page).to_have_url(re.compile(r"/c/\d+/$"))
+    answer = page.locator("article.assistant").last
+    expect(answer).to_have_attribute("data-status", "completed", timeout=30_000)
+    expect(answer.locator(".content.rendered")).to_be_attached()
+    return answer
 
 
 def choose_model(page: Any, model: str) -> None:

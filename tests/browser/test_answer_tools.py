@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import os
-import re
 import struct
 import zlib
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import send
+from .conftest import finished
 
 pytestmark = [pytest.mark.browser]
 
@@ -88,15 +87,6 @@ LINE_STARTS = """code => {
     }
     return lefts;
 }"""
-
-
-def finished(page: Any, text: str, model: str) -> Any:
-    send(page, text, model)
-    expect(page).to_have_url(re.compile(r"/c/\d+/$"))
-    answer = page.locator("article.assistant").last
-    expect(answer).to_have_attribute("data-status", "completed", timeout=30_000)
-    expect(answer.locator(".content.rendered")).to_be_attached()
-    return answer
 
 
 def with_clipboard(page: Any, server_url: str) -> Any:

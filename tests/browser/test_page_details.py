@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import SIZES, screenshots, send
+from .conftest import SIZES, finished, screenshots
 
 pytestmark = [pytest.mark.browser]
 
@@ -51,15 +51,6 @@ document.addEventListener("securitypolicyviolation", (event) => {
     window.cspViolations.push(`${effectiveDirective} ${sourceFile}:${lineNumber}`);
 });
 """
-
-
-def finished(page: Any, text: str, model: str = "emulator/echo") -> Any:
-    send(page, text, model)
-    expect(page).to_have_url(re.compile(r"/c/\d+/$"))
-    answer = page.locator("article.assistant").last
-    expect(answer).to_have_attribute("data-status", "completed", timeout=30_000)
-    expect(answer.locator(".content.rendered")).to_be_attached()
-    return answer
 
 
 def shoot(page: Any, name: str) -> None:

@@ -10,21 +10,11 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import content, send, wait_for_more_text, wait_for_text
+from .conftest import content, finished, send, wait_for_more_text, wait_for_text
 
 pytestmark = [pytest.mark.browser]
 
 WEB_URL = re.compile(r"^https?://", re.I)
-
-
-def finished(page: Any, text: str, model: str) -> Any:
-    """Send `text` with `model` and wait until the answer's final render is in place."""
-    send(page, text, model)
-    expect(page).to_have_url(re.compile(r"/c/\d+/$"))
-    answer = page.locator("article.assistant").last
-    expect(answer).to_have_attribute("data-status", "completed", timeout=20_000)
-    expect(answer.locator(".content.rendered")).to_be_attached()
-    return answer
 
 
 def loaded_image(page: Any, image: Any) -> int:
