@@ -81,10 +81,10 @@ class Deflater:
     """A socket's permessage-deflate compressor, as autobahn runs it for Daphne."""
 
     def __init__(self) -> None:
-        from chatapp.patches.daphne_websockets import MEM_LEVEL, WINDOW_BITS
+        from chatapp.patches.daphne_websockets import MEM_LEVEL, SEND_WINDOW_BITS
 
         self._zlib = zlib.compressobj(
-            zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -WINDOW_BITS, MEM_LEVEL
+            zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -SEND_WINDOW_BITS, MEM_LEVEL
         )
 
     def frame(self, text: str) -> int:

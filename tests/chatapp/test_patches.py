@@ -391,7 +391,7 @@ def test_autobahn_closes_with_our_code_and_calls_our_acceptor() -> None:
 
 @pytest.mark.parametrize(
     ("params", "client_window"),
-    [({"client_max_window_bits": [True]}, daphne_websockets.WINDOW_BITS), ({}, 15)],
+    [({"client_max_window_bits": [True]}, daphne_websockets.RECEIVE_WINDOW_BITS), ({}, 15)],
     ids=["browser offers a window size", "no window size offered"],
 )
 def test_our_deflate_accept_sets_the_window_memory_and_cap(
@@ -402,7 +402,7 @@ def test_our_deflate_accept_sets_the_window_memory_and_cap(
     assert isinstance(accept, PerMessageDeflateOfferAccept)
     assert daphne_websockets._accept([]) is None
     deflate = PerMessageDeflate.create_from_offer_accept(True, accept)
-    assert deflate.server_max_window_bits == daphne_websockets.WINDOW_BITS
+    assert deflate.server_max_window_bits == daphne_websockets.SEND_WINDOW_BITS
     assert deflate.client_max_window_bits == client_window
     assert deflate.mem_level == daphne_websockets.MEM_LEVEL
     assert deflate.max_message_size == daphne_websockets.MAX_CLIENT_MESSAGE
@@ -411,11 +411,11 @@ def test_our_deflate_accept_sets_the_window_memory_and_cap(
 def test_an_inflated_client_message_past_the_cap_is_refused() -> None:
     offer = PerMessageDeflateOffer.parse({"client_max_window_bits": [True]})
     deflate = PerMessageDeflate.create_from_offer_accept(True, daphne_websockets._accept([offer]))
-    compressor = zlib.compressobj(wbits=-daphne_websockets.WINDOW_BITS)
+    compressor = zlib.compressobj(wbits=-daphne_websockets.RECEIVE_WINDOW_BITS)
     small = compressor.compress(b"{}") + compressor.flush(zlib.Z_SYNC_FLUSH)
     deflate.start_decompress_message()
     assert deflate.decompress_message_data(small) == b"{}"
-    compressor = zlib.compressobj(wbits=-daphne_websockets.WINDOW_BITS)
+    compressor = zlib.compressobj(wbits=-daphne_websockets.RECEIVE_WINDOW_BITS)
     bomb = compressor.compress(b"0" * (daphne_websockets.MAX_CLIENT_MESSAGE + 1))
     bomb += compressor.flush(zlib.Z_SYNC_FLUSH)
     deflate.start_decompress_message()
