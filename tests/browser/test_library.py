@@ -178,7 +178,8 @@ def test_a_follow_up_moves_the_conversation_to_the_top(alice: Any, server_url: s
 
 def test_export_downloads_markdown_and_json(alice: Any, server_url: str) -> None:
     token = word()
-    new_conversation(alice, server_url, f"export {token}")
+    sent = f"export {token}\n\n# Findings\n\nSome.\n\n## Details\n\nMore."
+    new_conversation(alice, server_url, sent)
     alice.locator("details.conversation-actions > summary").click()
     with alice.expect_download() as markdown:
         alice.get_by_role("link", name="Markdown").click()
@@ -186,6 +187,10 @@ def test_export_downloads_markdown_and_json(alice: Any, server_url: str) -> None
     text = Path(markdown.value.path()).read_text()
     assert text.startswith(f"# export {token}\n")
     assert "- Model: `emulator/echo`" in text
+    # The answer's own headings nest under its "## Assistant" (the echo's are the message's).
+    answer = text[text.index("## Assistant") :]
+    assert "\n### Findings\n" in answer
+    assert "\n#### Details\n" in answer
     with alice.expect_download() as download:
         alice.get_by_role("link", name="JSON").click()
     assert re.fullmatch(rf"export-{token}-\d+\.json", download.value.suggested_filename)
@@ -193,7 +198,7 @@ def test_export_downloads_markdown_and_json(alice: Any, server_url: str) -> None
     messages = exported["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant"]
     assert messages[1]["parent"] == messages[0]["id"]
-    assert messages[1]["content"] == f"export {token}"  # the echo
+    assert messages[1]["content"] == sent  # the echo, as it came
     assert messages[1]["generation"]["upstream_id"]
     assert messages[1]["generation"]["cost"]["unit"] == "usd"
 
