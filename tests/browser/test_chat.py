@@ -16,6 +16,7 @@ from .conftest import (
     SLOW_START_S,
     choose_model,
     content,
+    finished,
     send,
     sign_in,
     wait_for_more_text,
@@ -361,8 +362,7 @@ def test_a_lost_delta_is_recovered_with_a_snapshot(alice: Any) -> None:
         server.on_message(from_server)
         ws.on_message(from_page)
 
-    send(alice, "warm up", "emulator/echo")
-    expect(alice).to_have_url(re.compile(r"/c/\d+/$"))
+    finished(alice, "warm up")  # ended: a send while it streams would be refused as busy
     alice.route_web_socket(re.compile(r"/ws/chat/"), relay)
     alice.reload()
     answer = send(alice, WORDS, "emulator/echo")
