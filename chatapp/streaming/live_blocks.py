@@ -243,9 +243,9 @@ class BlockSettler:
         )
 
     def _draft_due(self, now: float) -> bool:
-        """A draft-only parse is due when the text added since the draft shown holds markup:
-        text without any shows as itself after the draft, so a new draft would only resend the
-        old one's HTML (the wire bytes of a draft per plain delta tripled an answer's)."""
+        """A draft-only parse is due when the line the draft shown ends in, or any after it,
+        holds markup: text without any shows as itself after the draft, so a new draft would
+        only resend the old one's HTML."""
         if now - self._draft_at < DRAFT_INTERVAL or not self._draftable():
             return False
         settled, length = self._drafted
