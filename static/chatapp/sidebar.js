@@ -108,6 +108,16 @@ document.addEventListener("htmx:afterSwap", (event) => {
   if (event.target.id === "search-results") showSearching();
 });
 
+// A boosted link to a conversation gone since the list was drawn (deleted in another tab) gets
+// our 404 page, which says so and leads back: htmx swaps no 4xx by itself, so the click would
+// otherwise do nothing at all.
+document.addEventListener("htmx:beforeSwap", (event) => {
+  if (event.detail.boosted && event.detail.xhr.status === 404) {
+    event.detail.shouldSwap = true;
+    event.detail.isError = false;
+  }
+});
+
 // --- An entry's menu: one open at a time, its name ready to edit ------------------------------
 
 document.addEventListener(

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import SIZES, finished, screenshots
+from .conftest import SIZES, finished, screenshots, sign_in
 
 pytestmark = [pytest.mark.browser]
 
@@ -250,4 +251,27 @@ def test_a_missing_conversation_gets_our_404_page_with_a_way_to_a_new_chat(
     assert response.status == 404
     expect(alice.get_by_role("heading", name="Page not found")).to_be_visible()
     alice.get_by_role("link", name="Back to the chat").click()
+    expect(alice).to_have_url(f"{server_url}/")
+
+
+def test_a_sidebar_link_to_a_conversation_deleted_elsewhere_shows_our_404_page(
+    alice: Any, browser: Any, server_url: str
+) -> None:
+    title = f"Gone elsewhere {time.monotonic_ns()}"
+    finished(alice, title)
+    gone = alice.url
+    alice.goto(f"{server_url}/")
+    other = sign_in(browser, server_url, "alice")  # the same user in another window
+    try:
+        other.goto(gone)
+        other.get_by_text("More", exact=True).click()
+        other.once("dialog", lambda dialog: dialog.accept())
+        other.get_by_role("button", name="Delete conversation").click()
+        expect(other).to_have_url(f"{server_url}/")
+    finally:
+        other.context.close()
+    # This window's list still has it: following the link says it is gone, and leads back.
+    alice.locator("#conversation-groups").get_by_role("link", name=title, exact=True).click()
+    expect(alice.get_by_text(MISSING)).to_be_visible()
+    alice.get_by_role("link", name="Start a new chat").click()
     expect(alice).to_have_url(f"{server_url}/")
