@@ -92,7 +92,10 @@ class StatusError(GatewayError):
         return self.status in (429, 503)
 
     def __str__(self) -> str:
-        code = f" {self.code}" if self.code is not None and self.code != self.status else ""
+        # A code that only repeats the status (LiteLLM sends "503" for a 503) is said once.
+        code = (
+            f" {self.code}" if self.code is not None and str(self.code) != str(self.status) else ""
+        )
         return f"HTTP {self.status}{code}: {self.message}"
 
 

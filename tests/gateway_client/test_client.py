@@ -419,3 +419,16 @@ async def test_think_tags_at_the_start_of_content_are_reasoning_across_chunks() 
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["The second."]
     assert stream.completion.content == "The second."
     assert stream.completion.reasoning == "Compare both."
+
+
+@pytest.mark.parametrize(
+    ("code", "said"),
+    [
+        (503, "HTTP 503: overloaded"),
+        ("503", "HTTP 503: overloaded"),  # LiteLLM's code is the status, as a string
+        ("model_overloaded", "HTTP 503 model_overloaded: overloaded"),
+        (None, "HTTP 503: overloaded"),
+    ],
+)
+def test_a_status_error_says_its_code_once(code: int | str | None, said: str) -> None:
+    assert str(StatusError("overloaded", status=503, code=code)) == said
