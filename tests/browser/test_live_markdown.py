@@ -408,12 +408,16 @@ def test_nothing_moves_when_an_answer_ends(alice: Any, model: str, text: str) ->
 
 
 # Installed before the page's scripts: the page's websockets, so that a test can drop them.
+# Keeps every socket the page opens, and while `window.refuseSockets` is set connects new ones to a
+# port nothing listens on. (Chromium's offline emulation does not reliably stop a websocket to
+# loopback, so a reconnect could succeed before the closed state was seen.)
 KEEP_SOCKETS = """(() => {
     window.sockets = [];
+    window.refuseSockets = false;
     const Socket = window.WebSocket;
     window.WebSocket = class extends Socket {
-        constructor(...args) {
-            super(...args);
+        constructor(url, ...rest) {
+            super(window.refuseSockets ? "ws://127.0.0.1:9/refused" : url, ...rest);
             window.sockets.push(this);
         }
     };
@@ -426,15 +430,14 @@ def test_a_page_that_lost_its_connection_says_it_is_reconnecting(alice: Any) -> 
     answer = streaming_answer(alice, LONG_TAIL)
     meta = answer.locator(".message-footer .meta")
     expect(answer.locator(".content")).to_contain_text("t010")
-    # The browser's side of the connection is gone (offline: reconnecting fails until it is back).
-    alice.context.set_offline(True)
-    alice.evaluate("window.sockets.forEach((socket) => socket.close())")
+    # The browser's side of the connection is gone, and reconnecting fails until it is back.
+    alice.evaluate("window.refuseSockets = true; window.sockets.forEach((socket) => socket.close())")
     try:
         expect(alice.locator("body")).to_have_attribute("data-socket", "closed")
         expect(meta).to_have_text(re.compile(r"reconnecting…$"))
         expect(meta).not_to_contain_text("waiting for the gateway")
     finally:
-        alice.context.set_offline(False)
+        alice.evaluate("window.refuseSockets = false")
     expect(alice.locator("body")).to_have_attribute("data-socket", "open")
     expect(answer).to_have_attribute("data-status", "completed")
     expect(answer.locator(".content")).to_contain_text("t200")
