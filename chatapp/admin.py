@@ -22,7 +22,7 @@ from chatapp.costs import (
     limits_admin,  # noqa: F401  (registers SpendingLimitAdmin)
 )
 from chatapp.costs.units import CostUnit, Money
-from chatapp.gateways import key_vault
+from chatapp.gateways import detected, key_vault
 from chatapp.models import (
     ChatDefaults,
     Conversation,
@@ -32,6 +32,7 @@ from chatapp.models import (
     ModelPrice,
     ToolSwitch,
 )
+from gateway_client.dialects import facts_for
 
 if TYPE_CHECKING:  # generic in django-stubs only: Django's admin classes are not subscriptable
     _MessageInline = admin.TabularInline[Message, Conversation]
@@ -216,6 +217,11 @@ class GatewayForm(_GatewayForm):
             "A new base URL clears it unless it is changed in the same save."
         )
         self.fields["api_key_env"].help_text = hint
+        if self.instance.pk and (said := detected.described(self.instance)):
+            # The blank choice says what it stands for on this gateway.
+            dialect = self.fields["dialect"]
+            assert isinstance(dialect, forms.ChoiceField)
+            dialect.choices = [("", f"auto-detect ({said})"), *Gateway.Dialect.choices[1:]]
 
     def clean_api_key_env(self) -> str:
         name: str = self.cleaned_data.get("api_key_env", "")
@@ -256,6 +262,8 @@ class GatewayForm(_GatewayForm):
         gateway = super().save(commit=False)
         if self.env_cleared:
             gateway.api_key_env = ""
+        if "base_url" in self.changed_data:  # the old server's detection: ask the new one
+            gateway.detected_dialect = gateway.detection_note = ""
         if self.cleaned_data.get("clear_api_key") or self.key_cleared:
             gateway.api_key_encrypted = ""
         elif key := self.cleaned_data.get("api_key"):
@@ -268,7 +276,7 @@ class GatewayForm(_GatewayForm):
 @admin.register(Gateway)
 class GatewayAdmin(_GatewayAdmin):
     form = GatewayForm
-    list_display = ("name", "base_url", "dialect", "cost_unit", "enabled", "emulated", "key")
+    list_display = ("name", "base_url", "speaks", "cost_unit", "enabled", "emulated", "key")
     list_filter = ("enabled", "dialect", "cost_unit")
     search_fields = ("name", "base_url")
     readonly_fields = ("emulated", "key", "created_at")
@@ -285,6 +293,13 @@ class GatewayAdmin(_GatewayAdmin):
             messages.warning(request, GatewayForm.KEY_CLEARED)
         if getattr(form, "env_cleared", False):
             messages.warning(request, GatewayForm.ENV_CLEARED)
+
+    @admin.display(description="dialect", ordering="dialect")
+    def speaks(self, obj: Gateway) -> str:
+        if obj.dialect:
+            return obj.get_dialect_display()
+        facts = facts_for(obj.detected_dialect)
+        return f"{facts.title} (detected)" if facts is not None else "auto-detect"
 
     @admin.display(description="key in use")
     def key(self, obj: Gateway) -> str:

@@ -63,7 +63,18 @@ class Gateway(models.Model):
     base_url = models.CharField(
         "base URL", max_length=500, help_text="e.g. https://api.numes.ai/api/v1"
     )
-    dialect = models.CharField(max_length=16, choices=Dialect.choices, blank=True)
+    dialect = models.CharField(
+        max_length=16,
+        choices=Dialect.choices,
+        blank=True,
+        help_text="Blank: detected from what the gateway sends (shown below once it is asked).",
+    )
+    detected_dialect = models.CharField(
+        max_length=16, choices=Dialect.choices, blank=True, editable=False
+    )
+    """What `gateway_client.detection` found when `dialect` is blank; used in its place."""
+    detection_note = models.CharField(max_length=300, blank=True, editable=False)
+    """How it was found, or why nothing was ("" while it has not been asked)."""
     cost_unit = models.CharField(
         max_length=16,
         choices=CostUnit.choices,

@@ -144,11 +144,14 @@ class Accumulator:
         status: int | None = 200,
         generation_id: str | None = None,
         request_id: str | None = None,
+        served_model: str | None = None,
     ) -> None:
         self.status = status
         self.generation_id = generation_id
         self.request_id = request_id
-        self.model: str | None = None
+        # A gateway's header naming the model behind an alias outranks the chunks' `model`.
+        self.model: str | None = served_model
+        self._model_from_header = served_model is not None
         self.finish_reason: str | None = None
         self.done = False
         self.error: ErrorInfo | None = None
@@ -187,7 +190,8 @@ class Accumulator:
             case Meta(id=chunk_id, model=model):
                 if self.generation_id is None and chunk_id:
                     self.generation_id = chunk_id
-                self.model = model or self.model
+                if not self._model_from_header:
+                    self.model = model or self.model
             case Finish(reason=reason):
                 self.finish_reason = reason
             case Usage():

@@ -4,10 +4,10 @@ The dialects differ only in details, so one reader handles them all by field pre
 by a dialect switch: `reasoning` or `reasoning_content` (Numes repeats the same text as a
 `reasoning.text` entry of `reasoning_details`, so visible text is read from one representation per
 chunk), `content` as a string or as a list of typed parts (Mistral: `text` parts are answer,
-`thinking` parts reasoning), `usage.cost` or `usage.x_llm_cost_micro`, and in-band errors with or
-without `choices`, with an int or a string `code`. `error` is checked before `choices`, as every
-gateway asks. Image-stream frames (`image_generation.*`) and text completions (`text`) come through
-here too.
+`thinking` parts reasoning), `usage.cost` or `usage.x_llm_cost_micro` (Groq's `x_groq.usage` where
+`usage` is absent), and in-band errors with or without `choices`, with an int or a string `code`.
+`error` is checked before `choices`, as every gateway asks. Image-stream frames
+(`image_generation.*`) and text completions (`text`) come through here too.
 
 Nothing non-empty is dropped unseen: a delta key we do not read (other than a few that carry
 nothing for us), a content part of an unknown type, or content of another JSON type becomes an
@@ -90,6 +90,10 @@ def parse_chunk(chunk: dict[str, Any], events: list[Event] | None = None) -> lis
     if "usage" in chunk:
         usage = chunk["usage"]
         if type(usage) is dict:
+            events.append(parse_usage(usage))
+    elif "x_groq" in chunk:  # Groq reported usage only under its own key before it copied it
+        vendor = chunk["x_groq"]
+        if type(vendor) is dict and type(usage := vendor.get("usage")) is dict:
             events.append(parse_usage(usage))
     return events
 

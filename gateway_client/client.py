@@ -21,7 +21,7 @@ from typing import Any, Self
 import httpx
 import orjson
 
-from .dialects import Limits, Timeouts, default_timeouts, guess_dialect
+from .dialects import Limits, Timeouts, default_timeouts, guess_dialect, header_request_id
 from .errors import ConnectError, GatewayTimeout, ProtocolError, StatusError
 from .generation_record import GenerationRecord, parse_generation_record
 from .model_list import MAX_MODELS_BYTES, ModelInfo, TooLarge, parse_models
@@ -210,7 +210,7 @@ class GatewayClient:
             response.status_code,
             response.headers.get("content-type"),
             self.redactor.bytes(bytes(body)),
-            request_id=response.headers.get("x-request-id"),
+            request_id=header_request_id(response.headers, self.dialect),
             retry_after=parse_retry_after(response.headers.get("retry-after")),
         )
 
@@ -249,7 +249,7 @@ class GatewayClient:
                     response.status_code,
                     response.headers.get("content-type"),
                     self.redactor.bytes(response.content[: self.limits.max_error_body_bytes]),
-                    request_id=response.headers.get("x-request-id"),
+                    request_id=header_request_id(response.headers, self.dialect),
                 )
                 if response.status_code not in (404, 429, 502, 503) or last:
                     if record is not None:
@@ -284,6 +284,23 @@ class GatewayClient:
         if len(body) > MAX_MODELS_BYTES:
             raise TooLarge(f"the model list is larger than {MAX_MODELS_BYTES // 2**20} MiB")
         return parse_models(body)
+
+    async def get_capped(
+        self, url: str, *, cap: int = 64 * 1024, seconds: float = 5.0
+    ) -> tuple[int, httpx.Headers, bytes]:
+        """GET `url` (with this gateway's key: only ever a URL under its own server) and return
+        its status, headers and at most `cap` bytes of its body, unencoded; `ConnectError` when
+        it cannot be reached, or does not answer within `seconds`."""
+        headers = {"Accept-Encoding": "identity"}
+        try:
+            async with asyncio.timeout(seconds):
+                async with self._http.stream("GET", url, headers=headers) as response:
+                    body = await _read_capped(response, cap, raw=True)
+                    return response.status_code, response.headers, body[:cap]
+        except TimeoutError:
+            raise ConnectError(f"no answer from {url} within {seconds:g} s") from None
+        except httpx.TransportError as exc:
+            raise ConnectError(f"could not reach {url}: {_reason(exc)}") from exc
 
     def _url(self, path: str) -> str:
         return f"{self.base_url}/{path}"

@@ -218,6 +218,8 @@ def status_error(
     except orjson.JSONDecodeError:
         parsed = None
     excerpt = _excerpt(body)
+    if isinstance(parsed, dict) and parsed.get("object") == "error" and "error" not in parsed:
+        parsed = {"error": parsed}  # vLLM before 0.9: the error object is the whole body
     if isinstance(parsed, dict) and parsed.get("error"):
         info = error_info(parsed["error"], status=status)
         if status == 200:

@@ -16,7 +16,7 @@ from typing import Any, Self
 import httpx
 
 from .accumulator import Accumulator, Completion
-from .dialects import default_timeouts, detect_dialect
+from .dialects import default_timeouts, detect_dialect, header_request_id, header_served_model
 from .errors import (
     ErrorInfo,
     GatewayTimeout,
@@ -89,15 +89,16 @@ class EventStream:
             raise await self._client.read_status_error(response)
         self.response = response
         headers = response.headers
-        self._accumulator = Accumulator(
-            status=response.status_code,
-            generation_id=headers.get("x-generation-id") or None,
-            request_id=headers.get("x-request-id") or None,
-        )
         if not self._client.dialect_is_explicit:
             self.dialect = detect_dialect(headers, self.dialect)
             if not self._client.timeouts_are_explicit:
                 self.timeouts = default_timeouts(self.dialect)
+        self._accumulator = Accumulator(
+            status=response.status_code,
+            generation_id=headers.get("x-generation-id") or None,
+            request_id=header_request_id(headers, self.dialect),
+            served_model=header_served_model(headers, self.dialect),
+        )
         return self
 
     async def __aexit__(

@@ -10,10 +10,12 @@ The four gateways speak the OpenAI request body (Osmexo: "any SSE-capable OpenAI
 unchanged"; tiny-3b: "Any OpenAI client reads it without modification"; Numes and Nodul are used
 through the OpenAI SDKs in their docs), so every dialect, and a gateway of unknown dialect, gets
 the system prompt as a leading `{"role": "system"}` message, `temperature` and `max_tokens`. Only
-Numes documents a reasoning control, the `reasoning` object (`reasoning: {"exclude": true}`, and
-"Reasoning covers the controls"), so only Numes is sent `reasoning: {"effort": ...}`; Osmexo and
-Nodul only describe the reasoning they stream back, and tiny-3b streams none. Which dialect takes
-an effort, and which takes tools, is the dialect table's (`gateway_client.dialects.DIALECTS`).
+Numes documents a reasoning control among the four, the `reasoning` object (`reasoning: {"exclude":
+true}`, and "Reasoning covers the controls"), so Numes is sent `reasoning: {"effort": ...}`, as
+OpenRouter is; LiteLLM, vLLM and Ollama take OpenAI's `reasoning_effort`. Osmexo and Nodul only
+describe the reasoning they stream back, tiny-3b streams none, and llama.cpp documents none.
+Which dialect takes an effort, and which takes tools, is the dialect table's
+(`gateway_client.dialects.DIALECTS`).
 """
 
 from __future__ import annotations
@@ -128,7 +130,9 @@ def stream_arguments(
         arguments["temperature"] = options.temperature
     effort_field = _effort_field(dialect)
     if options.reasoning_effort and effort_field is not None:
-        arguments[effort_field] = {"effort": options.reasoning_effort}
+        field, _, member = effort_field.partition(".")  # `reasoning.effort`: an object's member
+        effort = options.reasoning_effort
+        arguments[field] = {member: effort} if member else effort
     if tools:
         arguments["tools"] = list(tools)
     return arguments
@@ -166,7 +170,9 @@ def summary(options: RequestOptions, dialect: str | None) -> str:
     if options.reasoning_effort:
         effort = f"effort {Effort(options.reasoning_effort).label}"
         if dialect is not None and _effort_field(dialect) is None:
-            effort += f" (not sent: {EFFORT_SENT_TO} only)"
+            facts = facts_for(dialect)
+            taker = "an unknown gateway" if facts is None else facts.title
+            effort += f" (not sent: {taker} takes none)"
         parts.append(effort)
     if options.tools and (offered := tools.offered(options.tools)):
         listed = "tools: " + ", ".join(tool.title.lower() for tool in offered)

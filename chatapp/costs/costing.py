@@ -5,7 +5,8 @@ Every generation ends in one cost source (`Generation.CostSource`):
 - `stream`: the usage chunk's amount (`estimate` when the gateway flagged it with
   `x_llm_usage_estimated`);
 - `not_billed`: refused before the answer began (an HTTP error and no generation ID, or tiny-3b's
-  `no_capacity`, or its `upstream_stall` with nothing delivered, which its docs say are free);
+  `no_capacity`, or its `upstream_stall` with nothing delivered, which its docs say are free), or
+  served by a self-hosted server (vLLM, Ollama, llama.cpp), which bills nothing;
 - `pending` while the gateway's generation record may still give it (Numes documents
   `GET /generation`; the record appears shortly after the stream and may say `in_progress`);
 - `record`: the record's amount;
@@ -63,6 +64,8 @@ def not_billed_reason(generation: Generation, delivered_output: bool) -> str | N
     if (generation.error_status or 0) >= 400 and not generation.upstream_id:
         return "refused before the answer began"
     facts = facts_for(generation.dialect)
+    if facts is not None and facts.self_hosted:
+        return f"{facts.title} runs on its operator's own hardware and bills nothing"
     code = generation.error_code
     if facts is None or not code:
         return None

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from chatapp.costs import pricing
+from chatapp.gateways import detected
 from chatapp.gateways.clients import shared_client
 from chatapp.gateways.configs import GatewayConfig, GatewayUnavailable, aconfigs
 from chatapp.gateways.image_models import generates_images
@@ -70,6 +71,8 @@ async def list_models(config: GatewayConfig) -> tuple[list[ModelInfo], str | Non
     last list it gave, if any, with it). One request at a time per gateway, however many pages
     ask (each may read up to 4 MiB: `gateway_client.model_list`), and a failure is remembered
     for `MODELS_RETRY`, so a gateway that is down or hostile is not asked again by every page."""
+    if await detected.ensure_detected(config):  # a blank dialect, now known: list as that
+        config = (await aconfigs())[0].get(config.pk, config)
     cached = _models_cache.get(config)
     failed = _models_failed.get(config)
     now = time.monotonic()

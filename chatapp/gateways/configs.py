@@ -24,7 +24,7 @@ from chatapp.errors import ChatAppError
 from chatapp.gateways import key_vault
 from chatapp.models import Gateway
 from gateway_client import emulator
-from gateway_client.dialects import DIALECTS, DialectFacts, guess_dialect
+from gateway_client.dialects import DIALECTS, DialectFacts, emulated_dialects, guess_dialect
 
 logger = logging.getLogger(__name__)
 
@@ -94,10 +94,12 @@ def _ensure_default() -> Gateway:
         )
         return row
     dialect = settings.LLM_DIALECT or guess_dialect(settings.LLM_BASE_URL) or ""
+    found = Gateway.objects.filter(name=DEFAULT_NAME).first()
+    detected = found.detected_dialect if found and found.base_url == settings.LLM_BASE_URL else ""
     wanted = {
         "base_url": settings.LLM_BASE_URL,
-        "dialect": dialect,
-        "cost_unit": settings.LLM_COST_UNIT or default_unit(dialect),
+        "dialect": dialect,  # blank: asked of the gateway (`detected`)
+        "cost_unit": settings.LLM_COST_UNIT or default_unit(dialect or detected),
         "emulated": False,
         "api_key_env": "",
     }
@@ -114,6 +116,9 @@ def _ensure_default() -> Gateway:
     elif not key and "base_url" in changed and gateway.api_key_encrypted:
         gateway.api_key_encrypted = ""  # the old URL's key: never sent to the new one unasked
         changed.append("api_key_encrypted")
+    if "base_url" in changed and gateway.detected_dialect:
+        gateway.detected_dialect = gateway.detection_note = ""  # the old URL's: ask the new one
+        changed += ["detected_dialect", "detection_note"]
     if changed:
         gateway.save(update_fields=changed)
     return gateway
@@ -139,7 +144,7 @@ def resolve(gateway: Gateway) -> GatewayConfig:
         gateway.name,
         base_url,
         api_key,
-        gateway.dialect or None,
+        gateway.dialect or gateway.detected_dialect or None,
         gateway.cost_unit,
         gateway.emulated,
         gateway.speech_model,
@@ -238,7 +243,7 @@ def add_emulator_gateways() -> list[Gateway]:
     is configured."""
     default = _ensure_default()
     rows = []
-    for dialect in DIALECTS.values():
+    for dialect in emulated_dialects():
         if default.emulated and default.base_url == dialect.emulator_path:
             rows.append(default)
             continue

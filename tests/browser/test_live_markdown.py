@@ -431,7 +431,7 @@ def test_a_page_that_lost_its_connection_says_it_is_reconnecting(alice: Any) -> 
     meta = answer.locator(".message-footer .meta")
     expect(answer.locator(".content")).to_contain_text("t010")
     # The browser's side of the connection is gone, and reconnecting fails until it is back.
-    alice.evaluate("window.refuseSockets = true; window.sockets.forEach((socket) => socket.close())")
+    alice.evaluate("window.refuseSockets = true; window.sockets.forEach((s) => s.close())")
     try:
         expect(alice.locator("body")).to_have_attribute("data-socket", "closed")
         expect(meta).to_have_text(re.compile(r"reconnecting…$"))

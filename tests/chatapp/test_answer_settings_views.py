@@ -153,7 +153,7 @@ def test_an_effort_the_gateway_is_not_sent_says_so(alice: Any, emulator_url: str
     html = signed_in(alice).post(
         settings_url(conversation), {**EMPTY, "reasoning_effort": "low"}, headers=HTMX
     )
-    assert applied(html.text) == "effort low (not sent: Numes only)"
+    assert applied(html.text) == "effort low (not sent: Osmexo takes none)"
 
 
 def test_without_htmx_saving_returns_to_the_conversation(

@@ -89,9 +89,13 @@ def test_the_fields_are_the_models() -> None:
         (
             RequestOptions(max_tokens=512, reasoning_effort="low"),
             "osmexo",
-            "max 512 tokens · effort low (not sent: Numes only)",
+            "max 512 tokens · effort low (not sent: Osmexo takes none)",
         ),
-        (RequestOptions(reasoning_effort="medium"), "", "effort medium (not sent: Numes only)"),
+        (
+            RequestOptions(reasoning_effort="medium"),
+            "",
+            "effort medium (not sent: an unknown gateway takes none)",
+        ),
         (RequestOptions(reasoning_effort="medium"), None, "effort medium"),
     ],
 )

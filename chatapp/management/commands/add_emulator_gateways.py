@@ -7,9 +7,9 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 from chatapp.gateways.configs import add_emulator_gateways
-from gateway_client.dialects import DIALECTS
+from gateway_client.dialects import emulated_dialects
 
-_TITLES = ", ".join(dialect.title for dialect in DIALECTS.values())
+_TITLES = ", ".join(dialect.title for dialect in emulated_dialects())
 
 
 class Command(BaseCommand):
