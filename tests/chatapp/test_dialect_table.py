@@ -152,3 +152,30 @@ def test_the_emulators_gateways_are_the_tables(fifth: DialectFacts) -> None:
         assert bool(row.speech_model) == facts.speech
         assert row.emulated
     assert rows[-1].name == "Emulator (Quinto)"
+
+
+@pytest.mark.parametrize(
+    ("dialect", "sent"),
+    [
+        ("numes", {"reasoning": {"effort": "high"}}),
+        ("openrouter", {"reasoning": {"effort": "high"}}),
+        ("litellm", {"reasoning_effort": "high"}),
+        ("vllm", {"reasoning_effort": "high"}),
+        ("ollama", {"reasoning_effort": "high"}),
+        ("llamacpp", {}),
+        ("", {}),
+    ],
+)
+def test_an_effort_goes_where_each_gateway_takes_it(dialect: str, sent: dict[str, Any]) -> None:
+    arguments = stream_arguments(RequestOptions(reasoning_effort="high"), dialect, [])
+    assert {k: v for k, v in arguments.items() if k not in ("messages", "max_tokens")} == sent
+
+
+@pytest.mark.parametrize("dialect", ["vllm", "ollama", "llamacpp"])
+def test_a_self_hosted_servers_answers_are_not_billed(dialect: str) -> None:
+    generation = Generation(dialect=dialect, model="qwen3:8b")
+    title = DIALECTS[dialect].title
+    assert costing.not_billed_reason(generation, delivered_output=True) == (
+        f"{title} runs on its operator's own hardware and bills nothing"
+    )
+    assert costing.not_billed_reason(Generation(dialect="litellm"), delivered_output=True) is None
