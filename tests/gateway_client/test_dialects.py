@@ -1,5 +1,6 @@
-"""The dialect table: each entry has its emulator, and what `gateway_client` and the emulator know
-of a dialect comes from its entry, so a fifth gateway is one entry plus its emulator."""
+"""The dialect table: each documented gateway's entry has its emulator, and what `gateway_client`
+and the emulator know of a dialect comes from its entry, so a fifth gateway is one entry plus its
+emulator."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from gateway_client.dialects import (
     DialectFacts,
     Timeouts,
     default_timeouts,
+    emulated_dialects,
     facts_for,
     guess_dialect,
     titles,
@@ -28,8 +30,11 @@ FIFTH = DialectFacts(
 )
 
 
-def test_every_dialect_has_its_emulator_in_the_tables_order() -> None:
-    assert list(EMULATED) == list(DIALECTS)
+SERVED = [dialect.name for dialect in emulated_dialects()]
+
+
+def test_every_documented_dialect_has_its_emulator_in_the_tables_order() -> None:
+    assert list(EMULATED) == SERVED == ["numes", "osmexo", "tiny", "nodul"]
     for name, emulated in EMULATED.items():
         assert emulated.facts is DIALECTS[name]
         assert (emulated.name, emulated.reasoning_field) == (name, DIALECTS[name].reasoning_field)
@@ -41,7 +46,7 @@ def test_the_names_are_the_keys_and_the_paths_are_distinct() -> None:
     assert len(set(paths)) == len(paths)
 
 
-@pytest.mark.parametrize("name", DIALECTS)
+@pytest.mark.parametrize("name", SERVED)
 def test_each_dialect_is_guessed_from_its_emulator_path_and_timed_by_its_entry(name: str) -> None:
     facts = DIALECTS[name]
     assert guess_dialect(f"http://127.0.0.1:8100/emulator{facts.emulator_path}") == name
@@ -72,7 +77,7 @@ def test_titles_read_as_a_phrase() -> None:
     assert titles([numes, osmexo, tiny]) == "Numes, Osmexo and tiny-3b"
 
 
-@pytest.mark.parametrize("name", DIALECTS)
+@pytest.mark.parametrize("name", SERVED)
 async def test_the_emulator_serves_each_dialect_as_its_entry_says(
     emulator_url: str, name: str
 ) -> None:
@@ -95,7 +100,7 @@ async def test_the_emulator_serves_each_dialect_as_its_entry_says(
     }
 
 
-@pytest.mark.parametrize("name", DIALECTS)
+@pytest.mark.parametrize("name", SERVED)
 async def test_the_emulators_streams_carry_reasoning_and_usage_as_the_entry_says(
     emulator_url: str, name: str
 ) -> None:
