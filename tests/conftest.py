@@ -6,7 +6,8 @@ the OS picks. A fixture that starts a whole cluster (PostgreSQL, Redis, several 
 started once: every test that uses one is put in one xdist group, which one worker runs. The
 longest group, the one of tests/multiprocess, is handed out first so that it does not finish
 last; the other clusters keep their places, so that they do not all start at once (on two
-cores, clusters starting together time out).
+cores, clusters starting together time out). The browser tests come last, so that each worker
+starts its Chromium about once (`tests/browser/chromium.py`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from gateway_client.emulator import EmulatorURL
+from tests.browser.chromium import close_shared_browser
 
 TESTS = Path(__file__).parent
 FAULTS = TESTS / "faults"
@@ -38,7 +40,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
     if hasattr(config, "workerinput"):  # an xdist worker: every worker sorts alike
-        items.sort(key=lambda item: not item.path.is_relative_to(MULTIPROCESS))
+        items.sort(key=lambda item: (not item.path.is_relative_to(MULTIPROCESS), _in_browser(item)))
+
+
+def _in_browser(item: pytest.Item) -> bool:
+    return "browser" in getattr(item, "fixturenames", ())
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test that uses no browser runs with the worker's Chromium closed (`browser.chromium`)."""
+    if not _in_browser(item):
+        close_shared_browser()
 
 
 def _cluster_group(item: pytest.Item) -> str | None:
