@@ -9,7 +9,7 @@ PORT ?= 8000
 PYTHON ?= $(shell for p in python3.12 python3.13 python3 /root/.pyenv/versions/3.12*/bin/python3.12 /root/.pyenv/versions/3.13*/bin/python3.13 /usr/bin/python3.12 /usr/bin/python3.13; do \
 	$$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 && { echo $$p; break; }; done)
 
-.PHONY: install lock run cluster test test-quick lint format bench test-packages chromium clean
+.PHONY: install lock run cluster test test-quick lint format bench test-packages chromium litellm clean
 
 # The exact versions in requirements.lock, then the app itself without resolving anything again;
 # `pip check` fails when pyproject.toml asks for something the lock lacks (run `make lock`).
@@ -62,6 +62,27 @@ test-packages:
 
 chromium: test-packages
 
+# LiteLLM's proxy for tests/litellm, in a virtualenv of its own (its pins clash with the app's),
+# installed only when its stamp is missing. When the package index cannot be reached this leaves
+# `.unreachable` in it instead of failing, and those tests skip saying so; any other failed
+# install fails.
+LITELLM_VERSION := 1.108.7
+LITELLM_VENV := .venv-litellm
+LITELLM_STAMP := $(LITELLM_VENV)/.installed-$(LITELLM_VERSION)
+
+$(LITELLM_STAMP):
+	@test -n "$(PYTHON)" || { echo "Python 3.12 or newer is required (none found)."; exit 1; }
+	@rm -rf $(LITELLM_VENV) && $(PYTHON) -m venv $(LITELLM_VENV)
+	@if $(LITELLM_VENV)/bin/python -m pip install -q --retries 2 --timeout 20 \
+			'litellm[proxy]==$(LITELLM_VERSION)'; then touch $(LITELLM_STAMP); \
+	elif ! $(LITELLM_VENV)/bin/python -m pip index versions litellm --retries 1 --timeout 20 \
+			>/dev/null 2>&1; then \
+		echo "The package index could not be reached: tests/litellm will skip." \
+			| tee $(LITELLM_VENV)/.unreachable; \
+	else exit 1; fi
+
+litellm: $(LITELLM_STAMP)
+
 # The suite in parallel xdist workers (tests/conftest.py says how it is split). Most of its time
 # is spent waiting (paced streams, Chromium, servers starting), so more workers than cores pay:
 # on two cores 3 workers take about 6.5 minutes where one process takes about 17; 4 took longer
@@ -70,7 +91,7 @@ chromium: test-packages
 TEST_WORKERS ?= 3
 PYTEST = $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
-test: install test-packages
+test: install test-packages litellm
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(PYTEST)
@@ -95,4 +116,4 @@ bench: install
 	$(BIN)/python -m benchmarks markdown
 
 clean:
-	rm -rf $(VENV) staticfiles .pytest_cache
+	rm -rf $(VENV) $(LITELLM_VENV) staticfiles .pytest_cache
