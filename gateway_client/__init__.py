@@ -2,7 +2,8 @@
 
 Layers, each usable alone: `sse` (bytes → events), `chunks` (a chunk → typed `events`),
 `accumulator` (events → `Completion`), `protocol` (all three, plus `[DONE]` and terminal state),
-`client` (`GatewayClient` over httpx, with deadlines, caps and cancel by closing).
+`client` (`GatewayClient` over httpx, with deadlines, caps and cancel by closing), `retries` (one
+`RetryBudget` per answer, which every layer that could send it again draws on).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from .errors import (
     TransportError,
 )
 from .protocol import EventStreamParser
+from .retries import RetryBudget
 from .speech import SpeechStream
 from .sse import ServerSentEvent, SSEDecoder
 from .stream import EventStream
@@ -45,6 +47,7 @@ __all__ = [
     "Limits",
     "ModelInfo",
     "ProtocolError",
+    "RetryBudget",
     "SSEDecoder",
     "ServerSentEvent",
     "SpeechStream",

@@ -6,10 +6,12 @@
                 ...
 
 Entering a stream sends the request and checks status and content type before parsing; an error
-response raises `StatusError`. One retry is allowed, only before any output and only where the
-gateways advise it (429 with a short `Retry-After`, 503). Once output has started nothing is ever
-retried: a failure raises a `StreamFailed` or `TransportError` carrying the partial `completion`.
-Leaving the block closes the connection, which is the only cancel the gateways know.
+response raises `StatusError`. A refused request is sent again only before any output, only where
+the gateway advises it and has not retried already (`retries.retry_wait`), and only as far as the
+answer's `RetryBudget` allows (one resend in all, shared with the transport's, and 5 s of waiting;
+a stream makes one unless given its answer's). Once output has started nothing is ever retried: a
+failure raises a `StreamFailed` or `TransportError` carrying the partial `completion`. Leaving the
+block closes the connection, which is the only cancel the gateways know.
 """
 
 from __future__ import annotations
@@ -21,12 +23,20 @@ from typing import Any, Self
 import httpx
 import orjson
 
-from .dialects import Limits, Timeouts, default_timeouts, guess_dialect, header_request_id
+from .dialects import (
+    Limits,
+    Timeouts,
+    default_timeouts,
+    detect_dialect,
+    guess_dialect,
+    header_request_id,
+)
 from .errors import ConnectError, GatewayTimeout, ProtocolError, StatusError
 from .generation_record import GenerationRecord, parse_generation_record
 from .model_list import MAX_MODELS_BYTES, ModelInfo, TooLarge, parse_models
 from .protocol import parse_retry_after, status_error
 from .redaction import Redactor
+from .retries import EXTENSION, RetryBudget, retry_wait
 from .speech import SpeechStream
 from .stream import EventStream
 from .transport import GatewayTransport
@@ -47,7 +57,6 @@ class GatewayClient:
         dialect: str | None = None,
         timeouts: Timeouts | None = None,
         limits: Limits | None = None,
-        max_retry_wait: float = 5.0,
         transport: httpx.AsyncBaseTransport | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
@@ -59,7 +68,6 @@ class GatewayClient:
         self.timeouts_are_explicit = timeouts is not None
         self.timeouts = timeouts or default_timeouts(self.dialect)
         self.limits = limits or Limits()
-        self.max_retry_wait = max_retry_wait
         self.redactor = Redactor(api_key)  # a gateway may quote the key back in an error
         self._http = httpx.AsyncClient(
             transport=transport or GatewayTransport(),
@@ -98,8 +106,11 @@ class GatewayClient:
         tools: list[dict[str, Any]] | None = None,
         max_tokens: int | None = None,
         reasoning: dict[str, Any] | None = None,
+        retries: RetryBudget | None = None,
         **extra: Any,
     ) -> EventStream:
+        """A chat completion (`/chat/completions`); `retries`: the answer's budget, shared by
+        whatever else may send it again (a fresh one when None)."""
         body: dict[str, Any] = {"model": model, "messages": messages, "stream": True}
         if tools:
             body["tools"] = tools
@@ -109,69 +120,107 @@ class GatewayClient:
             body["reasoning"] = reasoning
         body.setdefault("stream_options", {"include_usage": True})
         body.update(extra)
-        return self._stream("chat/completions", body)
+        return self._stream("chat/completions", body, retries)
 
     def stream_completion(
-        self, *, model: str, prompt: str, max_tokens: int | None = None, **extra: Any
+        self,
+        *,
+        model: str,
+        prompt: str,
+        max_tokens: int | None = None,
+        retries: RetryBudget | None = None,
+        **extra: Any,
     ) -> EventStream:
         """A text completion (`/completions`): `text_completion` chunks with a `text` field."""
         body: dict[str, Any] = {"model": model, "prompt": prompt, "stream": True}
         if max_tokens is not None:
             body["max_tokens"] = max_tokens
         body.update(extra)
-        return self._stream("completions", body)
+        return self._stream("completions", body, retries)
 
-    def stream_images(self, *, model: str, prompt: str, n: int = 1, **extra: Any) -> EventStream:
+    def stream_images(
+        self,
+        *,
+        model: str,
+        prompt: str,
+        n: int = 1,
+        retries: RetryBudget | None = None,
+        **extra: Any,
+    ) -> EventStream:
         """An image stream (`/images`): `ImageOutput` previews and finals, `Usage`, errors."""
         body: dict[str, Any] = {"model": model, "prompt": prompt, "n": n, "stream": True}
         body.update(extra)
-        return self._stream("images", body)
+        return self._stream("images", body, retries)
 
     def stream_speech(
-        self, *, model: str, input: str, voice: str | None = None, **extra: Any
+        self,
+        *,
+        model: str,
+        input: str,
+        voice: str | None = None,
+        retries: RetryBudget | None = None,
+        **extra: Any,
     ) -> SpeechStream:
         """Speech (`/audio/speech`): raw audio bytes, no SSE."""
         body: dict[str, Any] = {"model": model, "input": input}
         if voice:
             body["voice"] = voice
         body.update(extra)
-        return SpeechStream(self, self._url("audio/speech"), body)
+        return SpeechStream(self, self._url("audio/speech"), body, retries)
 
-    def _stream(self, path: str, body: dict[str, Any]) -> EventStream:
-        return EventStream(self, self._url(path), body)
+    def _stream(self, path: str, body: dict[str, Any], retries: RetryBudget | None) -> EventStream:
+        return EventStream(self, self._url(path), body, retries)
 
     # Requests and lookups -----------------------------------------------------------------
 
     async def open(
-        self, url: str, body: dict[str, Any], *, accept: str, deadline: float | None
+        self,
+        url: str,
+        body: dict[str, Any],
+        *,
+        accept: str,
+        deadline: float | None,
+        retries: RetryBudget,
     ) -> httpx.Response:
-        """POST and wait for the response head, retrying once before any output if advised.
+        """POST and wait for the response head, sending again where the gateway advises it and
+        `retries` allows (see `retries`).
 
         Returns a 2xx streaming response; raises `StatusError` for anything else.
         """
         content = orjson.dumps(body)
-        for attempt in (1, 2):
-            response = await self._send(url, content, accept=accept, deadline=deadline)
+        loop = asyncio.get_running_loop()
+        while True:
+            response = await self._send(
+                url, content, accept=accept, deadline=deadline, retries=retries
+            )
             if response.status_code == 200:
                 return response
+            dialect = self.dialect
+            if not self.dialect_is_explicit:
+                dialect = detect_dialect(response.headers, dialect)
             error = await self.read_status_error(response)
-            wait = self._retry_wait(error)
-            if attempt == 2 or wait is None:
+            wait = retry_wait(error, response.headers, dialect)
+            if wait is None or (deadline is not None and loop.time() + wait >= deadline):
                 raise error
-            loop = asyncio.get_running_loop()
-            if deadline is not None and loop.time() + wait >= deadline:
+            if not retries.spend(wait):  # spent already, or a `Retry-After` past what is left
                 raise error
             await asyncio.sleep(wait)
-        raise AssertionError("unreachable")
 
     async def _send(
-        self, url: str, content: bytes, *, accept: str, deadline: float | None
+        self,
+        url: str,
+        content: bytes,
+        *,
+        accept: str,
+        deadline: float | None,
+        retries: RetryBudget,
     ) -> httpx.Response:
         request = self._http.build_request(
             "POST",
             url,
             content=content,
             headers={"Content-Type": "application/json", "Accept": accept},
+            extensions={EXTENSION: retries},  # the transport's resends draw on it too
         )
         try:
             async with asyncio.timeout_at(deadline):
@@ -213,13 +262,6 @@ class GatewayClient:
             request_id=header_request_id(response.headers, self.dialect),
             retry_after=parse_retry_after(response.headers.get("retry-after")),
         )
-
-    def _retry_wait(self, error: StatusError) -> float | None:
-        if error.status == 503 and error.retry_after is None:
-            return 1.0
-        if error.status in (429, 503) and error.retry_after is not None:
-            return error.retry_after if error.retry_after <= self.max_retry_wait else None
-        return None
 
     async def get_generation(
         self, generation_id: str, *, attempts: int = 6, first_wait: float = 0.25

@@ -117,6 +117,10 @@ class DialectFacts:
     under the server's root); None: nowhere else."""
     self_hosted: bool = False
     """A server people run on their own hardware: it bills nothing, so reports no cost."""
+    retries_itself: bool = False
+    """It retries a failed upstream call itself before answering (LiteLLM's `num_retries`), so
+    its 5xx without `Retry-After` is final: a retry of ours would repeat all of its retries
+    (`retries.retry_wait`)."""
 
     @property
     def emulator_path(self) -> str:
@@ -190,6 +194,7 @@ DIALECTS: dict[str, DialectFacts] = {
             model_header="x-litellm-model-name",
             marker_headers=("x-litellm-version", "x-litellm-call-id"),
             prices_path="/model/info",
+            retries_itself=True,
         ),
         # OpenRouter: credits are US dollars; `/models` lists `pricing`; `GET /generation` keeps a
         # record per generation; `: OPENROUTER PROCESSING` comments keep a slow stream alive.
@@ -244,7 +249,6 @@ DIALECTS: dict[str, DialectFacts] = {
     )
 }
 """Every dialect this client knows, by name, in the order they are offered."""
-
 
 
 def emulated_dialects() -> list[DialectFacts]:

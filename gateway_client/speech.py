@@ -17,16 +17,24 @@ import httpx
 
 from .errors import GatewayTimeout, IncompleteStream, StatusError
 from .generation_record import GenerationRecord
+from .retries import RetryBudget
 from .stream_client import StreamClient
 
 __all__ = ["SpeechStream"]
 
 
 class SpeechStream:
-    def __init__(self, client: StreamClient, url: str, body: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        client: StreamClient,
+        url: str,
+        body: dict[str, Any],
+        retries: RetryBudget | None = None,
+    ) -> None:
         self._client = client
         self._url = url
         self._body = body
+        self._retries = RetryBudget() if retries is None else retries
         self.response: httpx.Response | None = None
         self.generation_id: str | None = None
         self.media_type: str | None = None
@@ -39,7 +47,7 @@ class SpeechStream:
         loop = asyncio.get_running_loop()
         deadline = None if timeouts.first_token is None else loop.time() + timeouts.first_token
         response = await self._client.open(
-            self._url, self._body, accept="audio/*", deadline=deadline
+            self._url, self._body, accept="audio/*", deadline=deadline, retries=self._retries
         )
         media_type = (response.headers.get("content-type") or "").split(";")[0].strip().lower()
         if media_type in ("application/json", "text/event-stream", "text/html"):

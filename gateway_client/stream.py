@@ -36,6 +36,7 @@ from .events import (
     ToolCallDelta,
 )
 from .protocol import EventStreamParser, is_event_stream
+from .retries import RetryBudget
 from .stream_client import StreamClient
 from .think_tags import ThinkTags
 
@@ -52,10 +53,17 @@ def _earliest(*deadlines: float | None) -> float | None:
 class EventStream:
     """Use as `async with client.stream_chat(...) as stream: async for event in stream: ...`."""
 
-    def __init__(self, client: StreamClient, url: str, body: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        client: StreamClient,
+        url: str,
+        body: dict[str, Any],
+        retries: RetryBudget | None = None,
+    ) -> None:
         self._client = client
         self._url = url
         self._body = body
+        self._retries = RetryBudget() if retries is None else retries
         self.dialect = client.dialect
         self.timeouts = client.timeouts
         self.response: httpx.Response | None = None
@@ -84,6 +92,7 @@ class EventStream:
             self._body,
             accept="text/event-stream",
             deadline=_earliest(first, self._total_deadline),
+            retries=self._retries,
         )
         if not is_event_stream(response.headers.get("content-type")):
             raise await self._client.read_status_error(response)

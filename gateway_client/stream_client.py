@@ -14,6 +14,7 @@ from .dialects import Limits, Timeouts
 from .errors import StatusError
 from .generation_record import GenerationRecord
 from .redaction import Redactor
+from .retries import RetryBudget
 
 __all__ = ["StreamClient"]
 
@@ -27,9 +28,16 @@ class StreamClient(Protocol):
     redactor: Redactor
 
     async def open(
-        self, url: str, body: dict[str, Any], *, accept: str, deadline: float | None
+        self,
+        url: str,
+        body: dict[str, Any],
+        *,
+        accept: str,
+        deadline: float | None,
+        retries: RetryBudget,
     ) -> httpx.Response:
-        """POST `body` and return the 2xx streaming response; `StatusError` for any other."""
+        """POST `body` and return the 2xx streaming response; `StatusError` for any other. Any
+        resend, at any layer, is drawn from `retries`, the answer's budget."""
         ...
 
     async def read_status_error(self, response: httpx.Response) -> StatusError:

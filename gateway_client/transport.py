@@ -19,7 +19,9 @@ Three things differ from the stock `AiohttpTransport`:
   before any byte of a response. That request is sent once more, on a new connection, as browsers
   do: nothing of an answer was received, so nothing is duplicated (seen once in 200 streams at
   the load benchmark's burst, after the warm-up's connection idled past the emulator's 5 s
-  keep-alive). Idle connections are also dropped after 4 s, under the usual servers' 5 s.
+  keep-alive). The resend is drawn from the request's `RetryBudget` (its answer's, which the
+  client's own retries share: `retries`), so a server that hangs up on every request is asked
+  twice in all. Idle connections are also dropped after 4 s, under the usual servers' 5 s.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from __future__ import annotations
 import aiohttp
 import httpx
 from httpx_aiohttp import AiohttpTransport
+
+from .retries import EXTENSION, RetryBudget
 
 __all__ = ["GatewayTransport"]
 
@@ -45,7 +49,10 @@ class GatewayTransport(AiohttpTransport):
         return aiohttp.ClientSession(connector=connector)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        for attempt in (1, 2):
+        budget = request.extensions.get(EXTENSION)
+        if not isinstance(budget, RetryBudget):
+            budget = RetryBudget()  # a request of no answer's: a budget of its own
+        while True:
             try:
                 return await super().handle_async_request(request)
             except httpx.ConnectTimeout as exc:
@@ -54,8 +61,7 @@ class GatewayTransport(AiohttpTransport):
                     raise
                 if isinstance(cause, aiohttp.ClientConnectorError):
                     raise httpx.ConnectError(str(cause), request=request) from cause
-                if isinstance(cause, aiohttp.ServerDisconnectedError) and attempt == 1:
+                if isinstance(cause, aiohttp.ServerDisconnectedError) and budget.spend():
                     continue  # a stale kept-alive connection (see above): once more
                 reason = str(cause) or type(cause).__name__
                 raise httpx.ReadError(reason, request=request) from cause
-        raise AssertionError("unreachable")

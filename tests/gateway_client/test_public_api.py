@@ -26,6 +26,7 @@ def test_public_names() -> None:
         "Limits",
         "ModelInfo",
         "ProtocolError",
+        "RetryBudget",
         "SSEDecoder",
         "ServerSentEvent",
         "SpeechStream",
