@@ -1,7 +1,7 @@
 """Which gateway is behind a base URL, from what it sends: the dialect table's URL hints, its
 marker headers on a `/models` answer (LiteLLM's `x-litellm-version`), and the endpoints only one
-server answers (vLLM's `/version`, Ollama's `/api/version`, llama.cpp's `/props`), asked at the
-server's root.
+server answers (LiteLLM's readiness details, vLLM's `/version`, Ollama's `/api/version`,
+llama.cpp's `/props`), asked at the server's root.
 
 Asked once per gateway whose dialect an admin left blank (`chatapp.gateways.detected`); a
 gateway that answers none of them stays of unknown dialect, which gets only what every
@@ -51,7 +51,7 @@ def server_root(base_url: str) -> str:
 
 async def detect(client: GatewayClient) -> Detection:
     """Probe the gateway `client` speaks to (at most one request per probe, in the order URL,
-    `/models` headers, the table's `probe` endpoints); `GatewayError` only when it cannot be
+    `/models` headers, the table's `probes`); `GatewayError` only when it cannot be
     reached at all."""
     guessed = guess_dialect(client.base_url)
     if guessed is not None:
@@ -64,15 +64,13 @@ async def detect(client: GatewayClient) -> Detection:
         return Detection(found, f"{named}: {value} on its /models answer")
     root = server_root(client.base_url)
     for dialect in DIALECTS.values():
-        if dialect.probe is None:
-            continue
-        path, key = dialect.probe
-        try:
-            status, _, body = await client.get_capped(root + path)
-        except GatewayError:
-            continue
-        if status == 200 and _has_key(body, key):
-            return Detection(dialect.name, f"GET {path} answered as {dialect.title} does")
+        for path, key in dialect.probes:
+            try:
+                status, _, body = await client.get_capped(root + path)
+            except GatewayError:
+                continue
+            if status == 200 and _has_key(body, key):
+                return Detection(dialect.name, f"GET {path} answered as {dialect.title} does")
     return Detection(None, "it answered none of the known gateways' probes")
 
 

@@ -109,9 +109,9 @@ class DialectFacts:
     """A response header naming the model that served an alias (LiteLLM's routes)."""
     marker_headers: tuple[str, ...] = ()
     """Response headers only this gateway sends: one present identifies it."""
-    probe: tuple[str, str] | None = None
+    probes: tuple[tuple[str, str], ...] = ()
     """(path under the server's root, a key its JSON object has) that only this server answers:
-    `detection` asks it when neither the URL nor the headers tell."""
+    `detection` asks them when neither the URL nor the headers tell."""
     prices_path: str | None = None
     """Where it serves per-token prices besides `/models`' `pricing` (LiteLLM's `/model/info`,
     under the server's root); None: nowhere else."""
@@ -193,6 +193,12 @@ DIALECTS: dict[str, DialectFacts] = {
             request_id_header="x-litellm-call-id",
             model_header="x-litellm-model-name",
             marker_headers=("x-litellm-version", "x-litellm-call-id"),
+            # Its `/models` answer sends no x-litellm header; its readiness details name it (the
+            # public `/health/readiness` did before 1.80, `/details` takes a key since).
+            probes=(
+                ("/health/readiness/details", "litellm_version"),
+                ("/health/readiness", "litellm_version"),
+            ),
             prices_path="/model/info",
             retries_itself=True,
         ),
@@ -218,7 +224,7 @@ DIALECTS: dict[str, DialectFacts] = {
             default_unit="usd",
             reasoning_field="reasoning_content",
             effort_field="reasoning_effort",
-            probe=("/version", "version"),
+            probes=(("/version", "version"),),
             self_hosted=True,
         ),
         DialectFacts(
@@ -230,7 +236,7 @@ DIALECTS: dict[str, DialectFacts] = {
             default_unit="usd",
             reasoning_field="reasoning",
             effort_field="reasoning_effort",
-            probe=("/api/version", "version"),
+            probes=(("/api/version", "version"),),
             self_hosted=True,
         ),
         # llama.cpp's `llama-server`: its docs describe no reasoning-effort field for chat.
@@ -243,7 +249,7 @@ DIALECTS: dict[str, DialectFacts] = {
             default_unit="usd",
             reasoning_field="reasoning_content",
             request_id_header="x-request-id",
-            probe=("/props", "default_generation_settings"),
+            probes=(("/props", "default_generation_settings"),),
             self_hosted=True,
         ),
     )

@@ -11,6 +11,7 @@ import pytest
 
 from gateway_client import GatewayClient
 from gateway_client.detection import detect, server_root
+from gateway_client.dialects import DIALECTS
 from tests.gateway_client.rawserver import Peer, raw_server
 
 MODELS = json.dumps({"object": "list", "data": [{"id": "m", "object": "model"}]})
@@ -19,6 +20,15 @@ MODELS = json.dumps({"object": "list", "data": [{"id": "m", "object": "model"}]}
 SERVERS: dict[str, dict[str, tuple[str, str]]] = {
     "litellm": {
         "/v1/models": ("x-litellm-version: 1.80.0\r\nx-litellm-call-id: c-1\r\n", MODELS),
+    },
+    # LiteLLM 1.108's `/models` sends no x-litellm header (as captured); its readiness does.
+    "litellm-1.108": {
+        "/v1/models": ("", MODELS),
+        "/health/readiness/details": (
+            "",
+            '{"status": "healthy", "db": "Not connected", "litellm_version": "1.108.7"}',
+        ),
+        "/health/readiness": ("", '{"status": "healthy", "db": "Not connected"}'),
     },
     "vllm": {"/v1/models": ("", MODELS), "/version": ("", '{"version": "0.8.5"}')},
     "ollama": {"/v1/models": ("", MODELS), "/api/version": ("", '{"version": "0.12.3"}')},
@@ -50,14 +60,16 @@ def serve(routes: dict[str, tuple[str, str]]):  # type: ignore[no-untyped-def]
     return raw_server(script)
 
 
-@pytest.mark.parametrize("name", ["litellm", "vllm", "ollama", "llamacpp"])
+@pytest.mark.parametrize("name", ["litellm", "litellm-1.108", "vllm", "ollama", "llamacpp"])
 async def test_each_server_is_told_by_what_it_answers(name: str) -> None:
     async with serve(SERVERS[name]) as (base_url, peers), GatewayClient(base_url, "k") as client:
         found = await detect(client)
-    assert found.dialect == name
+    assert found.dialect == name.partition("-")[0]
     assert found.evidence
     # Asked only what it takes to tell: /models, then the probes in table order until one fits.
-    assert len(peers) <= 4
+    probes = [path for facts in DIALECTS.values() for path, _ in facts.probes]
+    told_by = next((i for i, path in enumerate(probes) if path in SERVERS[name]), -1)
+    assert len(peers) == 1 + told_by + 1
 
 
 async def test_the_marker_header_is_the_evidence() -> None:
@@ -75,7 +87,14 @@ async def test_a_server_that_answers_no_probe_as_expected_stays_unknown() -> Non
     assert found.dialect is None
     assert found.evidence == "it answered none of the known gateways' probes"
     asked = sorted(peer.request_head.split(b" ", 2)[1].decode() for peer in peers)
-    assert asked == ["/api/version", "/props", "/v1/models", "/version"]
+    assert asked == [
+        "/api/version",
+        "/health/readiness",
+        "/health/readiness/details",
+        "/props",
+        "/v1/models",
+        "/version",
+    ]
 
 
 async def test_a_url_that_names_the_gateway_needs_no_request() -> None:
