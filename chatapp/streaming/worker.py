@@ -8,6 +8,10 @@ own. The first output goes to the browsers at once, not at the next tick. Cancel
 upstream connection by cancelling the stream task, which leaves `stream_chat`'s block: that is the
 only cancel the gateways know. The final state is written in one transaction; a cost the stream
 did not report is then reconciled from the gateway's generation record.
+
+The worker never sends its answer's request again itself; the client and its transport may, and
+draw every resend from the one `RetryBudget` the worker makes for the answer (a tool round's
+request is the next generation's, with a budget of its own).
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from chatapp.tools import tool_loop
 from chatapp.tools.base import ToolContext
 from chatapp.tools.tool_loop import CallRun
 from chatapp.ws import layer_errors, protocol
-from gateway_client import EventStream, GatewayClient
+from gateway_client import EventStream, GatewayClient, RetryBudget
 from gateway_client.errors import (
     ConnectError,
     ErrorInfo,
@@ -84,7 +88,8 @@ async def _finish_despite_cancel(send: Awaitable[None]) -> None:
 class EarlyStream:
     """An upstream request sent before its generation's rows exist: a new chat's request goes out
     as soon as the message is checked, and its database work overlaps the gateway's first token
-    instead of delaying it. The worker then reads it as it would a stream it opened itself."""
+    instead of delaying it. The worker then reads it as it would a stream it opened itself, and
+    takes over its `retries`: the answer's one budget."""
 
     def __init__(
         self,
@@ -96,7 +101,8 @@ class EarlyStream:
         tools: tuple[dict[str, Any], ...] = (),
     ) -> None:
         arguments = stream_arguments(options, gw.dialect, messages, max_tokens, tools)
-        self.stream = gw.stream_chat(model=model, **arguments)
+        self.retries = RetryBudget()
+        self.stream = gw.stream_chat(model=model, retries=self.retries, **arguments)
         self._opening = asyncio.get_running_loop().create_task(
             self.stream.__aenter__(), context=contextvars.Context()
         )
@@ -142,6 +148,8 @@ class GenerationWorker:
         self.ticker = ticker
         self.config = job.gateway
         self._early = early
+        # The answer's one budget for sending its request again, whichever layer would.
+        self.retries = early.retries if early is not None else RetryBudget()
         self.layer: protocol.ChannelLayer = ticker.layer
         self.group = protocol.group_name(job.conversation_pk)
         self.state = LiveState.for_answer(doc_id_for(job.message_pk))
@@ -277,9 +285,12 @@ class GenerationWorker:
         job = self.job
         if job.kind == Generation.Kind.IMAGE:
             prompt = image_prompt(job.messages)
-            return gw.stream_images(model=job.model, prompt=prompt, n=job.image_count)
+            return gw.stream_images(
+                model=job.model, prompt=prompt, n=job.image_count, retries=self.retries
+            )
         return gw.stream_chat(
             model=job.model,
+            retries=self.retries,
             **stream_arguments(job.options, gw.dialect, job.messages, job.max_tokens, job.tools),
         )
 

@@ -148,8 +148,9 @@ async def test_a_200_html_page_is_refused_not_shown(answer: Any) -> None:
     assert len(run.proxy.connections) == 1  # not retried
 
 
-def error_503(retry_after: str | None = None) -> Answer:
-    extra = f"Retry-After: {retry_after}\r\n" if retry_after is not None else ""
+def error_503(retry_after: str | None = None, extra: str = "") -> Answer:
+    if retry_after is not None:
+        extra += f"Retry-After: {retry_after}\r\n"
     body = b'{"error": {"code": 503, "message": "upstream overloaded"}}'
     return Answer(http_reply("503 Service Unavailable", "application/json", body, extra))
 
@@ -168,6 +169,27 @@ async def test_a_burst_of_503s_fails_after_one_retry(answer: Any) -> None:
     assert "The gateway refused the request (HTTP 503)" in run.error_shown
     assert "upstream overloaded" in run.error_shown
     assert len(run.proxy.connections) == 2  # the request and its one retry
+
+
+async def test_a_503_after_the_gateways_own_retries_is_shown_at_once(answer: Any) -> None:
+    """LiteLLM retries a failing model itself, then says so: sent again, one message would cost
+    its upstream twice its retries (issue 23: six calls, the error after 11.6 s)."""
+    retried = "x-litellm-attempted-retries: 2\r\nx-litellm-max-retries: 2\r\n"
+    run = await answer(lambda n: error_503(extra=retried) if n == 0 else Forward())
+    assert run.generation.status == Status.FAILED
+    assert "The gateway refused the request (HTTP 503)" in run.error_shown
+    assert len(run.proxy.connections) == 1
+
+
+async def test_a_retry_after_past_the_budget_is_shown_not_waited(
+    answer: Any, settings: Any
+) -> None:
+    settings.LLM_TIMEOUTS = {**settings.LLM_TIMEOUTS, "first_token": 120.0, "total": None}
+    run = await answer(lambda n: error_503("60") if n == 0 else Forward())
+    assert run.generation.status == Status.FAILED
+    assert run.generation.retry_after == 60
+    assert "Retry after 60 s." in run.error_shown
+    assert len(run.proxy.connections) == 1
 
 
 async def test_a_502_is_not_retried(answer: Any) -> None:
