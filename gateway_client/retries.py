@@ -12,10 +12,14 @@ advice, and only ever before any output (a stream that has begun is never sent a
 - 429 or 503 with a `Retry-After`: after that wait, if the budget has that much left; a longer
   one is final at once, and the error carries it for the user;
 - 503 without `Retry-After`: after 1 s, unless the gateway retries failed calls itself
-  (`DialectFacts.retries_itself`, LiteLLM): its 5xx without `Retry-After` came after its retries;
-- any error from a gateway that says it retried already (a header naming its attempted retries,
-  LiteLLM's `x-litellm-attempted-retries`, above 0) is final: a retry of ours would repeat all of
-  its retries (LiteLLM's two, then our one, then its two again: six upstream calls, 11.6 s).
+  (`DialectFacts.retries_itself`, LiteLLM): its 5xx without `Retry-After` came after its retries.
+  LiteLLM 1.108.7's 503 after its retries (`tests/fixtures/gateways/litellm/`) says nothing of
+  them, but its `x-litellm-call-id` names the gateway; its `llm_provider-retry-after` is the
+  provider's header relayed, not advice of LiteLLM's, and is not read;
+- any error from a gateway that says it retried already (a header counting its attempted retries
+  or fallbacks above 0, as LiteLLM's `x-litellm-attempted-retries` on a 200) is final: a retry of
+  ours would repeat all of its retries (LiteLLM's two, then our one, then its two again: six
+  upstream calls, 11.6 s).
 """
 
 from __future__ import annotations
@@ -68,9 +72,10 @@ def retry_wait(error: StatusError, headers: httpx.Headers, dialect: str | None) 
 
 
 def retried_already(headers: httpx.Headers) -> bool:
-    """Whether the response says the gateway retried the request itself before answering."""
+    """Whether the response says the gateway retried the request itself before answering, or
+    sent it on to a fallback."""
     for name, value in headers.items():
-        if name.lower().endswith("attempted-retries"):
+        if name.lower().endswith(("attempted-retries", "attempted-fallbacks")):
             try:
                 if int(value.strip()) > 0:
                     return True

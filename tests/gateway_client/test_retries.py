@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -20,6 +21,10 @@ from gateway_client.retries import retried_already
 
 from .rawserver import Peer, Script, raw_server
 
+# As captured (`tests/fixtures/gateways/litellm/README.md`), head and body.
+LITELLM_503 = (
+    Path(__file__).parents[1] / "fixtures/gateways/litellm/error-503-after-retries.http"
+).read_bytes()
 FAST = Timeouts(connect=2, first_token=5, idle=2, total=10)
 HANG_UP = b""  # read the request, then close the connection without a byte of an answer
 
@@ -86,6 +91,17 @@ async def refused(client: GatewayClient) -> StatusError:
 
 
 # Whether a refusal is sent again ------------------------------------------------------------
+
+
+async def test_litellms_own_503_after_its_retries_is_not_sent_again() -> None:
+    """As LiteLLM 1.108.7 answers once its `num_retries: 2` are spent: no header says so, but its
+    `x-litellm-call-id` names the gateway, and it gave no `Retry-After` of its own."""
+    script, arrived = scripted(LITELLM_503, OK)
+    async with raw_server(script) as (url, _), GatewayClient(url, "k", timeouts=FAST) as client:
+        error = await refused(client)
+    assert error.status == 503
+    assert error.retry_after is None, "`llm_provider-retry-after` is the provider's, relayed"
+    assert len(arrived) == 1
 
 
 @pytest.mark.parametrize(
@@ -192,6 +208,7 @@ def test_a_budget_bounds_both_the_resends_and_the_time_waited() -> None:
     ("headers", "retried"),
     [
         ({"x-litellm-attempted-retries": "2"}, True),
+        ({"x-litellm-attempted-retries": "0", "x-litellm-attempted-fallbacks": "1"}, True),
         ({"X-Upstream-Attempted-Retries": " 1 "}, True),
         ({"x-litellm-attempted-retries": "0"}, False),
         ({"x-litellm-attempted-retries": "many"}, False),
