@@ -226,6 +226,13 @@ class RecordingProxy(FaultProxy):
         return found
 
 
+@pytest.fixture(autouse=True)
+def litellm_deadlines(chat_settings: Any, settings: Any) -> None:
+    """The app's deadlines here are a proxy's: LiteLLM's three attempts at a failing route take
+    about 5 s before it answers, past the 5 s first-token deadline the app's own tests use."""
+    settings.LLM_TIMEOUTS = {"idle": 5.0, "first_token": 60.0}
+
+
 @pytest.fixture
 async def recorder(litellm_proxy: Proxy) -> AsyncIterator[RecordingProxy]:
     port = int(litellm_proxy.url.rsplit(":", 1)[1])
