@@ -86,11 +86,6 @@ class StatusError(GatewayError):
         self.retry_after = retry_after
         self.body_excerpt = body_excerpt
 
-    @property
-    def retryable(self) -> bool:
-        """Worth one retry before any output, as the gateways advise (rate limit, overload)."""
-        return self.status in (429, 503)
-
     def __str__(self) -> str:
         # A code that only repeats the status (LiteLLM sends "503" for a 503) is said once.
         code = (
