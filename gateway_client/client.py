@@ -28,12 +28,20 @@ from .dialects import (
     Timeouts,
     default_timeouts,
     detect_dialect,
+    facts_for,
     guess_dialect,
     header_request_id,
 )
-from .errors import ConnectError, GatewayTimeout, ProtocolError, StatusError
+from .errors import ConnectError, GatewayError, GatewayTimeout, ProtocolError, StatusError
 from .generation_record import GenerationRecord, parse_generation_record
-from .model_list import MAX_MODELS_BYTES, ModelInfo, TooLarge, parse_models
+from .model_list import (
+    MAX_MODELS_BYTES,
+    ModelInfo,
+    TooLarge,
+    parse_model_info,
+    parse_models,
+    with_details,
+)
 from .protocol import parse_retry_after, status_error
 from .redaction import Redactor
 from .retries import EXTENSION, RetryBudget, retry_wait
@@ -303,10 +311,27 @@ class GatewayClient:
 
     async def list_models(self) -> list[ModelInfo]:
         """The gateway's `/models`, read as untrusted (`model_list`): at most `MAX_MODELS_BYTES`
-        are read, and a body that is not a list of models is a `ProtocolError`. Asked for and
-        read unencoded: one read of a compressed body could expand far past the cap before it
-        was counted."""
-        url = self._url("models")
+        are read, and a body that is not a list of models is a `ProtocolError`. Where the
+        dialect serves more about each model (`prices_path`: LiteLLM's `/model/info`, with each
+        route's mode and prices), that is asked too, one request more; its failure leaves the
+        list as `/models` gave it."""
+        listed = parse_models(await self._get_list(self._url("models"), "model list"))
+        facts = facts_for(self.dialect)
+        if facts is None or facts.prices_path is None:
+            return listed
+        # Under the server's root: the base URL without the dialect's API root (LiteLLM serves
+        # `/models` both there and at `/v1`).
+        root = self.base_url.removesuffix(facts.base_path)
+        try:
+            body = await self._get_list(root + facts.prices_path, "model details")
+            details = parse_model_info(body)
+        except GatewayError:
+            return listed
+        return with_details(listed, details)
+
+    async def _get_list(self, url: str, what: str) -> bytes:
+        """GET a model list's body: asked for and read unencoded (one read of a compressed body
+        could expand far past the cap before it was counted), `TooLarge` past the cap."""
         headers = {"Accept-Encoding": "identity"}
         try:
             async with self._http.stream("GET", url, headers=headers, timeout=30.0) as response:
@@ -319,13 +344,13 @@ class GatewayClient:
                         response.status_code, content_type, self.redactor.bytes(body)
                     )
                 if encoding != "identity":
-                    raise ProtocolError(f"the model list came {encoding[:40]}-encoded, unasked")
+                    raise ProtocolError(f"the {what} came {encoding[:40]}-encoded, unasked")
                 body = await _read_capped(response, MAX_MODELS_BYTES, raw=True)
         except httpx.TransportError as exc:
             raise ConnectError(f"could not reach the gateway: {_reason(exc)}") from exc
         if len(body) > MAX_MODELS_BYTES:
-            raise TooLarge(f"the model list is larger than {MAX_MODELS_BYTES // 2**20} MiB")
-        return parse_models(body)
+            raise TooLarge(f"the {what} is larger than {MAX_MODELS_BYTES // 2**20} MiB")
+        return body
 
     async def get_capped(
         self, url: str, *, cap: int = 64 * 1024, seconds: float = 5.0
