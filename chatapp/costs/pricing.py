@@ -1,8 +1,10 @@
 """Model prices per token, in the gateway's cost unit: what a cost estimate multiplies by.
 
-A price comes from the gateway's `/models` listing where it has one (Numes and Nodul list
-`pricing`), refreshed whenever the list is fetched, or from a row an admin entered; an admin's
-row is never overwritten by a listing.
+A price comes from the gateway where it serves one (Numes, Nodul and OpenRouter list `pricing`
+in `/models`; LiteLLM serves each route's prices at `/model/info`, which the client folds into the
+same list: `GatewayClient.list_models`), refreshed whenever the list is fetched, or from a row an
+admin entered; an admin's row is never overwritten by a listing. Either way it is marked
+`gateway` or `admin`, and an estimate says which (`costing.estimate_or_explain`).
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ def _remember(gateway_pk: int, models: list[ModelInfo]) -> None:
 
 
 async def remember_listed(config: GatewayConfig, models: list[ModelInfo]) -> None:
-    """Keep the prices a `/models` listing gave (it is fetched at most once a minute)."""
+    """Keep the prices a model list gave (`/models`, with LiteLLM's `/model/info`; it is fetched
+    at most once a minute)."""
     if any(info.prompt_price is not None for info in models):
         await sync_to_async(_remember)(config.pk, models)
 

@@ -1,5 +1,14 @@
 """The model picker: every gateway's models, listed briefly cached, and the check that a turn's
-model is one its gateway offers."""
+model is one its gateway offers.
+
+The picker offers what answers a turn: chat models (`ModelInfo.chat`: not an embedding, rerank,
+speech, moderation or image-only route) and the image models the gateway serves `POST /images`
+for (`image_models`); a turn's model is checked against the same rule (`listed_models`). Labels
+are the gateway's names where it gives them, else ids; a gateway whose models come from more
+than one provider (LiteLLM's `litellm_provider`, else an id's prefix: `openai/gpt-4o`,
+`Qwen/Qwen2.5-7B-Instruct`) has a group per provider, "Gateway · provider", and an id's prefix
+is dropped from its label there.
+"""
 
 from __future__ import annotations
 
@@ -41,12 +50,24 @@ class ModelChoice:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelSection:
+    """One `<optgroup>` of the picker: a gateway's models, or those of one of its providers."""
+
+    label: str
+    choices: list[ModelChoice]
+
+
+@dataclass(frozen=True, slots=True)
 class GatewayModels:
-    """One group of the model picker: a gateway's models, or why there are none."""
+    """A gateway's part of the model picker: its sections, or why it has none."""
 
     config: GatewayConfig
-    choices: list[ModelChoice]
+    sections: list[ModelSection]
     error: str | None
+
+    @property
+    def choices(self) -> list[ModelChoice]:
+        return [choice for section in self.sections for choice in section.choices]
 
 
 def choice_value(gateway_pk: int, model: str) -> str:
@@ -109,7 +130,8 @@ async def listed_models(config: GatewayConfig, model: str) -> list[ModelInfo]:
     any name a user typed. When the list cannot be read the turn is refused too, saying so: the
     model cannot be checked, and a gateway that cannot list its models rarely answers chats."""
     models, error = await list_models(config)
-    if any(info.id == _without_emulator_options(config, model) for info in models):
+    wanted = _without_emulator_options(config, model)
+    if any(info.id == wanted and offered(config, info) for info in models):
         return models
     if error is not None and not models:
         raise ModelUnavailable(f"{config.name}: {error}; try again in a moment.")
@@ -129,23 +151,62 @@ def _without_emulator_options(config: GatewayConfig, model: str) -> str:
     return model
 
 
+def offered(config: GatewayConfig, info: ModelInfo) -> bool:
+    """Whether the picker offers `info`: a chat model, or an image model `config` serves."""
+    return info.chat or generates_images(config, info)
+
+
+def provider_of(info: ModelInfo) -> str:
+    """The provider the gateway names for `info`, else its id's prefix (`Qwen/Qwen2.5-7B` →
+    `Qwen`); "" when neither tells."""
+    prefix, slash, rest = info.id.partition("/")
+    return info.provider or (prefix if slash and prefix and rest else "")
+
+
+def sections_for(config: GatewayConfig, models: list[ModelInfo]) -> list[ModelSection]:
+    """The picker's sections for `config`'s offered `models` (see the module)."""
+    shown = [info for info in models if offered(config, info)]
+    providers = {provider_of(info) for info in shown}
+    if len(providers) <= 1:
+        return (
+            [ModelSection(config.name, _choices(config, shown, by_provider=False))] if shown else []
+        )
+    sections = []
+    for provider in sorted(providers, key=str.lower):  # "" (none named) first
+        of_provider = [info for info in shown if provider_of(info) == provider]
+        label = f"{config.name} · {provider}" if provider else config.name
+        sections.append(ModelSection(label, _choices(config, of_provider, by_provider=True)))
+    return sections
+
+
+def _choices(
+    config: GatewayConfig, models: list[ModelInfo], *, by_provider: bool
+) -> list[ModelChoice]:
+    choices = []
+    for info in models:
+        label = info.name or info.id
+        provider = provider_of(info)
+        if by_provider and not info.name and provider and info.id.startswith(provider + "/"):
+            label = info.id[len(provider) + 1 :]  # the section names the prefix
+        choices.append(
+            ModelChoice(
+                choice_value(config.pk, info.id),
+                info.id,
+                label,
+                info.description or (info.id if label != info.id else ""),
+                generates_images(config, info),
+            )
+        )
+    return sorted(choices, key=lambda choice: choice.label.lower())
+
+
 async def catalog() -> list[GatewayModels]:
     """The model picker: every usable enabled gateway's models, the default gateway first; a
     gateway that is down is a group with its reason, and the others still work."""
     found, default_pk = await aconfigs()
     ordered = sorted(found.values(), key=lambda c: (c.pk != default_pk, c.name.lower()))
     listed = await asyncio.gather(*(list_models(config) for config in ordered))
-    groups = []
-    for config, (models, error) in zip(ordered, listed, strict=True):
-        choices = [
-            ModelChoice(
-                choice_value(config.pk, info.id),
-                info.id,
-                info.name or info.id,
-                info.description or "",
-                generates_images(config, info),
-            )
-            for info in models
-        ]
-        groups.append(GatewayModels(config, choices, error))
-    return groups
+    return [
+        GatewayModels(config, sections_for(config, models), error)
+        for config, (models, error) in zip(ordered, listed, strict=True)
+    ]

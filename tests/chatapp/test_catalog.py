@@ -1,0 +1,143 @@
+"""The model picker (`chatapp.gateways.catalog`): chat models only (and the image models a gateway
+serves), the gateway's names, a section per provider, the turn check agreeing with it, and the
+page that shows it."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.test import AsyncClient
+from django.urls import reverse
+
+from chatapp.gateways import catalog, configs, key_vault
+from chatapp.gateways.configs import GatewayConfig
+from chatapp.models import Gateway
+from gateway_client import ModelInfo
+from gateway_client.model_list import parse_model_info, parse_models, with_details
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gateways"
+
+
+def listed(name: str) -> list[ModelInfo]:
+    return parse_models((FIXTURES / name / "models.json").read_bytes())
+
+
+def litellm_listed() -> list[ModelInfo]:
+    details = parse_model_info((FIXTURES / "litellm" / "model_info.json").read_bytes())
+    return with_details(listed("litellm"), details)
+
+
+def config(dialect: str | None, name: str = "GW", pk: int = 7) -> GatewayConfig:
+    return GatewayConfig(pk, name, "https://gw.example/v1", "k", dialect, "usd", False)
+
+
+def shown(sections: list[catalog.ModelSection]) -> list[tuple[str, list[tuple[str, str]]]]:
+    return [(s.label, [(c.model, c.label) for c in s.choices]) for s in sections]
+
+
+def test_litellm_routes_are_grouped_by_their_provider_and_non_chat_ones_left_out() -> None:
+    assert shown(catalog.sections_for(config("litellm", "LiteLLM"), litellm_listed())) == [
+        ("LiteLLM · anthropic", [("claude-sonnet", "claude-sonnet")]),
+        ("LiteLLM · openai", [("gpt-4o", "gpt-4o"), ("local-llama", "local-llama")]),
+    ]  # not text-embedding-3-small (mode: embedding) nor dall-e-3 (an image model)
+
+
+def test_ids_with_a_provider_prefix_are_grouped_by_it_and_shown_without_it() -> None:
+    assert shown(catalog.sections_for(config("vllm", "vLLM"), listed("vllm"))) == [
+        ("vLLM", [("sql-lora", "sql-lora")]),
+        ("vLLM · meta-llama", [("meta-llama/Llama-2-7b-hf", "Llama-2-7b-hf")]),
+    ]
+    [choice] = catalog.sections_for(config("vllm"), listed("vllm"))[1].choices
+    assert choice.hint == "meta-llama/Llama-2-7b-hf"  # the whole id, on hover
+
+
+def test_one_provider_is_one_section_with_the_gateways_names() -> None:
+    sections = catalog.sections_for(config("openrouter", "OpenRouter"), listed("openrouter"))
+    assert shown(sections) == [("OpenRouter", [("openai/gpt-4", "GPT-4")])]
+    assert sections[0].choices[0].hint.startswith("GPT-4 is a large multimodal model")
+    assert shown(catalog.sections_for(config("ollama", "Ollama"), listed("ollama"))) == [
+        ("Ollama", [("test-model", "test-model")])
+    ]
+
+
+def test_names_are_kept_and_sorted_within_each_providers_section() -> None:
+    models = [
+        ModelInfo("openai/gpt-4o", "OpenAI: GPT-4o", output_modalities=("text",)),
+        ModelInfo("openai/text-embedding-3-large", output_modalities=("embeddings",)),
+        ModelInfo("anthropic/claude-sonnet-4.5", "Anthropic: Claude Sonnet 4.5"),
+        ModelInfo("openai/gpt-4o-mini", "OpenAI: GPT-4o-mini"),
+        ModelInfo("google/gemini-2.5-flash-image", output_modalities=("image",)),
+        ModelInfo("google/gemini-2.5-flash-image-preview", output_modalities=("image", "text")),
+    ]
+    assert shown(catalog.sections_for(config("openrouter", "OR"), models)) == [
+        ("OR · anthropic", [("anthropic/claude-sonnet-4.5", "Anthropic: Claude Sonnet 4.5")]),
+        (
+            "OR · google",
+            [("google/gemini-2.5-flash-image-preview", "gemini-2.5-flash-image-preview")],
+        ),
+        (
+            "OR · openai",
+            [("openai/gpt-4o", "OpenAI: GPT-4o"), ("openai/gpt-4o-mini", "OpenAI: GPT-4o-mini")],
+        ),
+    ]
+
+
+def test_an_image_model_stays_where_the_gateway_serves_images() -> None:
+    models = [
+        ModelInfo("emulator/chat", "Emulator: chat", output_modalities=("text",)),
+        ModelInfo("emulator/image", "Emulator: image", output_modalities=("image",)),
+    ]
+    [numes] = catalog.sections_for(config("numes"), models)
+    assert [(c.model, c.generates_images) for c in numes.choices] == [
+        ("emulator/chat", False),
+        ("emulator/image", True),
+    ]
+    [other] = catalog.sections_for(config("openrouter"), models)
+    assert [c.model for c in other.choices] == ["emulator/chat"]
+
+
+async def test_a_turn_may_use_only_what_the_picker_offers() -> None:
+    gateway = config("litellm", "LiteLLM")
+    catalog._models_cache[gateway] = (time.monotonic(), litellm_listed())
+    assert await catalog.listed_models(gateway, "gpt-4o")
+    for model in ("text-embedding-3-small", "dall-e-3"):
+        with pytest.raises(catalog.ModelUnavailable, match=f"does not offer the model '{model}'"):
+            await catalog.listed_models(gateway, model)
+    numes = config("numes", pk=8)
+    catalog._models_cache[numes] = (
+        time.monotonic(),
+        [ModelInfo("emulator/image", output_modalities=("image",))],
+    )
+    assert await catalog.listed_models(numes, "emulator/image")
+
+
+async def test_the_picker_shows_a_group_per_provider(alice: Any) -> None:
+    row = await Gateway.objects.acreate(
+        name="LiteLLM",
+        base_url="https://litellm.example/v1",
+        dialect="litellm",
+        cost_unit="usd",
+        api_key_encrypted=await sync_to_async(key_vault.encrypt)("sk-test"),
+    )
+    configs.forget_configs()
+    catalog._models_cache[await configs.aconfig_for(row.pk)] = (time.monotonic(), litellm_listed())
+    client = AsyncClient()
+    await client.aforce_login(alice)
+    html = (await client.get(reverse("chat:home"))).content.decode()
+    picker = html[html.index('<select id="model"') : html.index("</select>")]
+    groups = re.findall(r'<optgroup label="([^"]*)"', picker)
+    assert groups[1:] == ["LiteLLM · anthropic", "LiteLLM · openai"]  # after the default's
+    options = re.findall(r'<option value="g(\d+):([^"]*)"[^>]*>([^<]*)</option>', picker)
+    ours = [(model, text) for pk, model, text in options if pk == str(row.pk)]
+    assert ours == [
+        ("claude-sonnet", "claude-sonnet (LiteLLM)"),
+        ("gpt-4o", "gpt-4o (LiteLLM)"),
+        ("local-llama", "local-llama (LiteLLM)"),
+    ]
