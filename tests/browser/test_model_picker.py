@@ -1,0 +1,106 @@
+"""The model picker in real Chromium with a LiteLLM gateway beside the emulator: a group per
+provider, no embedding or image-only route, and the choice named on the first screen.
+
+The module serves LiteLLM's captured `/v1/models` and `/model/info` bodies
+(`tests/fixtures/gateways/litellm/`) on loopback and adds a gateway for them, disabled again
+afterwards. With `CHAT_SCREENSHOTS` set to a directory, the picker is saved there at desktop and
+phone sizes.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.waiting import poll
+
+from .conftest import ROOT, screenshots
+
+pytestmark = [pytest.mark.browser]
+
+LITELLM = ROOT / "tests" / "fixtures" / "gateways" / "litellm"
+BODIES = {"/v1/models": "models.json", "/model/info": "model_info.json"}
+
+
+class _Lists(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        name = BODIES.get(self.path)
+        body = (LITELLM / name).read_bytes() if name else b'{"error": "no route"}'
+        self.send_response(200 if name else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_: Any) -> None:
+        pass
+
+
+def _manage_shell(env: dict[str, str], code: str) -> str:
+    command = [sys.executable, str(ROOT / "manage.py"), "shell", "-v0", "-c", code]
+    return subprocess.run(
+        command, env=env, cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout
+
+
+@pytest.fixture(scope="module")
+def litellm_gateway(server_env: dict[str, str]) -> Iterator[int]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Lists)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    fields = {
+        "base_url": f"http://127.0.0.1:{server.server_address[1]}/v1",
+        "dialect": "litellm",
+        "cost_unit": "usd",
+        "enabled": True,
+    }
+    pk = _manage_shell(
+        server_env,
+        "from chatapp.gateways import key_vault; from chatapp.models import Gateway; "
+        f"row, _ = Gateway.objects.update_or_create(name='LiteLLM', defaults={fields!r} | "
+        "{'api_key_encrypted': key_vault.encrypt('sk-litellm')}); print(row.pk)",
+    )
+    yield int(pk)
+    _manage_shell(
+        server_env,
+        f"from chatapp.models import Gateway; Gateway.objects.filter(pk={int(pk)}).update("
+        "enabled=False)",
+    )
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_picker_groups_litellm_routes_by_provider_and_leaves_out_non_chat_ones(
+    alice: Any, litellm_gateway: int
+) -> None:
+    prefix = f"g{litellm_gateway}:"
+
+    def listed() -> bool:  # the server caches its gateways for a few seconds
+        if alice.locator(f'#model option[value="{prefix}gpt-4o"]').count():
+            return True
+        alice.reload()
+        return False
+
+    poll(listed, what="the picker to list the LiteLLM gateway", within=30)
+    groups = alice.locator("#model optgroup")
+    expect(groups.filter(has=alice.locator(f'option[value^="{prefix}"]'))).to_have_count(2)
+    anthropic = alice.locator('#model optgroup[label="LiteLLM · anthropic"] option')
+    expect(anthropic).to_have_text(["claude-sonnet (LiteLLM)"])
+    openai = alice.locator('#model optgroup[label="LiteLLM · openai"] option')
+    expect(openai).to_have_text(["gpt-4o (LiteLLM)", "local-llama (LiteLLM)"])
+    for model in ("text-embedding-3-small", "dall-e-3"):
+        expect(alice.locator(f'#model option[value="{prefix}{model}"]')).to_have_count(0)
+
+    alice.get_by_label("Model").select_option(f"{prefix}gpt-4o")
+    expect(alice.locator("[data-selected-model]")).to_have_text("gpt-4o (LiteLLM)")
+
+    def opened(page: Any) -> None:  # the native drop-down is not in a screenshot; a list box is
+        page.eval_on_selector("#model", "el => { el.size = 12; el.scrollTop = el.scrollHeight; }")
+
+    screenshots(alice, "model-picker", opened)
