@@ -125,14 +125,23 @@ async def _fetch_models(config: GatewayConfig) -> tuple[list[ModelInfo], str | N
 
 
 async def listed_models(config: GatewayConfig, model: str) -> list[ModelInfo]:
-    """The gateway's models, when they list `model`; else `ModelUnavailable` in words. A turn
-    with a model the gateway does not list is refused, not sent: it would reach the ledger under
-    any name a user typed. When the list cannot be read the turn is refused too, saying so: the
-    model cannot be checked, and a gateway that cannot list its models rarely answers chats."""
+    """The gateway's models, when they list `model` as the picker offers it (`offered`); else
+    `ModelUnavailable` in words. A turn with a model the gateway does not list is refused, not
+    sent: it would reach the ledger under any name a user typed; one listed as no chat model
+    (an embedding route) would only fail upstream. When the list cannot be read the turn is
+    refused too, saying so: the model cannot be checked, and a gateway that cannot list its
+    models rarely answers chats."""
     models, error = await list_models(config)
     wanted = _without_emulator_options(config, model)
-    if any(info.id == wanted and offered(config, info) for info in models):
+    found = [info for info in models if info.id == wanted]
+    if any(offered(config, info) for info in found):
         return models
+    if found:
+        info = found[0]
+        why = info.mode or " and ".join(info.output_modalities) or "by its name"
+        raise ModelUnavailable(
+            f"{config.name} lists {model[:200]!r}, but not as a chat model ({why})."
+        )
     if error is not None and not models:
         raise ModelUnavailable(f"{config.name}: {error}; try again in a moment.")
     raise ModelUnavailable(f"{config.name} does not offer the model {model[:200]!r}.")

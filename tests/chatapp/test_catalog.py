@@ -107,9 +107,15 @@ async def test_a_turn_may_use_only_what_the_picker_offers() -> None:
     gateway = config("litellm", "LiteLLM")
     catalog._models_cache[gateway] = (time.monotonic(), litellm_listed())
     assert await catalog.listed_models(gateway, "gpt-4o")
-    for model in ("text-embedding-3-small", "dall-e-3"):
-        with pytest.raises(catalog.ModelUnavailable, match=f"does not offer the model '{model}'"):
+    for model, said in (
+        ("text-embedding-3-small", "(embedding)"),
+        ("dall-e-3", "(by its name)"),
+    ):
+        with pytest.raises(catalog.ModelUnavailable) as refused:
             await catalog.listed_models(gateway, model)
+        assert str(refused.value) == f"LiteLLM lists '{model}', but not as a chat model {said}."
+    with pytest.raises(catalog.ModelUnavailable, match="does not offer the model 'gpt-5'"):
+        await catalog.listed_models(gateway, "gpt-5")
     numes = config("numes", pk=8)
     catalog._models_cache[numes] = (
         time.monotonic(),
