@@ -15,7 +15,7 @@ from channels.layers import get_channel_layer
 
 from chatapp.conversations.turns import create_turn
 from chatapp.costs.units import default_unit
-from chatapp.gateways import configs, detected, key_vault
+from chatapp.gateways import catalog, configs, detected, key_vault
 from chatapp.models import ChatDefaults, Gateway, Generation, ModelPrice
 from chatapp.streaming import worker
 from chatapp.ws import protocol
@@ -42,6 +42,8 @@ class Turn:
 
     async def start(self) -> GroupListener:
         config = await configs.aconfig_for(self.gateway.pk)
+        # As a send does: the model is checked against the gateway's list (which keeps its prices).
+        await catalog.listed_models(config, self.model)
         owner = await worker.owner_channel()
         self.started = await sync_to_async(create_turn)(
             self.user, None, self.text, self.model, owner, gateway=config
