@@ -110,7 +110,7 @@ class ModelPrice(models.Model):
 
     class Source(models.TextChoices):
         ADMIN = "admin", "set by an admin"
-        GATEWAY = "gateway", "the gateway's /models"
+        GATEWAY = "gateway", "the gateway's price list"
 
     gateway = models.ForeignKey(Gateway, on_delete=models.CASCADE, related_name="prices")
     model = models.CharField(max_length=200)
