@@ -35,6 +35,7 @@ from .events import (
     TextDelta,
     ToolCallDelta,
 )
+from .harmony_tags import HarmonyTags
 from .protocol import EventStreamParser, is_event_stream
 from .retries import RetryBudget
 from .stream_client import StreamClient
@@ -161,6 +162,7 @@ class EventStream:
         parser = self._parser
         accumulator = self._accumulator
         think = ThinkTags()  # `<think>` at the start of content: reasoning, not the answer
+        harmony = HarmonyTags()  # gpt-oss's `<|channel|>analysis<|message|>…` there: likewise
         pieces = response.aiter_bytes()
         received = 0
         max_body = self._client.limits.max_body_bytes
@@ -195,9 +197,9 @@ class EventStream:
                 events = parser.feed(piece)
             if parser.failed:  # an error's text may quote the request, key and all
                 events = self._client.redactor.events(events)
-            events = think.feed(events)
+            events = think.feed(harmony.feed(events))
             if ended or parser.finished:
-                events += think.close()
+                events += think.feed(harmony.close()) + think.close()
             if events:
                 now = loop.time()
                 self._last_event_at = now

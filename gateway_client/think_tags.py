@@ -17,7 +17,7 @@ from typing import Literal
 
 from .events import Event, ReasoningDelta, TextDelta
 
-__all__ = ["ThinkTags"]
+__all__ = ["ThinkTags", "partial_suffix"]
 
 _OPENERS = {"<think>": "</think>", "<thinking>": "</thinking>"}
 
@@ -97,14 +97,14 @@ class ThinkTags:
                 out.append(ReasoningDelta(text[:end]))
             self.state = "after"
             return text[end + len(self._closer) :]
-        keep = _partial_suffix(text, self._closer)
+        keep = partial_suffix(text, self._closer)
         if len(text) > keep:
             out.append(ReasoningDelta(text[: len(text) - keep]))
         self._held = text[len(text) - keep :]
         return ""
 
 
-def _partial_suffix(text: str, tag: str) -> int:
+def partial_suffix(text: str, tag: str) -> int:
     """The length of the longest end of `text` that is a beginning of `tag`."""
     for size in range(min(len(text), len(tag) - 1), 0, -1):
         if tag.startswith(text[-size:]):

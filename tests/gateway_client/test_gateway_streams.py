@@ -93,10 +93,6 @@ def test_capture_read_a_byte_at_a_time_reaches_its_expectation(name: str) -> Non
     assert mismatches(EXPECTED[name]["expected"], actual) == []
 
 
-HARMONY_GAP = "gpt-oss harmony channels in `content` are not split (see SOURCES.md)"
-
-
-@pytest.mark.xfail(strict=True, reason=HARMONY_GAP)
 async def test_gpt_oss_harmony_channels_in_content_become_reasoning_and_answer() -> None:
     """llama-server b6097 without a reasoning format streams gpt-oss's channels as content."""
     body = (STREAMS / "llamacpp-gptoss-harmony-in-content.sse").read_bytes()
