@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .accumulator import Accumulator, Completion
+from .harmony_tags import HarmonyTags
 from .protocol import EventStreamParser, is_event_stream, parse_retry_after, status_error
+from .think_tags import ThinkTags
 
 __all__ = ["Capture", "CaptureError", "parse_capture", "replay"]
 
@@ -92,11 +94,16 @@ def replay(capture: Capture, *, chunk_size: int | None = None) -> Completion:
         accumulator.fail(error.info)
         return accumulator.completion
     parser = EventStreamParser()
+    think, harmony = (
+        ThinkTags(),
+        HarmonyTags(),
+    )  # inline reasoning markup, as `EventStream` reads it
     body = capture.body
     step = chunk_size if chunk_size and chunk_size > 0 else max(len(body), 1)
     for start in range(0, len(body), step):
-        for event in parser.feed(body[start : start + step]):
+        for event in think.feed(harmony.feed(parser.feed(body[start : start + step]))):
             accumulator.add(event)
-    for event in parser.close():
+    last = think.feed(harmony.feed(parser.close()))
+    for event in last + think.feed(harmony.close()) + think.close():  # in this order: the rest
         accumulator.add(event)
     return accumulator.completion

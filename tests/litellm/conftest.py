@@ -227,9 +227,10 @@ class RecordingProxy(FaultProxy):
 
 
 @pytest.fixture(autouse=True)
-def litellm_deadlines(chat_settings: Any, settings: Any) -> None:
+def litellm_deadlines(request: pytest.FixtureRequest, settings: Any) -> None:
     """The app's deadlines here are a proxy's: LiteLLM's three attempts at a failing route take
     about 5 s before it answers, past the 5 s first-token deadline the app's own tests use."""
+    request.getfixturevalue("chat_settings")  # set first, then overridden here
     settings.LLM_TIMEOUTS = {"idle": 5.0, "first_token": 60.0}
 
 
