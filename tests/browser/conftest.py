@@ -23,10 +23,19 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.chromium import CHROMIUM, close_shared_browser, shared_browser
 from tests.emulator_requests import record_chat_bodies
 
 ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 PASSWORD = "browser-test-password"
 # An `expect` waits for a condition and returns as soon as it holds, so its bound costs nothing
 # when the machine is quick; Playwright's 5 s default is less than a streamed answer can take to
@@ -131,20 +140,18 @@ def server_url(server_env: dict[str, str]) -> Iterator[str]:
                 process.wait()
 
 
-@pytest.fixture(scope="session")
-def chromium_closer(django_db_setup: None) -> Iterator[None]:
-    """Closes the worker's Chromium before the test databases are torn down: Django refuses
-    database work on a thread where Playwright's event loop runs."""
-    yield
-    close_shared_browser()
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Per module: Playwright's sync API holds an event loop on the main thread while it runs,
+    which would break the async tests collected after the browser tests."""
+    from playwright.sync_api import sync_playwright
 
-
-@pytest.fixture
-def browser(chromium_closer: None) -> Any:
-    """The worker's Chromium (`chromium.shared_browser`): each test opens its own contexts."""
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is not installed (make chromium)")
-    return shared_browser()
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
 
 
 _sessions: dict[str, Any] = {}
