@@ -96,9 +96,7 @@ def new_conversation(page: Any) -> None:
     """Start a conversation and wait for its first answer, so the next send is an htmx insert."""
     send(page, "warm up", "emulator/echo")
     expect(page).to_have_url(re.compile(r"/c/\d+/$"))
-    expect(page.locator("article.assistant").last).to_have_attribute(
-        "data-status", "completed", timeout=15_000
-    )
+    expect(page.locator("article.assistant").last).to_have_attribute("data-status", "completed")
 
 
 def test_a_streaming_answer_is_busy_then_announced_once_by_its_final_render(alice: Any) -> None:

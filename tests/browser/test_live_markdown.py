@@ -408,16 +408,30 @@ def test_nothing_moves_when_an_answer_ends(alice: Any, model: str, text: str) ->
 
 
 # Installed before the page's scripts: the page's websockets, so that a test can drop them.
-# Keeps every socket the page opens, and while `window.refuseSockets` is set connects new ones to a
-# port nothing listens on. (Chromium's offline emulation does not reliably stop a websocket to
-# loopback, so a reconnect could succeed before the closed state was seen.)
+# Keeps every socket the page opens, and while `window.refuseSockets` is set gives the page a
+# socket that fails at once without touching the network. (Chromium's offline emulation does not
+# reliably stop a websocket to loopback; real connections to a closed port count as failures that
+# Chromium then throttles, so reconnecting took longer than any bound on a busy machine.)
 KEEP_SOCKETS = """(() => {
     window.sockets = [];
     window.refuseSockets = false;
     const Socket = window.WebSocket;
+    class Refused extends EventTarget {
+        constructor() {
+            super();
+            this.readyState = 0;
+            setTimeout(() => {
+                this.readyState = 3;
+                if (this.onclose) this.onclose(new CloseEvent("close", { code: 1006 }));
+            }, 0);
+        }
+        send() {}
+        close() {}
+    }
     window.WebSocket = class extends Socket {
-        constructor(url, ...rest) {
-            super(window.refuseSockets ? "ws://127.0.0.1:9/refused" : url, ...rest);
+        constructor(...args) {
+            if (window.refuseSockets) return new Refused();
+            super(...args);
             window.sockets.push(this);
         }
     };
