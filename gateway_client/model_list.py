@@ -48,10 +48,21 @@ CHAT_MODES: Final = frozenset({"chat", "completion", "responses"})
 `image_generation`, `audio_transcription`, `audio_speech`, `moderation`, `rerank`...)."""
 
 # Words of an id that name a model which makes no chat answer, for the lists that say nothing else.
-_NOT_CHAT_WORDS = re.compile(
-    r"(?:^|[-_/:.])(?:embed\w*|[\w-]*embedding\w*|rerank\w*|whisper|moderation|tts|dall-e)(?:$|[-_/:.])",
-    re.IGNORECASE,
-)
+# The id is split on its separators and each word looked at once: a pattern that scanned ahead
+# from every separator took quadratic time on a long hostile id ("-a-a-a…"), on the event loop.
+_SEPARATORS = re.compile(r"[-_/:.]")
+_NOT_CHAT_PREFIXES = ("embed", "rerank")
+_NOT_CHAT_WORDS = frozenset({"whisper", "moderation", "tts"})
+
+
+def _names_no_chat_model(model_id: str) -> bool:
+    lowered = model_id.lower()
+    if "embedding" in lowered or "dall-e" in lowered:
+        return True
+    return any(
+        word.startswith(_NOT_CHAT_PREFIXES) or word in _NOT_CHAT_WORDS
+        for word in _SEPARATORS.split(lowered)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +94,7 @@ class ModelInfo:
             return self.mode in CHAT_MODES
         if self.output_modalities:
             return "text" in self.output_modalities
-        return _NOT_CHAT_WORDS.search(self.id) is None
+        return not _names_no_chat_model(self.id)
 
 
 class TooLarge(ProtocolError):
