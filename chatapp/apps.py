@@ -14,6 +14,7 @@ class ChatappConfig(AppConfig):
         from chatapp import checks  # noqa: F401  (registers them)
         from chatapp.costs.ledger import forget_read_aloud_audio
         from chatapp.gateways.configs import forget_configs
+        from chatapp.gateways.detected import forget_asked
         from chatapp.models import Conversation, Gateway
         from chatapp.ws import session_sockets
 
@@ -21,6 +22,8 @@ class ChatappConfig(AppConfig):
         # `configs.CONFIGS_TTL`).
         post_save.connect(forget_configs, sender=Gateway, dispatch_uid="chatapp.gateway.saved")
         post_delete.connect(forget_configs, sender=Gateway, dispatch_uid="chatapp.gateway.gone")
+        post_save.connect(forget_asked, sender=Gateway, dispatch_uid="chatapp.gateway.ask")
+        post_delete.connect(forget_asked, sender=Gateway, dispatch_uid="chatapp.gateway.unask")
         # A sign-out, a password change or a deactivation ends the user's sockets too.
         session_sockets.connect_signals()
         # A deleted conversation's text goes, and the audio of its read alouds with it (their

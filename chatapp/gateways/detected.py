@@ -5,7 +5,8 @@ finds is stored on the row (`detected_dialect`, `detection_note`, shown in the a
 as the gateway's dialect: its cost unit, request-ID header, effort field and prices follow. A
 detected dialect also brings the dialect's cost unit, unless an operator chose one: a unit that is
 still the one assumed before (credits, for an unknown gateway) is replaced, any other stands.
-Asked at most once per `RETRY_AFTER` while the gateway cannot be reached.
+Asked at most once per `RETRY_AFTER` while the gateway cannot be reached, or tells nothing;
+saving or deleting a gateway row makes it be asked again.
 """
 
 from __future__ import annotations
@@ -67,8 +68,14 @@ def _store(config: GatewayConfig, found: Detection) -> bool:
     if found.dialect is not None and not chosen and row.cost_unit == default_unit(None):
         row.cost_unit = default_unit(found.dialect)
         fields.append("cost_unit")
-    row.save(update_fields=fields)
+    # An update, not a save: a save's signal would forget that this gateway was just asked.
+    Gateway.objects.filter(pk=row.pk).update(**{name: getattr(row, name) for name in fields})
     return found.dialect is not None
+
+
+def forget_asked(**_: object) -> None:
+    """Forget which gateways were asked lately (a gateway was saved or deleted: ask it again)."""
+    _asked.clear()
 
 
 def described(row: Gateway) -> str:

@@ -123,3 +123,16 @@ def test_a_new_base_url_in_the_admin_is_asked_again(admin_client: Any) -> None:
     assert answer.status_code == 302
     row.refresh_from_db()
     assert (row.detected_dialect, row.detection_note) == ("", "")
+
+
+async def test_a_gateway_saved_again_is_asked_again() -> None:
+    """Asked lately and told nothing; an admin then saves the row (a new key, a new setup):
+    the next listing asks again instead of waiting out `RETRY_AFTER`."""
+    async with raw_server(unknown) as (base_url, peers):
+        row = await blank_gateway(base_url)
+        await catalog.list_models(await configs.aconfig_for(row.pk))
+        asked = len(peers)
+        await row.asave()
+        catalog._models_cache.clear()
+        await catalog.list_models(await configs.aconfig_for(row.pk))
+    assert len(peers) == 2 * asked, "the probes again, with /models"
