@@ -4,15 +4,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('chatapp', '0013_gateway_detection'),
+        ("chatapp", "0013_gateway_detection"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='modelprice',
-            name='source',
-            field=models.CharField(choices=[('admin', 'set by an admin'), ('gateway', "the gateway's price list")], default='admin', max_length=16),
+            model_name="modelprice",
+            name="source",
+            field=models.CharField(
+                choices=[("admin", "set by an admin"), ("gateway", "the gateway's price list")],
+                default="admin",
+                max_length=16,
+            ),
         ),
     ]
