@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from itertools import combinations, pairwise
-
 import pytest
 
 from gateway_client.events import Event, Finish, ReasoningDelta, TextDelta
 from gateway_client.harmony_tags import HarmonyTags
+from tests.gateway_client.test_think_tags import splits
 
 
 def run(pieces: list[str], *, end: Event | None = None) -> tuple[str, str, list[Event]]:
@@ -21,15 +20,6 @@ def run(pieces: list[str], *, end: Event | None = None) -> tuple[str, str, list[
     answer = "".join(e.text for e in events if isinstance(e, TextDelta))
     thought = "".join(e.text for e in events if isinstance(e, ReasoningDelta))
     return answer, thought, events
-
-
-def splits(text: str, cuts: int) -> list[list[str]]:
-    """`text` cut at every combination of `cuts` positions."""
-    result = []
-    for points in combinations(range(1, len(text)), cuts):
-        bounds = (0, *points, len(text))
-        result.append([text[a:b] for a, b in pairwise(bounds)])
-    return result
 
 
 LONG = "x" * 65
