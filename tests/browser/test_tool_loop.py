@@ -119,8 +119,11 @@ def test_a_two_round_loop_shows_each_round_and_answers_from_the_results(
 ) -> None:
     alice.goto(alice.url)  # the page the fixture opened, now with the new defaults
     record_statuses(alice)
-    offer_model(alice, "emulator/tools?rounds=2")
-    send(alice, "What is 6 times 7?", "emulator/tools?rounds=2")
+    # Slow enough that the new chat's socket is attached while the rounds still stream, even on
+    # a starved machine; at the default pace a late socket found all three rounds finished.
+    model = "emulator/tools?rounds=2&tokens_per_second=10"
+    offer_model(alice, model)
+    send(alice, "What is 6 times 7?", model)
     answers = rounds(alice, 3)
     first, second = assert_ran(answers.nth(0)), assert_ran(answers.nth(1))
     final = answers.nth(2)
