@@ -8,7 +8,8 @@ This is the one module to change when the page or its protocol changes. It follo
 - send: POST the composer form as htmx does (`HX-Request`, the `X-CSRFToken` of the body's
   `hx-headers`, the form's fields `csrfmiddlewaretoken`, `model`, `content`); the answer is the
   new conversation, which htmx swaps into the page (no page load), and the socket is told to
-  `watch` it;
+  `watch` it; a follow-up (`open_conversation` first) POSTs with the form's `after` and gets
+  the new messages, which htmx appends (the conversation is watched already);
 - stream: register the swapped-in streaming answers at their `data-seq` and text, and apply
   deltas (bare arrays), `snapshot`, `done` and `updated` as chat.js does: a seq at or below the
   current one is dropped, one beyond the next is held and a snapshot asked for (at most once a
@@ -199,22 +200,44 @@ class Tab:
         if self.page.socket_path:
             self.spawn(self._keep_socket(self.page.socket_path))
 
+    async def open_conversation(self, conversation: int) -> None:
+        """Load a conversation's page (a sidebar link), its socket watching it."""
+        await self.leave()
+        url = f"/c/{conversation}/"
+        response = await self.client.get(url)
+        self.page = parse_page(url, response.text)
+        self.conversation = conversation
+        if self.page.socket_path:
+            self.spawn(self._keep_socket(self.page.socket_path))
+
     async def ask(self, content: str, model: str, obs: Observation) -> None:
-        """Send `content` from the loaded page; return once the answer's final fragment is in."""
+        """Send `content` from the loaded page (a new chat, or a follow-up on a conversation's
+        page); return once the answer's final fragment is in."""
         page = self.page
         choice = page.option_for(model) if page is not None else None
         if page is None or choice is None:
             raise PageError(f"the page offers no model {model!r}")
+        follow_up = self.conversation is not None
         obs.post_start = time.time()
         fields = {"csrfmiddlewaretoken": page.form_token, "model": choice, "content": content}
+        if follow_up:
+            fields["after"] = page.after
         headers = {**self.htmx_headers("messages"), "HX-Trigger": "composer", "Origin": self.base}
         response = await self.client.post(page.send_path, data=fields, headers=headers)
         obs.post_end = obs.page_at = time.time()
-        swapped = parse_swap(response.text) if response.status_code == 200 else None
+        ok = response.status_code == 200
+        if follow_up:  # a refusal is retargeted to the composer's error line
+            ok = ok and "HX-Retarget" not in response.headers
+            answers = parse_answers(response.text) if ok else []
+            swapped = (self.conversation, answers) if answers else None
+        else:
+            swapped = parse_swap(response.text) if ok else None
         if swapped is None or not swapped[1]:
             raise PageError(f"send answered {response.status_code}: {response.text[:200]!r}")
         self.conversation, answers = swapped
         visit = self._visit = _Visit(self, answers, obs, self._wire_total())
+        if self._watched == self.conversation:  # a follow-up: the socket watches it already
+            obs.socket_open_at = obs.post_start
         await self._watch()  # htmx swapped the conversation in: chat.js's `init` watches it
         await visit.finished.wait()
         obs.wire_bytes = self._wire_total() - visit.wire_base

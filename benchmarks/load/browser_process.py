@@ -66,12 +66,22 @@ async def _ask(tab: Tab, content: str, model: str, seconds: float, obs: Observat
         obs.error = obs.error or repr(exc)[:300]
 
 
-async def _round(tabs: list[Tab], spec: dict[str, Any], prompt: str) -> dict[str, Any] | None:
+async def _round(
+    tabs: list[Tab], spec: dict[str, Any], prompt: str, warmup_model: str
+) -> dict[str, Any] | None:
     gate = asyncio.Semaphore(LOAD_CONCURRENCY)
 
     async def load(tab: Tab) -> None:
         async with gate:
             await tab.open_home()
+            if not spec.get("follow_up"):
+                return
+            # A follow-up needs a conversation: each tab starts one (not measured) and opens it.
+            started = Observation()
+            await _ask(tab, "Start a conversation, please.", warmup_model, 60, started)
+            if started.error or tab.conversation is None:
+                raise RuntimeError(f"a conversation for a follow-up failed: {started.error}")
+            await tab.open_conversation(tab.conversation)
 
     await asyncio.gather(*(load(tab) for tab in tabs))
     _say("ready")
@@ -119,7 +129,7 @@ async def run(job: dict[str, Any]) -> dict[str, Any]:
                 raise RuntimeError(f"the warm-up answer failed: {warm.error}")
             await tabs[0].leave()
         for spec in job["rounds"]:
-            result = await _round(tabs[: spec["tabs"]], spec, job["prompt"])
+            result = await _round(tabs[: spec["tabs"]], spec, job["prompt"], job["warmup_model"])
             if result is None:
                 break
             rounds.append(result)

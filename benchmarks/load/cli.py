@@ -49,6 +49,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     add("--tokens", type=int, default=500, help="answer length (emulator `long` tokens)")
     add("--tokens-per-second", type=float, default=50.0)
     add("--ttft-ms", type=int, default=400, help="the emulator's time to first token")
+    add("--follow-ups", action="store_true", help="send follow-ups, not new chats")
     add("--browsers", type=int, default=4, help="signed-in browsers the tabs share")
     add("--level-timeout", type=float, default=180.0, help="seconds for one level's answers")
     add("--deadline", type=float, default=1800.0, help="hard cap on the whole run, seconds")
@@ -136,6 +137,7 @@ def main(argv: list[str]) -> int:
             cpus=os.cpu_count() or 1,
             quiet_threshold=args.quiet_threshold,
             quiet_wait=args.quiet_wait,
+            follow_ups=args.follow_ups,
         )
         if args.concurrency:
             summaries += _levels_run(settings, args.concurrency, deadline, failures)

@@ -212,6 +212,19 @@ def summarize(
         for (name, first), last in zip(start.cpu.items(), end.cpu.values(), strict=True)
     }
     ours = sum((end.cpu[n] or 0) - (f or 0) for n, f in start.cpu.items())
+    # Every token the emulator sent for this level's answers: the server's CPU over the round
+    # (sends, streams, fragments) divided by it, and the same for its neighbours.
+    tokens = sum(
+        records[r["upstream_id"]]["tokens"] or 0
+        for r in db_rows.values()
+        if r.get("upstream_id") in records
+    )
+    cpu_per_token = {
+        name: None
+        if first is None or end.cpu[name] is None or not tokens
+        else ((end.cpu[name] or 0) - first) / tokens * 1e6
+        for name, first in start.cpu.items()
+    }
     others = max(0.0, (end.machine_busy_s - start.machine_busy_s - ours) / (wall * cpus) * 100)
     peak = max((kb for t, kb in samples.rss if start.at <= t <= end.at), default=None)
     grown = peak - start.rss_kb if peak is not None and start.rss_kb is not None else None
@@ -261,6 +274,8 @@ def summarize(
         "rss_per_stream_kb": grown / concurrency if grown is not None else None,
         "wire_per_answer_byte": wire / answer_bytes if answer_bytes else None,
         "cpu_percent": cpu,
+        "streamed_tokens": tokens,
+        "cpu_us_per_token": cpu_per_token,
         "others_cpu_percent": others,
         "crowd_self_cpu_percent": crowd["cpu_seconds"] / wall * 100,
         "crowd_lag_ms": {key: _ms(crowd["loop_lag"][key]) for key in ("p99", "max")},

@@ -27,6 +27,8 @@ _ARTICLE = re.compile(r'<article class="message assistant"[^>]*>')
 _STREAMING = re.compile(r'<div class="content streaming"[^>]*data-settled="(\d+)"[^>]*>')
 _LIVE_TAIL = re.compile(r'<div class="live-tail">(.*?)</div>', re.S)
 _ASSET = re.compile(r'(?:href|src)="(/static/[^"]+)"')
+# The last message shown, which a follow-up answers to (`_chat_main.html`'s hidden `after`).
+_AFTER = re.compile(r'<input type="hidden" name="after" value="(\d*)">')
 
 
 class PageError(Exception):
@@ -57,6 +59,7 @@ class Page:
     csrf_header: str
     form_token: str
     send_path: str
+    after: str  # the composer's `after`: "" on the empty page
     models: tuple[str, ...]  # the picker's option values: `g<gateway>:<model>`
     socket_path: str | None
     answers: tuple[Answer, ...]
@@ -105,11 +108,13 @@ def parse_page(url: str, body: str) -> Page:
     token = FORM_TOKEN.search(body, composer.end())
     select = _SELECT.search(body, composer.end())
     holder = _SOCKET_HOLDER.search(body)
+    after = _AFTER.search(body, composer.end())
     return Page(
         url=url,
         csrf_header=orjson.loads(html.unescape(headers.group(1)))["X-CSRFToken"],
         form_token=token.group(1) if token else "",
         send_path=_attrs(composer.group())["hx-post"],
+        after=after.group(1) if after else "",
         models=tuple(html.unescape(m) for m in _OPTION.findall(select.group(1) if select else "")),
         socket_path=_attrs(holder.group()).get("data-socket-path") if holder else None,
         answers=tuple(parse_answers(body)),

@@ -42,6 +42,11 @@ def _cpu(s: Summary) -> str:
     return " / ".join(_n(cpu.get(name)) for name in ("server", "emulator", "crowd"))
 
 
+def _cpu_per_token(s: Summary) -> str:
+    cpu = s["cpu_us_per_token"]
+    return " / ".join(_n(cpu.get(name), 1) for name in ("server", "emulator", "crowd"))
+
+
 def _flushes(s: Summary) -> str:
     f = s["partial_flushes"]
     return f"{_n(f['p50'])} ({_n(f['min'])}-{_n(f['max'])})"
@@ -84,6 +89,7 @@ ROWS: list[tuple[str, Callable[[Summary], str]]] = [
     ("server RSS growth per stream (kB)", lambda s: _n(s["rss_per_stream_kb"], 1)),
     ("socket bytes per answer byte", lambda s: _n(s["wire_per_answer_byte"], 2)),
     ("CPU % of a core: server / emulator / crowd", _cpu),
+    ("CPU per streamed token (us): server / emulator / crowd", _cpu_per_token),
     (
         "CPU % of the machine, others: before / during",
         lambda s: f"{_n(s['others_cpu_percent_before'])} / {_n(s['others_cpu_percent'])}",

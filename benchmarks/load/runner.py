@@ -89,6 +89,7 @@ class Settings:
     cpus: int
     quiet_threshold: float
     quiet_wait: float
+    follow_ups: bool = False  # each tab sends a follow-up in a conversation it started
 
 
 class Crowd:
@@ -206,7 +207,18 @@ def run_level(settings: Settings, concurrency: int, deadline: Deadline) -> dict[
         httpx.Client(trust_env=False, timeout=10) as client,
     ):
         crowd = Crowd(
-            _job(stack, settings, [{"tabs": concurrency, "model": MODEL, "timeout": timeout}]),
+            _job(
+                stack,
+                settings,
+                [
+                    {
+                        "tabs": concurrency,
+                        "model": MODEL,
+                        "timeout": timeout,
+                        "follow_up": settings.follow_ups,
+                    }
+                ],
+            ),
             workdir,
         )
         sampler: Sampler | None = None
