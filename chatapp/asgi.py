@@ -1,8 +1,10 @@
 """ASGI entry point: Django for HTTP, the conversation consumer for websockets.
 
 Static files are served by the app itself (no CDN, no separate web server for a self-hosted
-install); a path that leaves the static directories (`..`, an absolute path, a NUL byte) is a
-404, not Django's SuspiciousFileOperation escaping the handler as a 500 with a traceback.
+install), before Django and its middleware, from the files `collectstatic` wrote: hashed names
+cached for a year, pre-compressed (`static_files.py`); a path that leaves the static directories
+(`..`, an absolute path, a NUL byte) is a plain 404. A server refuses to start when they were
+not collected.
 Websockets pass the exact-origin check (`ws/origin.py`) and the session auth stack; the consumer
 itself refuses anonymous users and conversations they do not own.
 
@@ -20,10 +22,8 @@ import os
 import sys
 from typing import Any
 
-from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 from django.core.asgi import get_asgi_application
-from django.core.exceptions import SuspiciousOperation
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.core.exceptions import ImproperlyConfigured
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatapp.settings")
 django_asgi_app = get_asgi_application()  # before importing code that touches models
@@ -33,22 +33,20 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from chatapp.gateways.clients import close_clients  # noqa: E402
 from chatapp.patches import daphne_websockets  # noqa: E402
+from chatapp.static_files import StaticFiles, check_collected  # noqa: E402
 from chatapp.ws.origin import SameOriginValidator  # noqa: E402
 from chatapp.ws.routing import websocket_urlpatterns  # noqa: E402
-
-
-class StaticFiles(ASGIStaticFilesHandler):
-    def serve(self, request: HttpRequest) -> HttpResponse | FileResponse:
-        try:
-            return super().serve(request)
-        except (SuspiciousOperation, ValueError) as exc:  # outside the directories; a NUL byte
-            raise Http404("No such static file") from exc
 
 
 async def lifespan(scope: dict[str, Any], receive: Any, send: Any) -> None:
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
+            try:
+                check_collected()
+            except ImproperlyConfigured as exc:
+                await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                return
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             await close_clients()
@@ -79,6 +77,13 @@ def _warm_render_pool_under_daphne() -> None:
     render_pool.warm()
 
 
+def _check_static_files_when_daphne_starts() -> None:
+    # `daphne.cli`, not `daphne.server`: a test may import the server's modules, never its CLI.
+    if "daphne.cli" in sys.modules:
+        check_collected()
+
+
+_check_static_files_when_daphne_starts()
 _close_clients_when_daphne_stops()
 _warm_render_pool_under_daphne()
 daphne_websockets.enable()

@@ -209,6 +209,11 @@ STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 # Where collectstatic puts them, for the proxy to serve (nginx in deploy/).
 STATIC_ROOT = Path(os.environ.get("DJANGO_STATIC_ROOT") or BASE_DIR / "staticfiles")
+# Hashed names (cached for a year) with a .br and .gz of each, served by chatapp.static_files.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "chatapp.static_files.StaticStorage"},
+}
 
 # --- I18N -----------------------------------------------------------------------------------------
 

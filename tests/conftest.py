@@ -77,3 +77,16 @@ def emulator_url() -> Iterator[EmulatorURL]:
 
     with serve_in_thread(tokens_per_second=2000, ttft_ms=5, request_options=True) as url:
         yield url
+
+
+@pytest.fixture(scope="session", autouse=True)
+def unhashed_static_names() -> Iterator[None]:
+    """Pages rendered in the test's process name the static files as they are: nothing was
+    collected for it (the servers the tests start serve collected, hashed ones:
+    `tests/static_root.py`)."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    plain = {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}
+    with override_settings(STORAGES={**settings.STORAGES, "staticfiles": plain}):
+        yield

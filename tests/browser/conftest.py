@@ -24,6 +24,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.emulator_requests import record_chat_bodies
+from tests.static_root import collected_static_root
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -89,6 +90,7 @@ def server_env(tmp_path_factory: pytest.TempPathFactory, paced_emulator: str) ->
         "CHAT_EMULATOR_REQUEST_OPTIONS": "1",  # tests pick knobs per model (`emulator/tools?...`)
         "PYTHONUNBUFFERED": "1",
         "SERVER_DIR": str(directory),
+        "DJANGO_STATIC_ROOT": str(collected_static_root()),
     }
     # Migrated and both users added in one Django start (each xdist worker has a server).
     script = (

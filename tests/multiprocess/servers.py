@@ -31,6 +31,7 @@ from websockets.typing import Origin
 from chatapp.ws import page_model, protocol
 from deploy import processes
 from deploy.processes import free_port
+from tests.static_root import collected_static_root
 
 ROOT = Path(__file__).resolve().parents[2]
 DAPHNE = str(Path(sys.executable).parent / "daphne")
@@ -83,7 +84,11 @@ def start_server(
     with log.open("wb") as out:
         process = subprocess.Popen(
             [DAPHNE, "-b", "127.0.0.1", "-p", str(port), *options, "chatapp.asgi:application"],
-            env={"CHAT_EMULATOR_REQUEST_OPTIONS": "1", **env},
+            env={
+                "CHAT_EMULATOR_REQUEST_OPTIONS": "1",
+                "DJANGO_STATIC_ROOT": str(collected_static_root()),
+                **env,
+            },
             cwd=ROOT,
             stdin=subprocess.DEVNULL,
             stdout=out,
