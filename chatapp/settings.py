@@ -92,6 +92,7 @@ INSTALLED_APPS = [
 # Django's own middleware, with the hooks that do no I/O run on the event loop instead of in a
 # thread each (see chatapp.patches.inline_middleware); same classes, same order, same behaviour.
 MIDDLEWARE = [
+    "chatapp.patches.inline_middleware.GZip",  # first: it compresses what the others made
     "chatapp.middleware.NoStore",  # ours: Cache-Control: no-store on every view's response
     "chatapp.patches.inline_middleware.Security",
     "chatapp.patches.inline_middleware.ContentSecurityPolicy",

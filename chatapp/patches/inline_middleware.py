@@ -10,6 +10,10 @@ before: saving a modified session, and storing messages (which may overflow into
 Django's async-safety check stays on, so a hook that did touch the database here would fail
 loudly, not block the loop.
 
+`GZip` compresses on the loop too: a page is a few hundred kilobytes at most, a millisecond or
+two of zlib, less than the thread hop. Streaming responses (Read aloud's audio, downloads) are
+left as they are, so that each piece is sent as it comes, as Django's would not.
+
 Each class pins Django internals it relies on (`MiddlewareMixin.__acall__`'s shape); the canary
 tests in `tests/chatapp/test_patches.py` fail loudly when an upgrade changes them.
 """
@@ -29,6 +33,7 @@ from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.common import CommonMiddleware
 from django.middleware.csp import ContentSecurityPolicyMiddleware
 from django.middleware.csrf import CsrfViewMiddleware
+from django.middleware.gzip import GZipMiddleware
 from django.middleware.security import SecurityMiddleware
 
 type View = Callable[..., Any]
@@ -58,6 +63,18 @@ class InlineHooks:
             else:
                 response = process_response(request, response)
         return response
+
+
+class GZip(InlineHooks, GZipMiddleware):
+    """Django's, with its BREACH mitigation (random bytes in the gzip header); not for a
+    streaming response."""
+
+    def process_response(
+        self, request: HttpRequest, response: HttpResponseBase
+    ) -> HttpResponseBase:
+        if response.streaming:
+            return response
+        return super().process_response(request, response)
 
 
 class Security(InlineHooks, SecurityMiddleware):
