@@ -30,7 +30,7 @@ export function syncComposer(running) {
     stop.hidden = !running;
     if (focused) (running ? stop : sendButton).focus();
   }
-  const last = [...document.querySelectorAll("#messages > article.message")].pop();
+  const last = [...document.querySelectorAll("#messages > article.message:not(.pending)")].pop();
   const after = form.querySelector('input[name="after"]');
   if (after) after.value = last ? last.dataset.message : "";
 }
@@ -124,12 +124,73 @@ document.addEventListener("keydown", (event) => {
   }
 });
 
-document.addEventListener("htmx:afterRequest", (event) => {
-  const form = event.target;
-  const xhr = event.detail.xhr;
-  if (form.id === "composer" && event.detail.successful && !xhr.getResponseHeader("HX-Retarget")) {
-    form.querySelector("textarea").value = "";
+// The user's own message is on the page the moment it is sent, not when the server answers (a
+// new chat's answer comes after its rows are written: ~220 ms under load). It stands in until the
+// server's messages are swapped in: in its place for a follow-up (taken out just before the swap,
+// so the message is never shown twice), with the whole conversation for a new chat. The box is
+// emptied at once; if the send fails the stand-in goes, the draft is put back and the composer
+// says why (a refusal is the server's own words, retargeted to the error line).
+let pending = null; // {article, text, form, hidden: the first screen it covers}
+
+function showPending(form) {
+  const box = form.querySelector("textarea");
+  const messages = document.getElementById("messages");
+  if (!box || !messages || !box.value.trim()) return;
+  const article = document.createElement("article");
+  article.className = "message user pending";
+  article.setAttribute("aria-label", "You (sending)");
+  const text = document.createElement("div");
+  text.className = "content plain";
+  text.textContent = box.value;
+  article.append(text);
+  const hidden = messages.querySelector(":scope > .first-screen");
+  if (hidden) hidden.hidden = true;
+  messages.append(article);
+  pending = { article, text: box.value, form, hidden };
+  box.value = "";
+  scrollToBottom();
+}
+
+function dropPending() {
+  const was = pending;
+  pending = null;
+  if (was) was.article.remove();
+  return was;
+}
+
+function notSent(was, why) {
+  if (was.hidden) was.hidden.hidden = false;
+  const box = was.form.querySelector("textarea");
+  if (box && box.isConnected && !box.value) {
+    box.value = was.text; // the draft is kept, unless something new was typed meanwhile
+    box.focus();
   }
+  const error = document.getElementById("composer-error");
+  if (error && why) {
+    error.textContent = `Not sent: ${why}. Your message is back in the box; press Enter to try again.`;
+  }
+}
+
+function refusedInWords(xhr) {
+  return xhr.getResponseHeader("HX-Retarget") === "#composer-error";
+}
+
+document.addEventListener("htmx:beforeSwap", (event) => {
+  if (!pending || event.detail.requestConfig?.elt !== pending.form) return;
+  if (event.detail.shouldSwap && !refusedInWords(event.detail.xhr)) dropPending();
+});
+
+document.addEventListener("htmx:afterRequest", (event) => {
+  if (!pending || event.target !== pending.form) return;
+  const xhr = event.detail.xhr;
+  if (event.detail.successful && !refusedInWords(xhr)) {
+    dropPending(); // already replaced by the swap; nothing left to do
+    return;
+  }
+  const was = dropPending();
+  if (event.detail.successful) notSent(was, null); // the server said why on the error line
+  else if (xhr.status) notSent(was, `the server answered ${xhr.status} ${xhr.statusText}`.trim());
+  else notSent(was, "the server could not be reached");
 });
 
 // A follow-up refused because the conversation went on after the last message shown (in another
@@ -145,4 +206,5 @@ document.addEventListener("htmx:beforeRequest", (event) => {
     const error = document.getElementById("composer-error");
     if (error) error.textContent = "";
   }
+  if (target.id === "composer" && !pending) showPending(target); // its values are read already
 });
