@@ -152,10 +152,15 @@ def server_env(db: Path, emulator_port: int, source: Path) -> dict[str, str]:
 
 
 def prepare_template(workdir: Path, source: Path) -> Path:
-    """`manage.py migrate` and `ensure_admin` into a database every level copies."""
+    """`manage.py migrate` and `ensure_admin` into a database every level copies, and the static
+    files collected, as `make run` does (the server refuses to start without them)."""
     template = workdir / "template.sqlite3"
     env = server_env(template, 9, source)
-    for command in (["migrate", "--noinput", "-v", "0"], ["ensure_admin"]):
+    for command in (
+        ["migrate", "--noinput", "-v", "0"],
+        ["ensure_admin"],
+        ["collectstatic", "--noinput", "-v", "0"],
+    ):
         result = subprocess.run(
             [sys.executable, "manage.py", *command],
             cwd=source,
