@@ -1,0 +1,146 @@
+"""`chatapp.static_files` over a real Daphne server: hashed names cached for a year, the smallest
+encoding the client accepts, ES module imports by hashed name; and a server that will not
+start on static files that were not collected, saying what to run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from chatapp.static_files import IMMUTABLE, check_collected
+from tests.browser import conftest as browser
+from tests.static_root import collected_static_root
+
+# The browser tests' server: started as `make run` starts it, on a collect of the static files.
+paced_emulator = browser.paced_emulator
+server_env = browser.server_env
+server_url = browser.server_url
+
+ACCEPT_ALL = "gzip, deflate, br, zstd"  # what Chromium sends
+
+
+def hashed_url(server_url: str, name: str) -> str:
+    """`name`'s URL (`chatapp/chat.css`), by the name the server's manifest gives it."""
+    manifest = json.loads((collected_static_root() / "staticfiles.json").read_text())
+    return f"{server_url}/static/{manifest['paths'][name]}"
+
+
+def get(url: str, accept: str) -> httpx.Response:
+    return httpx.get(url, headers={"Accept-Encoding": accept}, timeout=10)
+
+
+@pytest.mark.parametrize(
+    ("accept", "encoding"),
+    [(ACCEPT_ALL, "br"), ("gzip, deflate", "gzip"), ("identity", None), ("", None)],
+)
+def test_a_hashed_name_is_cached_for_a_year_in_the_encoding_asked_for(
+    server_url: str, accept: str, encoding: str | None
+) -> None:
+    url = hashed_url(server_url, "chatapp/chat.css")
+    response = get(url, accept)
+    assert response.status_code == 200
+    assert response.headers["cache-control"] == IMMUTABLE
+    assert response.headers["vary"] == "Accept-Encoding"
+    assert response.headers.get("content-encoding") == encoding
+    assert response.headers["content-type"].startswith("text/css")
+    # httpx decodes br and gzip: whatever came, it is the collected file.
+    collected = collected_static_root() / "chatapp" / url.rsplit("/", 1)[1]
+    assert response.content == collected.read_bytes()
+
+
+def test_a_name_without_its_hash_is_kept_a_minute_only(server_url: str) -> None:
+    response = get(f"{server_url}/static/chatapp/chat.css", ACCEPT_ALL)
+    assert response.status_code == 200
+    assert response.headers["cache-control"] == "max-age=60, public"
+    assert response.headers["content-encoding"] == "br"
+
+
+def test_a_cached_file_asked_again_is_not_modified(server_url: str) -> None:
+    url = hashed_url(server_url, "chatapp/chat.css")
+    etag = get(url, ACCEPT_ALL).headers["etag"]
+    again = httpx.get(url, headers={"If-None-Match": etag}, timeout=10)
+    assert again.status_code == 304
+    assert again.content == b""
+
+
+def test_the_chat_modules_import_each_other_by_hashed_name(server_url: str) -> None:
+    """Else a page could run a new chat.js with an old socket.js from the cache."""
+    url = hashed_url(server_url, "chatapp/chat.js")
+    imports = re.findall(r'from "\./([^"]+)"', get(url, ACCEPT_ALL).text)
+    assert len(imports) >= 5
+    for name in imports:
+        assert re.fullmatch(r"[a-z_]+\.[0-9a-f]{12}\.js", name), name
+        module = get(f"{url.rsplit('/', 1)[0]}/{name}", ACCEPT_ALL)
+        assert module.status_code == 200, name
+        assert module.headers["cache-control"] == IMMUTABLE
+
+
+def test_a_file_that_is_not_there_is_a_plain_404(server_url: str) -> None:
+    response = get(f"{server_url}/static/chatapp/nothing.0123456789ab.js", ACCEPT_ALL)
+    assert response.status_code == 404
+    assert response.headers["content-type"] == "text/plain; charset=utf-8"
+    assert response.text == "Not found"
+
+
+def test_daphne_will_not_start_on_files_that_were_not_collected(
+    server_env: dict[str, str], tmp_path: Path
+) -> None:
+    env = {**server_env, "DJANGO_STATIC_ROOT": str(tmp_path)}
+    daphne = str(Path(sys.executable).parent / "daphne")
+    ended = subprocess.run(
+        [daphne, "-b", "127.0.0.1", "-p", "0", "chatapp.asgi:application"],
+        env=env,
+        cwd=browser.ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert ended.returncode != 0
+    assert "The static files are not collected" in ended.stderr
+    assert "run `manage.py collectstatic`" in ended.stderr
+
+
+@pytest.fixture
+def collected_in(settings: Any, tmp_path: Path) -> Path:
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "chatapp.static_files.StaticStorage"},
+    }
+    settings.STATIC_ROOT = tmp_path
+    return tmp_path
+
+
+def test_a_complete_collect_passes_the_check(settings: Any, collected_in: Path) -> None:
+    settings.STATIC_ROOT = collected_static_root()
+    check_collected()
+
+
+def test_no_manifest_says_to_run_collectstatic(collected_in: Path) -> None:
+    with pytest.raises(ImproperlyConfigured) as raised:
+        check_collected()
+    assert str(raised.value) == (
+        f"The static files are not collected ({collected_in / 'staticfiles.json'} is missing):"
+        " run `manage.py collectstatic` before starting the server (`make run` does)."
+    )
+
+
+def test_a_manifest_without_a_file_names_it(collected_in: Path) -> None:
+    manifest = json.loads((collected_static_root() / "staticfiles.json").read_text())
+    del manifest["paths"]["chatapp/chat.js"]
+    (collected_in / "staticfiles.json").write_text(json.dumps(manifest))
+    with pytest.raises(ImproperlyConfigured) as raised:
+        check_collected()
+    assert str(raised.value) == (
+        "The static files changed since they were collected (chatapp/chat.js not in"
+        f" {collected_in / 'staticfiles.json'}): run `manage.py collectstatic` again."
+    )
