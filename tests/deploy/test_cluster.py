@@ -63,7 +63,8 @@ class Running:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     output = tmp_path_factory.mktemp("cluster") / "output.log"
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "PYTEST_"))}
+    # MALLOC_ too: the caller's would win over the cluster's own.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "PYTEST_", "MALLOC_"))}
     env |= {"DJANGO_SUPERUSER_USERNAME": USERNAME, "DJANGO_SUPERUSER_PASSWORD": PASSWORD}
     env["CHAT_LOGIN_FAILURES_PER_ADDRESS"] = str(ADDRESS_LIMIT)
     # The pacing is picked per request (`SHORT`): the emulator and the app let it.
@@ -125,6 +126,18 @@ def test_requests_reach_both_daphne_processes(cluster: Running) -> None:
         int(port) for port in re.findall(r"upstream=127\.0\.0\.1:(\d+)", cluster.access_log())
     }
     assert served_by == set(cluster.state["daphne_ports"])
+
+
+def test_daphne_processes_run_with_two_malloc_arenas(cluster: Running) -> None:
+    daphnes = {
+        name: pid for name, pid in cluster.state["pids"].items() if name.startswith("daphne")
+    }
+    assert len(daphnes) == 2
+    for pid in daphnes.values():
+        entries = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert b"MALLOC_ARENA_MAX=2" in entries
+    emulator = Path(f"/proc/{cluster.state['pids']['emulator']}/environ").read_bytes()
+    assert b"MALLOC_ARENA_MAX" not in emulator  # Daphne's setting, not the whole environment's
 
 
 def test_nginx_serves_the_collected_static_files_itself(cluster: Running) -> None:
