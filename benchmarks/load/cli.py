@@ -154,6 +154,8 @@ def main(argv: list[str]) -> int:
             )
             try:
                 payload["growth"] = run_growth(short, args.growth, args.wave, deadline)
+                if payload["growth"]["error"]:
+                    failures.append({"growth": args.growth, "error": payload["growth"]["error"]})
             except Exception as exc:
                 failures.append({"growth": args.growth, "error": str(exc)[:3000]})
     finally:

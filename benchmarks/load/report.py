@@ -114,15 +114,34 @@ def table(summaries: list[Summary]) -> str:
     return "\n".join(lines)
 
 
+GROWTH_COLUMNS: tuple[tuple[str, Callable[[dict[str, Any]], object]], ...] = (
+    ("generations", lambda w: f"{w['generations']:,}"),
+    ("completed", lambda w: w.get("completed", "-")),
+    ("RSS MB", lambda w: _mb(w["rss_kb"])),
+    ("after gc", lambda w: _mb(w.get("rss_after_gc_kb"))),
+    ("arena heaps", lambda w: _mb(w.get("rss_by_mapping_kb", {}).get("arena_heaps"))),
+    ("malloc in use", lambda w: _mb((w.get("server", {}).get("malloc_kb") or {}).get("in_use"))),
+    ("malloc free", lambda w: _mb((w.get("server", {}).get("malloc_kb") or {}).get("free"))),
+    ("objects", lambda w: _n(w.get("server", {}).get("gc_objects"))),
+    ("threads", lambda w: _n(w.get("threads"))),
+    ("load", lambda w: _n(w.get("loadavg"), 1)),
+)
+
+
 def growth_table(growth: dict[str, Any]) -> str:
-    lines = [f"{'generations':>12}  {'completed':>9}  {'server RSS (MB)':>15}"]
-    for wave in growth["waves"]:
-        lines.append(
-            f"{wave['generations']:>12}  {wave['completed']:>9}  {_mb(wave['rss_kb']):>15}"
-        )
+    """A row per wave: RSS, where it is (`memory`), and the machine's 1-minute load average."""
+    rows = [[name for name, _ in GROWTH_COLUMNS]]
+    rows += [[str(cell(wave)) for _, cell in GROWTH_COLUMNS] for wave in growth["waves"]]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(GROWTH_COLUMNS))]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    environment = " ".join(f"{k}={v}" for k, v in growth.get("server_environment", {}).items())
     lines.append(
         f"growth per 1,000 generations after the first wave: {_mb(growth['per_1000_kb'])} MB"
+        f" (server's allocator environment: {environment or 'none set'})"
     )
+    trimmed = growth["waves"][-1].get("rss_after_trim_kb") if growth["waves"] else None
+    if trimmed is not None:
+        lines.append(f"RSS after the last wave and malloc_trim(0): {_mb(trimmed)} MB")
     return "\n".join(lines)
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import orjson
 
-from . import metrics
+from . import memory, metrics
 from .sampler import Sampler, open_db
 from .stack import (
     PASSWORD,
@@ -267,33 +267,63 @@ def run_growth(settings: Settings, total: int, wave: int, deadline: Deadline) ->
     timeout = deadline.cap(settings.level_timeout)
     rounds = [{"tabs": n, "model": MODEL, "timeout": timeout} for n in waves]
     out: list[dict[str, Any]] = []
-    with Stack(
-        workdir, settings.source, settings.template, settings.emulator, plain=settings.plain
-    ) as stack:
+    with (
+        Stack(
+            workdir, settings.source, settings.template, settings.emulator, plain=settings.plain
+        ) as stack,
+        httpx.Client(trust_env=False, timeout=30) as client,
+    ):
+        environment = memory.allocator_environment(stack.server_pid)
         crowd = Crowd(_job(stack, settings, rounds), workdir)
+        error = None
         try:
             done = 0
-            for n in waves:
+            for number, n in enumerate(waves, start=1):
                 crowd.expect("ready", deadline.cap(SETUP_TIMEOUT_S))
                 crowd.say("go")
                 crowd.expect("done", deadline.cap(timeout + 30))
                 done += n
                 time.sleep(1.0)  # let finished workers and sockets be collected
-                out.append(
-                    {"generations": done, "rss_kb": proc_status_kb(stack.server_pid, "VmRSS")}
-                )
+                rss = proc_status_kb(stack.server_pid, "VmRSS")
+                out.append({"generations": done, "rss_kb": rss, "loadavg": os.getloadavg()[0]})
+                out[-1] |= _memory(stack, client, trim=number == len(waves))
             crowd.expect("finished", deadline.cap(60))
             for entry, result in zip(out, crowd.results()["rounds"], strict=True):
                 observations = result["observations"]
                 entry["completed"] = sum(
                     o["error"] is None and o["fragment_status"] == "completed" for o in observations
                 )
+        except (TimeoutError, RuntimeError, DeadlineExceeded) as exc:  # the waves so far count
+            error = str(exc)[:3000]
         finally:
             crowd.close()
-    first, last = out[0], out[-1]
-    span = last["generations"] - first["generations"]
-    per_1000 = (last["rss_kb"] - first["rss_kb"]) / span * 1000 if span else None
-    return {"waves": out, "per_1000_kb": per_1000}
+    span = out[-1]["generations"] - out[0]["generations"] if out else 0
+    per_1000 = (out[-1]["rss_kb"] - out[0]["rss_kb"]) / span * 1000 if span else None
+    return {
+        "waves": out,
+        "per_1000_kb": per_1000,
+        "server_environment": environment,
+        "error": error,
+    }
+
+
+def _memory(stack: Stack, client: httpx.Client, *, trim: bool) -> dict[str, Any]:
+    """Where the server's memory is (`memory`): its own account after a full collection (not
+    with `--plain`), then its RSS again and by kind of mapping. With `trim`, after the
+    allocator has given back its free pages too (`rss_after_trim_kb`)."""
+    found: dict[str, Any] = {}
+    if not stack.plain:
+        with contextlib.suppress(httpx.HTTPError):
+            found["server"] = client.get(stack.base_url + memory.PATH).json()
+        found["rss_after_gc_kb"] = proc_status_kb(stack.server_pid, "VmRSS")
+        if trim:
+            with contextlib.suppress(httpx.HTTPError):
+                client.get(stack.base_url + memory.PATH, params={"trim": "1"})
+            found["rss_after_trim_kb"] = proc_status_kb(stack.server_pid, "VmRSS")
+    found["threads"] = proc_status_kb(stack.server_pid, "Threads")
+    with contextlib.suppress(OSError):
+        found["rss_by_mapping_kb"] = memory.rss_by_mapping(stack.server_pid)
+    return found
 
 
 def passes(summary: dict[str, Any], limit_ms: float) -> bool:
