@@ -25,6 +25,8 @@ Glossary (the code uses these words for these things, and no other):
   upstream endpoint and its model and voice (`Gateway.speech_model`, `speech_voice`).
 - attachment kinds (`Message.attachments`): `image_url`, an image kept as the URL it came with;
   `image`, an image kept as bytes and served from our origin; `audio`, `file`, `note`.
+- shared link: a read-only link to one branch of a conversation (`SharedLink`), by an
+  unguessable token of which only a digest is kept.
 - keys: `*_pk` holds one of our primary keys; `*_id` is a gateway's ID (generation, request, tool
   call) or Django's foreign-key attribute (`conversation_id`).
 """
@@ -226,6 +228,28 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:60]}"
+
+
+class SharedLink(models.Model):
+    """A read-only link to a conversation's branch: the path from its root down to `leaf`, the
+    message it ended at when it was shared, so later messages are never shown. Only the SHA-256
+    of its token is kept (`conversations/shared_links.py`); the token itself is shown once.
+    Deleting the conversation or the message deletes the link; revoking it keeps the row."""
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="shared_links"
+    )
+    leaf = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="+")
+    title = models.CharField(max_length=200, blank=True, help_text="As it was when shared.")
+    token_digest = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"Shared link {self.pk} to {self.title or self.conversation_id}"
 
 
 class ToolSwitch(models.Model):

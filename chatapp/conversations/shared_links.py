@@ -1,0 +1,133 @@
+"""Shared links: a read-only copy of one branch of a conversation, for anyone with its URL.
+
+A link's token is 256 random bits (`secrets.token_urlsafe(32)`), shown to its owner once, when the
+link is made; the database keeps only its SHA-256 (`SharedLink.token_digest`), so a copy of the
+database opens no link. A visit looks the digest of what it was given up in the database: a
+guesser learns nothing from timing that would bring them nearer a real token.
+
+The branch is fixed when it is shared: the path from the root down to the message the page
+showed last (`SharedLink.leaf`), so a later turn, or another version of a message, is never
+shown. A link opens while it is not revoked, its conversation and that message exist and its
+owner's account is active; every visit asks the database again (and the page is `no-store`),
+so a revoked link is gone at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from django.http import Http404
+from django.utils import timezone
+
+from chatapp.conversations.tree import MessageTree, shown_path
+from chatapp.models import Conversation, Message, SharedLink
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+TOKEN_BYTES = 32
+# What `token_urlsafe(TOKEN_BYTES)` makes: 43 characters of the URL-safe base64 alphabet.
+TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{43}")
+
+
+@dataclass(frozen=True, slots=True)
+class NewLink:
+    """A link just made, with its token: the only time the token is known."""
+
+    link: SharedLink
+    token: str
+
+
+@dataclass(frozen=True, slots=True)
+class OwnedLink:
+    """One of a user's links as their list shows it."""
+
+    link: SharedLink
+    messages: int  # in the branch it shares
+
+
+def digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def create(user: User, conversation_pk: int, leaf_pk: int | None) -> NewLink:
+    """A new link to the user's conversation, for the branch that ends at `leaf_pk` (the last
+    message the page shows; None: the branch the conversation shows). Another user's
+    conversation or message is a 404."""
+    conversation = Conversation.objects.filter(pk=conversation_pk, user=user).first()
+    if conversation is None:
+        raise Http404("No such conversation.")
+    if leaf_pk is None:
+        leaf_pk = MessageTree(conversation.pk).shown_leaf(conversation.current_leaf_id)
+    elif not Message.objects.filter(pk=leaf_pk, conversation=conversation).exists():
+        raise Http404("No such message.")
+    if leaf_pk is None:
+        raise Http404("This conversation has no messages.")
+    token = secrets.token_urlsafe(TOKEN_BYTES)
+    link = SharedLink.objects.create(
+        conversation=conversation,
+        leaf_id=leaf_pk,
+        title=conversation.title,
+        token_digest=digest(token),
+    )
+    return NewLink(link, token)
+
+
+def live(token: str) -> SharedLink | None:
+    """The link `token` opens, or None: unknown, revoked, or its owner's account closed."""
+    if not TOKEN_SHAPE.fullmatch(token):
+        return None
+    return (
+        SharedLink.objects.select_related("conversation")
+        .filter(
+            token_digest=digest(token),
+            revoked_at__isnull=True,
+            conversation__user__is_active=True,
+        )
+        .first()
+    )
+
+
+def branch_keys(link: SharedLink) -> list[int]:
+    """The keys of the messages the link shares, root first."""
+    return MessageTree(link.conversation_id).path(link.leaf_id)
+
+
+def branch(link: SharedLink) -> list[Message]:
+    """The messages the link shares, root first, each with its generation."""
+    return [item.message for item in shown_path(link.conversation, leaf_pk=link.leaf_id)]
+
+
+def links_of(user: User) -> list[OwnedLink]:
+    """The user's links, newest first, revoked ones too."""
+    links = list(SharedLink.objects.filter(conversation__user=user).select_related("conversation"))
+    trees: dict[int, MessageTree] = {}
+    for link in links:
+        if link.conversation_id not in trees:
+            trees[link.conversation_id] = MessageTree(link.conversation_id)
+    return [OwnedLink(link, len(trees[link.conversation_id].path(link.leaf_id))) for link in links]
+
+
+def owned(user: User, link_pk: int) -> SharedLink:
+    """The user's link `link_pk`; another user's is a 404."""
+    link = (
+        SharedLink.objects.filter(pk=link_pk, conversation__user=user)
+        .select_related("conversation")
+        .first()
+    )
+    if link is None:
+        raise Http404("No such link.")
+    return link
+
+
+def revoke(user: User, link_pk: int) -> SharedLink:
+    """Revoke the user's link `link_pk` (once: revoking it again changes nothing)."""
+    link = owned(user, link_pk)
+    if link.revoked_at is None:
+        link.revoked_at = timezone.now()
+        link.save(update_fields=["revoked_at"])
+    return link
