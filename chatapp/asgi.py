@@ -3,8 +3,8 @@
 Static files are served by the app itself (no CDN, no separate web server for a self-hosted
 install), before Django and its middleware, from the files `collectstatic` wrote: hashed names
 cached for a year, pre-compressed (`static_files.py`); a path that leaves the static directories
-(`..`, an absolute path, a NUL byte) is a plain 404. A server refuses to start when they were
-not collected.
+(`..`, an absolute path, a NUL byte) is a plain 404. Until they are collected, every request
+is a 503 saying to run collectstatic.
 Websockets pass the exact-origin check (`ws/origin.py`) and the session auth stack; the consumer
 itself refuses anonymous users and conversations they do not own.
 
@@ -23,7 +23,6 @@ import sys
 from typing import Any
 
 from django.core.asgi import get_asgi_application
-from django.core.exceptions import ImproperlyConfigured
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatapp.settings")
 django_asgi_app = get_asgi_application()  # before importing code that touches models
@@ -33,7 +32,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from chatapp.gateways.clients import close_clients  # noqa: E402
 from chatapp.patches import daphne_websockets  # noqa: E402
-from chatapp.static_files import StaticFiles, check_collected  # noqa: E402
+from chatapp.static_files import StaticFiles  # noqa: E402
 from chatapp.ws.origin import SameOriginValidator  # noqa: E402
 from chatapp.ws.routing import websocket_urlpatterns  # noqa: E402
 
@@ -42,11 +41,6 @@ async def lifespan(scope: dict[str, Any], receive: Any, send: Any) -> None:
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
-            try:
-                check_collected()
-            except ImproperlyConfigured as exc:
-                await send({"type": "lifespan.startup.failed", "message": str(exc)})
-                return
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             await close_clients()
@@ -77,13 +71,6 @@ def _warm_render_pool_under_daphne() -> None:
     render_pool.warm()
 
 
-def _check_static_files_when_daphne_starts() -> None:
-    # `daphne.cli`, not `daphne.server`: a test may import the server's modules, never its CLI.
-    if "daphne.cli" in sys.modules:
-        check_collected()
-
-
-_check_static_files_when_daphne_starts()
 _close_clients_when_daphne_stops()
 _warm_render_pool_under_daphne()
 daphne_websockets.enable()

@@ -11,13 +11,17 @@ it leaves the directory, is a plain 404: nothing is looked up on disk by a reque
 The file is read on the event loop: our files are small and in the page cache after the first
 read, and a thread per file would cost more than the read (nginx serves them in production).
 
-A server refuses to start on a missing or stale manifest (`check_collected`), with a message
-saying to run `collectstatic`, rather than answer every page with a 500 and no styles.
+Before its first request is served, a server checks that the files were collected and have
+not changed since (`check_collected`): until they are, it answers every request with a 503 that
+says to run `collectstatic` (and logs it), rather than pages without their styles or a 500. It
+checks at the first request, not at start: `make cluster` starts Daphne while collectstatic
+runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -38,6 +42,8 @@ type Receive = Callable[[], Awaitable[Mapping[str, Any]]]
 type Send = Callable[[Mapping[str, Any]], Awaitable[None]]
 type ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+logger = logging.getLogger(__name__)
+
 IMMUTABLE = "max-age=31536000, public, immutable"
 # The request headers WhiteNoise reads, by their WSGI names.
 _READ = {
@@ -52,6 +58,12 @@ _CHUNK = 64 * 1024
 class StaticStorage(CompressedManifestStaticFilesStorage):  # type: ignore[misc]  # untyped
     # `import ... from "./socket.js"` names the hashed module too, so a page never mixes versions.
     support_js_module_import_aggregation = True
+
+    def compress_files(self, paths: Iterable[str]) -> Iterator[tuple[str, str]]:
+        """Only the hashed names, which pages link to: half the work (brotli at its best is
+        most of collectstatic's time). The plain names stay, uncompressed, for DEBUG's pages."""
+        hashed = set(self.hashed_files.values())
+        yield from super().compress_files([path for path in paths if path in hashed])
 
 
 class _Index(WhiteNoise):  # type: ignore[misc]  # untyped
@@ -80,6 +92,8 @@ class StaticFiles:
     def __init__(self, application: ASGIApp) -> None:
         self.application = application
         self.prefix = settings.STATIC_URL or "/static/"
+        self.collected = False  # once `check_collected` has passed
+        self.told: str | None = None  # what the log was last told
 
     @cached_property
     def index(self) -> _Index:
@@ -88,6 +102,16 @@ class StaticFiles:
         return _Index(Path(settings.STATIC_ROOT or ""), self.prefix, hashed)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not self.collected:
+            try:
+                check_collected()
+            except ImproperlyConfigured as exc:
+                if str(exc) != self.told:
+                    logger.error("%s", exc)
+                    self.told = str(exc)
+                await _plain(send, 503, str(exc).encode())
+                return
+            self.collected = True
         if scope["type"] != "http" or not scope["path"].startswith(self.prefix):
             await self.application(scope, receive, send)
             return
@@ -131,13 +155,15 @@ def check_collected() -> None:
     every static file the finders see (a storage without a manifest has nothing to check)."""
     if not isinstance(staticfiles_storage, ManifestFilesMixin):
         return
-    manifest, _ = staticfiles_storage.load_manifest()
+    manifest, manifest_hash = staticfiles_storage.load_manifest()
     where = Path(settings.STATIC_ROOT or "") / staticfiles_storage.manifest_name
     if not manifest:
         raise ImproperlyConfigured(
             f"The static files are not collected ({where} is missing): run"
-            " `manage.py collectstatic` before starting the server (`make run` does)."
+            " `manage.py collectstatic` (`make run` does)."
         )
+    # The storage read its manifest when first used: maybe before collectstatic wrote it.
+    staticfiles_storage.hashed_files, staticfiles_storage.manifest_hash = manifest, manifest_hash
     missing = sorted(set(_found()) - manifest.keys())
     if missing:
         named = ", ".join(missing[:3]) + (
