@@ -151,6 +151,7 @@ class GenerationWorker:
         # The answer's one budget for sending its request again, whichever layer would.
         self.retries = early.retries if early is not None else RetryBudget()
         self.layer: protocol.ChannelLayer = ticker.layer
+        self._send_now = protocol.immediate_group_send(self.layer)
         self.group = protocol.group_name(job.conversation_pk)
         self.state = LiveState.for_answer(doc_id_for(job.message_pk))
         self.flushed_seq = 0  # the last seq the writer has on disk
@@ -359,6 +360,9 @@ class GenerationWorker:
         if delta is None:
             return
         message = protocol.group_message(protocol.delta(self.job.generation_pk, delta))
+        if self._send_now is not None:  # in process: nothing to wait for, nothing to cut short
+            self._send_now(self.group, message)
+            return
         try:
             await _finish_despite_cancel(self.layer.group_send(self.group, message))
         except layer_errors.LAYER_DOWN as exc:

@@ -66,6 +66,8 @@ import orjson
 from channels.layers import get_channel_layer
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from chatapp.models import Generation
     from gateway_client.errors import Phase
 
@@ -103,6 +105,13 @@ class ChannelLayer(Protocol):
     async def group_add(self, group: str, channel: str) -> None: ...
     async def group_discard(self, group: str, channel: str) -> None: ...
     async def group_send(self, group: str, message: ForwardMessage) -> None: ...
+
+
+def immediate_group_send(layer: ChannelLayer) -> Callable[[str, ForwardMessage], None] | None:
+    """The layer's group send as a plain call, when it can send without waiting (the in-process
+    layer's `group_send_now`); None for a layer with a network behind it (Redis)."""
+    send: Callable[[str, ForwardMessage], None] | None = getattr(layer, "group_send_now", None)
+    return send
 
 
 def channel_layer() -> ChannelLayer:

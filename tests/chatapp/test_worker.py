@@ -21,6 +21,7 @@ from chatapp.streaming import worker
 from chatapp.streaming.jobs import Job
 from chatapp.ws import protocol
 from gateway_client.emulator import GenerationRecord
+from gateway_client.events import TextDelta
 from tests.waiting import eventually
 
 from .conftest import GroupListener, UpstreamLog, start_turn
@@ -439,3 +440,23 @@ async def test_the_end_of_the_text_is_shown_before_the_final_render_is_ready(
     release.set()
     await listener.until("done")
     await asyncio.wait_for(task, 30)
+
+
+async def test_a_delta_reaches_the_sockets_queues_without_a_pass_of_the_loop(alice: Any) -> None:
+    """In process, a worker's delta is on every watching socket's queue when its send returns,
+    with nothing else run meanwhile: the ticker sends all streams' deltas in one pass of the loop
+    (a task and a pass each made a tick at 200 streams wait behind everything else 200 times)."""
+    from chatapp.streaming.ticker import ticker
+
+    started = await start_turn(alice, "hello", "emulator/echo")
+    running = worker.GenerationWorker(started.job, await ticker())
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(protocol.group_name(started.conversation.pk), channel)
+    running.state.apply(TextDelta("hi"))
+    ran: list[bool] = []
+    asyncio.get_running_loop().call_soon(ran.append, True)
+    await running.send_delta()
+    assert ran == [], "the send let the loop run something else"
+    message = layer.channels[channel].get_nowait()[1]
+    assert orjson.loads(message["text"]) == [started.job.generation_pk, 1, "hi"]
