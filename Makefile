@@ -41,15 +41,17 @@ run: install
 	$(BIN)/daphne -b 127.0.0.1 -p $(PORT) chatapp.asgi:application
 
 # Debian packages the tests drive: Chromium (browser tests), Node (the browser code's unit tests,
-# `node --test tests/js/`), and the Redis and PostgreSQL servers and nginx (tests/multiprocess and
-# `make cluster` start private instances of each). Only what is missing is installed, in one
+# `node --test tests/js/`), and the Redis and PostgreSQL servers and nginx with its brotli_static
+# module (tests/multiprocess and `make cluster` start private instances of each; the cluster's
+# nginx sends gzip alone without the module). Only what is missing is installed, in one
 # apt-get run (needs root, as on CI); with everything present this is a few file checks.
 MISSING_PACKAGES = $(strip \
 	$(if $(wildcard /usr/bin/chromium),,chromium) \
 	$(if $(wildcard /usr/bin/node),,nodejs) \
 	$(if $(wildcard /usr/bin/redis-server),,redis-server) \
 	$(if $(wildcard /usr/lib/postgresql/*/bin/initdb),,postgresql) \
-	$(if $(wildcard /usr/sbin/nginx),,nginx))
+	$(if $(wildcard /usr/sbin/nginx),,nginx) \
+	$(if $(wildcard /usr/lib/nginx/modules/ngx_http_brotli_static_module.so),,libnginx-mod-http-brotli-static))
 
 # PostgreSQL, Redis, two Daphne processes and nginx on loopback, as on real hosts (deploy/);
 # Ctrl-C stops them all. Nothing is kept: each run starts from an empty database.

@@ -5,6 +5,10 @@ The configuration is the production one (`nginx/proxy.conf`, included as is) in 
 root and touches nothing of the system's own nginx. The access log names the upstream that
 served each request (`upstream=127.0.0.1:PORT`, or `-` for a static file nginx served itself),
 which is how one tells that both processes take requests.
+
+Static files are served as the app serves them (`chatapp/static_files.py`): a hashed name is
+kept a year unasked, another a minute; the `.gz` (and, with Debian's brotli module installed,
+the `.br`) that collectstatic wrote beside each is sent to a browser that accepts it.
 """
 
 from __future__ import annotations
@@ -23,6 +27,14 @@ __all__ = ["nginx_binary", "nginx_config", "nginx_server"]
 
 PROXY_CONF = Path(__file__).resolve().parent / "nginx" / "proxy.conf"
 MIME_TYPES = Path("/etc/nginx/mime.types")
+# libnginx-mod-http-brotli-static; without it, gzip only.
+BROTLI_STATIC = Path("/usr/lib/nginx/modules/ngx_http_brotli_static_module.so")
+# Hashed names, as collectstatic writes them (`chat.4e1a3fce968e.js`), and the others.
+STATIC_CACHE = """\
+    map $uri $static_cache_control {
+        "~\\.[0-9a-f]{12}\\.[^./]+$" "max-age=31536000, public, immutable";
+        default "max-age=60, public";
+    }"""
 
 
 def nginx_binary() -> str:
@@ -38,7 +50,9 @@ def nginx_config(directory: Path, port: int, upstreams: Sequence[int], static_ro
     servers = "\n".join(f"        server 127.0.0.1:{upstream};" for upstream in upstreams)
     temp = directory / "nginx-temp"
     mime = f"include {MIME_TYPES};" if MIME_TYPES.exists() else "types { text/css css; }"
+    brotli = BROTLI_STATIC.exists()
     return f"""\
+{f"load_module {BROTLI_STATIC};" if brotli else ""}
 daemon off;
 {_worker_user()}
 worker_processes 1;
@@ -65,11 +79,16 @@ http {{
         default upgrade;
         ""      "";
     }}
+{STATIC_CACHE}
     server {{
         listen 127.0.0.1:{port};
         location /static/ {{
             alias {static_root}/;
-            expires 1h;
+            gzip_static on;
+            gzip_vary on;
+            {"brotli_static on;" if brotli else ""}
+            add_header Cache-Control $static_cache_control;
+            add_header X-Content-Type-Options nosniff;
         }}
         location / {{
             include {PROXY_CONF};
