@@ -2,17 +2,18 @@
 
 `collectstatic` (which `make run` runs) writes each file under a name with a hash of its content
 (`chat.4e1a3fce968e.js`, the ES modules' imports rewritten to match) beside a `.br` and `.gz`
-of it (WhiteNoise's storage). `StaticFiles`, the ASGI layer in front of Django, answers
-`/static/` from an index of `STATIC_ROOT` made once (WhiteNoise's lookup): a hashed name is kept
-by the browser for a year, unasked (`immutable`); another for a minute. It picks the smallest
-encoding the browser accepts (`Vary: Accept-Encoding`). A path that is not in the index, however
-it leaves the directory, is a plain 404: nothing is looked up on disk by a request's path.
+of it (WhiteNoise's storage); the plain name stays too, uncompressed (DEBUG's pages use it).
+`StaticFiles`, the ASGI layer in front of Django, answers `/static/` from an index of
+`STATIC_ROOT` made once (WhiteNoise's lookup): a hashed name is kept by the browser for a year,
+unasked (`immutable`); another for a minute. It picks the smallest encoding the browser accepts
+(`Vary: Accept-Encoding`). A path that is not in the index, however it leaves the directory, is
+a plain 404: nothing is looked up on disk by a request's path.
 
 The file is read on the event loop: our files are small and in the page cache after the first
 read, and a thread per file would cost more than the read (nginx serves them in production).
 
-Before its first request is served, a server checks that the files were collected and have
-not changed since (`check_collected`): until they are, it answers every request with a 503 that
+Before its first request is served, a server checks that the files were collected, every one
+the finders see (`check_collected`): until they are, it answers every request with a 503 that
 says to run `collectstatic` (and logs it), rather than pages without their styles or a 500. It
 checks at the first request, not at start: `make cluster` starts Daphne while collectstatic
 runs.
