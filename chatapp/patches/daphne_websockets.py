@@ -63,16 +63,28 @@ def buffered_bytes(transport: Any) -> int:
     """Bytes written to a Twisted TCP transport that the client has not received: what Twisted
     holds, and what the kernel does (its send buffer autotunes to megabytes, so it is most of a
     silent socket's backlog at first). 0 for a transport of another kind: no bound is read."""
+    held = twisted_held(transport)
+    return 0 if held is None else held + kernel_queued(transport)
+
+
+def twisted_held(transport: Any) -> int | None:
+    """What Twisted holds for the transport (attribute reads, no system call); None for a
+    transport of another kind."""
     try:
         held: int = len(transport.dataBuffer) - transport.offset + transport._tempDataLen
-        fd = transport.getHandle().fileno()
-    except (AttributeError, OSError):
-        return 0
+    except AttributeError:
+        return None
+    return held
+
+
+def kernel_queued(transport: Any) -> int:
+    """What the kernel holds in the socket's send queue (a system call)."""
     try:
-        queued = struct.unpack("i", fcntl.ioctl(fd, termios.TIOCOUTQ, b"\0" * 4))[0]
-    except OSError:  # not Linux-like: Twisted's part alone
-        queued = 0
-    return held + int(queued)
+        fd = transport.getHandle().fileno()
+        queued: int = struct.unpack("i", fcntl.ioctl(fd, termios.TIOCOUTQ, b"\0" * 4))[0]
+    except (AttributeError, OSError):  # not Linux-like: Twisted's part alone
+        return 0
+    return queued
 
 
 def max_buffered() -> int:
@@ -91,14 +103,27 @@ def call_later(delay: float, function: Callable[[], None]) -> None:
 def _bounded(protocol: type[Any]) -> type[Any]:
     class BoundedWebSocketProtocol(protocol):  # type: ignore[misc]
         too_slow = False
+        limit: int | None = None  # read from the settings at the first send
+        # An upper bound on the kernel's queue: what it held when last asked, plus what was
+        # written since (the queue only grows by what we write). The kernel is asked (a system
+        # call) only when that bound could be over the limit, so a socket whose browser reads
+        # costs one call per megabyte or so, not one per frame.
+        queued_bound = 0
 
         def serverSend(self, content: bytes | str, binary: bool = False) -> None:
             if self.too_slow:
                 return  # the page re-syncs by snapshot when it reconnects
-            limit = max_buffered()
-            if limit and buffered_bytes(self.transport) > limit:
-                self._close_too_slow(limit)
-                return
+            limit = self.limit
+            if limit is None:
+                limit = self.limit = max_buffered()
+            if limit:
+                held = twisted_held(self.transport)
+                if held is not None and (held or self.queued_bound > limit):
+                    self.queued_bound = kernel_queued(self.transport)
+                    if held + self.queued_bound > limit:
+                        self._close_too_slow(limit)
+                        return
+                self.queued_bound += len(content)
             super().serverSend(content, binary)
 
         def _close_too_slow(self, limit: int) -> None:

@@ -113,3 +113,45 @@ def test_zero_turns_the_bound_off(settings: Any, transport: Transport) -> None:
         protocol.serverSend("x" * 1000)
     assert len(protocol.sent) == 3
     assert protocol.closed is None
+
+
+class FlushedProtocol(Protocol):
+    """Twisted has handed everything to the kernel by the next send, as it does between ticks."""
+
+    def serverSend(self, content: bytes | str, binary: bool = False) -> None:
+        self.sent.append(content)
+
+
+def test_the_kernel_is_asked_only_when_the_bound_could_be_passed(
+    settings: Any,
+    transport: Transport,
+    monkeypatch: pytest.MonkeyPatch,
+    later: list[tuple[float, Callable[[], None]]],
+) -> None:
+    """A silent client is closed at the same send as when the kernel was asked every time; a
+    reading one costs a system call per `CHAT_WS_MAX_BUFFERED` bytes or so, not one per frame."""
+    settings.CHAT_WS_MAX_BUFFERED = 100
+    asked: list[int] = []
+    kernel = {"queued": 0}
+
+    def queued(_: Any) -> int:
+        asked.append(kernel["queued"])
+        return kernel["queued"]
+
+    monkeypatch.setattr(daphne_websockets, "kernel_queued", queued)
+    silent = daphne_websockets._bounded(FlushedProtocol)(transport)
+    for _ in range(20):
+        silent.serverSend("x" * 10)
+        kernel["queued"] += 10 if silent.closed is None else 0
+    assert len(silent.sent) == 11  # 110 bytes queued: over the bound, found at the next send
+    assert silent.closed == daphne_websockets.CLOSE_TOO_SLOW
+    assert asked == [110]
+
+    asked.clear()
+    kernel["queued"] = 0  # a client that reads everything at once
+    reading = daphne_websockets._bounded(FlushedProtocol)(transport)
+    for _ in range(100):
+        reading.serverSend("x" * 10)
+    assert len(reading.sent) == 100
+    assert reading.closed is None
+    assert 0 < len(asked) <= 10
