@@ -1,4 +1,4 @@
-"""URL routes: sign-in, the chat pages and their htmx endpoints, and the admin."""
+"""URL routes: sign-in, the chat pages and their htmx endpoints, shared links, and the admin."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from django.urls import include, path
 
 from chatapp.access import login_limits
 from chatapp.read_aloud import views as read_aloud
-from chatapp.views import answer_settings, branches, library, not_found
+from chatapp.views import answer_settings, branches, library, not_found, shared_links
 from chatapp.views import chat as views
 
 chat_patterns = [
@@ -38,6 +38,16 @@ chat_patterns = [
     path("m/<int:pk>/speech/", read_aloud.read_aloud, name="read_aloud"),
     path("m/<int:pk>/speech/state/", read_aloud.read_aloud_state, name="read_aloud_state"),
     path("g/<int:pk>/stop/", views.stop, name="stop"),
+    path("c/<int:pk>/share/", shared_links.share, name="share"),
+    path("shared/", shared_links.links, name="shared_links"),
+    path("shared/<int:pk>/revoke/", shared_links.revoke, name="revoke_shared_link"),
+    # Anyone's, signed in or not: the token is the key.
+    path("s/<str:token>/", shared_links.shared_page, name="shared_page"),
+    path(
+        "s/<str:token>/images/<int:position>/<int:index>/",
+        shared_links.shared_image,
+        name="shared_image",
+    ),
 ]
 
 # Every form that checks a password counts failures on the same counters.

@@ -1,0 +1,148 @@
+"""Shared links: the owner makes one from a conversation's header, lists and revokes them; anyone
+with one reads that branch, signed in or not.
+
+The shared page is the conversation as the app renders it (each answer's stored final render,
+its reasoning and tool calls read-only) with nothing of the owner's beyond it: no costs or
+token counts, no error details from the gateway, no controls, no composer, no socket. It reads
+no session and sets no cookie, is `noindex` and `no-store`, and sends no referrer. Images are
+shown when they are safe to serve to anyone: an image stream's, whose bytes are a raster type
+read from them (served under the link, like the page), and raster `data:` images; an https image
+stays a link, as in the app. Audio and files are left out, and the page says so: they would be
+downloads of whatever the gateway sent, served from this site to anyone. An answer still being
+written is left out until it ends (the page has no socket to stream it), saying so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST, require_safe
+
+from chatapp.conversations import shared_links
+from chatapp.models import Message
+from chatapp.rendering import attachments
+
+if TYPE_CHECKING:
+    from chatapp.models import SharedLink
+    from chatapp.views.authenticated import AuthenticatedRequest
+
+LEFT_OUT = {"audio": "an audio clip", "file": "a file"}
+
+
+@dataclass(frozen=True, slots=True)
+class SharedMessage:
+    """A message as the shared page shows it."""
+
+    message: Message
+    position: int  # in the branch, from 1: the key of its images' URLs
+    writing: bool  # an answer still being written, left out until it ends
+    left_out: str  # the media it has that are not shared, in words ("" for none)
+
+
+def _left_out(message: Message) -> str:
+    items = message.attachments if isinstance(message.attachments, list) else []
+    kinds = [item.get("kind") for item in items if isinstance(item, dict)]
+    words = [LEFT_OUT[kind] for kind in kinds if kind in LEFT_OUT]
+    if not words:
+        return ""
+    return f"Not included in shared links: {', '.join(words)} from the model."
+
+
+def _shown(messages: list[Message]) -> list[SharedMessage]:
+    shown = []
+    for position, message in enumerate(messages, start=1):
+        generation = getattr(message, "generation", None)
+        writing = generation is not None and generation.is_running
+        shown.append(SharedMessage(message, position, writing, _left_out(message)))
+    return shown
+
+
+def _public[R: HttpResponseBase](response: R) -> R:
+    """A shared page's headers (the middleware adds `no-store` and the CSP)."""
+    response["X-Robots-Tag"] = "noindex"
+    response["Referrer-Policy"] = "no-referrer"
+    return response
+
+
+def _missing(request: HttpRequest) -> HttpResponse:
+    """The same page for a link revoked, unknown or whose conversation is gone."""
+    return _public(render(request, "chatapp/shared/missing.html", status=404))
+
+
+@require_safe
+def shared_page(request: HttpRequest, token: str) -> HttpResponse:
+    link = shared_links.live(token)
+    if link is None:
+        return _missing(request)
+    context = {"link": link, "token": token, "shared": _shown(shared_links.branch(link))}
+    return _public(render(request, "chatapp/shared/page.html", context))
+
+
+@require_safe
+def shared_image(request: HttpRequest, token: str, position: int, index: int) -> HttpResponse:
+    """An image stream's image in a shared answer, in the raster type its bytes say."""
+    link = shared_links.live(token)
+    message = _message_at(link, position) if link is not None else None
+    generation = getattr(message, "generation", None)
+    if message is None or generation is None or generation.is_running:
+        raise Http404("No such image.")
+    items = message.attachments if isinstance(message.attachments, list) else []
+    item = items[index] if index < len(items) and isinstance(items[index], dict) else {}
+    data = attachments.decoded(item)
+    image_type = attachments.served_image_type(item, data) if data is not None else None
+    if data is None or image_type is None:
+        raise Http404("No such image.")
+    response = HttpResponse(data, content_type=image_type)
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    return _public(response)
+
+
+def _message_at(link: SharedLink, position: int) -> Message | None:
+    path = shared_links.branch_keys(link)
+    if not 1 <= position <= len(path):
+        return None
+    return Message.objects.select_related("generation").filter(pk=path[position - 1]).first()
+
+
+@login_required
+@require_POST
+def share(request: AuthenticatedRequest, pk: int) -> HttpResponse:
+    """A new link to the conversation `pk`, for the branch the page shows (`after`: its last
+    message), shown once: in the header's Share menu, or on the list without htmx."""
+    after = request.POST.get("after", "")
+    new = shared_links.create(request.user, pk, int(after) if after.isdigit() else None)
+    created = {
+        "url": request.build_absolute_uri(reverse("chat:shared_page", args=[new.token])),
+        "link": new.link,
+        "messages": len(shared_links.branch_keys(new.link)),
+    }
+    if request.htmx:
+        return render(request, "chatapp/shared/_created.html", {"created": created})
+    return _list(request, created)
+
+
+@login_required
+@require_GET
+def links(request: AuthenticatedRequest) -> HttpResponse:
+    return _list(request, None)
+
+
+def _list(request: AuthenticatedRequest, created: dict[str, object] | None) -> HttpResponse:
+    context = {"links": shared_links.links_of(request.user), "created": created}
+    return render(request, "chatapp/shared/links.html", context)
+
+
+@login_required
+@require_POST
+def revoke(request: AuthenticatedRequest, pk: int) -> HttpResponse:
+    link = shared_links.revoke(request.user, pk)
+    if not request.htmx:
+        return HttpResponseRedirect(reverse("chat:shared_links"))
+    item = shared_links.OwnedLink(link, len(shared_links.branch_keys(link)))
+    return render(request, "chatapp/shared/_link.html", {"item": item})

@@ -1,0 +1,348 @@
+"""Shared links over HTTP: the owner makes, lists and revokes them; anyone reads the branch, with
+nothing of the owner's beyond it, `noindex`, `no-store`, the app's CSP and no cookie."""
+
+from __future__ import annotations
+
+import base64
+import re
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from chatapp.models import Conversation, Generation, Message, SharedLink
+from chatapp.rendering import answer_html
+from chatapp.rendering.markdown import doc_id_for
+
+pytestmark = pytest.mark.django_db
+
+HTMX = {"HX-Request": "true"}
+PNG = (  # one pixel
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+ANSWER = "# Lisbon\n\nTake the **tram** and:\n\n```python\nprint('hi')\n```\n"
+TOKEN_URL = re.compile(r"http://testserver/s/([A-Za-z0-9_-]{43})/")
+
+
+@pytest.fixture(autouse=True)
+def _renders_wait(settings: Any) -> None:
+    settings.CHAT_RENDER_PAGE_WAIT = 60.0  # a cold render process is not what these test
+
+
+def client_for(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def turn(
+    conversation: Conversation,
+    question: str,
+    answer: str,
+    after: Message | None = None,
+    **generation: Any,
+) -> Message:
+    """A turn after `after`, shown, its answer's final render stored as the worker stores it."""
+    asked = Message.objects.create(
+        conversation=conversation, role=Message.Role.USER, parent=after, content=question
+    )
+    answered = Message.objects.create(
+        conversation=conversation, role=Message.Role.ASSISTANT, parent=asked, content=answer
+    )
+    answer_html.keep(answered, answer_html.render_answer_sync(answer, [], doc_id_for(answered.pk)))
+    answered.save()
+    fields = {
+        "model": "emulator/echo",
+        "status": Generation.Status.COMPLETED,
+        "finish_reason": "stop",
+        "prompt_tokens": 11,
+        "completion_tokens": 42,
+        "cost": Decimal("0.000123"),
+        "cost_unit": "usd",
+        "cost_source": Generation.CostSource.STREAM,
+        "ttft_ms": 321,
+        **generation,
+    }
+    Generation.objects.create(message=answered, conversation=conversation, **fields)
+    conversation.current_leaf = answered
+    conversation.save()
+    return answered
+
+
+def shared(owner: Client, conversation: Conversation, after: Message | None = None) -> str:
+    """The path of a new link to `conversation`, made as the Share menu makes it."""
+    data = {"after": str(after.pk)} if after else {}
+    response = owner.post(reverse("chat:share", args=[conversation.pk]), data, headers=HTMX)
+    assert response.status_code == 200
+    found = TOKEN_URL.search(response.content.decode())
+    assert found, response.content
+    return reverse("chat:shared_page", args=[found[1]])
+
+
+@pytest.fixture
+def trip(alice: Any) -> Conversation:
+    conversation = Conversation.objects.create(user=alice, title="Lisbon trip")
+    turn(conversation, "Where should I go?", ANSWER)
+    return conversation
+
+
+def test_anyone_with_the_link_reads_the_answers_as_the_app_renders_them(
+    alice: Any, trip: Conversation
+) -> None:
+    owner = client_for(alice)
+    path = shared(owner, trip)
+    page = Client().get(path)
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "<title>Lisbon trip · Shared · Gateway Chat</title>" in html
+    assert "Where should I go?" in html
+    answer = Message.objects.get(conversation=trip, role=Message.Role.ASSISTANT)
+    assert '<pre class="highlight">' in answer.html or "code-block" in answer.html
+    # The stored final render, byte for byte, as the app's own page shows it.
+    assert f'<div class="content rendered">{answer.html}</div>' in html
+    assert answer.html in owner.get(reverse("chat:conversation", args=[trip.pk])).content.decode()
+    assert "emulator/echo" in html
+
+
+def test_the_page_shows_no_costs_no_controls_and_opens_no_socket(
+    alice: Any, trip: Conversation
+) -> None:
+    owner = client_for(alice)
+    app_page = owner.get(reverse("chat:conversation", args=[trip.pk])).content.decode()
+    page = Client().get(shared(owner, trip)).content.decode()
+    # Each of these is on the owner's page (the control), and none on the shared one.
+    for owners_only in (
+        "$0.000123",
+        "42 out",
+        "first token 321 ms",
+        "Regenerate",
+        'id="composer"',
+        "<form",
+        "hx-post",
+        "X-CSRFToken",
+        "/ws/chat/",
+        "chat.js",
+        "htmx.min.js",
+        "This conversation",  # the running total
+        "Sign out",
+    ):
+        assert owners_only in app_page, owners_only
+        assert owners_only not in page, owners_only
+    assert "0.000123" not in page
+    assert "csrfmiddlewaretoken" not in page
+
+
+def test_the_page_is_noindex_no_store_with_the_apps_csp_and_needs_no_session(
+    alice: Any, bob: Any, trip: Conversation
+) -> None:
+    owner = client_for(alice)
+    path = shared(owner, trip)
+    app_page = owner.get(reverse("chat:conversation", args=[trip.pk]))
+    for reader in (Client(), client_for(bob), owner):
+        response = reader.get(path)
+        assert response.status_code == 200
+        assert response["X-Robots-Tag"] == "noindex"
+        assert '<meta name="robots" content="noindex">' in response.content.decode()
+        assert response["Cache-Control"] == "no-store"
+        assert response["Referrer-Policy"] == "no-referrer"
+        assert response["Content-Security-Policy"] == app_page["Content-Security-Policy"]
+        assert response["X-Frame-Options"] == "DENY"
+        assert not response.cookies  # no CSRF cookie, no session
+        assert "Cookie" not in response.get("Vary", "")
+
+
+def test_revoking_a_link_makes_it_and_its_images_404_at_once(alice: Any) -> None:
+    conversation = Conversation.objects.create(user=alice, title="Pictures")
+    image = {"kind": "image", "media_type": "image/png", "filename": "a.png", "data": PNG}
+    turn(conversation, "Draw", "", kind=Generation.Kind.IMAGE)
+    Message.objects.filter(role=Message.Role.ASSISTANT).update(attachments=[image])
+    owner = client_for(alice)
+    path = shared(owner, conversation)
+    image_path = f"{path}images/2/0/"
+    reader = Client()
+    assert reader.get(path).status_code == 200
+    assert reader.get(image_path).status_code == 200
+    link = SharedLink.objects.get()
+    response = owner.post(reverse("chat:revoke_shared_link", args=[link.pk]), headers=HTMX)
+    assert response.status_code == 200
+    assert "revoked" in response.content.decode()
+    gone = reader.get(path)
+    assert gone.status_code == 404
+    assert gone["X-Robots-Tag"] == "noindex"
+    assert "Pictures" not in gone.content.decode()
+    assert reader.get(image_path).status_code == 404
+    # A revoked link reads exactly as one that never existed.
+    unknown = reader.get(reverse("chat:shared_page", args=["A" * 43]))
+    assert (unknown.status_code, unknown.content) == (404, gone.content)
+
+
+def test_a_deleted_conversation_takes_its_links_with_it(alice: Any, trip: Conversation) -> None:
+    owner = client_for(alice)
+    path = shared(owner, trip)
+    assert Client().get(path).status_code == 200
+    owner.post(reverse("chat:delete", args=[trip.pk]), headers=HTMX)
+    assert Client().get(path).status_code == 404
+
+
+def test_only_the_owner_makes_lists_and_revokes_links(
+    alice: Any, bob: Any, trip: Conversation
+) -> None:
+    owner, mallory, anonymous = client_for(alice), client_for(bob), Client()
+    share_url = reverse("chat:share", args=[trip.pk])
+    assert mallory.post(share_url, headers=HTMX).status_code == 404
+    answer = Message.objects.get(conversation=trip, role=Message.Role.ASSISTANT)
+    assert anonymous.post(share_url, {"after": answer.pk}).status_code == 302  # to sign in
+    assert not SharedLink.objects.exists()
+    path = shared(owner, trip)
+    link = SharedLink.objects.get()
+    revoke_url = reverse("chat:revoke_shared_link", args=[link.pk])
+    assert mallory.post(revoke_url, headers=HTMX).status_code == 404
+    assert anonymous.post(revoke_url).status_code == 302
+    assert anonymous.get(path).status_code == 200  # still open
+    assert "Lisbon trip" not in mallory.get(reverse("chat:shared_links")).content.decode()
+    assert anonymous.get(reverse("chat:shared_links")).status_code == 302
+    listed = owner.get(reverse("chat:shared_links")).content.decode()
+    assert "Lisbon trip" in listed
+    assert "2 messages" in listed
+    assert revoke_url in listed
+    assert path not in listed  # the token is shown once, when the link is made
+
+
+def test_later_messages_and_other_versions_are_not_shown(alice: Any, trip: Conversation) -> None:
+    owner = client_for(alice)
+    first = Message.objects.get(conversation=trip, role=Message.Role.ASSISTANT)
+    path = shared(owner, trip, after=first)
+    turn(trip, "And after Lisbon?", "Porto.", after=first)
+    turn(trip, "Where should I go instead?", "Madrid.")  # an edited first question
+    page = Client().get(path).content.decode()
+    assert "Where should I go?" in page
+    for later in ("And after Lisbon?", "Porto.", "instead", "Madrid."):
+        assert later not in page
+    # The control: a link made now shows the branch shown now.
+    assert "Madrid." in Client().get(shared(owner, trip)).content.decode()
+
+
+def test_an_answer_still_being_written_is_left_out_until_it_ends(alice: Any) -> None:
+    conversation = Conversation.objects.create(user=alice, title="Live")
+    answer = turn(conversation, "Tell me", "", status=Generation.Status.STREAMING)
+    Message.objects.filter(pk=answer.pk).update(content="half of what will be")
+    path = shared(client_for(alice), conversation)
+    page = Client().get(path).content.decode()
+    assert "Tell me" in page
+    assert "half of what will be" not in page
+    assert "still being written" in page
+    Message.objects.filter(pk=answer.pk).update(content="half of what will be, and the rest")
+    Generation.objects.filter(message=answer).update(status=Generation.Status.COMPLETED)
+    page = Client().get(path).content.decode()
+    assert "half of what will be, and the rest" in page
+    assert "still being written" not in page
+
+
+def test_images_are_served_under_the_link_and_audio_and_files_are_left_out(alice: Any) -> None:
+    conversation = Conversation.objects.create(user=alice, title="Media")
+    secret = base64.b64encode(b"a file only the owner downloads").decode()
+    items = [
+        {"kind": "image", "media_type": "image/png", "filename": "a.png", "data": PNG},
+        {"kind": "image_url", "url": f"data:image/png;base64,{PNG}"},
+        {"kind": "file", "filename": "notes.csv", "media_type": "text/csv", "data": secret},
+        {"kind": "audio", "media_type": "audio/wav", "data": secret, "transcript": "hello"},
+        {"kind": "image", "media_type": "image/png", "filename": "b.png", "data": secret},
+    ]
+    answer = turn(conversation, "Make things", "Here they are.")
+    Message.objects.filter(pk=answer.pk).update(attachments=items)
+    path = shared(client_for(alice), conversation)
+    page = Client().get(path).content.decode()
+    assert f'src="{path}images/2/0/"' in page
+    assert f'src="data:image/png;base64,{PNG}"' in page
+    assert "Not included in shared links: a file, an audio clip from the model." in page
+    assert secret not in page
+    assert "notes.csv" not in page
+    image = Client().get(f"{path}images/2/0/")
+    assert image.status_code == 200
+    assert image["Content-Type"] == "image/png"
+    assert image.content == base64.b64decode(PNG)
+    assert image["X-Content-Type-Options"] == "nosniff"
+    assert image["Content-Security-Policy"] == "default-src 'none'; sandbox"
+    assert image["X-Robots-Tag"] == "noindex"
+    for other in ("2/2", "2/3", "2/4", "2/9", "1/0", "3/0"):  # file, audio, not raster, none
+        assert Client().get(f"{path}images/{other}/").status_code == 404, other
+
+
+def test_an_image_of_a_later_message_is_not_served(alice: Any, trip: Conversation) -> None:
+    owner = client_for(alice)
+    path = shared(owner, trip)
+    later = turn(trip, "Draw it", "", after=Message.objects.filter(conversation=trip).last())
+    image = {"kind": "image", "media_type": "image/png", "filename": "a.png", "data": PNG}
+    Message.objects.filter(pk=later.pk).update(attachments=[image])
+    assert Client().get(f"{path}images/4/0/").status_code == 404
+    assert Client().get(f"{shared(owner, trip)}images/4/0/").status_code == 200  # control
+
+
+def test_reasoning_and_tool_calls_are_shown_read_only(alice: Any) -> None:
+    conversation = Conversation.objects.create(user=alice, title="Tools")
+    calls = [
+        {
+            "index": 0,
+            "id": "call_1",
+            "name": "calculator",
+            "arguments": '{"expression": "6*7"}',
+            "status": "done",
+            "result": "42",
+            "duration_ms": 3,
+        }
+    ]
+    answer = turn(conversation, "Six sevens?", "It is:\n\n```\n42\n```\n", thinking_ms=2400)
+    Message.objects.filter(pk=answer.pk).update(reasoning="Multiply them.", tool_calls=calls)
+    page = Client().get(shared(client_for(alice), conversation)).content.decode()
+    assert '<details class="pane reasoning-pane">' in page  # folded, as a finished answer's
+    assert "Thought for 2 s" in page
+    assert "Multiply them." in page
+    assert '<code class="tool-name">calculator</code>' in page
+    assert "<pre>42</pre>" in page
+    buttons = re.findall(r"<button[^>]*>", page)
+    assert buttons  # the code block's Copy
+    assert all('class="copy-code"' in button for button in buttons)
+
+
+def test_what_went_wrong_is_said_without_the_gateways_words(alice: Any) -> None:
+    conversation = Conversation.objects.create(user=alice, title="Errors")
+    failed = turn(
+        conversation,
+        "q1",
+        "partial",
+        status=Generation.Status.FAILED,
+        error_status=402,
+        error_message="Key sk-live-1234 has $3.20 left",
+    )
+    turn(
+        conversation,
+        "q2",
+        "cut",
+        after=failed,
+        status=Generation.Status.CANCELLED,
+        error_type="spending_limit",
+        error_message="This answer would pass your limit of $10.00 a month.",
+    )
+    page = Client().get(shared(client_for(alice), conversation)).content.decode()
+    assert "The answer failed; what arrived before is shown." in page
+    assert "Stopped." in page
+    for private in ("sk-live", "$3.20", "$10.00", "402", "limit"):
+        assert private not in page, private
+
+
+def test_without_htmx_a_new_link_is_shown_on_the_list_and_revoking_returns_there(
+    alice: Any, trip: Conversation
+) -> None:
+    owner = client_for(alice)
+    response = owner.post(reverse("chat:share", args=[trip.pk]))
+    assert response.status_code == 200
+    assert "<h1>Shared links</h1>" in response.content.decode()
+    found = TOKEN_URL.search(response.content.decode())
+    assert found
+    link = SharedLink.objects.get()
+    response = owner.post(reverse("chat:revoke_shared_link", args=[link.pk]))
+    assert response.status_code == 302
+    assert response["Location"] == reverse("chat:shared_links")
+    assert Client().get(reverse("chat:shared_page", args=[found[1]])).status_code == 404
