@@ -19,13 +19,14 @@ from django.middleware.csrf import _get_new_csrf_string
 from django.test import AsyncClient
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
+from chatapp.conversations import shared_links
 from chatapp.models import Conversation, Generation, Message
 from chatapp.streaming import worker
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("closed_clients")]
 
 # What the `pk` of a route names, by the route's prefix.
-OWNED_BY = {"c/": "conversation", "m/": "message", "g/": "generation"}
+OWNED_BY = {"c/": "conversation", "m/": "message", "g/": "generation", "shared/": "shared link"}
 POST_DATA = {"content": "hello", "model": "ok", "title": "renamed"}
 # As a browser sends it for the page's own fetches (a view may refuse cross-site ones).
 SAME_ORIGIN = {"Sec-Fetch-Site": "same-origin"}
@@ -43,8 +44,12 @@ class Route:
                 return kind
         raise AssertionError(f"{self.template}: add what its pk names to OWNED_BY")
 
-    def url(self, pk: int) -> str:
-        kwargs = {"pk": pk, "index": 0} if "<int:index>" in self.template else {"pk": pk}
+    def url(self, pk: int | None, token: str = "") -> str:
+        """This route's URL for `pk`, and for a shared link's `token` where it takes one."""
+        kwargs: dict[str, Any] = {"pk": pk} if "<int:pk>" in self.template else {}
+        kwargs |= {"index": 0} if "<int:index>" in self.template else {}
+        kwargs |= {"position": 2} if "<int:position>" in self.template else {}
+        kwargs |= {"token": token} if "<str:token>" in self.template else {}
         return reverse(self.name, kwargs=kwargs)
 
 
@@ -78,11 +83,13 @@ class Owned:
     question: int
     answer: int
     generation: int
+    shared_link: int
+    token: str  # the shared link's
 
 
 def _victims_conversation(user: Any) -> Owned:
     """A finished exchange with an attachment and a read aloud, its answer cut by its budget (so
-    Continue works)."""
+    Continue works), shared by a link."""
     conversation = Conversation.objects.create(user=user, title="private")
     question = Message.objects.create(
         conversation=conversation, role=Message.Role.USER, content="my secret question"
@@ -112,7 +119,10 @@ def _victims_conversation(user: Any) -> Owned:
     )
     conversation.current_leaf = answer
     conversation.save()
-    return Owned(conversation.pk, question.pk, answer.pk, generation.pk)
+    shared = shared_links.create(user, conversation.pk, answer.pk)
+    return Owned(
+        conversation.pk, question.pk, answer.pk, generation.pk, shared.link.pk, shared.token
+    )
 
 
 def _pks(route: Route, owned: Owned) -> list[int]:
@@ -122,6 +132,8 @@ def _pks(route: Route, owned: Owned) -> list[int]:
             return [owned.conversation]
         case "message":
             return [owned.question, owned.answer]
+        case "shared link":
+            return [owned.shared_link]
         case _:
             return [owned.generation]
 
@@ -130,6 +142,11 @@ def _owners_pk(route: Route, owned: Owned) -> int:
     if route.owned == "message":
         return owned.question if route.name == "chat:edit" else owned.answer
     return _pks(route, owned)[0]
+
+
+def _owners_url(route: Route, owned: Owned) -> str:
+    pk = _owners_pk(route, owned) if "<int:pk>" in route.template else None
+    return route.url(pk, owned.token)
 
 
 async def _client(user: Any, **options: Any) -> AsyncClient:
@@ -160,6 +177,7 @@ async def test_another_users_ids_are_not_found(route: Route, alice: Any, bob: An
     conversation = await Conversation.objects.aget(pk=owned.conversation)
     assert conversation.title == "private"
     assert await Message.objects.filter(conversation=conversation).acount() == 2
+    assert await sync_to_async(shared_links.live)(owned.token) is not None  # not revoked
     # The control: the owner reaches the same URL.
     owner = await _client(alice)
     url = route.url(_owners_pk(route, owned))
@@ -170,12 +188,46 @@ async def test_another_users_ids_are_not_found(route: Route, alice: Any, bob: An
     await _workers_finished()
 
 
+# Routes anyone may reach: signing in and out, and what a shared link opens (its token the key).
+PUBLIC = {"login", "logout", "chat:shared_page", "chat:shared_image"}
+
+
+@pytest.mark.parametrize(
+    "route", [route for route in ROUTES if route.name not in PUBLIC], ids=lambda route: route.name
+)
+async def test_every_route_but_signing_in_and_shared_links_needs_a_sign_in(
+    route: Route, alice: Any
+) -> None:
+    owned = await sync_to_async(_victims_conversation)(alice)
+    url = _owners_url(route, owned)
+    anonymous = AsyncClient()
+    for response in (
+        await anonymous.get(url, headers=SAME_ORIGIN),
+        await anonymous.post(url, POST_DATA, headers=SAME_ORIGIN),
+    ):
+        assert response.status_code == 302, (url, response.status_code)
+        assert response["Location"].startswith(reverse("login")), url
+    # The control: signed in, the same URL is not sent to sign in.
+    owner = await _client(alice)
+    response = await owner.get(url, headers=SAME_ORIGIN)
+    if response.status_code == 405:
+        response = await owner.post(url, POST_DATA, headers={"HX-Request": "true", **SAME_ORIGIN})
+    assert response.status_code != 302 or not response["Location"].startswith(reverse("login"))
+    await _workers_finished()
+
+
+async def test_a_shared_link_opens_signed_out(alice: Any) -> None:
+    owned = await sync_to_async(_victims_conversation)(alice)
+    response = await AsyncClient().get(reverse("chat:shared_page", args=[owned.token]))
+    assert response.status_code == 200
+    assert b"my secret answer" in response.content
+
+
 @pytest.mark.parametrize("route", ROUTES, ids=lambda route: route.name)
 async def test_every_post_needs_the_csrf_token(route: Route, alice: Any) -> None:
     owned = await sync_to_async(_victims_conversation)(alice)
     client = await _client(alice, enforce_csrf_checks=True)
-    has_pk = "<int:pk>" in route.template
-    url = route.url(_owners_pk(route, owned)) if has_pk else reverse(route.name)
+    url = _owners_url(route, owned)
     response = await client.post(url, POST_DATA)
     assert response.status_code == 403, (url, response.status_code)
     assert b"CSRF" in response.content
@@ -215,8 +267,7 @@ async def test_every_response_is_no_store(route: Route, alice: Any) -> None:
     `no-store`, so neither a shared proxy nor the browser's disk cache keeps them."""
     owned = await sync_to_async(_victims_conversation)(alice)
     owner = await _client(alice)
-    has_pk = "<int:pk>" in route.template
-    url = route.url(_owners_pk(route, owned)) if has_pk else reverse(route.name)
+    url = _owners_url(route, owned)
     response = await owner.get(url, headers=SAME_ORIGIN)
     if response.status_code == 405:
         response = await owner.post(url, POST_DATA, headers={"HX-Request": "true", **SAME_ORIGIN})
