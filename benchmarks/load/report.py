@@ -136,9 +136,11 @@ def growth_table(growth: dict[str, Any]) -> str:
     lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
     environment = " ".join(f"{k}={v}" for k, v in growth.get("server_environment", {}).items())
     lines.append(
-        f"growth per 1,000 generations after the first wave: {_mb(growth['per_1000_kb'])} MB"
-        f" (server's allocator environment: {environment or 'none set'})"
+        f"growth per 1,000 generations after the first wave: {_mb(growth['per_1000_kb'])} MB;"
+        f" over the second half of the waves (least squares):"
+        f" {_mb(growth.get('second_half_per_1000_kb'))} MB"
     )
+    lines.append(f"server's allocator environment: {environment or 'none set'}")
     trimmed = growth["waves"][-1].get("rss_after_trim_kb") if growth["waves"] else None
     if trimmed is not None:
         lines.append(f"RSS after the last wave and malloc_trim(0): {_mb(trimmed)} MB")

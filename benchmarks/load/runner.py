@@ -302,9 +302,22 @@ def run_growth(settings: Settings, total: int, wave: int, deadline: Deadline) ->
     return {
         "waves": out,
         "per_1000_kb": per_1000,
+        "second_half_per_1000_kb": _slope_per_1000(out[len(out) // 2 :]),
         "server_environment": environment,
         "error": error,
     }
+
+
+def _slope_per_1000(waves: list[dict[str, Any]]) -> float | None:
+    """RSS growth per 1,000 generations over `waves`, least squares: whether it has levelled off,
+    which one wave's RSS against another's cannot tell (a wave's RSS varies by several MB)."""
+    if len(waves) < 2:
+        return None
+    xs: list[float] = [w["generations"] for w in waves]
+    ys: list[float] = [w["rss_kb"] for w in waves]
+    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+    spread = sum((x - mean_x) ** 2 for x in xs)
+    return sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread * 1000
 
 
 def _memory(stack: Stack, client: httpx.Client, *, trim: bool) -> dict[str, Any]:
