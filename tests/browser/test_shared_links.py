@@ -26,8 +26,8 @@ def test_a_link_opens_signed_out_shows_the_branch_and_stops_when_revoked(
     answer = finished(alice, f"{marker} {QUESTION}")
     owners_text = answer.locator(".content").inner_text()
 
-    alice.locator("details.share-menu > summary").click()
-    alice.get_by_role("button", name="Create a link").click()
+    alice.locator("details.conversation-actions > summary").click()
+    alice.get_by_role("button", name="Create a share link").click()
     address = alice.get_by_label("The new link")
     expect(alice.locator(".share-created")).to_contain_text("the 2 messages on screen")
     expect(address).to_have_value(re.compile(rf"^{re.escape(server_url)}/s/[A-Za-z0-9_-]{{43}}/$"))
@@ -38,7 +38,7 @@ def test_a_link_opens_signed_out_shows_the_branch_and_stops_when_revoked(
     assert alice.evaluate("navigator.clipboard.readText()") == url
     screenshots(alice, "share-menu")
     alice.keyboard.press("Escape")
-    expect(alice.locator("details.share-menu")).not_to_have_attribute("open", "")
+    expect(alice.locator("details.conversation-actions")).to_have_js_property("open", False)
 
     later = f"written after sharing {marker}"
     finished(alice, later)
@@ -98,8 +98,8 @@ def test_a_shared_branch_shows_its_reasoning_folded_and_its_images_signed_out(
     finished(alice, "Why is the sky blue?", "emulator/reasoning")
     picture = send(alice, "A lighthouse at dusk", "emulator/image")
     expect(picture).to_have_attribute("data-status", "completed", timeout=30_000)
-    alice.locator("details.share-menu > summary").click()
-    alice.get_by_role("button", name="Create a link").click()
+    alice.locator("details.conversation-actions > summary").click()
+    alice.get_by_role("button", name="Create a share link").click()
     url = alice.get_by_label("The new link").input_value()
 
     reader_context = browser.new_context()
