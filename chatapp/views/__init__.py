@@ -1,5 +1,6 @@
 """Pages and htmx endpoints.
 
 The chat page and its turns, answer settings, branches, the library (the sidebar, search
-and delete), and the 404 pages.
+and delete), shared links (made, listed, revoked, and the page anyone with one reads), and the
+404 pages.
 """
