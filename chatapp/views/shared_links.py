@@ -3,7 +3,8 @@ with one reads that branch, signed in or not.
 
 The shared page is the conversation as the app renders it (each answer's stored final render,
 its reasoning and tool calls read-only) with nothing of the owner's beyond it: no costs or
-token counts, no error details from the gateway, no controls, no composer, no socket. It reads
+token counts, no error details from the gateway, no controls, no composer, no socket, and not
+what a search of the owner's other conversations found (the call is shown, its result is not). It reads
 no session and sets no cookie, is `noindex` and `no-store`, and sends no referrer. Images are
 shown when they are safe to serve to anyone: an image stream's, whose bytes are a raster type
 read from them (served under the link, like the page), and raster `data:` images; an https image
@@ -26,6 +27,7 @@ from django.views.decorators.http import require_GET, require_POST, require_safe
 from chatapp.conversations import shared_links
 from chatapp.models import Message
 from chatapp.rendering import attachments
+from chatapp.tools import conversation_search
 
 if TYPE_CHECKING:
     from chatapp.models import SharedLink
@@ -42,6 +44,14 @@ class SharedMessage:
     position: int  # in the branch, from 1: the key of its images' URLs
     writing: bool  # an answer still being written, left out until it ends
     left_out: str  # the media it has that are not shared, in words ("" for none)
+    tool_calls: list[dict[str, object]]  # as stored, less the results `_private` keeps back
+    results_kept_back: bool  # what a search of the owner's other conversations found
+
+
+def _private(call: dict[str, object]) -> bool:
+    """Whether the call's result is kept back: a search of the owner's other conversations found
+    titles and snippets of conversations they did not share."""
+    return call.get("name") == conversation_search.TOOL.name and bool(call.get("result"))
 
 
 def _left_out(message: Message) -> str:
@@ -58,7 +68,13 @@ def _shown(messages: list[Message]) -> list[SharedMessage]:
     for position, message in enumerate(messages, start=1):
         generation = getattr(message, "generation", None)
         writing = generation is not None and generation.is_running
-        shown.append(SharedMessage(message, position, writing, _left_out(message)))
+        stored = message.tool_calls if isinstance(message.tool_calls, list) else []
+        calls = [call for call in stored if isinstance(call, dict)]
+        kept_back = any(_private(call) for call in calls)
+        calls = [{**call, "result": ""} if _private(call) else call for call in calls]
+        shown.append(
+            SharedMessage(message, position, writing, _left_out(message), calls, kept_back)
+        )
     return shown
 
 

@@ -306,6 +306,38 @@ def test_reasoning_and_tool_calls_are_shown_read_only(alice: Any) -> None:
     assert all('class="copy-code"' in button for button in buttons)
 
 
+def test_a_search_of_the_owners_other_conversations_is_shown_without_what_it_found(
+    alice: Any,
+) -> None:
+    conversation = Conversation.objects.create(user=alice, title="Recall")
+    calls = [
+        {
+            "index": 0,
+            "id": "call_1",
+            "name": "search_conversations",
+            "arguments": '{"query": "salary"}',
+            "status": "done",
+            "result": '{"results": [{"title": "My salary talk", "snippet": "ask for 90k"}]}',
+        },
+        {
+            "index": 1,
+            "id": "call_2",
+            "name": "clock",
+            "arguments": "{}",
+            "status": "done",
+            "result": "2026-12-02T15:00:00Z",
+        },
+    ]
+    answer = turn(conversation, "What did I say?", "You talked about it before.")
+    Message.objects.filter(pk=answer.pk).update(tool_calls=calls)
+    page = Client().get(shared(client_for(alice), conversation)).content.decode()
+    assert '<code class="tool-name">search_conversations</code>' in page
+    assert "salary talk" not in page
+    assert "90k" not in page
+    assert "What the search of the owner's other conversations found is not shared." in page
+    assert "2026-12-02T15:00:00Z" in page  # another tool's result is shown
+
+
 def test_what_went_wrong_is_said_without_the_gateways_words(alice: Any) -> None:
     conversation = Conversation.objects.create(user=alice, title="Errors")
     failed = turn(
