@@ -1,16 +1,16 @@
-"""Shared links: the owner makes one from a conversation's header, lists and revokes them; anyone
-with one reads that branch, signed in or not.
+"""Shared links: the owner makes one from a conversation's header (More), lists and revokes
+them; anyone with one reads that branch, signed in or not.
 
 The shared page is the conversation as the app renders it (each answer's stored final render,
 its reasoning and tool calls read-only) with nothing of the owner's beyond it: no costs or
 token counts, no error details from the gateway, no controls, no composer, no socket, and not
-what a search of the owner's other conversations found (the call is shown, its result is not). It reads
-no session and sets no cookie, is `noindex` and `no-store`, and sends no referrer. Images are
-shown when they are safe to serve to anyone: an image stream's, whose bytes are a raster type
-read from them (served under the link, like the page), and raster `data:` images; an https image
-stays a link, as in the app. Audio and files are left out, and the page says so: they would be
-downloads of whatever the gateway sent, served from this site to anyone. An answer still being
-written is left out until it ends (the page has no socket to stream it), saying so.
+what a search of the owner's other conversations found (the call is shown, its result is not).
+It reads no session and sets no cookie, is `noindex` and `no-store`, and sends no referrer.
+Images are shown when they are safe to serve to anyone: an image stream's, whose bytes are a
+raster type read from them (served under the link, like the page), and raster `data:` images;
+an https image stays a link, as in the app. Audio and files are left out, and the page says so:
+they would be downloads of whatever the gateway sent, served from this site to anyone. An answer
+still being written is left out until it ends (the page has no socket to stream it), saying so.
 """
 
 from __future__ import annotations
@@ -19,18 +19,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST, require_safe
 
 from chatapp.conversations import shared_links
-from chatapp.models import Message
+from chatapp.models import Message, SharedLink
 from chatapp.rendering import attachments
 from chatapp.tools import conversation_search
 
 if TYPE_CHECKING:
-    from chatapp.models import SharedLink
     from chatapp.views.authenticated import AuthenticatedRequest
 
 LEFT_OUT = {"audio": "an audio clip", "file": "a file"}
@@ -46,6 +45,15 @@ class SharedMessage:
     left_out: str  # the media it has that are not shared, in words ("" for none)
     tool_calls: list[dict[str, object]]  # as stored, less the results `_private` keeps back
     results_kept_back: bool  # what a search of the owner's other conversations found
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedLink:
+    """A link just made, as its owner is shown it this once."""
+
+    url: str
+    link: SharedLink
+    messages: int  # in the branch it shares
 
 
 def _private(call: dict[str, object]) -> bool:
@@ -101,18 +109,18 @@ def shared_page(request: HttpRequest, token: str) -> HttpResponse:
 
 @require_safe
 def shared_image(request: HttpRequest, token: str, position: int, index: int) -> HttpResponse:
-    """An image stream's image in a shared answer, in the raster type its bytes say."""
+    """An image stream's image in a shared answer, in the raster type its bytes say; a bare 404
+    for anything else, with no page (and no cookie) of the app's."""
     link = shared_links.live(token)
     message = _message_at(link, position) if link is not None else None
     generation = getattr(message, "generation", None)
-    if message is None or generation is None or generation.is_running:
-        raise Http404("No such image.")
-    items = message.attachments if isinstance(message.attachments, list) else []
+    items = message.attachments if message and isinstance(message.attachments, list) else []
     item = items[index] if index < len(items) and isinstance(items[index], dict) else {}
     data = attachments.decoded(item)
     image_type = attachments.served_image_type(item, data) if data is not None else None
-    if data is None or image_type is None:
-        raise Http404("No such image.")
+    if generation is None or generation.is_running or data is None or image_type is None:
+        not_found = HttpResponse("No such image.", status=404, content_type="text/plain")
+        return _public(not_found)
     response = HttpResponse(data, content_type=image_type)
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
@@ -130,14 +138,14 @@ def _message_at(link: SharedLink, position: int) -> Message | None:
 @require_POST
 def share(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     """A new link to the conversation `pk`, for the branch the page shows (`after`: its last
-    message), shown once: in the header's Share menu, or on the list without htmx."""
+    message), shown once: under the header's More, or on the list without htmx."""
     after = request.POST.get("after", "")
     new = shared_links.create(request.user, pk, int(after) if after.isdigit() else None)
-    created = {
-        "url": request.build_absolute_uri(reverse("chat:shared_page", args=[new.token])),
-        "link": new.link,
-        "messages": len(shared_links.branch_keys(new.link)),
-    }
+    created = CreatedLink(
+        request.build_absolute_uri(reverse("chat:shared_page", args=[new.token])),
+        new.link,
+        len(shared_links.branch_keys(new.link)),
+    )
     if request.htmx:
         return render(request, "chatapp/shared/_created.html", {"created": created})
     return _list(request, created)
@@ -149,7 +157,7 @@ def links(request: AuthenticatedRequest) -> HttpResponse:
     return _list(request, None)
 
 
-def _list(request: AuthenticatedRequest, created: dict[str, object] | None) -> HttpResponse:
+def _list(request: AuthenticatedRequest, created: CreatedLink | None) -> HttpResponse:
     context = {"links": shared_links.links_of(request.user), "created": created}
     return render(request, "chatapp/shared/links.html", context)
 
