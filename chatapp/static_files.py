@@ -9,6 +9,10 @@ unasked (`immutable`); another for a minute. It picks the smallest encoding the 
 (`Vary: Accept-Encoding`). A path that is not in the index, however it leaves the directory, is
 a plain 404: nothing is looked up on disk by a request's path.
 
+With `DJANGO_DEBUG=1` the pages name the plain files (Django's rule) and they are served as
+they are in `static/` and the apps' directories at each request, not cached: an edit shows on
+reload, with nothing collected.
+
 The file is read on the event loop: our files are small and in the page cache after the first
 read, and a thread per file would cost more than the read (nginx serves them in production).
 
@@ -75,6 +79,9 @@ class _Index(WhiteNoise):  # type: ignore[misc]  # untyped
         if root.is_dir():
             self.add_files(str(root), prefix=prefix)
 
+    def find(self, path: str) -> Any:
+        return self.files.get(path)
+
     def immutable_file_test(self, path: str, url: str) -> bool:
         return url.removeprefix(self.prefix) in self.hashed
 
@@ -84,6 +91,26 @@ class _Index(WhiteNoise):  # type: ignore[misc]  # untyped
         else:
             super().add_cache_headers(headers, path, url)
         headers["X-Content-Type-Options"] = "nosniff"
+
+
+class _Sources(_Index):
+    """DEBUG: the finders' directories, looked up at each request (WhiteNoise's autorefresh,
+    which takes only a canonical path inside one of them), the first finder's file first."""
+
+    def __init__(self, prefix: str) -> None:
+        WhiteNoise.__init__(self, application=None, autorefresh=True, max_age=0)
+        self.prefix = prefix
+        self.hashed = set()
+        roots = [
+            (storage.location, f"{prefix}{getattr(storage, 'prefix', None) or ''}")
+            for finder in finders.get_finders()
+            for storage in getattr(finder, "storages", {}).values()
+        ]
+        for root, url in reversed(roots):  # a later one is looked in first
+            self.add_files(root, prefix=url)
+
+    def find(self, path: str) -> Any:
+        return self.find_file(path)
 
 
 class StaticFiles:
@@ -99,6 +126,8 @@ class StaticFiles:
     @cached_property
     def index(self) -> _Index:
         # On first use, not at import: a test that imports the app may have collected nothing.
+        if settings.DEBUG:
+            return _Sources(self.prefix)
         hashed = set(getattr(staticfiles_storage, "hashed_files", {}).values())
         return _Index(Path(settings.STATIC_ROOT or ""), self.prefix, hashed)
 
@@ -116,7 +145,7 @@ class StaticFiles:
         if scope["type"] != "http" or not scope["path"].startswith(self.prefix):
             await self.application(scope, receive, send)
             return
-        found = self.index.files.get(scope["path"])
+        found = self.index.find(scope["path"])
         if found is None:
             await _plain(send, 404, b"Not found")
             return
@@ -153,8 +182,9 @@ async def _plain(send: Send, status: int, body: bytes) -> None:
 
 def check_collected() -> None:
     """Raise `ImproperlyConfigured`, saying what to run, unless `STATIC_ROOT`'s manifest names
-    every static file the finders see (a storage without a manifest has nothing to check)."""
-    if not isinstance(staticfiles_storage, ManifestFilesMixin):
+    every static file the finders see (a storage without a manifest, or DEBUG's pages, which
+    name the plain files, need nothing collected)."""
+    if settings.DEBUG or not isinstance(staticfiles_storage, ManifestFilesMixin):
         return
     manifest, manifest_hash = staticfiles_storage.load_manifest()
     where = Path(settings.STATIC_ROOT or "") / staticfiles_storage.manifest_name

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import httpx
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from chatapp.static_files import IMMUTABLE, check_collected
+from chatapp.static_files import IMMUTABLE, StaticFiles, check_collected
 from tests.browser import conftest as browser
 from tests.multiprocess.servers import start_server
 from tests.static_root import collected_static_root
@@ -150,3 +151,49 @@ def test_a_manifest_without_a_file_names_it(collected_in: Path) -> None:
         "The static files changed since they were collected (chatapp/chat.js not in"
         f" {collected_in / 'staticfiles.json'}): run `manage.py collectstatic` again."
     )
+
+
+async def asgi_get(app: StaticFiles, path: str) -> tuple[int, dict[bytes, bytes], bytes]:
+    """One GET through `app`, in the test's process: the status, headers and body sent."""
+    sent: list[Mapping[str, Any]] = []
+
+    async def receive() -> Mapping[str, Any]:
+        return {"type": "http.request", "body": b""}
+
+    async def send(message: Mapping[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "GET", "path": path, "headers": []}
+    await app(scope, receive, send)
+    body = b"".join(message.get("body", b"") for message in sent[1:])
+    return sent[0]["status"], dict(sent[0]["headers"]), body
+
+
+async def django(scope: Any, receive: Any, send: Any) -> None:
+    raise AssertionError("a static path reached Django")
+
+
+async def test_debugs_pages_get_the_files_as_they_are_now(
+    collected_in: Path, settings: Any, tmp_path: Path
+) -> None:
+    """Nothing collected (`collected_in` is empty), and a file written after the first request
+    is served at the next."""
+    settings.DEBUG = True
+    sources = tmp_path / "sources"
+    (sources / "chatapp").mkdir(parents=True)
+    settings.STATICFILES_DIRS = [sources, *settings.STATICFILES_DIRS]
+    app = StaticFiles(django)
+    status, headers, body = await asgi_get(app, "/static/chatapp/chat.css")
+    assert status == 200
+    assert body == (browser.ROOT / "static" / "chatapp" / "chat.css").read_bytes()
+    assert headers[b"cache-control"] == b"max-age=0, public"
+    (sources / "chatapp" / "chat.css").write_text("main { color: red; }")  # the first dir wins
+    assert (await asgi_get(app, "/static/chatapp/chat.css"))[2] == b"main { color: red; }"
+    assert (await asgi_get(app, "/static/admin/css/base.css"))[0] == 200  # an app's
+    for path in (
+        "/static/../chatapp/.secret_key",
+        "/static//etc/passwd",
+        "/static/%00",
+        "/static/chatapp/\0",
+    ):
+        assert (await asgi_get(app, path))[0] == 404, path
