@@ -15,6 +15,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from chatapp.access.rate_limits import RateLimited, check_generation_start
 from chatapp.costs import csv_file, ledger
@@ -44,7 +45,9 @@ def generation(
     model: str = "numes/a",
     kind: str = "chat",
     conversation: Conversation | None = None,
+    started: datetime.datetime | None = None,
 ) -> Generation:
+    """A finished generation `days_ago` days before the module was imported, or at `started`."""
     conversation = conversation or Conversation.objects.create(user=user, gateway=gateway)
     message = Message.objects.create(conversation=conversation, role="assistant", content="ok")
     row = Generation.objects.create(
@@ -62,7 +65,7 @@ def generation(
         cost_unit="" if cost is None else unit,
         cost_source=source,
     )
-    started = NOW - datetime.timedelta(days=days_ago)
+    started = started or NOW - datetime.timedelta(days=days_ago)
     Generation.objects.filter(pk=row.pk).update(started_at=started, finished_at=started)
     row.refresh_from_db()
     return row
@@ -438,8 +441,8 @@ def test_deleting_conversations_does_not_reset_the_answers_per_minute(
     alice: Any, numes: Gateway, settings: Any
 ) -> None:
     settings.CHAT_GENERATIONS_PER_MINUTE = 2
-    for _ in range(2):
-        generation(alice, numes, days_ago=0)
+    for _ in range(2):  # now, not at NOW: a slow run reaches this test minutes after the import
+        generation(alice, numes, started=timezone.now())
     Conversation.objects.filter(user=alice).delete()
 
     with pytest.raises(RateLimited):
