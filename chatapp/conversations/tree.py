@@ -114,7 +114,12 @@ def shown(message: Message) -> ShownMessage:
 def context_for(conversation: Conversation, before: Message) -> list[dict[str, Any]]:
     """The messages to send for the answer `before`: its path from the root, `before` excluded.
     An answer whose tool calls ran is followed by their results (`_ran_calls`)."""
-    path = MessageTree(conversation.pk).path(before.parent_id)
+    return context_through(conversation.pk, before.parent_id)
+
+
+def context_through(conversation_pk: int, last_pk: int | None) -> list[dict[str, Any]]:
+    """The messages to send from the root down to the message `last_pk`, included."""
+    path = MessageTree(conversation_pk).path(last_pk)
     fields = ("role", "content", "reasoning_details", "tool_calls")
     messages = Message.objects.only(*fields).in_bulk(path)
     context: list[dict[str, Any]] = []

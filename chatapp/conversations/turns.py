@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from chatapp.access import rate_limits
 from chatapp.conversations import request_options
-from chatapp.conversations.tree import MessageTree, context_for
+from chatapp.conversations.tree import MessageTree, context_for, context_through
 from chatapp.costs import spending_limits
 from chatapp.errors import ChatAppError
 from chatapp.gateways.configs import GatewayConfig, config_for
@@ -80,11 +80,12 @@ def title_from(text: str) -> str:
     return first_line[: TITLE_LENGTH - 1].rstrip() + "…"
 
 
-def _idle_conversation(user: User, conversation_pk: int) -> Conversation:
-    """The user's conversation, locked until the transaction ends, if no answer is being written
-    in it (a `TurnError` otherwise)."""
+def _idle_conversation(user: User, conversation_pk: int, *, lock: bool = True) -> Conversation:
+    """The user's conversation, locked until the transaction ends (unless `lock` is false: a
+    read ahead of the turn), if no answer is being written in it (a `TurnError` otherwise)."""
+    rows = Conversation.objects.select_for_update() if lock else Conversation.objects
     try:
-        conversation = Conversation.objects.select_for_update().get(pk=conversation_pk, user=user)
+        conversation = rows.get(pk=conversation_pk, user=user)
     except Conversation.DoesNotExist:
         raise Http404("No such conversation.") from None
     # One whose worker died (a crash, a restart) stops beating: it is not waited for, even before
@@ -228,15 +229,7 @@ def create_turn(
             )
         else:
             conversation = _idle_conversation(user, conversation_pk)
-            if after is None:
-                parent_pk = MessageTree(conversation.pk).shown_leaf(conversation.current_leaf_id)
-            elif conversation.messages.filter(pk=after, role=Message.Role.ASSISTANT).exists():
-                tree = MessageTree(conversation.pk)
-                if tree.children.get(after):
-                    raise NewerMessages(tree.newest_below(after))
-                parent_pk = after
-            else:
-                raise Http404("No such message.")
+            parent_pk = _follow_up_parent(conversation, after)
             if not conversation.title:
                 conversation.title = title_from(text)
                 conversation.save(update_fields=["title"])
@@ -254,6 +247,48 @@ def create_turn(
             kind=kind,
             image_count=image_count,
         )
+
+
+def _follow_up_parent(conversation: Conversation, after: int | None) -> int | None:
+    """The message a follow-up answers to: `after` if nothing came after it since (else
+    `NewerMessages`), or the leaf shown when the page did not say."""
+    if after is None:
+        return MessageTree(conversation.pk).shown_leaf(conversation.current_leaf_id)
+    if not conversation.messages.filter(pk=after, role=Message.Role.ASSISTANT).exists():
+        raise Http404("No such message.")
+    tree = MessageTree(conversation.pk)
+    if tree.children.get(after):
+        raise NewerMessages(tree.newest_below(after))
+    return after
+
+
+@dataclass(frozen=True, slots=True)
+class EarlyRequest:
+    """What a turn's upstream request is sent with, read before its rows are written."""
+
+    messages: list[dict[str, Any]]
+    options: request_options.RequestOptions
+    tools: tuple[dict[str, Any], ...]
+
+
+def follow_up_request(
+    user: User, conversation_pk: int, text: str, model: str, gateway: GatewayConfig, after: int
+) -> EarlyRequest | None:
+    """The request `create_turn` will make for this follow-up, read ahead (nothing locked, nothing
+    written) so that it can leave before the turn's rows are written, with `create_turn`'s
+    refusals first so that a refused one sends nothing. None when a spending limit applies (the
+    request waits for its reservation, made with the turn). `create_turn` checks it all again
+    under its lock: if the conversation went on meanwhile, it refuses and the request is closed."""
+    text = checked_message(text, model)
+    rate_limits.check_generation_start(user)
+    if spending_limits.any_apply(user.pk, gateway.pk):
+        return None
+    conversation = _idle_conversation(user, conversation_pk, lock=False)
+    parent_pk = _follow_up_parent(conversation, after)
+    options = request_options.options_for(conversation)
+    tools = request_options.upstream_tools(options, request_options.dialect_of(gateway.pk))
+    messages = [*context_through(conversation.pk, parent_pk), {"role": "user", "content": text}]
+    return EarlyRequest(messages, options, tools)
 
 
 def create_edit(

@@ -39,6 +39,7 @@ from chatapp.conversations.turns import (
     create_retry,
     create_turn,
     first_context,
+    follow_up_request,
 )
 from chatapp.costs import spend_push, spending_limits
 from chatapp.costs.spend import conversation_spend
@@ -221,6 +222,7 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
     try:
         config, model = await _chosen(request.POST.get("model", ""))
         kind, images = await made_by(request, config, model)
+        after = _after(request)
         if pk is None and kind == Generation.Kind.CHAT:
             # A new chat's context is its one message: send it upstream now, so the rows are
             # written while the gateway prepares its first token.
@@ -230,6 +232,15 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
                 options, tools = chosen
                 context = first_context(checked_message(text, model))
                 early = worker.open_early(config, model, context, options=options, tools=tools)
+        elif pk is not None and kind == Generation.Kind.CHAT and after is not None:
+            # A follow-up's context is read ahead (one thread hop, nothing written) and sent
+            # likewise: its rows wait on the records thread behind the burst's other turns,
+            # and the gateway's first token no longer waits with them.
+            ahead = await sync_to_async(follow_up_request)(user, pk, text, model, config, after)
+            if ahead is not None:
+                early = worker.open_early(
+                    config, model, ahead.messages, options=ahead.options, tools=ahead.tools
+                )
         started = await persistence.on_record_thread_from_view(
             create_turn,
             user,
@@ -238,7 +249,7 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
             model,
             owner_channel,
             config,
-            _after(request),
+            after,
             kind,
             images,
         )

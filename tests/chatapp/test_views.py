@@ -672,6 +672,90 @@ async def test_a_new_chat_is_sent_upstream_before_its_rows_are_written(
     assert not await Conversation.objects.aexists()
 
 
+async def answered(user: Any, text: str) -> Any:
+    """A conversation with one finished answer to `text` (emulator/echo); its turn."""
+    started = await start_turn(user, text, "emulator/echo")
+    await asyncio.wait_for(worker.start(started.job), 30)
+    return started
+
+
+async def test_a_follow_up_is_sent_upstream_before_its_rows_are_written(
+    alice: Any, upstream: UpstreamLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a new chat's: the follow-up's request, with its whole context, goes out before the
+    turn is stored; if the turn then cannot be stored, that request is cancelled upstream."""
+    first = await answered(alice, "Say otters")
+
+    def failing_create_turn(*args: Any) -> Any:
+        poll(
+            lambda: upstream.new(scenario="long"), what="the request to reach the gateway", within=5
+        )
+        raise RuntimeError("the database is gone")
+
+    monkeypatch.setattr("chatapp.views.chat.create_turn", failing_create_turn)
+    client = await logged_in(alice)
+    with pytest.raises(RuntimeError, match="the database is gone"):
+        await client.post(
+            reverse("chat:send", args=[first.conversation.pk]),
+            {
+                "content": "And seals?",
+                "model": "emulator/long?tokens_per_second=100",
+                "after": str(first.assistant.pk),
+            },
+            headers=HTMX,
+        )
+    record = await upstream.finished(await upstream.one(scenario="long"))
+    assert record.final_outcome == "cancelled"
+    assert not await Message.objects.filter(content="And seals?").aexists()
+
+
+async def test_a_follow_up_sends_its_context_once(
+    alice: Any, upstream: UpstreamLog, received: list[dict[str, Any]]
+) -> None:
+    """The request read ahead is the turn's own: the branch shown and the new message, sent
+    once (the worker reads the early stream, it does not send another)."""
+    first = await answered(alice, "Say otters")
+    answer = await Message.objects.aget(pk=first.assistant.pk)
+    client = await logged_in(alice)
+    response = await client.post(
+        reverse("chat:send", args=[first.conversation.pk]),
+        {"content": "And seals?", "model": "emulator/chat", "after": str(answer.pk)},
+        headers=HTMX,
+    )
+    assert response.status_code == 200
+    assert 'data-status="streaming"' in response.content.decode()
+    await workers_finished()
+    follow_ups = [body for body in received if body["model"] == "emulator/chat"]
+    assert [body["messages"] for body in follow_ups] == [
+        [
+            {"role": "user", "content": "Say otters"},
+            {"role": "assistant", "content": answer.content},
+            {"role": "user", "content": "And seals?"},
+        ]
+    ]
+    generation = await Generation.objects.aget(message__parent__content="And seals?")
+    assert generation.status == Generation.Status.COMPLETED
+    assert generation.upstream_id == (await upstream.one(scenario="chat")).id
+
+
+async def test_a_refused_follow_up_sends_nothing_upstream(
+    alice: Any, upstream: UpstreamLog
+) -> None:
+    started = await start_turn(alice, "A long one", "emulator/long")
+    task = worker.start(started.job)
+    await upstream.one(scenario="long")
+    client = await logged_in(alice)
+    response = await client.post(
+        reverse("chat:send", args=[started.conversation.pk]),
+        {"content": "Meanwhile?", "model": "emulator/chat", "after": str(started.assistant.pk)},
+        headers=HTMX,
+    )
+    assert BUSY in response.content.decode()
+    assert upstream.new(scenario="chat") == []
+    worker._running[started.job.generation_pk].cancel()
+    await asyncio.wait_for(task, 30)
+
+
 @pytest.fixture
 def received(emulator_url: EmulatorURL, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """The bodies of the chat requests the emulator receives from now on, as it parsed them."""
