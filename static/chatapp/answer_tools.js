@@ -1,9 +1,11 @@
 // Tools on answers: Copy on a code block (its code) and on a finished answer (its markdown, from
-// the server), and a lightbox that shows an answer's image larger.
+// the server), and a lightbox that shows an answer's image larger, with Download and Copy.
 //
 // Every listener is delegated on the document, so answers that chat.js patches in later need no
 // setup. The answer's markdown is fetched inside `ClipboardItem`, so the copy still counts as
 // the click's (browsers allow a clipboard write only during a user gesture).
+
+import { dataUrlBytes, downloadName } from "./image_files.js";
 
 const ZOOMABLE = ".message .content img, .message .attachments img.image";
 const FEEDBACK_MS = 1500;
@@ -95,24 +97,111 @@ function lightboxDialog() {
   const dialog = document.createElement("dialog");
   dialog.className = "lightbox";
   dialog.setAttribute("aria-label", "Image");
-  const close = document.createElement("button");
-  close.type = "button";
-  close.className = "lightbox-close";
-  close.textContent = "Close";
+  const tools = document.createElement("div");
+  tools.className = "lightbox-tools";
+  const note = document.createElement("p");
+  note.className = "lightbox-note";
+  note.setAttribute("role", "status");
+  const [download, copy, close] = ["Download", "Copy", "Close"].map((label) => {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = `lightbox-${label.toLowerCase()}`;
+    button.textContent = label;
+    return button;
+  });
+  tools.append(note, download, copy, close);
   const image = document.createElement("img");
-  dialog.append(close, image);
+  dialog.append(tools, image);
   // A click on the backdrop lands on the dialog itself (its content is only the two children).
   dialog.addEventListener("click", (event) => {
     if (event.target === dialog || event.target === close) dialog.close();
+    else if (event.target === download) downloadImage(image, note);
+    else if (event.target === copy) copyImage(copy, image, note);
   });
   dialog.addEventListener("close", () => {
     image.removeAttribute("src");
+    note.textContent = "";
     if (opener && opener.isConnected) opener.focus();
     opener = null;
   });
   document.body.append(dialog);
   lightbox = dialog;
   return dialog;
+}
+
+// --- Download and Copy, of the picture the lightbox shows -------------------------------------
+
+// The picture's bytes: a data: URL decoded here, anything else fetched from this server.
+async function imageBlob(src) {
+  if (src.startsWith("data:")) {
+    const found = dataUrlBytes(src);
+    if (!found) throw new Error("not a picture this page shows");
+    return new Blob([found.bytes], { type: found.type });
+  }
+  const url = new URL(src, document.baseURI);
+  if (url.origin !== location.origin) throw new Error("not from this server");
+  const response = await fetch(url, { credentials: "same-origin" });
+  if (!response.ok) throw new Error(`the server answered ${response.status}`);
+  return response.blob();
+}
+
+// The clipboard takes PNG only: another type is drawn on a canvas first.
+async function pngOf(blob) {
+  if (blob.type === "image/png") return blob;
+  const bitmap = await createImageBitmap(blob);
+  const canvas = document.createElement("canvas");
+  canvas.width = bitmap.width;
+  canvas.height = bitmap.height;
+  canvas.getContext("2d").drawImage(bitmap, 0, 0);
+  bitmap.close();
+  return new Promise((resolve, reject) => {
+    canvas.toBlob((png) => (png ? resolve(png) : reject(new Error("no PNG"))), "image/png");
+  });
+}
+
+// Its place among its answer's pictures, for the file's name ("image-2.png").
+function pictureNumber() {
+  const article = opener?.closest("article");
+  return article ? [...article.querySelectorAll(ZOOMABLE)].indexOf(opener) + 1 : 0;
+}
+
+async function downloadImage(image, note) {
+  note.textContent = "";
+  try {
+    const blob = await imageBlob(image.src);
+    const link = document.createElement("a");
+    link.href = URL.createObjectURL(blob);
+    link.download = downloadName(blob.type, pictureNumber());
+    image.after(link); // in the dialog: the page under a modal one is inert
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(link.href), 60_000);
+  } catch (error) {
+    note.textContent = `Could not download the image: ${error.message}.`;
+  }
+}
+
+function canCopyImages() {
+  if (!window.ClipboardItem || !navigator.clipboard?.write) return false;
+  return typeof ClipboardItem.supports !== "function" || ClipboardItem.supports("image/png");
+}
+
+async function copyImage(button, image, note) {
+  note.textContent = "";
+  if (!canCopyImages()) {
+    showOutcome(button, "Copy failed");
+    note.textContent = "This browser cannot copy images: use Download.";
+    return;
+  }
+  try {
+    // The PNG is made inside the ClipboardItem, so the write still counts as the click's.
+    const png = imageBlob(image.src).then(pngOf);
+    await navigator.clipboard.write([new ClipboardItem({ "image/png": png })]);
+    showOutcome(button, "Copied");
+  } catch (error) {
+    showOutcome(button, "Copy failed");
+    note.textContent = `Could not copy the image (${error.message}): use Download.`;
+  }
 }
 
 function openLightbox(img) {

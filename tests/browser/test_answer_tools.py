@@ -18,6 +18,7 @@ import pytest
 from playwright.sync_api import expect
 
 from .conftest import finished
+from .conftest import screenshots as shoot
 
 pytestmark = [pytest.mark.browser]
 
@@ -223,3 +224,97 @@ def test_a_rich_answer_fits_a_desktop_and_a_phone(alice: Any) -> None:
             alice.emulate_media(color_scheme=scheme)
             answer.locator(".code-block").scroll_into_view_if_needed()
             screenshots(answer, f"{width}x{height}-{scheme}")
+
+
+# --- Download and Copy in the lightbox -------------------------------------------------------
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+READ_CLIPBOARD_IMAGE = """async () => {
+    const items = await navigator.clipboard.read();
+    const item = items.find((each) => each.types.includes("image/png"));
+    if (!item) return null;
+    const blob = await item.getType("image/png");
+    const bitmap = await createImageBitmap(blob);
+    return [blob.type, bitmap.width, bitmap.height];
+}"""
+
+
+def open_lightbox(image: Any) -> Any:
+    image.page.wait_for_function(
+        "img => img.complete && img.naturalWidth > 0", arg=image.element_handle()
+    )
+    image.click()
+    dialog = image.page.get_by_role("dialog", name="Image")
+    expect(dialog).to_be_visible()
+    return dialog
+
+
+def test_download_saves_a_served_image_as_its_bytes(alice: Any, tmp_path: Path) -> None:
+    answer = finished(alice, "A picture of otters", "emulator/image")
+    image = answer.locator(".attachments img.image").first
+    served = bytes(
+        image.evaluate(
+            "async img => [...new Uint8Array(await (await fetch(img.src)).arrayBuffer())]"
+        )
+    )
+    assert served.startswith(PNG_SIGNATURE)
+    dialog = open_lightbox(image)
+    with alice.expect_download() as info:
+        dialog.get_by_role("button", name="Download").click()
+    download = info.value
+    assert download.suggested_filename == "image-1.png"
+    download.save_as(tmp_path / "saved.png")
+    assert (tmp_path / "saved.png").read_bytes() == served
+    expect(dialog.locator(".lightbox-note")).to_have_text("")
+
+
+def test_download_saves_a_data_url_image_as_its_bytes(alice: Any, tmp_path: Path) -> None:
+    url = png_data_url(64, 48)
+    answer = finished(alice, f"![A striped picture]({url})", "emulator/echo")
+    dialog = open_lightbox(answer.locator(".content.rendered img"))
+    with alice.expect_download() as info:
+        dialog.get_by_role("button", name="Download").click()
+    download = info.value
+    assert download.suggested_filename == "image-1.png"
+    download.save_as(tmp_path / "saved.png")
+    assert (tmp_path / "saved.png").read_bytes() == base64.b64decode(url.split(",", 1)[1])
+
+
+def test_copy_puts_the_image_on_the_clipboard(alice: Any, server_url: str) -> None:
+    with_clipboard(alice, server_url)
+    alice.evaluate("navigator.clipboard.writeText('not the image')")
+    answer = finished(alice, f"![A striped picture]({png_data_url(64, 48)})", "emulator/echo")
+    dialog = open_lightbox(answer.locator(".content.rendered img"))
+    copy = dialog.get_by_role("button", name="Copy")
+    copy.click()
+    expect(dialog.locator("button.lightbox-copy")).to_have_text("Copied")
+    assert alice.evaluate(READ_CLIPBOARD_IMAGE) == ["image/png", 64, 48]
+    for scheme in ("light", "dark"):
+        alice.emulate_media(color_scheme=scheme)
+        shoot(alice, f"lightbox-tools-{scheme}")
+    # A served image too (fetched from this server, not decoded here).
+    alice.keyboard.press("Escape")
+    answer = finished(alice, "A picture of otters", "emulator/image")
+    image = answer.locator(".attachments img.image").first
+    size = image.evaluate("img => [img.naturalWidth, img.naturalHeight]")
+    alice.evaluate("navigator.clipboard.writeText('not the image')")
+    dialog = open_lightbox(image)
+    copy = dialog.locator("button.lightbox-copy")
+    expect(copy).to_have_text("Copy")  # the first copy's "Copied" has gone
+    copy.click()
+    expect(copy).to_have_text("Copied")
+    assert alice.evaluate(READ_CLIPBOARD_IMAGE) == ["image/png", *size]
+
+
+def test_copy_says_so_where_the_browser_cannot_copy_images(alice: Any) -> None:
+    alice.add_init_script("delete window.ClipboardItem")
+    finished(alice, f"![A striped picture]({png_data_url(64, 48)})", "emulator/echo")
+    alice.reload()  # the init script runs on the next page
+    assert alice.evaluate("typeof ClipboardItem") == "undefined"
+    dialog = open_lightbox(alice.locator("article.assistant .content.rendered img").last)
+    dialog.locator("button.lightbox-copy").click()
+    expect(dialog.locator("button.lightbox-copy")).to_have_text("Copy failed")
+    expect(dialog.get_by_role("status")).to_have_text(
+        "This browser cannot copy images: use Download."
+    )
