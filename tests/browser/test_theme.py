@@ -152,3 +152,22 @@ def test_others_have_none(browser: Any, server_url: str, not_staff: str) -> None
         expect(page.locator("#sidebar").get_by_role("link", name="Admin")).to_have_count(0)
     finally:
         page.context.close()
+
+
+def test_a_shared_page_follows_the_theme(alice: Any, browser: Any, server_url: str) -> None:
+    finished(alice, "Shared in the dark", "emulator/echo")
+    alice.locator("details.conversation-actions > summary").click()
+    alice.get_by_role("button", name="Create a share link").click()
+    url = alice.get_by_label("The new link").input_value()
+    # A reader of its own, signed out, who chose Dark here before.
+    reader = browser.new_context(color_scheme="light").new_page()
+    try:
+        reader.goto(f"{server_url}/accounts/login/")
+        reader.evaluate("localStorage.setItem('theme', 'dark')")
+        reader.context.add_init_script(AT_FIRST_PAINT)
+        reader.goto(url)
+        expect(reader.locator("article.message")).to_have_count(2)
+        assert reader.evaluate("window.themeAtBody") == "dark"
+        assert background(reader) == DARK_BG
+    finally:
+        reader.context.close()
