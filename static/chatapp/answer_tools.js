@@ -23,14 +23,18 @@ function showOutcome(button, text) {
   button.dataset.outcome = text === "Copied" ? "copied" : "failed";
   restoreTimers.set(
     button,
-    setTimeout(() => {
-      restoreTimers.delete(button);
-      button.textContent = button.dataset.label;
-      const name = button.dataset.ariaLabel;
-      if (name) button.setAttribute("aria-label", name);
-      delete button.dataset.outcome;
-    }, FEEDBACK_MS),
+    setTimeout(() => restoreLabel(button), FEEDBACK_MS),
   );
+}
+
+function restoreLabel(button) {
+  if (!restoreTimers.has(button)) return;
+  clearTimeout(restoreTimers.get(button));
+  restoreTimers.delete(button);
+  button.textContent = button.dataset.label;
+  const name = button.dataset.ariaLabel;
+  if (name) button.setAttribute("aria-label", name);
+  delete button.dataset.outcome;
 }
 
 async function copyCode(button) {
@@ -121,6 +125,7 @@ function lightboxDialog() {
   dialog.addEventListener("close", () => {
     image.removeAttribute("src");
     note.textContent = "";
+    restoreLabel(copy); // the next picture's Copy has not been pressed
     if (opener && opener.isConnected) opener.focus();
     opener = null;
   });
