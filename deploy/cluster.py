@@ -57,7 +57,7 @@ DAPHNE_OPTIONS = ("-v", "0")
 # pool's waiting threads, a new one per request for Django's sync code), so it soon uses every
 # arena it may, and its RSS grows with the generations served, the more the more cores the host
 # has (README, "Memory": 345 MB after 1,500 answers with an eight-core host's 64 arenas, about
-# 230 MB at most with 2); deploy/systemd/gateway-chat@.service sets the same. Defaults: a
+# 230 MB, level, with 2); deploy/systemd/gateway-chat@.service sets the same. Defaults: a
 # variable of the caller's environment wins (`MALLOC_ARENA_MAX=16 make cluster` to compare).
 DAPHNE_ENVIRONMENT = {"MALLOC_ARENA_MAX": "2"}
 
