@@ -50,6 +50,14 @@ CONTRAST = """el => {
 CODE = '```python\ndef f(x):\n    # a comment\n    return "text" + str(x)\n```'
 
 
+def with_drawer(page: Any) -> None:
+    """On a phone, the sidebar (its footer with the Theme picker) in the picture."""
+    button = page.locator("[data-drawer-open]")
+    if button.is_visible() and page.locator(".layout").get_attribute("data-drawer") != "open":
+        button.click()
+        page.wait_for_function("() => document.getAnimations().length === 0")
+
+
 def background(page: Any) -> str:
     return str(page.evaluate("getComputedStyle(document.body).backgroundColor"))
 
@@ -116,9 +124,11 @@ def test_the_dark_theme_is_readable(alice: Any) -> None:
         ratio = element.evaluate(CONTRAST)
         assert ratio >= 4.5, f"{name}: {ratio:.2f}:1 in the dark theme"
     screenshots(alice, "theme-dark")
+    screenshots(alice, "theme-dark-sidebar", with_drawer)
     alice.get_by_label("Theme").select_option("light")
     assert background(alice) == LIGHT_BG
     screenshots(alice, "theme-light")
+    screenshots(alice, "theme-light-sidebar", with_drawer)
 
 
 # --- The admin link --------------------------------------------------------------------------
