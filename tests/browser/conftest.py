@@ -88,6 +88,9 @@ def server_env(tmp_path_factory: pytest.TempPathFactory, paced_emulator: str) ->
         "LLM_IDLE_TIMEOUT": "2",
         "CHAT_STALL_NOTICE": "1",
         "CHAT_EMULATOR_REQUEST_OPTIONS": "1",  # tests pick knobs per model (`emulator/tools?...`)
+        # One server per worker serves module after module as alice: the 30 a minute a real
+        # user gets refused a quick module's sends (tests/security tests the limit itself).
+        "CHAT_GENERATIONS_PER_MINUTE": "600",
         "PYTHONUNBUFFERED": "1",
         "SERVER_DIR": str(directory),
         "DJANGO_STATIC_ROOT": str(collected_static_root()),
