@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -427,7 +428,10 @@ def test_chat_command_explains_a_missing_key() -> None:
 
 async def test_ctrl_c_cancels_and_says_how_to_find_the_cost(emulator_url: str) -> None:
     process = await asyncio.create_subprocess_exec(
-        *CHAT,
+        sys.executable,
+        "-X",
+        "faulthandler",  # SIGABRT prints where every thread is, should Ctrl-C not end it
+        *CHAT[1:],
         "--base-url",
         base(emulator_url, "numes"),
         "--api-key",
@@ -440,8 +444,13 @@ async def test_ctrl_c_cancels_and_says_how_to_find_the_cost(emulator_url: str) -
     )
     assert process.stdout is not None
     await asyncio.wait_for(process.stdout.read(40), 20)
-    process.send_signal(2)  # SIGINT, as Ctrl-C
-    _, stderr = await asyncio.wait_for(process.communicate(), 20)
+    process.send_signal(signal.SIGINT)  # as Ctrl-C
+    try:
+        _, stderr = await asyncio.wait_for(process.communicate(), 20)
+    except TimeoutError:  # seen twice in full runs, never alone: say where it was waiting
+        process.send_signal(signal.SIGABRT)
+        _, stderr = await asyncio.wait_for(process.communicate(), 20)
+        pytest.fail(f"Ctrl-C did not end the chat in 20 s; it was at:\n{stderr.decode()}")
     assert process.returncode == 130
     assert b"cancelled" in stderr
     assert b"python -m gateway_client generation" in stderr
