@@ -12,6 +12,8 @@ import subprocess
 import sys
 import time
 import wave
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -426,22 +428,41 @@ def test_chat_command_explains_a_missing_key() -> None:
     assert "LLM_API_KEY" in result.stderr
 
 
+@contextmanager
+def ctrl_c_passed_on() -> Iterator[str]:
+    """Ctrl-C as a terminal's child gets it. A child inherits an ignored SIGINT (or a blocked
+    one), and a suite started in the background (`make test &`: a shell ignores SIGINT for it)
+    passed that on to the chat, which then streamed on after Ctrl-C. What it was is yielded,
+    for a failure to say."""
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    blocked = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    try:
+        yield f"SIGINT was {'ignored' if ignored else 'handled'} and " + (
+            "blocked" if signal.SIGINT in blocked else "not blocked"
+        )
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        signal.signal(signal.SIGINT, previous)
+
+
 async def test_ctrl_c_cancels_and_says_how_to_find_the_cost(emulator_url: str) -> None:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-X",
-        "faulthandler",  # SIGABRT prints where every thread is, should Ctrl-C not end it
-        *CHAT[1:],
-        "--base-url",
-        base(emulator_url, "numes"),
-        "--api-key",
-        "k",
-        "--model",
-        "emulator/long?tokens_per_second=50",
-        "go",
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    with ctrl_c_passed_on() as inherited:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-X",
+            "faulthandler",  # SIGABRT prints where every thread is, should Ctrl-C not end it
+            *CHAT[1:],
+            "--base-url",
+            base(emulator_url, "numes"),
+            "--api-key",
+            "k",
+            "--model",
+            "emulator/long?tokens_per_second=50",
+            "go",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
     assert process.stdout is not None
     await asyncio.wait_for(process.stdout.read(40), 20)
     process.send_signal(signal.SIGINT)  # as Ctrl-C
@@ -449,8 +470,11 @@ async def test_ctrl_c_cancels_and_says_how_to_find_the_cost(emulator_url: str) -
         _, stderr = await asyncio.wait_for(process.communicate(), 20)
     except TimeoutError:  # seen twice in full runs, never alone: say where it was waiting
         process.send_signal(signal.SIGABRT)
-        _, stderr = await asyncio.wait_for(process.communicate(), 20)
-        pytest.fail(f"Ctrl-C did not end the chat in 20 s; it was at:\n{stderr.decode()}")
+        stdout, stderr = await asyncio.wait_for(process.communicate(), 20)
+        pytest.fail(
+            f"Ctrl-C did not end the chat in 20 s ({inherited}; {len(stdout)} bytes written"
+            f" after it, which go on only if it was not cancelled): at\n{stderr.decode()}"
+        )
     assert process.returncode == 130
     assert b"cancelled" in stderr
     assert b"python -m gateway_client generation" in stderr
