@@ -90,8 +90,9 @@ litellm: $(LITELLM_STAMP)
 
 # The suite in parallel xdist workers (tests/conftest.py says how it is split). Most of its time
 # is spent waiting (paced streams, Chromium, servers starting), so more workers than cores pay:
-# on two cores 3 workers take about 6.5 minutes where one process takes about 17; 4 took longer
-# (7 minutes: Chromium, servers and render processes then compete for the CPU). TEST_WORKERS=0
+# on two cores 3 workers take about 8 minutes for 2,400 tests where one process took about 17
+# (for 2,280); 4 took longer (Chromium, servers and render processes then compete for the
+# CPU). TEST_WORKERS=0
 # runs it in one process.
 TEST_WORKERS ?= 3
 PYTEST = $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
