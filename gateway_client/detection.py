@@ -49,10 +49,11 @@ def server_root(base_url: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 
-async def detect(client: GatewayClient) -> Detection:
+async def detect(client: GatewayClient, *, probe_seconds: float = 5.0) -> Detection:
     """Probe the gateway `client` speaks to (at most one request per probe, in the order URL,
-    `/models` headers, the table's `probes`); `GatewayError` only when it cannot be
-    reached at all."""
+    `/models` headers, the table's `probes`, each within `probe_seconds`); `GatewayError` when
+    it cannot be reached, or when no probe fitted and one of them went unanswered: a busy
+    server's silence is not evidence that it is none of the known gateways."""
     guessed = guess_dialect(client.base_url)
     if guessed is not None:
         return Detection(guessed, f"its URL names {DIALECTS[guessed].title}")
@@ -63,14 +64,18 @@ async def detect(client: GatewayClient) -> Detection:
         value = headers.get(named, "")[:60]
         return Detection(found, f"{named}: {value} on its /models answer")
     root = server_root(client.base_url)
+    unanswered: GatewayError | None = None
     for dialect in DIALECTS.values():
         for path, key in dialect.probes:
             try:
-                status, _, body = await client.get_capped(root + path)
-            except GatewayError:
+                status, _, body = await client.get_capped(root + path, seconds=probe_seconds)
+            except GatewayError as exc:
+                unanswered = exc
                 continue
             if status == 200 and _has_key(body, key):
                 return Detection(dialect.name, f"GET {path} answered as {dialect.title} does")
+    if unanswered is not None:
+        raise unanswered
     return Detection(None, "it answered none of the known gateways' probes")
 
 

@@ -12,6 +12,7 @@ import pytest
 from gateway_client import GatewayClient
 from gateway_client.detection import detect, server_root
 from gateway_client.dialects import DIALECTS
+from gateway_client.errors import GatewayError
 from tests.gateway_client.rawserver import Peer, raw_server
 
 MODELS = json.dumps({"object": "list", "data": [{"id": "m", "object": "model"}]})
@@ -95,6 +96,26 @@ async def test_a_server_that_answers_no_probe_as_expected_stays_unknown() -> Non
         "/v1/models",
         "/version",
     ]
+
+
+async def test_a_probe_left_unanswered_makes_the_detection_inconclusive_not_unknown() -> None:
+    """A busy LiteLLM that does not answer its readiness probe in time must not be recorded as
+    "none of the known gateways": `detect` raises, and the caller asks again later."""
+    routes = SERVERS["litellm-1.108"]
+
+    async def script(peer: Peer) -> None:
+        path = peer.request_head.split(b" ", 2)[1].decode()
+        if path.startswith("/health/readiness"):
+            await peer.wait_closed_by_client()  # never answers
+            return
+        extra, body = routes.get(path, ("", '{"detail": "Not Found"}'))
+        await peer.head("200 OK" if path in routes else "404 Not Found", "application/json", extra)
+        await peer.chunk(body.encode())
+        await peer.end()
+
+    async with raw_server(script) as (base_url, _), GatewayClient(base_url, "k") as client:
+        with pytest.raises(GatewayError, match="no answer from .*/health/readiness"):
+            await detect(client, probe_seconds=0.2)
 
 
 async def test_a_url_that_names_the_gateway_needs_no_request() -> None:
