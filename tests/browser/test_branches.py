@@ -36,6 +36,8 @@ AT_THE_END = """() => {
 }"""
 NEWER = "This conversation has new messages: they are shown now; send again to continue."
 WORDS = " ".join(f"w{n:03d}" for n in range(1, 321))  # echoed back in ~8 s at 40 tokens/s
+# Echoed back in ~40 s: an answer certain to be still streaming when a loaded machine gets to Esc.
+LONG_WORDS = " ".join(f"w{n:04d}" for n in range(1, 1601))
 SIZES = {"desktop": (1280, 800), "phone": (390, 844)}
 
 
@@ -176,7 +178,7 @@ def test_the_composer_offers_stop_instead_of_send_while_an_answer_is_written(
     send_button, stop_button = composer_buttons(alice)
     expect(send_button).to_be_visible()
     expect(stop_button).to_be_hidden()
-    answer = send(alice, WORDS, "emulator/echo")
+    answer = send(alice, LONG_WORDS, "emulator/echo")
     expect(answer).to_have_attribute("data-status", "streaming")
     expect(send_button).to_be_hidden()
     expect(stop_button).to_be_visible()

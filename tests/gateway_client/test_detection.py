@@ -114,7 +114,7 @@ async def test_a_probe_left_unanswered_makes_the_detection_inconclusive_not_unkn
         await peer.end()
 
     async with raw_server(script) as (base_url, _), GatewayClient(base_url, "k") as client:
-        with pytest.raises(GatewayError, match="no answer from .*/health/readiness"):
+        with pytest.raises(GatewayError, match=r"no answer from .*/health/readiness"):
             await detect(client, probe_seconds=0.2)
 
 
