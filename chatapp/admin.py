@@ -193,6 +193,7 @@ class GatewayForm(_GatewayForm):
             "api_key_env",
             "speech_model",
             "speech_voice",
+            "title_model",
         )
 
     # The stored key was typed for the old base URL: a new URL would be sent it unasked.
@@ -284,6 +285,7 @@ class GatewayAdmin(_GatewayAdmin):
         (None, {"fields": ("name", "base_url", "dialect", "cost_unit", "enabled", "emulated")}),
         ("API key", {"fields": ("key", "api_key", "clear_api_key", "api_key_env")}),
         ("Read aloud", {"fields": ("speech_model", "speech_voice")}),
+        ("Titles", {"fields": ("title_model",)}),
         (None, {"fields": ("created_at",)}),
     )
 

@@ -90,6 +90,12 @@ class Gateway(models.Model):
         help_text="The model Read aloud asks for (POST /audio/speech, Numes only); empty: none.",
     )
     speech_voice = models.CharField(max_length=100, blank=True, help_text="Empty: the model's.")
+    title_model = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="The model that writes a new conversation's title from its first exchange "
+        "(a generation of its own in the ledger); empty: the conversation's own model.",
+    )
     emulated = models.BooleanField(default=False, editable=False)
     api_key_encrypted = models.TextField(blank=True, editable=False)
     api_key_env = models.CharField(
@@ -166,10 +172,21 @@ class ChatDefaults(AnswerSettings):
 
 
 class Conversation(AnswerSettings):
+    class TitleSource(models.TextChoices):
+        """Who wrote the title: its first line until a model's title replaces it; a user's
+        rename always wins, and nothing replaces it."""
+
+        FIRST_LINE = "first_line", "first line"
+        MODEL = "model", "written by a model"
+        USER = "user", "renamed"
+
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations"
     )
     title = models.CharField(max_length=200, blank=True)
+    title_source = models.CharField(
+        max_length=16, choices=TitleSource.choices, default=TitleSource.FIRST_LINE
+    )
     gateway = models.ForeignKey(
         Gateway, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
@@ -286,6 +303,7 @@ class Generation(models.Model):
         CHAT = "chat", "chat answer"
         IMAGE = "image", "image generation"
         READ_ALOUD = "speech", "read aloud"
+        TITLE = "title", "conversation title"
 
     class Status(models.TextChoices):
         STREAMING = "streaming"
@@ -397,6 +415,10 @@ class Generation(models.Model):
     warnings = models.JSONField(default=list, blank=True)
 
     objects = GenerationQuerySet.as_manager()
+
+    # The kinds that write no answer of their own (`message` is None): no new turn waits for
+    # them, and the sweep interrupts them without telling any page.
+    ANSWERLESS_KINDS = (Kind.READ_ALOUD, Kind.TITLE)
 
     class Meta:
         ordering = ["-started_at", "-id"]

@@ -236,6 +236,9 @@ LLM_COST_UNIT = os.environ.get("LLM_COST_UNIT", "")
 # The model Read aloud asks the default gateway for (POST /audio/speech, Numes only); unset: the
 # gateway row's own setting (Admin → Gateways), which this then overrides.
 LLM_SPEECH_MODEL = os.environ.get("LLM_SPEECH_MODEL", "")
+# The model that writes new conversations' titles on the default gateway; unset: the gateway
+# row's own setting (Admin → Gateways → Titles), which this then overrides.
+LLM_TITLE_MODEL = os.environ.get("LLM_TITLE_MODEL", "")
 # Seconds; each unset one keeps the dialect's default (gateway_client.dialects).
 LLM_TIMEOUTS = {
     phase: float(os.environ[f"LLM_{phase.upper()}_TIMEOUT"])
@@ -266,6 +269,8 @@ CHAT_STALL_NOTICE = float(os.environ.get("CHAT_STALL_NOTICE", "6"))
 # without end); a tool that runs longer than CHAT_TOOL_TIMEOUT seconds is reported as failed.
 CHAT_TOOL_ROUNDS = int(os.environ.get("CHAT_TOOL_ROUNDS", "8"))
 CHAT_TOOL_TIMEOUT = float(os.environ.get("CHAT_TOOL_TIMEOUT", "20"))
+# Off: new conversations keep their first line as title, and no title is asked of a model.
+CHAT_TITLES = env_bool("CHAT_TITLES", default=True)
 
 # --- Rendering (chatapp/rendering/pool.py) --------------------------------------------------------
 

@@ -28,6 +28,9 @@ def fresh_gateways(settings: Any) -> Iterator[None]:
     """Gateway configs are cached per process; each test has a database of its own. Tests pick
     the emulator's pacing per request (`emulator/long?long_tokens=50`): the app lets them."""
     settings.CHAT_EMULATOR_REQUEST_OPTIONS = True
+    # No title generation after every first answer in the ledgers tests read; the title tests
+    # turn them on.
+    settings.CHAT_TITLES = False
     configs.forget_configs()
     catalog._models_cache.clear()
     catalog._models_failed.clear()

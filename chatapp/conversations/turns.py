@@ -92,7 +92,7 @@ def _idle_conversation(user: User, conversation_pk: int, *, lock: bool = True) -
     # the sweep marks it interrupted.
     silent = Generation.silent_since(timezone.now() - timedelta(seconds=settings.CHAT_STALE_AFTER))
     running = conversation.generations.filter(status=Generation.Status.STREAMING).exclude(
-        kind=Generation.Kind.READ_ALOUD  # a read aloud writes no answer
+        kind__in=Generation.ANSWERLESS_KINDS  # a read aloud, a title: no answer is written
     )
     if running.exclude(silent).exists():
         raise AnswerRunning(BUSY)

@@ -346,6 +346,7 @@ _WHAT = {
     Generation.Kind.CHAT: "answer",
     Generation.Kind.IMAGE: "image generation",
     Generation.Kind.READ_ALOUD: "read aloud",
+    Generation.Kind.TITLE: "title",
 }
 
 

@@ -55,6 +55,8 @@ class GatewayConfig:
     # Read aloud's model and voice on this gateway (`read_aloud.offer`); empty: none.
     speech_model: str = ""
     speech_voice: str = ""
+    # The model that writes new conversations' titles (`conversations.titles`); empty: theirs.
+    title_model: str = ""
 
 
 def emulator_root() -> str:
@@ -81,6 +83,7 @@ def _settings_key() -> tuple[object, ...]:
         settings.LLM_DIALECT,
         settings.LLM_COST_UNIT,
         settings.LLM_SPEECH_MODEL,
+        settings.LLM_TITLE_MODEL,
     )
 
 
@@ -105,6 +108,8 @@ def _ensure_default() -> Gateway:
     }
     if settings.LLM_SPEECH_MODEL:  # else an admin's choice on the row stands
         wanted["speech_model"] = settings.LLM_SPEECH_MODEL
+    if settings.LLM_TITLE_MODEL:  # likewise
+        wanted["title_model"] = settings.LLM_TITLE_MODEL
     gateway, _ = Gateway.objects.get_or_create(name=DEFAULT_NAME, defaults=wanted)
     changed = [name for name, value in wanted.items() if getattr(gateway, name) != value]
     for name in changed:
@@ -149,6 +154,7 @@ def resolve(gateway: Gateway) -> GatewayConfig:
         gateway.emulated,
         gateway.speech_model,
         gateway.speech_voice,
+        gateway.title_model,
     )
 
 
@@ -234,6 +240,7 @@ def _emulated(dialect: DialectFacts) -> dict[str, str]:
         "dialect": dialect.name,
         "cost_unit": default_unit(dialect.name),
         "speech_model": emulator.SPEECH_MODEL if dialect.speech else "",
+        "title_model": emulator.TITLE_MODEL,
     }
 
 

@@ -363,15 +363,72 @@ def save_read_aloud(generation_pk: int, end: ReadAloudEnd) -> FinalState:
 
 
 @_on_final_thread
-def mark_read_alouds_interrupted(generation_pks: list[int]) -> int:
-    """Interrupt the given read alouds if still streaming (their process died); how many."""
+def mark_answerless_interrupted(generation_pks: list[int]) -> int:
+    """Interrupt the given read alouds and titles if still streaming (their process died); how
+    many. Their cost is never known mid-way: the sweep settles it."""
     now = timezone.now()
-    return Generation.objects.filter(
-        pk__in=generation_pks, kind=Generation.Kind.READ_ALOUD, status=STREAMING
-    ).update(
-        status=Generation.Status.INTERRUPTED,
-        finished_at=now,
-        error_type="interrupted",
-        error_message="The server stopped while reading this answer aloud.",
-        cost_source=Generation.CostSource.PENDING,  # a read aloud's cost is never known mid-way
+    count = 0
+    for kind, words in _INTERRUPTED_WORDS.items():
+        count += Generation.objects.filter(
+            pk__in=generation_pks, kind=kind, status=STREAMING
+        ).update(
+            status=Generation.Status.INTERRUPTED,
+            finished_at=now,
+            error_type="interrupted",
+            error_message=words,
+            cost_source=Generation.CostSource.PENDING,
+        )
+    return count
+
+
+_INTERRUPTED_WORDS = {
+    Generation.Kind.READ_ALOUD: "The server stopped while reading this answer aloud.",
+    Generation.Kind.TITLE: "The server stopped while this conversation's title was written.",
+}
+
+
+# --- Titles (`streaming.titles`) -----------------------------------------------------------------
+
+
+@_on_final_thread
+def save_title(generation_pk: int, end: JobEnd, title: str) -> FinalState:
+    """A title generation's terminal state and, when it completed with a `title` and the
+    conversation's title is still its first line, that title, in one transaction. The
+    conversation's `updated_at` is left alone: a title is no activity of the user's."""
+    now = timezone.now()
+    completion = end.completion
+    with transaction.atomic():
+        generation = (
+            Generation.objects.select_for_update(of=("self",))
+            .select_related("gateway")
+            .filter(pk=generation_pk, kind=Generation.Kind.TITLE)
+            .first()
+        )
+        if generation is None:  # never: a running generation is not folded away
+            return FinalState(upstream_id="", cost_pending=False)
+        if generation.status != STREAMING:  # the sweep interrupted it: one terminal state
+            return FinalState(upstream_id=generation.upstream_id, cost_pending=False)
+        generation.status = end.status
+        generation.finished_at = now
+        generation.heartbeat_at = now
+        if completion is not None:
+            generation.upstream_id = (completion.generation_id or "")[:200]
+            generation.request_id = (completion.request_id or "")[:200]
+            generation.served_model = (completion.model or "")[:200]
+            generation.finish_reason = (completion.finish_reason or "")[:64]
+            _apply_usage(generation, completion)
+        generation.dialect = generation.gateway.dialect if generation.gateway else ""
+        if end.error is not None:
+            _apply_error(generation, end.error)
+        delivered = completion is not None and bool(completion.content)
+        _mark_unreported_cost(generation, delivered=delivered)
+        generation.save()
+        if title and end.status == Generation.Status.COMPLETED and generation.conversation_id:
+            Conversation.objects.filter(
+                pk=generation.conversation_id, title_source=Conversation.TitleSource.FIRST_LINE
+            ).update(title=title, title_source=Conversation.TitleSource.MODEL)
+    return FinalState(
+        upstream_id=generation.upstream_id,
+        cost_pending=generation.cost_source == Generation.CostSource.PENDING,
+        record_expected=record_expected(generation),
     )

@@ -24,12 +24,10 @@ from chatapp.gateways.clients import shared_client
 from chatapp.gateways.configs import GatewayUnavailable, config_for
 from chatapp.models import Generation
 from chatapp.read_aloud import stream
-from chatapp.streaming import persistence, worker
+from chatapp.streaming import persistence, titles, worker
 from chatapp.ws import protocol
 
 logger = logging.getLogger(__name__)
-
-READ_ALOUD = Generation.Kind.READ_ALOUD
 
 
 _sweepers: dict[asyncio.AbstractEventLoop, asyncio.Task[None]] = {}
@@ -45,11 +43,12 @@ async def sweep_stale_generations(stale_after: float | None = None) -> int:
         .filter(Generation.silent_since(cutoff))
         .values_list("pk", "kind")
     ]
-    alive = worker.running_pks() | stream.running_pks()
-    # A read aloud has no answer of its own to keep or tell open pages about (its page asks).
-    read_alouds = [pk for pk, kind in candidates if kind == READ_ALOUD and pk not in alive]
-    answers = [pk for pk, kind in candidates if kind != READ_ALOUD and pk not in alive]
-    stopped = await persistence.mark_read_alouds_interrupted(read_alouds) if read_alouds else 0
+    alive = worker.running_pks() | stream.running_pks() | titles.running_pks()
+    # A read aloud or a title has no answer of its own to keep or tell open pages about.
+    answerless = Generation.ANSWERLESS_KINDS
+    others = [pk for pk, kind in candidates if kind in answerless and pk not in alive]
+    answers = [pk for pk, kind in candidates if kind not in answerless and pk not in alive]
+    stopped = await persistence.mark_answerless_interrupted(others) if others else 0
     interrupted = await persistence.mark_interrupted(answers)
     layer = protocol.channel_layer()
     for generation_pk, conversation_pk, seq in interrupted:

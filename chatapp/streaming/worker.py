@@ -34,7 +34,7 @@ from chatapp.gateways.configs import GatewayConfig
 from chatapp.gateways.image_models import image_prompt
 from chatapp.models import Generation
 from chatapp.rendering.markdown import doc_id_for
-from chatapp.streaming import log_context, persistence
+from chatapp.streaming import log_context, persistence, titles
 from chatapp.streaming.jobs import Job, JobEnd, Status
 from chatapp.streaming.live_state import LiveState
 from chatapp.streaming.persistence import FinalState
@@ -179,6 +179,9 @@ class GenerationWorker:
             final = await self._finish(end, runs)
         finally:
             self.ticker.remove(self)
+        last_round = final.next_job is None
+        if end.status == Status.COMPLETED and last_round and self.job.kind == Generation.Kind.CHAT:
+            titles.start_after(self.job.generation_pk)
         if final.cost_pending:
             await self._reconcile(gw, final)
         else:

@@ -379,7 +379,8 @@ def rename(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     title = user_text.one_line(request.POST.get("title", ""))[:200]
     if title:
         conversation.title = title
-        conversation.save(update_fields=["title", "updated_at"])
+        conversation.title_source = Conversation.TitleSource.USER  # no model's title replaces it
+        conversation.save(update_fields=["title", "title_source", "updated_at"])
     if not request.htmx:
         return HttpResponseRedirect(reverse("chat:conversation", args=[pk]))
     # From the sidebar, the page may show another conversation: its title and tab title stay.

@@ -209,6 +209,11 @@ def spend(html: str) -> dict[str, object]:
     return {"t": "spend", "html": html}
 
 
+def retitled(conversation_pk: int, title: str) -> dict[str, object]:
+    """A conversation's new title, written by a model (`streaming.titles`)."""
+    return {"t": "title", "c": conversation_pk, "title": title}
+
+
 def cancel(generation_pk: int) -> CancelMessage:
     return {"type": CANCEL, "g": generation_pk}
 

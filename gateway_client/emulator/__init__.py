@@ -35,9 +35,13 @@ SPEECH_MODEL = "emulator/audio"
 """The model to ask its Numes `POST /audio/speech` for (any scenario speaks; this one is named
 for it), as the app's Read aloud does."""
 
+TITLE_MODEL = "emulator/title"
+"""The model the app's emulated gateways write titles with (`Gateway.title_model`)."""
+
 __all__ = [
     "SCENARIOS",
     "SPEECH_MODEL",
+    "TITLE_MODEL",
     "EmulatorApp",
     "EmulatorURL",
     "GenerationRecord",

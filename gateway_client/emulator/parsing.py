@@ -59,6 +59,10 @@ SCENARIOS: dict[str, str] = {
     " full when the budget allows.",
     "long": "A few thousand tokens of markdown.",
     "echo": "Answers with the last user message verbatim.",
+    "title": (
+        "A conversation's title, as the app asks for one: the content words of the question"
+        " after the last user message's 'Question:' line."
+    ),
 }
 """Scenario name (the model is `emulator/<name>`) -> what it does."""
 

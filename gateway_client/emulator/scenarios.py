@@ -42,6 +42,7 @@ from .text import (
     markdown_answer,
     reasoning_text,
     split_tokens,
+    title_for,
 )
 
 __all__ = ["Failure", "Piece", "Script", "build_script"]
@@ -324,6 +325,8 @@ def _answer_pieces(
             return _tokens("content", long_answer(prompt, options.long_tokens))
         case "echo":
             return _tokens("content", prompt)
+        case "title":
+            return _tokens("content", title_for(prompt))
         case "tools" if request.tool_results and request.tool_rounds >= options.rounds:
             return _tokens("content", _answer_from(request.tool_results))
         case "tools":

@@ -83,6 +83,21 @@ def keywords(prompt: str, limit: int = 4) -> list[str]:
     return seen
 
 
+def title_for(prompt: str) -> str:
+    """The `title` scenario's answer: the content words of the question in `prompt` (what
+    follows its "Question:" line, as the app asks, up to "Answer:"), at most five, capitalized."""
+    question = prompt.partition("Question:")[2] or prompt
+    question = question.partition("Answer:")[0]
+    words: list[str] = []
+    for word in _WORD.findall(question):
+        if word.lower() not in _STOP and word.lower() not in (w.lower() for w in words):
+            words.append(word)
+        if len(words) == 5:
+            break
+    title = " ".join(words) or "A new conversation"
+    return title[:1].upper() + title[1:]
+
+
 def _topic(prompt: str) -> str:
     words = prompt.split()
     topic = " ".join(words[:8]) + (" …" if len(words) > 8 else "")

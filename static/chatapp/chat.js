@@ -170,10 +170,35 @@ function swapSpend(html) {
   }
 }
 
+// A conversation's title, written by a model after its first answer (chatapp/streaming/titles.py):
+// the sidebar's entry and, for the conversation on screen, its header and the tab's title. Text
+// only, never markup.
+function retitle(conversationPk, title) {
+  const pk = Number(conversationPk);
+  if (typeof title !== "string" || !title || !Number.isInteger(pk)) return;
+  const link = document.getElementById(`conversation-link-${pk}`);
+  if (link) link.textContent = title;
+  const rename = document.getElementById(`rename-${pk}`);
+  if (rename) rename.value = title;
+  document
+    .querySelector(`#conversation-item-${pk} .item-menu summary`)
+    ?.setAttribute("aria-label", `Rename or delete “${title}”`);
+  if (document.querySelector("main.chat")?.dataset.conversation !== String(pk)) return;
+  const heading = document.getElementById("conversation-title");
+  if (heading) heading.textContent = title;
+  const field = document.getElementById("title");
+  if (field) field.value = title;
+  document.title = `${title} · Gateway Chat`;
+}
+
 function handle(msg) {
   if (msg.t === "watching" || msg.t === "gone") return; // about the conversation, not an answer
   if (msg.t === "spend") {
     if (typeof msg.html === "string") swapSpend(msg.html);
+    return;
+  }
+  if (msg.t === "title") {
+    retitle(msg.c, msg.title);
     return;
   }
   if (msg.t === "error") {

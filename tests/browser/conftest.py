@@ -10,6 +10,7 @@ the steps the tests share; the waits for the page run in the page (Playwright's
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
@@ -81,6 +82,7 @@ def server_env(tmp_path_factory: pytest.TempPathFactory, paced_emulator: str) ->
         "DJANGO_SETTINGS_MODULE": "chatapp.settings",
         "DATABASE_URL": f"sqlite:///{directory / 'db.sqlite3'}",
         "DJANGO_SECRET_KEY": "browser-tests-only",
+        "CHAT_TITLES": "0",  # no title generations in the ledgers the tests read
         "DJANGO_DEBUG": "0",
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "LLM_BASE_URL": f"{paced_emulator}/numes/api/v1",
@@ -116,8 +118,16 @@ def server_env(tmp_path_factory: pytest.TempPathFactory, paced_emulator: str) ->
 
 @pytest.fixture(scope="session")
 def server_url(server_env: dict[str, str]) -> Iterator[str]:
+    with serve(server_env) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serve(env: dict[str, str], log_name: str = "daphne.log") -> Iterator[str]:
+    """A Daphne server of the app with `env` (a variant of `server_env`: the same database and
+    secret key, so the browser's sessions hold on it too) on a free port; its URL."""
     port = _free_port()
-    log = Path(server_env["SERVER_DIR"]) / "daphne.log"
+    log = Path(env["SERVER_DIR"]) / log_name
     with log.open("wb") as out:
         process = subprocess.Popen(
             [
@@ -128,7 +138,7 @@ def server_url(server_env: dict[str, str]) -> Iterator[str]:
                 str(port),
                 "chatapp.asgi:application",
             ],
-            env=server_env,
+            env=env,
             cwd=ROOT,
             stdout=out,
             stderr=subprocess.STDOUT,

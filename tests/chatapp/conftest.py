@@ -13,6 +13,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model
+from django.test import AsyncClient
 
 from chatapp.conversations.turns import StartedGeneration, create_turn
 from chatapp.streaming import worker
@@ -135,3 +136,10 @@ class GroupListener:
 @pytest.fixture
 def user_model() -> Any:
     return get_user_model()
+
+
+async def logged_in(user: Any) -> AsyncClient:
+    """A test client signed in as `user`."""
+    client = AsyncClient()
+    await client.aforce_login(user)
+    return client

@@ -94,6 +94,7 @@ def cluster(
             "DATABASE_URL": proxied_url(postgres_url, database.proxy.port),
             "REDIS_URL": redis.url,
             "DJANGO_SECRET_KEY": "fault-suite-only",
+            "CHAT_TITLES": "0",  # no title generations in the ledgers the tests read
             "DJANGO_DEBUG": "0",
             "ALLOWED_HOSTS": "127.0.0.1,localhost",
             "LLM_BASE_URL": f"{fault_emulator}/numes/api/v1",

@@ -65,6 +65,7 @@ def cluster_env(redis_url: str, postgres_url: str, paced_emulator: EmulatorURL) 
         "DATABASE_URL": postgres_url,
         "REDIS_URL": redis_url,
         "DJANGO_SECRET_KEY": "multi-process-tests-only",
+        "CHAT_TITLES": "0",  # no title generations in the ledgers the tests read
         "DJANGO_DEBUG": "0",
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "LLM_BASE_URL": f"{paced_emulator}/numes/api/v1",

@@ -240,6 +240,7 @@ def render_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Se
         "DJANGO_SETTINGS_MODULE": "chatapp.settings",
         "DATABASE_URL": f"sqlite:///{database}",
         "DJANGO_SECRET_KEY": "render-tests-only",
+        "CHAT_TITLES": "0",  # no title generations in the ledgers the tests read
         "DJANGO_DEBUG": "0",
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "CHAT_RENDER_DEADLINE": "2",

@@ -54,6 +54,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
             "DATABASE_URL": f"sqlite:///{directory / 'db.sqlite3'}",
             "REDIS_URL": redis_url,
             "DJANGO_SECRET_KEY": "session-sockets-tests-only",
+            "CHAT_TITLES": "0",  # no title generations in the ledgers the tests read
             "DJANGO_DEBUG": "0",
             "ALLOWED_HOSTS": "127.0.0.1,localhost",
             "PYTHONUNBUFFERED": "1",
