@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 
 from chatapp.rendering import highlight, settle_steps
 from chatapp.rendering.markdown import render_markdown
+from chatapp.rendering.pdf_text import PdfText
+from chatapp.rendering.pdf_text import pdf_text as read_pdf_text
 
 for _name in highlight.LEXERS:  # a new process's first code block costs no import
     highlight._lexer(_name)
@@ -39,3 +41,7 @@ def settle_and_draft(
     restyle: bool,
 ) -> settle_steps.Settling:
     return settle_steps.settle_and_draft(lines, rest, context, citations, doc_id, restyle)
+
+
+def pdf_text(data: bytes, max_pages: int, max_chars: int) -> PdfText | str:
+    return read_pdf_text(data, max_pages, max_chars)
