@@ -123,6 +123,7 @@ def _page(
         "image_counts": image_models.IMAGE_COUNTS,
         "image_count": image_count,  # the composer's, kept when a new conversation swaps in
         "stall_notice_ms": round(settings.CHAT_STALL_NOTICE * 1000),
+        "upload_limits": uploads.LIMITS_IN_WORDS,
     }
     return render(request, template, context)
 
