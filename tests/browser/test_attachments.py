@@ -31,7 +31,8 @@ PASTE = """([name, type, b64]) => {
   data.items.add(new File([bytes], name, { type }));
   const box = document.getElementById("message");
   box.focus();
-  box.dispatchEvent(new ClipboardEvent("paste", { clipboardData: data, bubbles: true, cancelable: true }));
+  const paste = { clipboardData: data, bubbles: true, cancelable: true };
+  box.dispatchEvent(new ClipboardEvent("paste", paste));
 }"""
 
 
@@ -77,7 +78,9 @@ def test_an_image_reaches_a_model_that_takes_images(alice: Any, how: str) -> Non
     expect(answer.locator(".content")).to_contain_text("2 parts, 1 of them image")
     thumbnail = alice.locator("article.user").last.locator(".uploads img")
     expect(thumbnail).to_have_attribute("alt", "picture.png")
-    alice.wait_for_function("(img) => img.complete && img.naturalWidth > 0", arg=thumbnail.element_handle())
+    alice.wait_for_function(
+        "(img) => img.complete && img.naturalWidth > 0", arg=thumbnail.element_handle()
+    )
     expect(alice.locator("#composer .attached-files li")).to_have_count(0)  # sent with it
     if how == "button":
         screenshots(alice, "attach-sent-image", _message_in_view)
