@@ -1,4 +1,5 @@
-"""What the render pool's processes run (`pool.py`); importing it warms the renderer.
+"""What the render pool's processes run (`pool.py`): renders, and the text of an attached PDF
+(`pdf_text.py`); importing it warms the renderer.
 
 Each job is a pure function of its arguments, so a process holds nothing between jobs that
 matters and can be killed at any time.
