@@ -1,7 +1,8 @@
 """Files attached to a message in real Chromium: an image and a PDF, by the Attach button and by
-a paste into the box, reach the gateway (the emulator's `vision` model answers about the parts it
-received) and stay with the user's message as a thumbnail and a file chip; an image for a model
-that does not take images is said in the composer and not sent.
+a paste into the box (an image by a drop on the composer too), reach the gateway (the emulator's
+`vision` model answers about the parts it received) and stay with the user's message as a
+thumbnail and a file chip; an image for a model that does not take images is said in the
+composer and not sent.
 
 Set `CHAT_SCREENSHOTS` to a directory to keep pictures of the composer and the sent message.
 """
@@ -36,14 +37,32 @@ PASTE = """([name, type, b64]) => {
 }"""
 
 
+DROP = """([name, type, b64]) => {
+  const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+  const data = new DataTransfer();
+  data.items.add(new File([bytes], name, { type }));
+  const box = document.getElementById("message");
+  const drag = { dataTransfer: data, bubbles: true, cancelable: true };
+  box.dispatchEvent(new DragEvent("dragover", drag));
+  box.dispatchEvent(new DragEvent("drop", drag));
+}"""
+
+
 def paste(page: Any, name: str, media_type: str, data: bytes) -> None:
     page.evaluate(PASTE, [name, media_type, base64.b64encode(data).decode()])
+
+
+def drop(page: Any, name: str, media_type: str, data: bytes) -> None:
+    page.evaluate(DROP, [name, media_type, base64.b64encode(data).decode()])
 
 
 def attach_by_button(page: Any, name: str, media_type: str, data: bytes) -> None:
     with page.expect_file_chooser() as chooser:
         page.get_by_role("button", name="Attach").click()
     chooser.value.set_files(files=[{"name": name, "mimeType": media_type, "buffer": data}])
+
+
+HOW = {"button": attach_by_button, "paste": paste, "drop": drop}
 
 
 def send_and_finish(page: Any, text: str) -> Any:
@@ -63,10 +82,10 @@ def _message_in_view(page: Any) -> None:
     page.locator("article.user").last.scroll_into_view_if_needed()
 
 
-@pytest.mark.parametrize("how", ["button", "paste"])
+@pytest.mark.parametrize("how", ["button", "paste", "drop"])
 def test_an_image_reaches_a_model_that_takes_images(alice: Any, how: str) -> None:
     choose_model(alice, "emulator/vision")
-    (attach_by_button if how == "button" else paste)(alice, "picture.png", "image/png", PNG)
+    HOW[how](alice, "picture.png", "image/png", PNG)
     chip = alice.locator("#composer .attached-files li")
     expect(chip).to_have_count(1)
     expect(chip).to_contain_text("picture.png")
@@ -89,7 +108,7 @@ def test_an_image_reaches_a_model_that_takes_images(alice: Any, how: str) -> Non
 @pytest.mark.parametrize("how", ["button", "paste"])
 def test_a_pdf_goes_as_its_text(alice: Any, how: str) -> None:
     choose_model(alice, "emulator/vision")
-    (attach_by_button if how == "button" else paste)(alice, "report.pdf", "application/pdf", PDF)
+    HOW[how](alice, "report.pdf", "application/pdf", PDF)
     expect(alice.locator("#composer .attached-files li")).to_contain_text("report.pdf")
     answer = send_and_finish(alice, "Summarise the report")
     # The model was sent the PDF's text as a text part: the emulator quotes its first line.
