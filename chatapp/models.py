@@ -25,6 +25,9 @@ Glossary (the code uses these words for these things, and no other):
   upstream endpoint and its model and voice (`Gateway.speech_model`, `speech_voice`).
 - attachment kinds (`Message.attachments`): `image_url`, an image kept as the URL it came with;
   `image`, an image kept as bytes and served from our origin; `audio`, `file`, `note`.
+- upload: a file the user attached to their message (`Upload`, `conversations/uploads.py`): an
+  image sent upstream as an `image_url` part, or a document sent as its text; unlike the
+  attachments above, which a gateway sent with an answer.
 - shared link: a read-only link to one branch of a conversation (`SharedLink`), by an
   unguessable token of which only a digest is kept.
 - keys: `*_pk` holds one of our primary keys; `*_id` is a gateway's ID (generation, request, tool
@@ -245,6 +248,40 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:60]}"
+
+
+class Upload(models.Model):
+    """A file the user attached to their message, kept with it and served only to its owner.
+    `data` is the file as sent; `text` what the model is sent of a document (its text, or a PDF's
+    extracted text, cut at the caps `conversations/uploads.py` states; "" for an image)."""
+
+    class Kind(models.TextChoices):
+        IMAGE = "image", "image"
+        DOCUMENT = "document", "document"
+
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="uploads")
+    position = models.PositiveSmallIntegerField()
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    filename = models.CharField(max_length=200)
+    media_type = models.CharField(max_length=100)
+    size = models.PositiveIntegerField(help_text="Bytes, as sent.")
+    data = models.BinaryField()
+    text = models.TextField(blank=True)
+    # A PDF's pages, and how many of them `text` was read from (None: not a PDF).
+    pages = models.PositiveIntegerField(null=True, blank=True)
+    pages_read = models.PositiveIntegerField(null=True, blank=True)
+    # Whether `text` stops short of the document's (the character cap).
+    cut = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["message", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["message", "position"], name="one_upload_per_place")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.filename} ({self.media_type}, {self.size} bytes)"
 
 
 class SharedLink(models.Model):

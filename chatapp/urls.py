@@ -35,6 +35,7 @@ chat_patterns = [
     path("m/<int:pk>/edit/", branches.edit_message, name="edit"),
     path("m/<int:pk>/show/", branches.show_version, name="show_version"),
     path("m/<int:pk>/attachments/<int:index>/", views.attachment, name="attachment"),
+    path("u/<int:pk>/", views.upload, name="upload"),
     path("m/<int:pk>/speech/", read_aloud.read_aloud, name="read_aloud"),
     path("m/<int:pk>/speech/state/", read_aloud.read_aloud_state, name="read_aloud_state"),
     path("g/<int:pk>/stop/", views.stop, name="stop"),

@@ -80,6 +80,9 @@ class ModelInfo:
     output_modalities: tuple[str, ...] = ()
     """What the model makes, from an OpenRouter-style `architecture.output_modalities` (Numes
     lists `["image"]` for an image model); empty when the entry does not say."""
+    input_modalities: tuple[str, ...] = ()
+    """What the model takes, from `architecture.input_modalities` (`"image"`: it reads images
+    sent as `image_url` parts); empty when the entry does not say."""
     mode: str | None = None
     """LiteLLM's `mode` for the route (`chat`, `embedding`, `image_generation`...), lower-case;
     None where the gateway does not say."""
@@ -112,6 +115,7 @@ class _Pricing(msgspec.Struct):
 
 class _Architecture(msgspec.Struct):
     output_modalities: list[str] = []
+    input_modalities: list[str] = []
 
 
 class _Entry(msgspec.Struct):
@@ -181,14 +185,15 @@ def _model_info(raw: msgspec.Raw) -> ModelInfo | None:
     if not entry.id:
         return None
     pricing = entry.pricing or _Pricing()
-    modalities = entry.architecture.output_modalities if entry.architecture else []
+    architecture = entry.architecture or _Architecture()
     return ModelInfo(
         entry.id,
         entry.name or None,
         entry.description or None,
         _price(pricing.prompt),
         _price(pricing.completion),
-        tuple(m.lower() for m in modalities),
+        tuple(m.lower() for m in architecture.output_modalities),
+        tuple(m.lower() for m in architecture.input_modalities),
         _lower(entry.mode),
     )
 

@@ -4,7 +4,8 @@ The JSON holds every message, each with its `parent`, so the branches (edited qu
 regenerated answers) survive; the Markdown is the branch on screen (`tree.shown_path`). Both
 carry what the gateway reported: models, the gateway's generation ID (`upstream_id`) and request
 ID, usage, and each cost with its unit and source. Attachments are described, not included: their
-bytes (and `data:` URLs) stay out, their size is given. In the Markdown an answer's own headings
+bytes (and `data:` URLs) stay out, their size is given; so are the files a user attached (their
+`files`), with a document's text as the model was sent it. In the Markdown an answer's own headings
 move two levels down, so that its "# Title" is a section of its "## Assistant".
 
 Amounts are exact decimals written as strings ("0.00013"), since a JSON number is read back as
@@ -20,12 +21,14 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+from django.db.models import Prefetch
 from django.utils import timezone
 from django.utils.text import slugify
 
+from chatapp.conversations import uploads
 from chatapp.conversations.tree import shown_path
 from chatapp.costs.units import CostUnit
-from chatapp.models import Conversation, Generation, Message
+from chatapp.models import Conversation, Generation, Message, Upload
 from chatapp.rendering import attachments
 from chatapp.rendering.presentation import error_text, format_cost, token_counts
 from chatapp.rendering.settle_steps import closes_fence
@@ -38,7 +41,9 @@ FORMAT = "gateway-chat/conversation@1"
 def messages_of(conversation: Conversation) -> list[Message]:
     """Every message of `conversation`, oldest first, with its generation and gateway."""
     return list(
-        conversation.messages.select_related("generation__gateway").order_by("created_at", "id")
+        conversation.messages.select_related("generation__gateway")
+        .prefetch_related(Prefetch("uploads", queryset=Upload.objects.defer("data")))
+        .order_by("created_at", "id")
     )
 
 
@@ -97,8 +102,24 @@ def _message(message: Message) -> dict[str, Any]:
         "tool_calls": message.tool_calls,
         "citations": message.annotations,
         "attachments": [_attachment(item) for item in _items(message)],
+        "files": [_file(upload) for upload in message.uploads.all()],
         "generation": None if generation is None else _generation(generation),
     }
+
+
+def _file(upload: Upload) -> dict[str, Any]:
+    """A file the user attached, without its bytes: what it is, and a document's text."""
+    described: dict[str, Any] = {
+        "kind": upload.kind,
+        "filename": upload.filename,
+        "media_type": upload.media_type,
+        "bytes": upload.size,
+    }
+    if upload.kind == Upload.Kind.DOCUMENT:
+        described.update(text=upload.text, cut=upload.cut)
+    if upload.pages is not None:
+        described.update(pages=upload.pages, pages_read=upload.pages_read)
+    return described
 
 
 def _generation(generation: Generation) -> dict[str, Any]:
@@ -195,7 +216,12 @@ def _time(value: Any) -> str:
 
 def _message_lines(message: Message) -> list[str]:
     if message.role == Message.Role.USER:
-        return [f"## You · {_time(message.created_at)}", "", message.content]
+        lines = [f"## You · {_time(message.created_at)}", "", message.content]
+        files = list(message.uploads.all())
+        if files:
+            lines += ["", "Attached:", ""]
+            lines += [f"- {_inline(uploads.described(upload))}" for upload in files]
+        return lines
     lines = [f"## Assistant · {_time(message.created_at)}"]
     if message.reasoning:
         quoted = [f"> {line}".rstrip() for line in message.reasoning.split("\n")]

@@ -16,7 +16,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from chatapp.models import Conversation, Message
+from django.db.models import Prefetch
+
+from chatapp.conversations import uploads
+from chatapp.models import Conversation, Message, Upload
 from chatapp.tools.base import ENDED
 
 
@@ -99,7 +102,8 @@ def shown_path(
     path = tree.path(leaf_pk)
     if since_pk in path:
         path = path[path.index(since_pk) :]
-    messages = Message.objects.select_related("generation").in_bulk(path)
+    files = Prefetch("uploads", queryset=Upload.objects.defer("data", "text"))
+    messages = Message.objects.select_related("generation").prefetch_related(files).in_bulk(path)
     return [ShownMessage(messages[pk], tree.versions(pk)) for pk in path]
 
 
@@ -111,21 +115,33 @@ def shown(message: Message) -> ShownMessage:
     return ShownMessage(message, _versions(list(siblings.values_list("pk", flat=True)), message.pk))
 
 
-def context_for(conversation: Conversation, before: Message) -> list[dict[str, Any]]:
+def context_for(
+    conversation: Conversation, before: Message, *, images: bool = True
+) -> list[dict[str, Any]]:
     """The messages to send for the answer `before`: its path from the root, `before` excluded.
-    An answer whose tool calls ran is followed by their results (`_ran_calls`)."""
-    return context_through(conversation.pk, before.parent_id)
+    An answer whose tool calls ran is followed by their results (`_ran_calls`). `images`: the
+    model takes images (else the user's images go as a line saying they were not sent)."""
+    return context_through(conversation.pk, before.parent_id, images=images)
 
 
-def context_through(conversation_pk: int, last_pk: int | None) -> list[dict[str, Any]]:
-    """The messages to send from the root down to the message `last_pk`, included."""
+def context_through(
+    conversation_pk: int, last_pk: int | None, *, images: bool = True
+) -> list[dict[str, Any]]:
+    """The messages to send from the root down to the message `last_pk`, included, each user
+    message with the files attached to it (`uploads.user_content`)."""
     path = MessageTree(conversation_pk).path(last_pk)
     fields = ("role", "content", "reasoning_details", "tool_calls")
     messages = Message.objects.only(*fields).in_bulk(path)
+    attached: dict[int, list[Upload]] = {}
+    for upload in Upload.objects.filter(message_id__in=path).defer("data").order_by("position"):
+        attached.setdefault(upload.message_id, []).append(upload)
+    in_order = [upload for pk in path for upload in attached.get(pk, [])]
+    sent = uploads.context_images(in_order, images) if in_order else {}
     context: list[dict[str, Any]] = []
     for message in (messages[pk] for pk in path):
         if message.role == Message.Role.USER:
-            context.append({"role": "user", "content": message.content})
+            content = uploads.user_content(message.content, attached.get(message.pk, []), sent)
+            context.append({"role": "user", "content": content})
             continue
         calls, results = _ran_calls(message.tool_calls)
         if message.content or message.reasoning_details or calls:

@@ -13,6 +13,7 @@ reasoning model. So `larger_budget` asks for twice what the answer used, at leas
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -23,10 +24,11 @@ from django.http import Http404
 from django.utils import timezone
 
 from chatapp.access import rate_limits
-from chatapp.conversations import request_options
+from chatapp.conversations import request_options, uploads
 from chatapp.conversations.tree import MessageTree, context_for, context_through
 from chatapp.costs import spending_limits
 from chatapp.errors import ChatAppError
+from chatapp.gateways.catalog import takes_images
 from chatapp.gateways.configs import GatewayConfig, config_for
 from chatapp.models import Conversation, Generation, Message
 from chatapp.streaming.jobs import Job
@@ -140,7 +142,7 @@ def _start(
     assistant = Message.objects.create(
         conversation=conversation, role=Message.Role.ASSISTANT, parent_id=parent_pk
     )
-    messages = context_for(conversation, assistant)
+    messages = context_for(conversation, assistant, images=takes_images(gateway, model))
     # Before the row exists, under the limits' locks: `SpendingLimitReached` rolls it all back.
     ceiling = spending_limits.ceiling_for(
         gateway.pk, gateway.cost_unit, model, messages, max_tokens, kind
@@ -214,11 +216,13 @@ def create_turn(
     after: int | None = None,
     kind: Generation.Kind = Generation.Kind.CHAT,
     image_count: int = 1,
+    attached: Sequence[uploads.CheckedUpload] = (),
 ) -> StartedGeneration:
-    """The user's message and a generation answering it (`gateway` None: the default one). A
-    follow-up comes after `after`, the last message the page shows (None: the leaf shown), if
-    nothing has come after it since (`NewerMessages`: an edit or a retry makes a branch, a
-    follow-up never does). An image generation (`kind`) asks for `image_count` images."""
+    """The user's message, with the files `attached` to it, and a generation answering it
+    (`gateway` None: the default one). A follow-up comes after `after`, the last message the
+    page shows (None: the leaf shown), if nothing has come after it since (`NewerMessages`: an
+    edit or a retry makes a branch, a follow-up never does). An image generation (`kind`) asks
+    for `image_count` images."""
     text = checked_message(text, model)
     rate_limits.check_generation_start(user)
     with transaction.atomic():
@@ -236,6 +240,7 @@ def create_turn(
         question = Message.objects.create(
             conversation=conversation, role=Message.Role.USER, content=text, parent_id=parent_pk
         )
+        uploads.store(question, attached)
         gateway = gateway or config_for(None)
         return _start(
             conversation,
@@ -287,7 +292,8 @@ def follow_up_request(
     parent_pk = _follow_up_parent(conversation, after)
     options = request_options.options_for(conversation)
     tools = request_options.upstream_tools(options, request_options.dialect_of(gateway.pk))
-    messages = [*context_through(conversation.pk, parent_pk), {"role": "user", "content": text}]
+    history = context_through(conversation.pk, parent_pk, images=takes_images(gateway, model))
+    messages = [*history, {"role": "user", "content": text}]
     return EarlyRequest(messages, options, tools)
 
 
@@ -315,6 +321,7 @@ def create_edit(
             content=text,
             parent_id=original.parent_id,
         )
+        uploads.copy_uploads(original, question)  # the files go with the new version
         return _start(
             conversation,
             gateway,

@@ -21,9 +21,10 @@ command's transaction; it is idempotent: a generation no longer `pending` is lef
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
@@ -40,6 +41,9 @@ if TYPE_CHECKING:
 CostSource = Generation.CostSource
 
 CHARS_PER_TOKEN = 4
+# What an image the user attached counts as: about what the common vision models bill for a
+# picture of a megapixel or so (its bytes say nothing of its tokens).
+IMAGE_PROMPT_TOKENS = 1_000
 # A record still missing (or `in_progress`) after this many rounds is given up on: estimated.
 MAX_RECORD_ATTEMPTS = 4
 
@@ -85,12 +89,26 @@ def _counted(text: str) -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
-def _context_text(message: Message) -> str:
+def counted_prompt_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
+    """The prompt tokens of `messages`, counted: their text at about 4 characters a token (a
+    message's text parts too), and `IMAGE_PROMPT_TOKENS` for each image part."""
+    texts: list[str] = []
+    images = 0
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            parts = [part for part in content if isinstance(part, Mapping)]
+            texts.append("\n".join(str(part.get("text") or "") for part in parts))
+            images += sum(1 for part in parts if part.get("type") == "image_url")
+        else:
+            texts.append(str(content or ""))
+    return _counted("\n".join(texts)) + images * IMAGE_PROMPT_TOKENS
+
+
+def _context_tokens(message: Message) -> int:
     from chatapp.conversations.tree import context_for
 
-    return "\n".join(
-        str(turn.get("content") or "") for turn in context_for(message.conversation, message)
-    )
+    return counted_prompt_tokens(context_for(message.conversation, message))
 
 
 def estimate_or_explain(generation: Generation, message: Message | None) -> None:
@@ -132,7 +150,7 @@ def estimate_or_explain(generation: Generation, message: Message | None) -> None
     completion = generation.completion_tokens
     if message is not None:  # else both were reported
         if prompt is None:
-            prompt = _counted(_context_text(message))
+            prompt = _context_tokens(message)
         if completion is None:
             completion = _counted(message.content + message.reasoning)
     assert prompt is not None

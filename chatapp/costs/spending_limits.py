@@ -41,7 +41,7 @@ from django.db.models import Q, Sum
 from django.utils import timezone
 
 from chatapp.costs import pricing
-from chatapp.costs.costing import CHARS_PER_TOKEN
+from chatapp.costs.costing import CHARS_PER_TOKEN, counted_prompt_tokens
 from chatapp.costs.summary import totals
 from chatapp.costs.units import CostUnit, Money
 from chatapp.errors import ChatAppError
@@ -270,11 +270,6 @@ class Ceiling:
         return self.prompt_tokens * self.prompt_price + completion_tokens * self.completion_price
 
 
-def counted_tokens(messages: list[dict[str, Any]]) -> int:
-    text = "\n".join(str(message.get("content") or "") for message in messages)
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
-
-
 def ceiling_for(
     gateway_pk: int | None,
     cost_unit: str,
@@ -286,7 +281,7 @@ def ceiling_for(
     """The worst case of a generation on gateway `gateway_pk` (billing in `cost_unit`) sent
     `messages`, with `max_tokens` as its budget (None: `DEFAULT_CEILING_TOKENS`)."""
     unit = CostUnit(cost_unit) if cost_unit in CostUnit.values else CostUnit.CREDITS
-    base = Ceiling(counted_tokens(messages), max_tokens or DEFAULT_CEILING_TOKENS, unit)
+    base = Ceiling(counted_prompt_tokens(messages), max_tokens or DEFAULT_CEILING_TOKENS, unit)
     if kind == Generation.Kind.IMAGE:
         return _unpriced(base, "images are not priced here")
     if kind == Generation.Kind.READ_ALOUD:

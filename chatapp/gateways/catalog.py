@@ -47,6 +47,7 @@ class ModelChoice:
     label: str
     hint: str
     generates_images: bool = False  # an image model (`image_models`): the turn is `POST /images`
+    takes_images: bool = False  # its entry lists image input: attached images are sent to it
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +161,18 @@ def _without_emulator_options(config: GatewayConfig, model: str) -> str:
     return model
 
 
+def takes_images(config: GatewayConfig, model: str) -> bool:
+    """Whether `model`'s entry in the last list `config`'s gateway gave lists image input
+    (`architecture.input_modalities`), however old that list: every path that starts a turn
+    has listed the models just before (`listed_models`). No list, or no such entry: False."""
+    wanted = _without_emulator_options(config, model)
+    lists = [found for cached, found in list(_models_cache.items()) if cached.pk == config.pk]
+    if not lists:
+        return False
+    _, models = max(lists, key=lambda found: found[0])
+    return any(info.id == wanted and "image" in info.input_modalities for info in models)
+
+
 def offered(config: GatewayConfig, info: ModelInfo) -> bool:
     """Whether the picker offers `info`: a chat model, or an image model `config` serves."""
     return info.chat or generates_images(config, info)
@@ -204,6 +217,7 @@ def _choices(
                 label,
                 info.description or (info.id if label != info.id else ""),
                 generates_images(config, info),
+                "image" in info.input_modalities,
             )
         )
     return sorted(choices, key=lambda choice: choice.label.lower())

@@ -48,6 +48,9 @@ def image_count(posted: str) -> int:
 def image_prompt(messages: list[dict[str, Any]]) -> str:
     """The prompt of an image generation: the text of the last user message of its context."""
     for message in reversed(messages):
-        if message.get("role") == "user" and isinstance(message.get("content"), str):
-            return str(message["content"])
+        content = message.get("content")
+        if message.get("role") == "user" and isinstance(content, str):
+            return content
+        if message.get("role") == "user" and isinstance(content, list) and content:
+            return str(content[0].get("text") or "")  # its text, before the files attached
     return ""

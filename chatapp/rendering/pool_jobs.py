@@ -1,4 +1,5 @@
-"""What the render pool's processes run (`pool.py`); importing it warms the renderer.
+"""What the render pool's processes run (`pool.py`): renders, and the text of an attached PDF
+(`pdf_text.py`); importing it warms the renderer.
 
 Each job is a pure function of its arguments, so a process holds nothing between jobs that
 matters and can be killed at any time.
@@ -10,6 +11,8 @@ from collections.abc import Mapping, Sequence
 
 from chatapp.rendering import highlight, settle_steps
 from chatapp.rendering.markdown import render_markdown
+from chatapp.rendering.pdf_text import PdfText
+from chatapp.rendering.pdf_text import pdf_text as read_pdf_text
 
 for _name in highlight.LEXERS:  # a new process's first code block costs no import
     highlight._lexer(_name)
@@ -39,3 +42,7 @@ def settle_and_draft(
     restyle: bool,
 ) -> settle_steps.Settling:
     return settle_steps.settle_and_draft(lines, rest, context, citations, doc_id, restyle)
+
+
+def pdf_text(data: bytes, max_pages: int, max_chars: int) -> PdfText | str:
+    return read_pdf_text(data, max_pages, max_chars)

@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from django import template
 from django.utils.safestring import SafeString, mark_safe
 
-from chatapp.models import Generation, Message
+from chatapp.conversations import uploads
+from chatapp.models import Generation, Message, Upload
 from chatapp.read_aloud import offer
 from chatapp.rendering import answer_html as answer_render
 from chatapp.rendering import attachments, presentation
@@ -26,6 +27,12 @@ def partial_answer(message: Message) -> live_blocks.PartialAnswer:
     for as it opens. A render here would hold the request thread every sync view shares (the
     login page's too) for as long as the render took."""
     return live_blocks.PartialAnswer("", 0, message.content)
+
+
+@register.filter
+def upload_words(upload: Upload) -> str:
+    """What a file attached to a message is: "report.pdf (PDF, 3 pages, 80.2 KB)"."""
+    return uploads.described(upload)
 
 
 @register.filter

@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import push_url, reswap, retarget
 
 from chatapp.access import rate_limits
-from chatapp.conversations import user_text
+from chatapp.conversations import uploads, user_text
 from chatapp.conversations.request_options import (
     RequestOptions,
     default_options,
@@ -44,10 +44,17 @@ from chatapp.conversations.turns import (
 from chatapp.costs import spend_push, spending_limits
 from chatapp.costs.spend import conversation_spend
 from chatapp.gateways import image_models
-from chatapp.gateways.catalog import GatewayModels, catalog, listed_models, parse_choice
+from chatapp.gateways.catalog import (
+    GatewayModels,
+    catalog,
+    listed_models,
+    parse_choice,
+    takes_images,
+)
 from chatapp.gateways.configs import GatewayConfig, GatewayUnavailable, aconfig_for
-from chatapp.models import Conversation, Generation, Message
+from chatapp.models import Conversation, Generation, Message, Upload
 from chatapp.rendering import attachments
+from chatapp.rendering.image_checks import sniffed_type
 from chatapp.streaming import persistence, stopping, sweep, worker
 from chatapp.views import library
 
@@ -63,6 +70,7 @@ PREFERRED_MODEL = "emulator/chat"
 # Why a turn may not start, each in words for the composer's error line.
 REFUSALS = (
     TurnError,
+    uploads.UploadRefused,
     GatewayUnavailable,
     rate_limits.RateLimited,
     spending_limits.SpendingLimitReached,
@@ -115,6 +123,7 @@ def _page(
         "image_counts": image_models.IMAGE_COUNTS,
         "image_count": image_count,  # the composer's, kept when a new conversation swaps in
         "stall_notice_ms": round(settings.CHAT_STALL_NOTICE * 1000),
+        "upload_limits": uploads.LIMITS_IN_WORDS,
     }
     return render(request, template, context)
 
@@ -212,18 +221,55 @@ async def check_answer_model(user: User, pk: int) -> None:
         await listed_models(await aconfig_for(found[0]), found[1])
 
 
+def _posted_files(request: HttpRequest) -> list[tuple[str, bytes]]:
+    """The files posted with a message (`files`), as (name, bytes); `UploadRefused` past the
+    caps, judged from the sizes before any file is read."""
+    length = request.META.get("CONTENT_LENGTH") or "0"
+    if length.isdigit() and int(length) > uploads.MAX_MESSAGE_UPLOAD_BYTES + uploads.MAX_FORM_BYTES:
+        raise uploads.UploadRefused(
+            f"This message is too large to send ({uploads.size_words(int(length))}): a "
+            f"message's files may be at most {uploads.MAX_MESSAGE_UPLOAD_BYTES // 2**20} MB in all."
+        )
+    files = request.FILES.getlist("files")
+    uploads.check_sizes([(file.name or "", file.size or 0) for file in files])
+    return [(file.name or "", file.read(uploads.MAX_UPLOAD_BYTES + 1)) for file in files]
+
+
+def _check_attached(
+    attached: list[uploads.CheckedUpload], config: GatewayConfig, model: str, kind: str
+) -> None:
+    """`UploadRefused` for files the chosen model cannot be sent."""
+    if not attached:
+        return
+    if kind == Generation.Kind.IMAGE:
+        raise uploads.UploadRefused(
+            "An image model draws from the text alone: remove the files, or choose a chat model."
+        )
+    image = next((upload for upload in attached if upload.kind == Upload.Kind.IMAGE), None)
+    if image is not None and not takes_images(config, model):
+        raise uploads.UploadRefused(
+            f"{model} does not take images ({image.filename}): choose a model that does, or "
+            "remove the image."
+        )
+
+
 @login_required
 @require_POST
 async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> HttpResponse:
     user = await request.auser()
     owner_channel = await worker.owner_channel()
-    text = request.POST.get("content", "")
     early = None
     try:
+        posted = await sync_to_async(_posted_files)(request)  # the form is parsed off the loop
+        text = request.POST.get("content", "")
+        attached = await uploads.checked_uploads(posted)
         config, model = await _chosen(request.POST.get("model", ""))
         kind, images = await made_by(request, config, model)
         after = _after(request)
-        if pk is None and kind == Generation.Kind.CHAT:
+        _check_attached(attached, config, model, kind)
+        if attached:
+            pass  # its context is read from the rows, files included, once they are written
+        elif pk is None and kind == Generation.Kind.CHAT:
             # A new chat's context is its one message: send it upstream now, so the rows are
             # written while the gateway prepares its first token.
             # With the options the conversation will copy from the user's defaults.
@@ -252,6 +298,7 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
             after,
             kind,
             images,
+            attached,
         )
     except BaseException as exc:
         if early is not None:  # no generation will read it: cancel the request upstream
@@ -415,4 +462,28 @@ def attachment(request: AuthenticatedRequest, pk: int, index: int) -> HttpRespon
         response["Content-Disposition"] = disposition
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    return response
+
+
+@login_required
+@require_GET
+def upload(request: AuthenticatedRequest, pk: int) -> HttpResponse:
+    """A file the user attached to a message, to its owner only (another user's is a 404): an
+    image inline in the raster type its bytes say, a document as a download; never rendered as
+    a page here (nosniff and a sandboxing CSP)."""
+    found = get_object_or_404(Upload, pk=pk, message__conversation__user=request.user)
+    data = bytes(found.data)
+    image_type = sniffed_type(data) if found.kind == Upload.Kind.IMAGE else None
+    if image_type is not None:
+        response = HttpResponse(data, content_type=image_type)
+    elif found.media_type == "application/pdf":
+        response = HttpResponse(data, content_type="application/pdf")
+    else:
+        response = HttpResponse(data, content_type="text/plain; charset=utf-8")
+    disposition = content_disposition_header(image_type is None, found.filename)
+    if disposition is not None:
+        response["Content-Disposition"] = disposition
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    response["Cache-Control"] = "private, max-age=3600"
     return response

@@ -25,7 +25,15 @@ from .dialects import DIALECTS, Dialect, ErrorReply
 from .generation import Generation
 from .numes_media import run_images, run_speech
 from .options import Options
-from .parsing import SCENARIOS, BadRequest, UnknownModel, parse_chat, parse_completion, parse_media
+from .parsing import (
+    IMAGE_INPUT,
+    SCENARIOS,
+    BadRequest,
+    UnknownModel,
+    parse_chat,
+    parse_completion,
+    parse_media,
+)
 from .records import GenerationRecord, Registry
 from .scenarios import build_script
 from .streaming import run_stream
@@ -235,9 +243,12 @@ class EmulatorApp:
                 "context_length": 32768,
             }
             reasoning = dialect.reasoning_field is not None and name in ("reasoning", "length")
+            inputs = ["text", "image"] if name in IMAGE_INPUT else ["text"]
             if dialect.facts.images:
                 outputs = ["image"] if name == "image" else ["text"]
-                entry["architecture"] = {"input_modalities": ["text"], "output_modalities": outputs}
+                entry["architecture"] = {"input_modalities": inputs, "output_modalities": outputs}
+            elif name in IMAGE_INPUT:
+                entry["architecture"] = {"input_modalities": inputs, "output_modalities": ["text"]}
             if dialect.listed_prices:
                 entry["pricing"] = {
                     "prompt": f"{prompt_price:.10f}",

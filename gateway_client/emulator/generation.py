@@ -55,6 +55,7 @@ class Generation:
                 temperature=self.request.temperature,
                 system=self.request.system,
                 reasoning=self.request.reasoning,
+                parts=self.request.parts,
             )
         )
         self.channel.on_disconnect = self._on_disconnect

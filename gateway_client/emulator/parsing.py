@@ -12,6 +12,8 @@ last round when the request ends with it.
 
 from __future__ import annotations
 
+import base64
+import binascii
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,10 +65,18 @@ SCENARIOS: dict[str, str] = {
         "A conversation's title, as the app asks for one: the content words of the question"
         " after the last user message's 'Question:' line."
     ),
+    "vision": (
+        "Takes images (its /models entry lists image input): answers about the parts of the"
+        " last user message, their count, types and sizes (text parts in characters, images in"
+        " bytes). The other scenarios refuse image parts, as a gateway does for a text model."
+    ),
 }
 """Scenario name (the model is `emulator/<name>`) -> what it does."""
 
 _PREFIX = "emulator/"
+IMAGE_INPUT: frozenset[str] = frozenset({"vision"})
+"""The scenarios that take `image_url` parts; a request with one to any other is refused."""
+_IMAGE_CHARS = 4_000  # what an image part counts as in the prompt (about 1,000 tokens)
 
 
 class BadRequest(Exception):
@@ -102,6 +112,9 @@ class ChatRequest:
     """The text of the leading system (or developer) message, if the request has one."""
     reasoning: dict[str, Any] | None = None
     """The `reasoning` object as sent (Numes' controls: `effort`, `max_tokens`, `exclude`)."""
+    parts: list[dict[str, Any]] | None = None
+    """The last user message's content parts, described (`describe_parts`); None when its
+    content is a string."""
 
 
 @dataclass(slots=True)
@@ -150,6 +163,65 @@ def content_text(content: Any) -> str:
         ]
         return "\n".join(texts)
     return ""
+
+
+def describe_parts(content: Any) -> list[dict[str, Any]] | None:
+    """Content parts as the emulator records them: `{"type": "text", "chars", "first_line"}`,
+    `{"type": "image_url", "media_type", "bytes"}` for a `data:` URL (else its `url`), and
+    `{"type": <other>}`. None for a string `content`."""
+    if not isinstance(content, list):
+        return None
+    found: list[dict[str, Any]] = []
+    for part in content:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in ("text", "input_text"):
+            text = str(part.get("text", ""))
+            found.append(
+                {"type": "text", "chars": len(text), "first_line": text.split("\n")[0][:80]}
+            )
+        elif kind == "image_url":
+            found.append(_image_part(part.get("image_url")))
+        else:
+            found.append({"type": str(kind)})
+    return found
+
+
+def _has_image(content: Any) -> bool:
+    return isinstance(content, list) and any(
+        isinstance(part, dict) and part.get("type") == "image_url" for part in content
+    )
+
+
+def _image_part(image: Any) -> dict[str, Any]:
+    url = image.get("url") if isinstance(image, dict) else image
+    if not isinstance(url, str) or not url:
+        raise BadRequest("An `image_url` part needs `image_url.url`.")
+    head, comma, data = url.partition(",")
+    if not url.startswith("data:"):
+        return {"type": "image_url", "url": url[:200]}
+    if not comma or not head.endswith(";base64"):
+        raise BadRequest("An image `data:` URL must be base64.")
+    try:
+        size = len(base64.b64decode(data, validate=True))
+    except (binascii.Error, ValueError):
+        raise BadRequest("An image `data:` URL holds invalid base64.") from None
+    return {"type": "image_url", "media_type": head[5:].partition(";")[0], "bytes": size}
+
+
+def _prompt_chars(messages: list[dict[str, Any]]) -> int:
+    """The prompt's size as billed: its JSON, an image part counted as `_IMAGE_CHARS`."""
+    images = 0
+    plain = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            kept = [
+                p for p in content if not (isinstance(p, dict) and p.get("type") == "image_url")
+            ]
+            images += len(content) - len(kept)
+            message = {**message, "content": kept}
+        plain.append(message)
+    return len(orjson.dumps(plain)) + images * _IMAGE_CHARS
 
 
 def _max_tokens(data: dict[str, Any]) -> int | None:
@@ -211,6 +283,9 @@ def parse_chat(body: bytes) -> ChatRequest:
     last = messages[-1]
     tools = data.get("tools")
     rounds, results = _tool_rounds(messages)
+    parts = describe_parts(users[-1].get("content")) if users else None
+    if scenario not in IMAGE_INPUT and any(_has_image(m.get("content")) for m in messages):
+        raise BadRequest(f"Model {model.partition('?')[0]!r} does not take image input.")
     return ChatRequest(
         model=model,
         scenario=scenario,
@@ -223,7 +298,7 @@ def parse_chat(body: bytes) -> ChatRequest:
         tool_rounds=rounds,
         tools=[t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else [],
         max_tokens=_max_tokens(data),
-        prompt_chars=len(orjson.dumps(messages)) + (len(orjson.dumps(tools)) if tools else 0),
+        prompt_chars=_prompt_chars(messages) + (len(orjson.dumps(tools)) if tools else 0),
         temperature=_temperature(data),
         system=(
             content_text(messages[0].get("content"))
@@ -231,6 +306,7 @@ def parse_chat(body: bytes) -> ChatRequest:
             else None
         ),
         reasoning=_reasoning(data),
+        parts=parts,
     )
 
 

@@ -54,6 +54,9 @@ class GenerationRecord:
     system: str | None = None
     """The text of the request's leading system message."""
     reasoning: dict[str, Any] | None = None
+    parts: list[dict[str, Any]] | None = None
+    """The last user message's content parts, described (`parsing.describe_parts`): what an
+    attached image or file arrived as. None when its content was a string."""
     created_at: float = field(default_factory=time.time)
     first_token_at: float | None = None
     finished_at: float | None = None

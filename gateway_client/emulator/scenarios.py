@@ -327,6 +327,8 @@ def _answer_pieces(
             return _tokens("content", prompt)
         case "title":
             return _tokens("content", title_for(prompt))
+        case "vision":
+            return _tokens("content", parts_answer(request.parts))
         case "tools" if request.tool_results and request.tool_rounds >= options.rounds:
             return _tokens("content", _answer_from(request.tool_results))
         case "tools":
@@ -344,6 +346,30 @@ def _answer_pieces(
         case "files":
             return _file_pieces(request)
     return _tokens("content", markdown_answer(prompt))
+
+
+def parts_answer(parts: list[dict[str, Any]] | None) -> str:
+    """What `vision` says of the last user message's parts: how many, and each one's type and
+    size, so a test (or a person offline) sees what arrived."""
+    if parts is None:
+        return "Your message is plain text: no images or files came with it."
+    images = sum(1 for part in parts if part["type"] == "image_url")
+    lines = [
+        f"Your message came in {len(parts)} part{'' if len(parts) == 1 else 's'}, "
+        f"{images} of {'it' if len(parts) == 1 else 'them'} image{'' if images == 1 else 's'}:",
+        "",
+    ]
+    for number, part in enumerate(parts, 1):
+        if part["type"] == "text":
+            first = part["first_line"].replace("`", "'")
+            lines.append(f"{number}. text, {part['chars']:,} characters: `{first}`")
+        elif part["type"] == "image_url" and "bytes" in part:
+            lines.append(f"{number}. image, {part['media_type']}, {part['bytes']:,} bytes")
+        elif part["type"] == "image_url":
+            lines.append(f"{number}. image at a URL")
+        else:
+            lines.append(f"{number}. a {part['type']} part")
+    return "\n".join(lines)
 
 
 def _apply_budget(pieces: list[Piece], budget: int | None) -> tuple[list[Piece], bool]:

@@ -7,7 +7,7 @@
 
 import { dataUrlBytes, downloadName } from "./image_files.js";
 
-const ZOOMABLE = ".message .content img, .message .attachments img.image";
+const ZOOMABLE = ".message .content img, .message .attachments img.image, .message .uploads img";
 const FEEDBACK_MS = 1500;
 const restoreTimers = new WeakMap(); // button -> timer that puts its label back
 

@@ -108,3 +108,38 @@ async def test_a_refused_value_gets_the_dialects_400(emulator_url: EmulatorURL) 
         )
     assert response.status_code == 400
     assert response.json()["error"]["message"] == "`temperature` must be a number from 0 to 2."
+
+
+IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+WITH_IMAGE = {"role": "user", "content": [{"type": "text", "text": "What is it?"}, IMAGE]}
+
+
+def test_parts_are_described_and_an_image_refused_by_a_text_model() -> None:
+    request = parse_chat(body(model="emulator/vision", messages=[WITH_IMAGE]))
+    assert request.parts == [
+        {"type": "text", "chars": 11, "first_line": "What is it?"},
+        {"type": "image_url", "media_type": "image/png", "bytes": 8},
+    ]
+    assert parse_chat(body()).parts is None  # a string content
+    with pytest.raises(BadRequest, match="'emulator/echo' does not take image input"):
+        parse_chat(body(messages=[WITH_IMAGE]))
+
+
+@pytest.mark.parametrize("dialect", ["numes/api/v1", "osmexo/v1", "tiny/v1", "nodul/api/v1"])
+async def test_vision_lists_image_input_and_answers_about_the_parts(
+    emulator_url: EmulatorURL, dialect: str
+) -> None:
+    headers = {"Authorization": "Bearer test-key"}
+    async with httpx.AsyncClient() as client:
+        listed = (await client.get(f"{emulator_url}/{dialect}/models", headers=headers)).json()
+        response = await client.post(
+            f"{emulator_url}/{dialect}/chat/completions",
+            headers=headers,
+            json={"model": "emulator/vision", "messages": [WITH_IMAGE]},
+        )
+    vision = next(entry for entry in listed["data"] if entry["id"] == "emulator/vision")
+    assert vision["architecture"]["input_modalities"] == ["text", "image"]
+    assert response.status_code == 200
+    answer = response.json()["choices"][0]["message"]["content"]
+    assert "2 parts, 1 of them image" in answer
+    assert "image, image/png, 8 bytes" in answer

@@ -1,0 +1,195 @@
+"""Files attached to a message, through Django's async test client and the real emulator: what
+is refused and why, what is stored, who may fetch it, and what the gateway receives on the first
+turn and on later ones; and the prompt tokens counted for them."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from typing import Any
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import AsyncClient
+from django.urls import reverse
+
+from chatapp.conversations import uploads
+from chatapp.costs.costing import IMAGE_PROMPT_TOKENS, counted_prompt_tokens
+from chatapp.models import Conversation, Upload
+from chatapp.streaming import worker
+from gateway_client.emulator import EmulatorURL
+from gateway_client.emulator.media import png_b64
+from tests.emulator_requests import record_chat_bodies
+from tests.pdf_bytes import pdf_bytes
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+HTMX = {"HX-Request": "true"}
+PNG = base64.b64decode(png_b64("upload test"))
+
+
+@pytest.fixture
+def received(emulator_url: EmulatorURL, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    return record_chat_bodies(emulator_url.app, monkeypatch)
+
+
+async def logged_in(user: Any) -> AsyncClient:
+    client = AsyncClient()
+    await client.aforce_login(user)
+    return client
+
+
+async def workers_finished() -> None:
+    await asyncio.wait_for(asyncio.gather(*list(worker._tasks)), 30)
+
+
+def file(name: str, data: bytes, media_type: str = "application/octet-stream") -> Any:
+    return SimpleUploadedFile(name, data, content_type=media_type)
+
+
+async def post(client: AsyncClient, model: str, *files: Any, url: str = "") -> Any:
+    data: dict[str, Any] = {"content": "Look at these", "model": model, "files": list(files)}
+    return await client.post(url or reverse("chat:send_new"), data, headers=HTMX)
+
+
+async def test_an_image_and_a_pdf_are_stored_and_sent_as_parts(
+    alice: Any, received: list[dict[str, Any]], emulator_url: EmulatorURL
+) -> None:
+    client = await logged_in(alice)
+    pdf = pdf_bytes("The lighthouse report", "Page two")
+    response = await post(
+        client,
+        "emulator/vision",
+        file("cat.jpg", PNG, "image/jpeg"),  # the bytes say PNG: they are believed, not the label
+        file("report.pdf", pdf, "application/pdf"),
+        file("notes.md", b"# Notes\nsome text", "text/markdown"),
+    )
+    assert response.status_code == 200
+    await workers_finished()
+    stored = [u async for u in Upload.objects.order_by("position")]
+    assert [(u.kind, u.filename, u.media_type, u.size) for u in stored] == [
+        ("image", "cat.jpg", "image/png", len(PNG)),
+        ("document", "report.pdf", "application/pdf", len(pdf)),
+        ("document", "notes.md", "text/markdown", 17),
+    ]
+    assert (stored[1].pages, stored[1].pages_read) == (2, 2)
+    assert stored[1].text == "The lighthouse report\n\nPage two"
+    (body,) = received
+    parts = body["messages"][-1]["content"]
+    assert parts[0] == {"type": "text", "text": "Look at these"}
+    assert parts[1] == {
+        "type": "image_url",
+        "image_url": {"url": "data:image/png;base64," + base64.b64encode(PNG).decode()},
+    }
+    assert parts[2]["text"].startswith("Attached file report.pdf (PDF, 2 pages, ")
+    assert parts[2]["text"].endswith("The lighthouse report\n\nPage two")
+    assert parts[3]["text"].startswith("Attached file notes.md (text/markdown, 17 bytes):")
+    record = emulator_url.app.records.latest(scenario="vision")
+    assert record is not None
+    assert record.parts is not None
+    assert [p["type"] for p in record.parts] == ["text", "image_url", "text", "text"]
+    assert record.parts[1] == {"type": "image_url", "media_type": "image/png", "bytes": len(PNG)}
+
+
+async def test_later_turns_send_the_files_again(alice: Any, received: list[dict[str, Any]]) -> None:
+    client = await logged_in(alice)
+    await post(client, "emulator/vision", file("a.png", PNG), file("b.txt", b"plain words"))
+    await workers_finished()
+    conversation = await Conversation.objects.aget()
+    url = reverse("chat:send", args=[conversation.pk])
+    await client.post(url, {"content": "and now?", "model": "emulator/vision"}, headers=HTMX)
+    await workers_finished()
+    await client.post(url, {"content": "in words", "model": "emulator/echo"}, headers=HTMX)
+    await workers_finished()
+    first, again, text_model = (body["messages"] for body in received)
+    assert again[0]["content"] == first[0]["content"]  # image and text part, sent again
+    assert again[-1]["content"] == "and now?"  # a message without files is a string, as before
+    # A model without image input gets a line in the image's place; the document goes as text.
+    image_line = text_model[0]["content"][1]
+    assert image_line["type"] == "text"
+    assert "a.png (PNG image" in image_line["text"]
+    assert "not sent: this model does not take images" in image_line["text"]
+    assert text_model[0]["content"][2] == first[0]["content"][2]
+
+
+@pytest.mark.parametrize(
+    ("files", "words"),
+    [
+        (
+            [("x.bin", b"\x00\x01\x02")],
+            "x.bin was not attached: it is not a PNG, JPEG, GIF or WebP",
+        ),
+        ([("big.txt", b"a" * (uploads.MAX_UPLOAD_BYTES + 1))], "big.txt is 4.0 MB: a file may be"),
+        ([(f"f{n}.txt", b"x") for n in range(6)], "At most 5 files can be attached"),
+        ([("bad.pdf", b"%PDF-1.4 not really")], "bad.pdf was not attached: it could not be read"),
+        ([("empty.pdf", pdf_bytes(""))], "no text could be read from it"),
+        ([("a.png", PNG)], "emulator/chat does not take images (a.png)"),
+    ],
+)
+async def test_refused_files_are_said_in_words_and_nothing_is_sent(
+    alice: Any, received: list[dict[str, Any]], files: list[tuple[str, bytes]], words: str
+) -> None:
+    client = await logged_in(alice)
+    response = await post(client, "emulator/chat", *(file(n, d) for n, d in files))
+    assert response.headers["HX-Retarget"] == "#composer-error"
+    assert words in response.content.decode()
+    assert received == []
+    assert not await Conversation.objects.aexists()
+
+
+async def test_a_file_is_served_to_its_owner_only(alice: Any, bob: Any) -> None:
+    client = await logged_in(alice)
+    await post(client, "emulator/vision", file("a.png", PNG), file("n.md", b"<b>hi</b>"))
+    await workers_finished()
+    image, document = [
+        u async for u in Upload.objects.select_related("message").order_by("position")
+    ]
+    shown = await client.get(reverse("chat:upload", args=[image.pk]))
+    assert (shown.status_code, shown["Content-Type"], shown.content) == (200, "image/png", PNG)
+    assert shown["Content-Disposition"].startswith("inline;")  # opens in a tab, not a download
+    got = await client.get(reverse("chat:upload", args=[document.pk]))
+    assert got["Content-Type"] == "text/plain; charset=utf-8"
+    assert got["Content-Disposition"].startswith("attachment;")
+    assert got["X-Content-Type-Options"] == "nosniff"
+    assert got["Content-Security-Policy"] == "default-src 'none'; sandbox"
+    other = await logged_in(bob)
+    assert (await other.get(reverse("chat:upload", args=[image.pk]))).status_code == 404
+    page = await client.get(reverse("chat:conversation", args=[image.message.conversation_id]))
+    html = page.content.decode()
+    assert f'src="{reverse("chat:upload", args=[image.pk])}"' in html
+    assert "n.md (text/markdown, 9 bytes)" in html
+
+
+async def test_exports_keep_the_files(alice: Any) -> None:
+    client = await logged_in(alice)
+    await post(client, "emulator/vision", file("a.png", PNG), file("n.md", b"note"))
+    await workers_finished()
+    conversation = await Conversation.objects.aget()
+    data = (await client.get(reverse("chat:export_json", args=[conversation.pk]))).json()
+    question = data["messages"][0]
+    assert [(f["filename"], f["bytes"]) for f in question["files"]] == [
+        ("a.png", len(PNG)),
+        ("n.md", 4),
+    ]
+    assert question["files"][1]["text"] == "note"
+    assert "data" not in question["files"][0]  # described, as the answers' attachments are
+    markdown = (await client.get(reverse("chat:export_markdown", args=[conversation.pk]))).content
+    assert "- a.png (PNG image, " in markdown.decode()
+
+
+def test_prompt_tokens_count_text_parts_and_each_image() -> None:
+    messages = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "abcd" * 10},
+                {
+                    "type": "image_url",
+                    "image_url": {"url": "data:image/png;base64," + "A" * 40_000},
+                },
+            ],
+        },
+        {"role": "assistant", "content": "abcd"},
+    ]
+    # The text (41 characters with the newline between messages: 11 tokens), and one image.
+    assert counted_prompt_tokens(messages) == 12 + IMAGE_PROMPT_TOKENS
