@@ -67,12 +67,12 @@ class InlineHooks:
 
 class GZip(InlineHooks, GZipMiddleware):
     """Django's, with its BREACH mitigation (random bytes in the gzip header); not for a
-    streaming response."""
+    streaming response, nor a byte range (its `Content-Range` counts the uncompressed bytes)."""
 
     def process_response(
         self, request: HttpRequest, response: HttpResponseBase
     ) -> HttpResponseBase:
-        if response.streaming:
+        if response.streaming or response.status_code == 206:
             return response
         return super().process_response(request, response)
 

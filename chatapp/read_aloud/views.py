@@ -7,7 +7,8 @@ that spends money is a CSRF risk, so it is only served to a fetch the browser ma
 `Sec-Fetch-Site: same-origin`: browsers set that header themselves and no page can forge it, so a
 cross-site `<audio src>`, link or form is refused, as is a client that sends none (the session
 cookie is `SameSite=Lax` too, which keeps it off cross-site subresource requests). A completed
-earlier read aloud is served from storage and costs nothing.
+earlier read aloud is served from storage and costs nothing, in the byte ranges the player asks
+for (`byte_ranges`: without them Chromium cannot seek in it); a streamed one has none.
 
 One read aloud per answer at a time: requests of this process join the running one and play the same
 audio from its start (`stream.start_or_join`); one in another process answers 409, in
@@ -34,6 +35,7 @@ from django.views.decorators.http import require_GET
 from chatapp.access.rate_limits import RateLimited
 from chatapp.errors import ChatAppError
 from chatapp.read_aloud import records, stream
+from chatapp.read_aloud.byte_ranges import Unsatisfiable, requested_range
 from chatapp.read_aloud.records import NoSuchAnswer, ReadAloudRefused
 from chatapp.streaming.persistence import on_record_thread_from_view
 from gateway_client.errors import GatewayError
@@ -61,6 +63,26 @@ def _audio(
     return response
 
 
+def _stored(data: bytes, media_type: str, range_header: str | None) -> HttpResponseBase:
+    """The stored audio whole, or the one byte range asked for (206; 416 past its end)."""
+    response: HttpResponseBase
+    try:
+        asked = requested_range(range_header, len(data))
+    except Unsatisfiable:
+        response = _refused("That range is past the end of the audio.", 416)
+        response["Content-Range"] = f"bytes */{len(data)}"
+        return response
+    if asked is None:
+        response = _audio(data, media_type)
+    else:
+        first, last = asked
+        response = _audio(data[first : last + 1], media_type)
+        response.status_code = 206
+        response["Content-Range"] = f"bytes {first}-{last}/{len(data)}"
+    response["Accept-Ranges"] = "bytes"
+    return response
+
+
 def _refused(text: str, status: int) -> HttpResponse:
     return HttpResponse(text, status=status, content_type="text/plain; charset=utf-8")
 
@@ -75,7 +97,7 @@ async def read_aloud(request: AuthenticatedRequest, pk: int) -> HttpResponseBase
     user = await request.auser()
     stored = await on_record_thread_from_view(records.stored_audio, user, pk)
     if stored is not None:
-        return _audio(bytes(stored.data), stored.media_type)
+        return _stored(bytes(stored.data), stored.media_type, request.headers.get("Range"))
     try:
         running, seat = await stream.start_or_join(user, pk)
     except NoSuchAnswer as exc:

@@ -1,6 +1,8 @@
 """Read aloud in real Chromium against real Daphne and the paced emulator: the audio plays while
 the gateway is still sending it, Stop closes the gateway's request, a read aloud that breaks off
-says so, and the read aloud's cost is in the admin's cost ledger.
+says so, the read aloud's cost is in the admin's cost ledger, Pause holds the audio where it is
+while the gateway goes on sending, and a stored read aloud played again shows its total and
+seeks.
 
 Set `CHAT_SCREENSHOTS` to a directory to keep screenshots of an answer being read aloud
 (1280x800 and 390x844).
@@ -8,6 +10,7 @@ Set `CHAT_SCREENSHOTS` to a directory to keep screenshots of an answer being rea
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
@@ -32,6 +35,14 @@ WORDS = " ".join(f"otter{n}" for n in range(40))
 PLAYING = """() => {
   const audio = document.getElementById("read-aloud-player");
   return audio && !audio.paused && audio.currentTime > 0;
+}"""
+# What the player says, and what the page shows of it, at one moment.
+PLAYER = """() => {
+  const audio = document.getElementById("read-aloud-player");
+  return {
+    time: audio.currentTime, duration: String(audio.duration), paused: audio.paused,
+    shown: document.querySelector(".read-aloud-position").textContent,
+  };
 }"""
 
 
@@ -61,6 +72,14 @@ def speech_records(paced_emulator: Any, since: set[str]) -> list[GenerationRecor
         for record in paced_emulator.app.records.all()
         if record.endpoint == "audio/speech" and record.id not in since
     ]
+
+
+def read_aloud_status(page: Any, state_url: str | None, *, settled: bool = False) -> str | None:
+    """The answer's newest read aloud's status, as the page's state URL tells it (None while it
+    is still `streaming`, with `settled`)."""
+    state = page.evaluate("url => fetch(url).then(r => r.json())", state_url)
+    status: str = state["status"]
+    return None if settled and status == "streaming" else status
 
 
 def _read_aloud_in_view(page: Any) -> None:
@@ -123,3 +142,116 @@ def test_a_read_aloud_that_breaks_off_says_so(
     note = answer.locator(".read-aloud-note")
     expect(note).to_contain_text("The audio broke off after", timeout=20_000)
     expect(answer.get_by_role("button", name="Read aloud")).to_be_visible()
+
+
+def test_pause_holds_the_place_while_the_audio_goes_on_arriving_and_resume_goes_on_from_it(
+    alice: Any, paced_emulator: Any, speech: Callable[[str], None]
+) -> None:
+    speech(SLOW_SPEECH)
+    answer = send(alice, LONG_WORDS, "emulator/echo")
+    expect(answer).to_have_attribute("data-status", "completed", timeout=30_000)
+    before = {record.id for record in paced_emulator.app.records.all()}
+    answer.get_by_role("button", name="Read aloud").click()
+    alice.wait_for_function(PLAYING, timeout=20_000)
+    (record,) = speech_records(paced_emulator, before)
+    assert record.finished_at is None, "paused below while the gateway is still sending"
+
+    # The position advances as it plays; the streamed WAV's total is unknown (Infinity) in
+    # Chromium, so the elapsed time stands alone.
+    position = answer.locator(".read-aloud-position")
+    expect(position).to_have_text(re.compile(r"^0:0[0-2]$"))
+    expect(position).to_have_text(re.compile(r"^0:0[3-9]$"), timeout=10_000)
+    shown = alice.evaluate(PLAYER)
+    assert shown["duration"] == "Infinity"
+    assert "/" not in shown["shown"]
+    seek = answer.get_by_role("slider", name="Position in the reading")
+    expect(seek).to_be_enabled()
+    screenshots(alice, "read-aloud-position", _read_aloud_in_view)
+
+    answer.get_by_role("button", name="Pause").click()
+    expect(answer.get_by_role("button", name="Resume")).to_be_visible()
+    expect(answer.locator(".read-aloud-note")).to_have_text("Paused.")
+    alice.wait_for_function("() => document.getElementById('read-aloud-player').paused")
+    held = alice.evaluate(PLAYER)["time"]
+    # While it is paused the gateway sends the rest: the request is not closed by a pause.
+    finished = paced_emulator.app.records.wait_finished(record.id, 30)
+    assert finished.final_outcome == "completed"
+    assert finished.cancelled_at is None
+    state_url = answer.locator("button.read-aloud").get_attribute("data-state-url")
+    status = poll(
+        lambda: read_aloud_status(alice, state_url, settled=True), what="the read aloud recorded"
+    )
+    assert status == "completed", "the read aloud was whole though paused throughout"
+    paused = alice.evaluate(PLAYER)
+    assert paused["paused"]
+    assert paused["time"] == held, "the place did not move while paused"
+    expect(answer.get_by_role("button", name="Stop reading")).to_have_attribute(
+        "data-reading", "paused"
+    )
+    screenshots(alice, "read-aloud-paused", _read_aloud_in_view)
+
+    alice.evaluate("""() => {
+      const audio = document.getElementById("read-aloud-player");
+      audio.addEventListener("playing", () => { window.resumedAt = audio.currentTime; },
+                             { once: true });
+    }""")
+    answer.get_by_role("button", name="Resume").click()
+    alice.wait_for_function("() => window.resumedAt !== undefined")
+    resumed_at = alice.evaluate("() => window.resumedAt")
+    assert abs(resumed_at - held) < 0.25, (resumed_at, held)
+    alice.wait_for_function(
+        f"() => document.getElementById('read-aloud-player').currentTime > {held} + 1"
+    )
+    expect(answer.get_by_role("button", name="Pause")).to_be_visible()
+
+    answer.get_by_role("button", name="Stop reading").click()
+    expect(answer.locator(".read-aloud-note")).to_have_text("Stopped.")
+    expect(answer.locator(".read-aloud-controls")).to_have_count(0)
+    assert len(speech_records(paced_emulator, before)) == 1, "one request, paused or not"
+
+
+def test_a_stored_read_aloud_played_again_shows_its_total_and_seeks(
+    alice: Any, paced_emulator: Any, speech: Callable[[str], None]
+) -> None:
+    speech("emulator/audio")
+    answer = send(alice, LONG_WORDS, "emulator/echo")
+    expect(answer).to_have_attribute("data-status", "completed", timeout=30_000)
+    before = {record.id for record in paced_emulator.app.records.all()}
+    read = answer.locator("button.read-aloud")
+    read.click()
+    alice.wait_for_function(PLAYING, timeout=20_000)
+    (record,) = speech_records(paced_emulator, before)
+    assert paced_emulator.app.records.wait_finished(record.id, 15).final_outcome == "completed"
+    state_url = read.get_attribute("data-state-url")
+    status = poll(
+        lambda: read_aloud_status(alice, state_url, settled=True), what="the read aloud recorded"
+    )
+    assert status == "completed"
+    answer.get_by_role("button", name="Stop reading").click()
+    expect(read).to_have_text("Read aloud")
+
+    read.click()  # from the stored audio, with its byte ranges
+    alice.wait_for_function(PLAYING, timeout=20_000)
+    position = answer.locator(".read-aloud-position")
+    expect(position).to_have_text(re.compile(r"^0:0\d / 0:30$"))
+    answer.get_by_role("button", name="Pause").click()
+    alice.wait_for_function("() => document.getElementById('read-aloud-player').paused")
+    seek = answer.get_by_role("slider", name="Position in the reading")
+    expect(seek).to_have_attribute("max", "30")
+    start = alice.evaluate(PLAYER)["time"]
+    assert start < 5
+
+    # The keyboard moves the place a second a key, past what would have played by now.
+    seek.focus()
+    for _ in range(20):
+        seek.press("ArrowRight")
+    alice.wait_for_function("() => document.getElementById('read-aloud-player').currentTime >= 20")
+    expect(position).to_have_text(re.compile(r"^0:2\d / 0:30$"))
+    assert alice.evaluate(PLAYER)["paused"], "seeking keeps it paused"
+    expect(seek).to_have_attribute("aria-valuetext", re.compile(r"^0:2\d of 0:30$"))
+    screenshots(alice, "read-aloud-stored-seek", _read_aloud_in_view)
+
+    seek.press("Home")
+    alice.wait_for_function("() => document.getElementById('read-aloud-player').currentTime < 1")
+    expect(position).to_have_text("0:00 / 0:30")
+    assert len(speech_records(paced_emulator, before)) == 1, "played again for free"

@@ -199,6 +199,36 @@ async def test_playing_again_serves_the_stored_audio_and_costs_nothing(
     assert await Generation.objects.filter(read_aloud=answer).acount() == 1
 
 
+async def test_the_stored_audio_is_served_in_the_byte_range_asked_for(
+    alice: Any, upstream: UpstreamLog
+) -> None:
+    answer = await an_answer(alice, PACED)
+    headers = await session_headers(alice)
+    whole = await AsgiRequest(speech_url(answer), headers).start().finish()
+    assert "accept-ranges" not in whole.headers, "a streamed read aloud cannot be sought in"
+    await read_aloud_of(answer, status="completed")
+    size = len(whole.body)
+
+    again = await AsgiRequest(speech_url(answer), headers).start().finish()
+    assert again.status == 200
+    assert again.headers["accept-ranges"] == "bytes"
+    part = (
+        await AsgiRequest(speech_url(answer), {**headers, "range": "bytes=100-"}).start().finish()
+    )
+    assert part.status == 206
+    assert part.headers["content-range"] == f"bytes 100-{size - 1}/{size}"
+    assert part.body == whole.body[100:]
+    tail_headers = {**headers, "range": "bytes=-300", "accept-encoding": "gzip"}
+    tail = await AsgiRequest(speech_url(answer), tail_headers).start().finish()
+    assert (tail.status, tail.body) == (206, whole.body[-300:]), "a range is never compressed"
+    assert "content-encoding" not in tail.headers
+    past = AsgiRequest(speech_url(answer), {**headers, "range": f"bytes={size}-"}).start()
+    await past.finish()
+    assert past.status == 416
+    assert past.headers["content-range"] == f"bytes */{size}"
+    assert len(upstream.new(endpoint="audio/speech")) == 1, "every range from the stored audio"
+
+
 async def test_a_disconnect_closes_the_upstream_and_keeps_the_audio_so_far(
     alice: Any, upstream: UpstreamLog
 ) -> None:
