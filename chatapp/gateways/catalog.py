@@ -47,6 +47,7 @@ class ModelChoice:
     label: str
     hint: str
     generates_images: bool = False  # an image model (`image_models`): the turn is `POST /images`
+    wants_tools: bool = False  # known to answer by calling tools (`wants_tools`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +166,14 @@ def offered(config: GatewayConfig, info: ModelInfo) -> bool:
     return info.chat or generates_images(config, info)
 
 
+def wants_tools(info: ModelInfo) -> bool:
+    """Whether `info` is known to answer by calling a tool, so that with none offered its answer
+    is a call nothing runs: the emulator's tool scenarios (`emulator.CALLS_TOOLS`). A gateway's
+    list says which models take tools, never which need them."""
+    prefix, _, scenario = info.id.partition("/")
+    return prefix == "emulator" and scenario in emulator.CALLS_TOOLS
+
+
 def provider_of(info: ModelInfo) -> str:
     """The provider the gateway names for `info`, else its id's prefix (`Qwen/Qwen2.5-7B` →
     `Qwen`); "" when neither tells."""
@@ -204,6 +213,7 @@ def _choices(
                 label,
                 info.description or (info.id if label != info.id else ""),
                 generates_images(config, info),
+                wants_tools(info),
             )
         )
     return sorted(choices, key=lambda choice: choice.label.lower())

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from .app import EmulatorApp
 from .options import Options
-from .parsing import SCENARIOS
+from .parsing import CALLS_TOOLS, SCENARIOS
 from .records import GenerationRecord, Registry
 from .server import EmulatorURL, create_app, serve_in_thread
 
@@ -36,6 +36,7 @@ SPEECH_MODEL = "emulator/audio"
 for it), as the app's Read aloud does."""
 
 __all__ = [
+    "CALLS_TOOLS",
     "SCENARIOS",
     "SPEECH_MODEL",
     "EmulatorApp",

@@ -20,6 +20,7 @@ import orjson
 from .options import split_model_options
 
 __all__ = [
+    "CALLS_TOOLS",
     "SCENARIOS",
     "BadRequest",
     "ChatRequest",
@@ -60,6 +61,10 @@ SCENARIOS: dict[str, str] = {
     "long": "A few thousand tokens of markdown.",
     "echo": "Answers with the last user message verbatim.",
 }
+
+CALLS_TOOLS = frozenset({"tools"})
+"""The scenarios that answer by calling a tool: a request that offers none gets a call to the
+demo `get_weather`, which a client cannot run."""
 """Scenario name (the model is `emulator/<name>`) -> what it does."""
 
 _PREFIX = "emulator/"
