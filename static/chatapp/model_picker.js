@@ -30,6 +30,7 @@ function entries(picker) {
 const choosable = (option) => !option.disabled && option.value !== "";
 
 function applyFilter(picker, query) {
+  const before = picker.value; // before any option moves: taking the picked one out changes it
   const all = entries(picker);
   const matching = all.map(([group, options]) => [
     group,
@@ -50,7 +51,6 @@ function applyFilter(picker, query) {
       nodes.push(group);
     } else nodes.push(...options);
   }
-  const before = picker.value;
   picker.replaceChildren(...nodes);
   const values = [...picker.options].filter(choosable).map((option) => option.value);
   picker.value = keptChoice(before, values);
