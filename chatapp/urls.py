@@ -14,6 +14,7 @@ from chatapp.views import chat as views
 chat_patterns = [
     path("", views.home, name="home"),
     path("c/new/send/", views.send_message, name="send_new"),
+    path("c/new/settings/", answer_settings.new_chat_settings, name="new_chat_settings"),
     path("c/<int:pk>/", views.conversation_page, name="conversation"),
     path("c/<int:pk>/send/", views.send_message, name="send"),
     path("c/<int:pk>/rename/", views.rename, name="rename"),

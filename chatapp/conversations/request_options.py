@@ -3,8 +3,8 @@ is sent it.
 
 `RequestOptions` is made from an `AnswerSettings` row, a conversation or a user's `ChatDefaults`
 (`options_for`), travels in the worker's `Job`, and becomes `GatewayClient.stream_chat`'s keywords
-in `stream_arguments`. A new conversation copies the user's defaults (`defaults_for`); afterwards it
-keeps its own settings.
+in `stream_arguments`. A new conversation copies the user's defaults (`defaults_for`), or the
+settings chosen beside its first message (`row_values`); afterwards it keeps its own settings.
 
 The four gateways speak the OpenAI request body (Osmexo: "any SSE-capable OpenAI client works
 unchanged"; tiny-3b: "Any OpenAI client reads it without modification"; Numes and Nodul are used
@@ -39,6 +39,7 @@ __all__ = [
     "defaults_for",
     "dialect_of",
     "options_for",
+    "row_values",
     "stream_arguments",
     "summary",
     "upstream_tools",
@@ -86,12 +87,16 @@ def default_options(user: User) -> RequestOptions:
     return options_for(row) if row is not None else RequestOptions()
 
 
-def defaults_for(user: User) -> dict[str, Any]:
-    """`default_options` as the field values of a new conversation's row."""
-    options = default_options(user)
+def row_values(options: RequestOptions) -> dict[str, Any]:
+    """`options` as the field values of an `AnswerSettings` row."""
     values = {name: getattr(options, name) for name in FIELDS}
     values["tools"] = list(options.tools)  # a JSON list on the row
     return values
+
+
+def defaults_for(user: User) -> dict[str, Any]:
+    """`default_options` as the field values of a new conversation's row."""
+    return row_values(default_options(user))
 
 
 def _effort_field(dialect: str | None) -> str | None:

@@ -217,20 +217,25 @@ def create_turn(
     kind: Generation.Kind = Generation.Kind.CHAT,
     image_count: int = 1,
     attached: Sequence[uploads.CheckedUpload] = (),
+    options: request_options.RequestOptions | None = None,
 ) -> StartedGeneration:
     """The user's message, with the files `attached` to it, and a generation answering it
     (`gateway` None: the default one). A follow-up comes after `after`, the last message the
     page shows (None: the leaf shown), if nothing has come after it since (`NewerMessages`: an
     edit or a retry makes a branch, a follow-up never does). An image generation (`kind`) asks
-    for `image_count` images."""
+    for `image_count` images. A new conversation has the settings `options` (None: the user's
+    defaults)."""
     text = checked_message(text, model)
     rate_limits.check_generation_start(user)
     with transaction.atomic():
         parent_pk = None
         if conversation_pk is None:
-            conversation = Conversation.objects.create(
-                user=user, title=title_from(text), **request_options.defaults_for(user)
+            values = (
+                request_options.defaults_for(user)
+                if options is None
+                else request_options.row_values(options)
             )
+            conversation = Conversation.objects.create(user=user, title=title_from(text), **values)
         else:
             conversation = _idle_conversation(user, conversation_pk)
             parent_pk = _follow_up_parent(conversation, after)

@@ -48,6 +48,7 @@ class ModelChoice:
     hint: str
     generates_images: bool = False  # an image model (`image_models`): the turn is `POST /images`
     takes_images: bool = False  # its entry lists image input: attached images are sent to it
+    wants_tools: bool = False  # known to answer by calling tools (`wants_tools`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +179,14 @@ def offered(config: GatewayConfig, info: ModelInfo) -> bool:
     return info.chat or generates_images(config, info)
 
 
+def wants_tools(info: ModelInfo) -> bool:
+    """Whether `info` is known to answer by calling a tool, so that with none offered its answer
+    is a call nothing runs: the emulator's tool scenarios (`emulator.CALLS_TOOLS`). A gateway's
+    list says which models take tools, never which need them."""
+    prefix, _, scenario = info.id.partition("/")
+    return prefix == "emulator" and scenario in emulator.CALLS_TOOLS
+
+
 def provider_of(info: ModelInfo) -> str:
     """The provider the gateway names for `info`, else its id's prefix (`Qwen/Qwen2.5-7B` →
     `Qwen`); "" when neither tells."""
@@ -218,6 +227,7 @@ def _choices(
                 info.description or (info.id if label != info.id else ""),
                 generates_images(config, info),
                 "image" in info.input_modalities,
+                wants_tools(info),
             )
         )
     return sorted(choices, key=lambda choice: choice.label.lower())

@@ -1,10 +1,16 @@
-"""Editing answer settings: a conversation's, from its header, and a user's defaults for new
-chats, on their own page (`/settings/`).
+"""Editing answer settings: a conversation's, from its header; a new chat's, beside its composer;
+and a user's defaults for new chats, on their own page (`/settings/`).
 
-Both edit an `AnswerSettings` row through one form whose fields are the model's, with messages
-that say what to type. The header's form posts with htmx and gets its part of the header back:
-closed, with the line of what now applies, once saved; open with the errors when not. Every row is
-looked up by `request.user`, so another user's conversation is a 404.
+All three use one form whose fields are the model's, with messages that say what to type. The
+header's form posts with htmx and gets its part of the header back: closed, with the line of what
+now applies, once saved; open with the errors when not. Every row is looked up by `request.user`,
+so another user's conversation is a 404.
+
+A new chat has no row to save to until its first message makes one, so its Settings are fields of
+the composer's form, starting from the user's defaults: they go with the first message, which
+makes the conversation with them (`chosen_options`), and the draft and the model picked stay put
+while they are changed. The defaults are not touched. Each change asks for the line of what
+applies again (`new_chat_settings`), which saves nothing.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponse, HttpResponseRedirect
+from django.http import HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
@@ -23,14 +29,18 @@ from chatapp import tools
 from chatapp.conversations.request_options import (
     EFFORT_SENT_TO,
     FIELDS,
+    RequestOptions,
     dialect_of,
     options_for,
     summary,
 )
-from chatapp.conversations.turns import MAX_MESSAGE_CHARS
+from chatapp.conversations.turns import MAX_MESSAGE_CHARS, TurnError
+from chatapp.gateways.catalog import parse_choice
 from chatapp.models import AnswerSettings, ChatDefaults, Conversation
 
 if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
     from chatapp.views.authenticated import AuthenticatedRequest
 
 MAX_TOKENS = 1_000_000
@@ -134,6 +144,16 @@ class AnswerSettingsForm(forms.Form):
         """An unbound form showing `row`'s values."""
         return cls(initial={name: getattr(row, name) for name in FIELDS})
 
+    def options(self) -> RequestOptions:
+        """The valid form's values as the options a request is sent with."""
+        values = {name: self.cleaned_data[name] for name in FIELDS}
+        values["tools"] = tuple(values["tools"])
+        return RequestOptions(**values)
+
+    def first_error(self) -> str:
+        """The invalid form's first problem, in the words its field says it with."""
+        return str(next(message for messages in self.errors.values() for message in messages))
+
     def save_to(self, row: AnswerSettings) -> None:
         for name in FIELDS:
             setattr(row, name, self.cleaned_data[name])
@@ -156,7 +176,62 @@ def header_context(
         "settings_open": form is not None and bool(form.errors),
         "settings_applied": summary(options, dialect_of(conversation.gateway_id)),
         "settings_default": options.is_default,
+        "tools_on": bool(options.tools and tools.offered(options.tools)),
     }
+
+
+NEW_CHAT_FIELD = "new_chat_settings"
+"""Posted by a new chat's composer along with its Settings' fields: they, not the user's defaults,
+make the conversation."""
+
+
+def chosen_options(data: QueryDict) -> RequestOptions | None:
+    """The settings a new chat's composer posts with its first message; None when it posts none
+    (the user's defaults then apply), `TurnError` in words when they are not valid. Reads the tool
+    switches: call off the event loop."""
+    if data.get(NEW_CHAT_FIELD) != "1":
+        return None
+    form = AnswerSettingsForm(data)
+    if not form.is_valid():
+        raise TurnError(form.first_error())
+    return form.options()
+
+
+def _dialect_picked(picker_value: str) -> str | None:
+    """The dialect of the gateway of the model picked (None: none is, so no gateway in
+    particular)."""
+    gateway_pk, model = parse_choice(picker_value)
+    return dialect_of(gateway_pk) if model and gateway_pk is not None else None
+
+
+def new_chat_context(user: User, picker_value: str) -> dict[str, Any]:
+    """What `_new_chat_settings.html` shows: the form, as the user's defaults fill it, and the line
+    of what they apply with the model picked (`picker_value`)."""
+    row = ChatDefaults.objects.filter(user=user).first() or ChatDefaults(user=user)
+    options = options_for(row)
+    return {
+        "settings_form": AnswerSettingsForm.of(row),
+        "settings_applied": summary(options, _dialect_picked(picker_value)),
+        "settings_default": options.is_default,
+        "new_chat_field": NEW_CHAT_FIELD,
+    }
+
+
+@login_required
+@require_POST
+def new_chat_settings(request: AuthenticatedRequest) -> HttpResponse:
+    """The line of what a new chat's Settings, as the composer posts them, apply (or what is wrong
+    with them), for the model picked. Nothing is saved: they go with the first message."""
+    form = AnswerSettingsForm(request.POST)
+    if form.is_valid():
+        options = form.options()
+        context = {
+            "settings_applied": summary(options, _dialect_picked(request.POST.get("model", ""))),
+            "settings_default": options.is_default,
+        }
+    else:
+        context = {"settings_error": form.first_error()}
+    return render(request, "chatapp/_new_chat_applied.html", context)
 
 
 @login_required

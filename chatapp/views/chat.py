@@ -20,6 +20,7 @@ from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import push_url, reswap, retarget
 
+from chatapp import tools
 from chatapp.access import rate_limits
 from chatapp.conversations import uploads, user_text
 from chatapp.conversations.request_options import (
@@ -57,6 +58,7 @@ from chatapp.rendering import attachments
 from chatapp.rendering.image_checks import sniffed_type
 from chatapp.streaming import persistence, stopping, sweep, worker
 from chatapp.views import library
+from chatapp.views.answer_settings import chosen_options, new_chat_context
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -77,12 +79,31 @@ REFUSALS = (
 )
 
 
-def _selected(groups: list[GatewayModels], conversation: Conversation | None) -> str:
-    """The picker value to preselect: the conversation's gateway and model, else the preferred
-    model on the default gateway (the first group), else the first model listed."""
+def last_used_model(user: User) -> tuple[int | None, str] | None:
+    """The gateway and model of `user`'s most recent chat answer or image generation (a read
+    aloud's speech model is no picker's), by when it started: what a new chat preselects."""
+    return (
+        Generation.objects.filter(user=user)
+        .exclude(kind=Generation.Kind.READ_ALOUD)
+        .order_by("-started_at", "-pk")
+        .values_list("gateway_id", "model")
+        .first()
+    )
+
+
+def _selected(
+    groups: list[GatewayModels],
+    conversation: Conversation | None,
+    last_used: tuple[int | None, str] | None = None,
+) -> str:
+    """The picker value to preselect: the conversation's gateway and model (on a new chat, those
+    `last_used`), else the preferred model on the default gateway (the first group), else the
+    first model listed. A model its gateway no longer lists is passed over."""
     wanted: list[tuple[int | None, str]] = []
     if conversation and conversation.model:
         wanted.append((conversation.gateway_id, conversation.model))
+    elif conversation is None and last_used is not None:
+        wanted.append(last_used)
     wanted += [(None, settings.LLM_DEFAULT_MODEL), (None, PREFERRED_MODEL)]
     for gateway_pk, model in wanted:
         for index, group in enumerate(groups):
@@ -108,6 +129,9 @@ def _page(
     if conversation_pk is not None:
         conversation = get_object_or_404(Conversation, pk=conversation_pk, user=request.user)
         messages = shown_path(conversation)  # the branch shown, with each message's versions
+    selected = _selected(
+        groups, conversation, last_used_model(request.user) if conversation is None else None
+    )
     context = {
         "conversation": conversation,
         "sidebar": library.sidebar(request.user, conversation_pk) if sidebar else None,
@@ -119,7 +143,10 @@ def _page(
         else None,
         **spend_push.spend_context(request.user, month=sidebar),
         "model_groups": groups,
-        "selected_model": _selected(groups, conversation),
+        "selected_model": selected,
+        # A new chat's Settings, beside its composer, and whether any tool can be turned on.
+        **(new_chat_context(request.user, selected) if conversation is None else {}),
+        "tools_offered": bool(tools.offered(tools.registry())),
         "image_counts": image_models.IMAGE_COUNTS,
         "image_count": image_count,  # the composer's, kept when a new conversation swaps in
         "stall_notice_ms": round(settings.CHAT_STALL_NOTICE * 1000),
@@ -183,16 +210,17 @@ async def _chosen(value: str) -> tuple[GatewayConfig, str]:
 
 
 def _new_chat_options(
-    user: User, config: GatewayConfig
+    user: User, config: GatewayConfig, chosen: RequestOptions | None
 ) -> tuple[RequestOptions, tuple[dict[str, Any], ...]] | None:
-    """What a new chat's first request is sent with: the user's defaults and the tools they
-    choose, as the conversation will copy them (`turns.create_turn`); `RateLimited` first, so
-    a refused one sends nothing upstream. None when a spending limit applies: the request waits
-    for its reservation (`spending_limits`), made with the turn."""
+    """What a new chat's first request is sent with: the settings `chosen` beside it (None: the
+    user's defaults) and the tools they choose, as the conversation will copy them
+    (`turns.create_turn`); `RateLimited` first, so a refused one sends nothing upstream. None
+    when a spending limit applies: the request waits for its reservation (`spending_limits`),
+    made with the turn."""
     rate_limits.check_generation_start(user)
     if spending_limits.any_apply(user.pk, config.pk):
         return None
-    options = default_options(user)
+    options = chosen if chosen is not None else default_options(user)
     return options, upstream_tools(options, dialect_of(config.pk))
 
 
@@ -267,17 +295,19 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
         kind, images = await made_by(request, config, model)
         after = _after(request)
         _check_attached(attached, config, model, kind)
+        # A new chat's Settings, chosen beside its composer (None: the user's defaults).
+        chosen = await sync_to_async(chosen_options)(request.POST) if pk is None else None
         if attached:
             pass  # its context is read from the rows, files included, once they are written
         elif pk is None and kind == Generation.Kind.CHAT:
             # A new chat's context is its one message: send it upstream now, so the rows are
             # written while the gateway prepares its first token.
-            # With the options the conversation will copy from the user's defaults.
-            chosen = await sync_to_async(_new_chat_options)(user, config)
-            if chosen is not None:
-                options, tools = chosen
+            # With the options the conversation will be made with.
+            sent_with = await sync_to_async(_new_chat_options)(user, config, chosen)
+            if sent_with is not None:
+                options, offered = sent_with
                 context = first_context(checked_message(text, model))
-                early = worker.open_early(config, model, context, options=options, tools=tools)
+                early = worker.open_early(config, model, context, options=options, tools=offered)
         elif pk is not None and kind == Generation.Kind.CHAT and after is not None:
             # A follow-up's context is read ahead (one thread hop, nothing written) and sent
             # likewise: its rows wait on the records thread behind the burst's other turns,
@@ -299,6 +329,7 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
             kind,
             images,
             attached,
+            chosen,
         )
     except BaseException as exc:
         if early is not None:  # no generation will read it: cancel the request upstream

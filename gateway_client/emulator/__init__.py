@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from .app import EmulatorApp
 from .options import Options
-from .parsing import SCENARIOS
+from .parsing import CALLS_TOOLS, SCENARIOS
 from .records import GenerationRecord, Registry
 from .server import EmulatorURL, create_app, serve_in_thread
 
@@ -39,6 +39,7 @@ TITLE_MODEL = "emulator/title"
 """The model the app's emulated gateways write titles with (`Gateway.title_model`)."""
 
 __all__ = [
+    "CALLS_TOOLS",
     "SCENARIOS",
     "SPEECH_MODEL",
     "TITLE_MODEL",

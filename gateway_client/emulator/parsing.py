@@ -22,6 +22,7 @@ import orjson
 from .options import split_model_options
 
 __all__ = [
+    "CALLS_TOOLS",
     "SCENARIOS",
     "BadRequest",
     "ChatRequest",
@@ -71,6 +72,10 @@ SCENARIOS: dict[str, str] = {
         " bytes). The other scenarios refuse image parts, as a gateway does for a text model."
     ),
 }
+
+CALLS_TOOLS = frozenset({"tools"})
+"""The scenarios that answer by calling a tool: a request that offers none gets a call to the
+demo `get_weather`, which a client cannot run."""
 """Scenario name (the model is `emulator/<name>`) -> what it does."""
 
 _PREFIX = "emulator/"

@@ -133,7 +133,7 @@ document.addEventListener("keydown", (event) => {
 let pending = null; // {article, text, form, hidden: the first screen it covers}
 
 function showPending(form) {
-  const box = form.querySelector("textarea");
+  const box = form.querySelector("#message");
   const messages = document.getElementById("messages");
   if (!box || !messages || !box.value.trim()) return;
   const article = document.createElement("article");
@@ -160,7 +160,7 @@ function dropPending() {
 
 function notSent(was, why) {
   if (was.hidden) was.hidden.hidden = false;
-  const box = was.form.querySelector("textarea");
+  const box = was.form.querySelector("#message");
   if (box && box.isConnected && !box.value) {
     box.value = was.text; // the draft is kept, unless something new was typed meanwhile
     box.focus();
