@@ -77,9 +77,11 @@ def create_comparison(
             _start(conversation, gateway, model, owner_channel, question.pk, question, tools=())
             for gateway, model in choices
         ]
+        # The picker's model (the first) is the one the page offers next, as for one answer.
+        conversation.gateway_id, conversation.model = choices[0][0].pk, choices[0][1]
         conversation.current_leaf = started[0].assistant
         conversation.comparing = question
-        conversation.save(update_fields=["current_leaf", "comparing"])
+        conversation.save(update_fields=["gateway", "model", "current_leaf", "comparing"])
     return started
 
 
