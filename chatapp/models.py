@@ -199,6 +199,11 @@ class Conversation(AnswerSettings):
     current_leaf = models.ForeignKey(
         "Message", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
+    # A question sent to several models at once whose answers stand side by side until one is
+    # chosen (`conversations/comparison.py`); None once chosen, or when the next turn starts.
+    comparing = models.ForeignKey(
+        "Message", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

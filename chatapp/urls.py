@@ -8,15 +8,22 @@ from django.urls import include, path
 
 from chatapp.access import login_limits
 from chatapp.read_aloud import views as read_aloud
-from chatapp.views import answer_settings, branches, library, not_found, shared_links
+from chatapp.views import (
+    answer_settings,
+    branches,
+    comparison,
+    library,
+    not_found,
+    shared_links,
+)
 from chatapp.views import chat as views
 
 chat_patterns = [
     path("", views.home, name="home"),
-    path("c/new/send/", views.send_message, name="send_new"),
+    path("c/new/send/", comparison.send, name="send_new"),
     path("c/new/settings/", answer_settings.new_chat_settings, name="new_chat_settings"),
     path("c/<int:pk>/", views.conversation_page, name="conversation"),
-    path("c/<int:pk>/send/", views.send_message, name="send"),
+    path("c/<int:pk>/send/", comparison.send, name="send"),
     path("c/<int:pk>/rename/", views.rename, name="rename"),
     path("c/<int:pk>/delete/", library.delete, name="delete"),
     path("c/<int:pk>/remove/", library.delete_entry, name="delete_entry"),
@@ -35,6 +42,7 @@ chat_patterns = [
     path("m/<int:pk>/continue/", views.continue_answer, name="continue"),
     path("m/<int:pk>/edit/", branches.edit_message, name="edit"),
     path("m/<int:pk>/show/", branches.show_version, name="show_version"),
+    path("m/<int:pk>/choose/", comparison.choose, name="choose"),
     path("m/<int:pk>/attachments/<int:index>/", views.attachment, name="attachment"),
     path("u/<int:pk>/", views.upload, name="upload"),
     path("m/<int:pk>/speech/", read_aloud.read_aloud, name="read_aloud"),

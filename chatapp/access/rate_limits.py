@@ -37,26 +37,30 @@ class RateLimited(ChatAppError):
         self.retry_after = retry_after
 
 
-def check_generation_start(user: User) -> None:
-    """`RateLimited` when `user` has started `CHAT_GENERATIONS_PER_MINUTE` answers in the last
-    minute, saying when the next may start. Database work: called where the turn is made, not in
-    a thread hop of its own (under load each hop queues behind the others)."""
+def check_generation_start(user: User, starting: int = 1) -> None:
+    """`RateLimited` when `user` has started so many answers in the last minute that `starting`
+    more (a comparison starts several) would pass `CHAT_GENERATIONS_PER_MINUTE`, saying when the
+    next may start. Database work: called where the turn is made, not in a thread hop of its own
+    (under load each hop queues behind the others)."""
     limit = settings.CHAT_GENERATIONS_PER_MINUTE
     since = timezone.now() - WINDOW
     recent = Generation.objects.filter(
         user=user, kind__in=STARTED_BY_USER, tool_round=1, started_at__gt=since
     )
-    if recent.count() < limit:
+    count = recent.count()
+    if count + starting <= limit:
         return
+    # The newest start whose expiry leaves room for `starting` more.
+    index = max(0, limit - starting)
     oldest = (
         recent.order_by("-started_at")
-        .values_list("started_at", flat=True)[limit - 1 : limit]
+        .values_list("started_at", flat=True)[index : index + 1]
         .first()
     )
     wait = 1.0 if oldest is None else (oldest - since).total_seconds()
     seconds = max(1, math.ceil(wait))
-    raise RateLimited(
-        f"You have started {limit} answers in the last minute, the most allowed; "
-        f"try again in {seconds} s.",
-        retry_after=seconds,
-    )
+    if count >= limit:
+        said = f"You have started {limit} answers in the last minute, the most allowed"
+    else:
+        said = f"{starting} answers more would pass the {limit} a minute allowed"
+    raise RateLimited(f"{said}; try again in {seconds} s.", retry_after=seconds)

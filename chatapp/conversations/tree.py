@@ -35,10 +35,13 @@ class Versions:
 
 @dataclass(frozen=True, slots=True)
 class ShownMessage:
-    """A message of the branch shown; `versions` is None when it is the only version."""
+    """A message of the branch shown; `versions` is None when it is the only version. The
+    answers of a comparison not yet chosen from are shown as one, `compared` (oldest first),
+    with `message` the first and no versions."""
 
     message: Message
     versions: Versions | None
+    compared: tuple[Message, ...] = ()
 
 
 class MessageTree:
@@ -102,9 +105,26 @@ def shown_path(
     path = tree.path(leaf_pk)
     if since_pk in path:
         path = path[path.index(since_pk) :]
+    question = conversation.comparing_id
+    ends_in_it = question is not None and path and tree.parent[path[-1]] == question
+    compared = tree.children[question] if ends_in_it else []
     files = Prefetch("uploads", queryset=Upload.objects.defer("data", "text"))
-    messages = Message.objects.select_related("generation").prefetch_related(files).in_bulk(path)
-    return [ShownMessage(messages[pk], tree.versions(pk)) for pk in path]
+    messages = (
+        Message.objects.select_related("generation")
+        .prefetch_related(files)
+        .in_bulk([*path, *compared])
+    )
+    shown = [ShownMessage(messages[pk], tree.versions(pk)) for pk in path]
+    if compared:
+        answers = tuple(messages[pk] for pk in compared)
+        shown[-1] = ShownMessage(answers[0], None, answers)
+    return shown
+
+
+def in_comparison(message: Message) -> bool:
+    """Whether `message` is an answer of its conversation's comparison not yet chosen from."""
+    comparing = message.conversation.comparing_id
+    return comparing is not None and message.parent_id == comparing
 
 
 def shown(message: Message) -> ShownMessage:

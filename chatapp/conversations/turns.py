@@ -166,7 +166,8 @@ def _start(
     conversation.gateway_id = gateway.pk
     conversation.model = model
     conversation.current_leaf = assistant
-    conversation.save(update_fields=["gateway", "model", "current_leaf", "updated_at"])
+    conversation.comparing = None  # a turn after a comparison goes on from one of its answers
+    conversation.save(update_fields=["gateway", "model", "current_leaf", "comparing", "updated_at"])
     job = Job(
         generation_pk=generation.pk,
         message_pk=assistant.pk,
@@ -261,15 +262,38 @@ def create_turn(
 
 def _follow_up_parent(conversation: Conversation, after: int | None) -> int | None:
     """The message a follow-up answers to: `after` if nothing came after it since (else
-    `NewerMessages`), or the leaf shown when the page did not say."""
+    `NewerMessages`), or the leaf shown when the page did not say. A page showing a comparison
+    names its question: the follow-up answers its `default_choice` while none is chosen."""
     if after is None:
         return MessageTree(conversation.pk).shown_leaf(conversation.current_leaf_id)
-    if not conversation.messages.filter(pk=after, role=Message.Role.ASSISTANT).exists():
+    role = conversation.messages.filter(pk=after).values_list("role", flat=True).first()
+    if role is None:
         raise Http404("No such message.")
     tree = MessageTree(conversation.pk)
+    if role == Message.Role.USER:
+        answers = tree.children.get(after, [])
+        if len(answers) < 2:  # never a comparison's question: a follow-up never comes after it
+            raise Http404("No such message.")
+        if after != conversation.comparing_id:  # chosen from since (in another tab)
+            leaf = tree.shown_leaf(conversation.current_leaf_id)
+            raise NewerMessages(
+                leaf if leaf and after in tree.path(leaf) else tree.newest_below(after)
+            )
+        if any(tree.children.get(answer) for answer in answers):
+            raise NewerMessages(tree.newest_below(after))
+        return default_choice(answers)
     if tree.children.get(after):
         raise NewerMessages(tree.newest_below(after))
     return after
+
+
+def default_choice(answers: list[int]) -> int:
+    """Of a comparison's answers (oldest first: the columns left to right), the one a follow-up
+    sent without choosing goes on from: the first that completed, else the first."""
+    completed = Generation.objects.filter(
+        message_id__in=answers, status=Generation.Status.COMPLETED
+    ).values_list("message_id", flat=True)
+    return min(completed, default=answers[0])
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ from chatapp.conversations.request_options import (
     dialect_of,
     upstream_tools,
 )
-from chatapp.conversations.tree import ShownMessage, shown, shown_path
+from chatapp.conversations.tree import ShownMessage, in_comparison, shown, shown_path
 from chatapp.conversations.turns import (
     AnswerRunning,
     NewerMessages,
@@ -340,6 +340,13 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
             return await sync_to_async(_composer_error)(request, exc)
         raise
     worker.start(started.job, early=early)
+    return await turn_response(request, pk, started, images)
+
+
+async def turn_response(
+    request: AuthenticatedRequest, pk: int | None, started: StartedGeneration, images: int = 1
+) -> HttpResponse:
+    """The page's answer to a message sent: the new conversation (`pk` None) or the new turn."""
     if pk is None:
         url = reverse("chat:conversation", args=[started.conversation.pk])
         if not request.htmx:
@@ -431,9 +438,11 @@ def message_fragment(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     # changes. Not the month's: that query spans all the user's answers, and every answer's end
     # fetches this fragment (at 200 answers ending together it was most of the database's time);
     # the sidebar's month total is rendered with each page.
+    comparing = in_comparison(message)  # shown side by side, without versions until chosen
     context = {
         "message": message,
-        "versions": shown(message).versions,
+        "versions": None if comparing else shown(message).versions,
+        "in_comparison": comparing,
         "conversation_spend": conversation_spend(message.conversation),
     }
     return render(request, "chatapp/_message_fragment.html", context)

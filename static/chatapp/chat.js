@@ -246,8 +246,12 @@ function connectSocket() {
 
 // --- Stop: the answers running in the branch shown, and the turn of a bridging round ---------
 
+// A comparison's answers run side by side (in `.comparison`'s columns).
+const RUNNING = '[data-status="streaming"]';
+const SHOWN_RUNNING = `#messages > article.assistant${RUNNING}, #messages > .comparison article.assistant${RUNNING}`;
+
 function runningAnswers() {
-  const shown = document.querySelectorAll('#messages > article.assistant[data-status="streaming"]');
+  const shown = document.querySelectorAll(SHOWN_RUNNING);
   return [...shown].filter((el) => !finished.has(Number(el.dataset.generation)));
 }
 

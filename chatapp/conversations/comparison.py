@@ -1,0 +1,116 @@
+"""Comparing models: one question sent to two or three at once, and the answer chosen from them.
+
+A comparison is a question with one answer per model, started together: each a generation of
+its own (its cost, its Stop), siblings in the message tree like a regenerated answer's, so once
+one is chosen the others are its versions ("2 / 3") with nothing more to store. Until then
+`Conversation.comparing` names the question, and the branch shown ends in its answers side by
+side (`tree.shown_path`). The next turn clears it (`turns._start`): a follow-up sent without
+choosing goes on from `turns.default_choice`. Comparisons are of chat answers without tools: a
+tool round would be a second answer under one column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from django.db import transaction
+from django.http import Http404
+
+from chatapp.access import rate_limits
+from chatapp.conversations import request_options
+from chatapp.conversations.tree import MessageTree
+from chatapp.conversations.turns import (
+    StartedGeneration,
+    TurnError,
+    _follow_up_parent,
+    _idle_conversation,
+    _own_message,
+    _start,
+    checked_message,
+    title_from,
+)
+from chatapp.models import Conversation, Generation, Message
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+    from chatapp.gateways.configs import GatewayConfig
+
+MAX_MODELS = 3
+TOO_MANY = f"Compare at most {MAX_MODELS} models at once."
+
+
+def create_comparison(
+    user: User,
+    conversation_pk: int | None,
+    text: str,
+    choices: list[tuple[GatewayConfig, str]],
+    owner_channel: str,
+    after: int | None = None,
+) -> list[StartedGeneration]:
+    """The user's message and one generation answering it per `(gateway, model)` of `choices`,
+    in their order, each refused or allowed by the rate and spending limits as a turn's is; the
+    first answer is the leaf, and the conversation compares them. A follow-up comes after
+    `after` as `create_turn`'s does."""
+    if not 2 <= len(choices) <= MAX_MODELS:
+        raise TurnError(TOO_MANY if choices else "Choose a model first.")
+    for _, model in choices:
+        text = checked_message(text, model)
+    rate_limits.check_generation_start(user, starting=len(choices))
+    with transaction.atomic():
+        parent_pk = None
+        if conversation_pk is None:
+            conversation = Conversation.objects.create(
+                user=user, title=title_from(text), **request_options.defaults_for(user)
+            )
+        else:
+            conversation = _idle_conversation(user, conversation_pk)
+            parent_pk = _follow_up_parent(conversation, after)
+            if not conversation.title:
+                conversation.title = title_from(text)
+                conversation.save(update_fields=["title"])
+        question = Message.objects.create(
+            conversation=conversation, role=Message.Role.USER, content=text, parent_id=parent_pk
+        )
+        started = [
+            _start(conversation, gateway, model, owner_channel, question.pk, question, tools=())
+            for gateway, model in choices
+        ]
+        # The picker's model (the first) is the one the page offers next, as for one answer.
+        conversation.gateway_id, conversation.model = choices[0][0].pk, choices[0][1]
+        conversation.current_leaf = started[0].assistant
+        conversation.comparing = question
+        conversation.save(update_fields=["gateway", "model", "current_leaf", "comparing"])
+    return started
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """An answer chosen from a comparison: the leaf now shown (the answer), its question, and the
+    others still being written, as (generation pk, owner channel), to stop: they are its
+    versions now."""
+
+    conversation: Conversation
+    leaf_pk: int
+    question_pk: int
+    still_running: list[tuple[int, str]]
+
+
+def choose_answer(user: User, message_pk: int) -> Choice:
+    """Choose the user's answer `message_pk` from the comparison it is in: it becomes the leaf
+    and the comparison ends. A 404 for an answer that is in none (any more)."""
+    with transaction.atomic():
+        answer = _own_message(user, message_pk, Message.Role.ASSISTANT)
+        # Locked as a turn locks it, so a follow-up goes on from this choice or comes first.
+        conversation = Conversation.objects.select_for_update().get(pk=answer.conversation_id)
+        if answer.parent_id is None or answer.parent_id != conversation.comparing_id:
+            raise Http404("No such comparison.")
+        conversation.current_leaf_id = MessageTree(conversation.pk).newest_below(answer.pk)
+        conversation.comparing = None
+        conversation.save(update_fields=["current_leaf", "comparing"])
+        others = Generation.objects.filter(
+            message__parent_id=answer.parent_id, status=Generation.Status.STREAMING
+        ).exclude(message_id=answer.pk)
+        still_running = list(others.values_list("pk", "owner_channel"))
+    return Choice(conversation, conversation.current_leaf_id, answer.parent_id, still_running)

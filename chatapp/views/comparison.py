@@ -1,0 +1,90 @@
+"""The htmx endpoints of comparing models (`conversations/comparison.py`): the composer's send
+when it names models to compare beside the picker's (`compare`), and "Continue with this".
+
+The composer posts to one address either way: a send without `compare` is `chat.send_message`'s.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from asgiref.sync import sync_to_async
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import render
+from django.views.decorators.http import require_POST
+
+from chatapp.conversations.comparison import (
+    MAX_MODELS,
+    TOO_MANY,
+    Choice,
+    choose_answer,
+    create_comparison,
+)
+from chatapp.conversations.tree import shown_path
+from chatapp.conversations.turns import NewerMessages, TurnError
+from chatapp.models import Generation
+from chatapp.streaming import persistence, stopping, worker
+from chatapp.views import chat
+
+if TYPE_CHECKING:
+    from django.http import HttpRequest, HttpResponse
+
+    from chatapp.gateways.configs import GatewayConfig
+    from chatapp.views.authenticated import AuthenticatedRequest
+
+NOT_CHAT = "Only chat models can be compared; {model} makes images."
+
+
+@login_required
+@require_POST
+async def send(request: AuthenticatedRequest, pk: int | None = None) -> HttpResponse:
+    """The composer's message: to the picker's model and each model to compare beside it (side
+    by side), or to the picker's alone (`chat.send_message`)."""
+    compare = [value for value in request.POST.getlist("compare") if value]
+    if not compare:
+        return await chat.send_message(request, pk)
+    user = await request.auser()
+    owner_channel = await worker.owner_channel()
+    try:
+        if len(compare) >= MAX_MODELS:
+            raise TurnError(TOO_MANY)
+        choices: list[tuple[GatewayConfig, str]] = []
+        for value in [request.POST.get("model", ""), *compare]:
+            choice = await chat._chosen(value)
+            kind, _ = await chat.made_by(request, *choice)
+            if kind != Generation.Kind.CHAT:
+                raise TurnError(NOT_CHAT.format(model=choice[1]))
+            choices.append(choice)
+        started = await persistence.on_record_thread_from_view(
+            create_comparison,
+            user,
+            pk,
+            request.POST.get("content", ""),
+            choices,
+            owner_channel,
+            chat._after(request),
+        )
+    except NewerMessages as exc:
+        if pk is None:
+            raise
+        return await sync_to_async(chat._newer_messages)(request, pk, exc)
+    except chat.REFUSALS as exc:
+        return await sync_to_async(chat._composer_error)(request, exc)
+    for each in started:
+        worker.start(each.job)
+    return await chat.turn_response(request, pk, started[0])
+
+
+@login_required
+@require_POST
+async def choose(request: AuthenticatedRequest, pk: int) -> HttpResponse:
+    """Go on from the answer `pk` of a comparison: its question and it take the comparison's
+    place; the others are its versions, and those still being written stop where they are."""
+    chosen = await persistence.on_record_thread_from_view(choose_answer, await request.auser(), pk)
+    await stopping.cancel(chosen.still_running)
+    return await sync_to_async(_chosen_branch)(request, chosen)
+
+
+def _chosen_branch(request: HttpRequest, chosen: Choice) -> HttpResponse:
+    path = shown_path(chosen.conversation, leaf_pk=chosen.leaf_pk, since_pk=chosen.question_pk)
+    return render(request, "chatapp/_messages.html", {"chat_messages": path})
