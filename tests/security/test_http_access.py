@@ -20,13 +20,19 @@ from django.test import AsyncClient
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from chatapp.conversations import shared_links
-from chatapp.models import Conversation, Generation, Message
+from chatapp.models import Conversation, Generation, Message, Upload
 from chatapp.streaming import worker
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("closed_clients")]
 
 # What the `pk` of a route names, by the route's prefix.
-OWNED_BY = {"c/": "conversation", "m/": "message", "g/": "generation", "shared/": "shared link"}
+OWNED_BY = {
+    "c/": "conversation",
+    "m/": "message",
+    "g/": "generation",
+    "shared/": "shared link",
+    "u/": "upload",
+}
 POST_DATA = {"content": "hello", "model": "ok", "title": "renamed"}
 # As a browser sends it for the page's own fetches (a view may refuse cross-site ones).
 SAME_ORIGIN = {"Sec-Fetch-Site": "same-origin"}
@@ -73,7 +79,13 @@ WITH_PK = [route for route in ROUTES if "<int:pk>" in route.template]
 
 def test_the_walk_finds_the_routes_it_must() -> None:
     names = {route.name for route in WITH_PK}
-    assert {"chat:conversation", "chat:attachment", "chat:stop", "chat:export_json"} <= names
+    assert {
+        "chat:conversation",
+        "chat:attachment",
+        "chat:stop",
+        "chat:export_json",
+        "chat:upload",
+    } <= names
     assert all(route.owned for route in WITH_PK)
 
 
@@ -85,6 +97,7 @@ class Owned:
     generation: int
     shared_link: int
     token: str  # the shared link's
+    upload: int  # a file attached to the question
 
 
 def _victims_conversation(user: Any) -> Owned:
@@ -117,11 +130,27 @@ def _victims_conversation(user: Any) -> Owned:
         status=Generation.Status.FAILED,
         error_message="my secret reading failed",
     )
+    upload = Upload.objects.create(
+        message=question,
+        position=0,
+        kind=Upload.Kind.DOCUMENT,
+        filename="secret.txt",
+        media_type="text/plain",
+        size=6,
+        data=b"secret",
+        text="secret",
+    )
     conversation.current_leaf = answer
     conversation.save()
     shared = shared_links.create(user, conversation.pk, answer.pk)
     return Owned(
-        conversation.pk, question.pk, answer.pk, generation.pk, shared.link.pk, shared.token
+        conversation.pk,
+        question.pk,
+        answer.pk,
+        generation.pk,
+        shared.link.pk,
+        shared.token,
+        upload.pk,
     )
 
 
@@ -134,6 +163,8 @@ def _pks(route: Route, owned: Owned) -> list[int]:
             return [owned.question, owned.answer]
         case "shared link":
             return [owned.shared_link]
+        case "upload":
+            return [owned.upload]
         case _:
             return [owned.generation]
 
@@ -178,7 +209,11 @@ async def test_another_users_ids_are_not_found(route: Route, alice: Any, bob: An
     assert conversation.title == "private"
     assert await Message.objects.filter(conversation=conversation).acount() == 2
     assert await sync_to_async(shared_links.live)(owned.token) is not None  # not revoked
-    # The control: the owner reaches the same URL.
+    # The control: the owner reaches the same URL (an answer is chosen from a comparison).
+    if route.name == "chat:choose":
+        await Conversation.objects.filter(pk=owned.conversation).aupdate(
+            comparing_id=owned.question
+        )
     owner = await _client(alice)
     url = route.url(_owners_pk(route, owned))
     response = await owner.get(url, headers=SAME_ORIGIN)
