@@ -50,6 +50,27 @@ document.addEventListener(
   { capture: true, passive: true },
 );
 
+// The box itself can shrink after the end was scrolled to (the composer below it grows: the
+// picker's filter appears, a note or attached files show): a page that follows the end keeps it
+// in view then too.
+if (typeof ResizeObserver === "function") {
+  const resized = new ResizeObserver(() => {
+    const box = document.getElementById("messages");
+    if (following && box) box.scrollTop = box.scrollHeight;
+  });
+  let observed = null;
+  const observe = () => {
+    const box = document.getElementById("messages");
+    if (box && box !== observed) {
+      if (observed) resized.unobserve(observed);
+      resized.observe(box);
+      observed = box;
+    }
+  };
+  observe();
+  document.addEventListener("htmx:afterSettle", observe); // a conversation swapped in
+}
+
 export function followingBottom() {
   return following && document.getElementById("messages") !== null;
 }
