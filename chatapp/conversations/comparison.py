@@ -48,11 +48,13 @@ def create_comparison(
     choices: list[tuple[GatewayConfig, str]],
     owner_channel: str,
     after: int | None = None,
+    options: request_options.RequestOptions | None = None,
 ) -> list[StartedGeneration]:
     """The user's message and one generation answering it per `(gateway, model)` of `choices`,
     in their order, each refused or allowed by the rate and spending limits as a turn's is; the
     first answer is the leaf, and the conversation compares them. A follow-up comes after
-    `after` as `create_turn`'s does."""
+    `after` as `create_turn`'s does; a new conversation has the settings `options` (None: the
+    user's defaults)."""
     if not 2 <= len(choices) <= MAX_MODELS:
         raise TurnError(TOO_MANY if choices else "Choose a model first.")
     for _, model in choices:
@@ -61,9 +63,12 @@ def create_comparison(
     with transaction.atomic():
         parent_pk = None
         if conversation_pk is None:
-            conversation = Conversation.objects.create(
-                user=user, title=title_from(text), **request_options.defaults_for(user)
+            values = (
+                request_options.defaults_for(user)
+                if options is None
+                else request_options.row_values(options)
             )
+            conversation = Conversation.objects.create(user=user, title=title_from(text), **values)
         else:
             conversation = _idle_conversation(user, conversation_pk)
             parent_pk = _follow_up_parent(conversation, after)

@@ -25,6 +25,7 @@ from chatapp.conversations.turns import NewerMessages, TurnError
 from chatapp.models import Generation
 from chatapp.streaming import persistence, stopping, worker
 from chatapp.views import chat
+from chatapp.views.answer_settings import chosen_options
 
 if TYPE_CHECKING:
     from django.http import HttpRequest, HttpResponse
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from chatapp.views.authenticated import AuthenticatedRequest
 
 NOT_CHAT = "Only chat models can be compared; {model} makes images."
+NO_FILES = "Files go to one model at a time: remove the attached files, or the models to compare."
 
 
 @login_required
@@ -48,6 +50,10 @@ async def send(request: AuthenticatedRequest, pk: int | None = None) -> HttpResp
     try:
         if len(compare) >= MAX_MODELS:
             raise TurnError(TOO_MANY)
+        if await sync_to_async(chat._posted_files)(request):  # never dropped unsaid
+            raise TurnError(NO_FILES)
+        # A new chat's Settings, chosen beside its composer (None: the user's defaults).
+        options = await sync_to_async(chosen_options)(request.POST) if pk is None else None
         choices: list[tuple[GatewayConfig, str]] = []
         for value in [request.POST.get("model", ""), *compare]:
             choice = await chat._chosen(value)
@@ -63,6 +69,7 @@ async def send(request: AuthenticatedRequest, pk: int | None = None) -> HttpResp
             choices,
             owner_channel,
             chat._after(request),
+            options,
         )
     except NewerMessages as exc:
         if pk is None:
