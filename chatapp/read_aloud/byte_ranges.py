@@ -13,7 +13,8 @@ import re
 
 __all__ = ["Unsatisfiable", "requested_range"]
 
-_RANGE = re.compile(r"bytes=(\d*)-(\d*)")
+# At most 18 digits each: a longer number is no byte of ours (and past 4,300 digits `int` raises).
+_RANGE = re.compile(r"bytes=(\d{0,18})-(\d{0,18})")
 
 
 class Unsatisfiable(Exception):
