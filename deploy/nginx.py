@@ -71,7 +71,12 @@ http {{
                        'upstream=$upstream_addr time=$request_time';
     access_log {directory}/nginx-access.log cluster;
     client_max_body_size 25m;
+    map $cookie_sessionid $chat_affinity {{
+        ""      $request_id;
+        default $cookie_sessionid;
+    }}
     upstream gateway_chat {{
+        hash $chat_affinity consistent;
 {servers}
         keepalive 16;
     }}

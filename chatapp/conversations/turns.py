@@ -219,15 +219,17 @@ def create_turn(
     image_count: int = 1,
     attached: Sequence[uploads.CheckedUpload] = (),
     options: request_options.RequestOptions | None = None,
+    *,
+    admission: rate_limits.Admission | None = None,
 ) -> StartedGeneration:
     """The user's message, with the files `attached` to it, and a generation answering it
     (`gateway` None: the default one). A follow-up comes after `after`, the last message the
     page shows (None: the leaf shown), if nothing has come after it since (`NewerMessages`: an
     edit or a retry makes a branch, a follow-up never does). An image generation (`kind`) asks
     for `image_count` images. A new conversation has the settings `options` (None: the user's
-    defaults)."""
+    defaults). An `admission` (`rate_limits.admit`) is the send's own: its request left already."""
     text = checked_message(text, model)
-    rate_limits.check_generation_start(user)
+    rate_limits.check_generation_start(user, admission=admission)
     with transaction.atomic():
         parent_pk = None
         if conversation_pk is None:
@@ -248,7 +250,7 @@ def create_turn(
         )
         uploads.store(question, attached)
         gateway = gateway or config_for(None)
-        return _start(
+        started = _start(
             conversation,
             gateway,
             model,
@@ -258,6 +260,9 @@ def create_turn(
             kind=kind,
             image_count=image_count,
         )
+        if admission is not None:
+            admission.record(started.generation.pk)
+        return started
 
 
 def _follow_up_parent(conversation: Conversation, after: int | None) -> int | None:
@@ -298,11 +303,13 @@ def default_choice(answers: list[int]) -> int:
 
 @dataclass(frozen=True, slots=True)
 class EarlyRequest:
-    """What a turn's upstream request is sent with, read before its rows are written."""
+    """What a turn's upstream request is sent with, read before its rows are written, and its
+    place under the user's answer limit, held until the turn is written (`create_turn`)."""
 
     messages: list[dict[str, Any]]
     options: request_options.RequestOptions
     tools: tuple[dict[str, Any], ...]
+    admission: rate_limits.Admission
 
 
 def follow_up_request(
@@ -310,11 +317,11 @@ def follow_up_request(
 ) -> EarlyRequest | None:
     """The request `create_turn` will make for this follow-up, read ahead (nothing locked, nothing
     written) so that it can leave before the turn's rows are written, with `create_turn`'s
-    refusals first so that a refused one sends nothing. None when a spending limit applies (the
-    request waits for its reservation, made with the turn). `create_turn` checks it all again
-    under its lock: if the conversation went on meanwhile, it refuses and the request is closed."""
+    refusals first so that a refused one sends nothing, the answer limit last (`admit`: the
+    request counts from then on). None when a spending limit applies (the request waits for its
+    reservation, made with the turn). `create_turn` checks it all again under its lock: if the
+    conversation went on meanwhile, it refuses and the request is closed."""
     text = checked_message(text, model)
-    rate_limits.check_generation_start(user)
     if spending_limits.any_apply(user.pk, gateway.pk):
         return None
     conversation = _idle_conversation(user, conversation_pk, lock=False)
@@ -323,7 +330,7 @@ def follow_up_request(
     tools = request_options.upstream_tools(options, request_options.dialect_of(gateway.pk))
     history = context_through(conversation.pk, parent_pk, images=takes_images(gateway, model))
     messages = [*history, {"role": "user", "content": text}]
-    return EarlyRequest(messages, options, tools)
+    return EarlyRequest(messages, options, tools, rate_limits.admit(user))
 
 
 def create_edit(

@@ -2,19 +2,25 @@
 limit) and the composer's warning at 80% of a limit, pushed to every tab of the user when one
 of their costs settles: a page learns its new figures then, not at its next load.
 
-One message per settled cost, never per token: the worker (and a read aloud, and the sweep) call
-`cost_settled` once a generation's cost is known. Each tab's socket joins its user's group
-(`protocol.user_group_name`); the message carries the two partials rendered here, which the
-page swaps in by their ids. The rendering queries span all the user's generations of the
-month, so it runs on a thread of its own, one at a time: it never waits behind, or holds up,
-the records thread that writes turns and final states.
+Never per token: the worker (and a read aloud, a title and the sweep) call `cost_settled` once
+a generation's cost is known, and the pushes are coalesced per user: at most one is rendered
+every `PUSH_INTERVAL`, and it covers every cost settled before it starts. Rendered once per
+settled cost, a crowd of answers ending together (200 at once) queued 200 renders of month
+totals on one thread, behind which each later cost waited: a heavy user's tabs got figures
+seconds late, and the renders took a fifth of the server's time. Each tab's socket joins its
+user's group (`protocol.user_group_name`); the message carries the two partials rendered here,
+which the page swaps in by their ids. The rendering queries span the user's month, so it runs
+on a thread of its own, one at a time: it never waits behind, or holds up, the records thread
+that writes turns and final states.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
@@ -23,7 +29,6 @@ from django.template.loader import render_to_string
 
 from chatapp.costs.spend import month_spend
 from chatapp.costs.spending_limits import standings_for
-from chatapp.models import Generation
 from chatapp.ws import layer_errors, protocol
 
 if TYPE_CHECKING:
@@ -34,6 +39,33 @@ __all__ = ["cost_settled", "render_spend", "spend_context"]
 logger = logging.getLogger(__name__)
 
 _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chat-spend")
+
+PUSH_INTERVAL = 1.0  # seconds: one user's spend is rendered at most this often
+
+
+@dataclass(slots=True)
+class _Push:
+    """A user's next push: every cost settled before it starts rendering is in it."""
+
+    task: asyncio.Task[None] | None = None
+    started: bool = False
+
+
+@dataclass(slots=True)
+class _Pushes:
+    """One event loop's pushes: the one waiting per user, and when each user's last started."""
+
+    waiting: dict[int, _Push] = field(default_factory=dict)
+    last: dict[int, float] = field(default_factory=dict)
+
+    def forget_older_than(self, when: float) -> None:
+        """Drop the start times that no longer delay anything (bounded by recent users)."""
+        for user_pk in [pk for pk, at in self.last.items() if at < when]:
+            del self.last[user_pk]
+
+
+_tasks: set[asyncio.Task[None]] = set()  # strong references: the loop keeps only weak ones
+_loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Pushes] = weakref.WeakKeyDictionary()
 
 
 def spend_context(user: User, *, month: bool = True) -> dict[str, Any]:
@@ -47,36 +79,56 @@ def spend_context(user: User, *, month: bool = True) -> dict[str, Any]:
     }
 
 
-def render_spend(generation_pk: int) -> tuple[int, str] | None:
-    """The owner of `generation_pk` and their spend partials, or None (a user since deleted)."""
+def render_spend(user_pk: int) -> str | None:
+    """The spend partials of `user_pk`, or None (a user since deleted)."""
     try:
-        user_pk = (
-            Generation.objects.filter(pk=generation_pk).values_list("user_id", flat=True).first()
-        )
-        user = None if user_pk is None else get_user_model().objects.filter(pk=user_pk).first()
+        user = get_user_model().objects.filter(pk=user_pk).first()
         if user is None:
             return None
         context = spend_context(user)
-        html = render_to_string("chatapp/_sidebar_spend.html", context) + render_to_string(
+        return render_to_string("chatapp/_sidebar_spend.html", context) + render_to_string(
             "chatapp/_limit_warning.html", context
         )
-        return user.pk, html
     finally:
         close_old_connections()  # this thread outlives any request: no connection past its age
 
 
-async def cost_settled(generation_pk: int) -> None:
-    """Tell the tabs of `generation_pk`'s user their new spend. Never raises: the cost is saved,
-    and a page that misses this shows it at its next load."""
+async def cost_settled(user_pk: int) -> None:
+    """Tell the tabs of `user_pk` their new spend: returns once a push rendered after this call
+    has been sent (one push serves every call made while it waited). Never raises: the cost is
+    saved, and a page that misses this shows it at its next load."""
+    loop = asyncio.get_running_loop()
+    pushes = _loops.get(loop)
+    if pushes is None:
+        pushes = _loops[loop] = _Pushes()
+    push = pushes.waiting.get(user_pk)
+    if push is None or push.started:
+        push = pushes.waiting[user_pk] = _Push()
+        push.task = loop.create_task(_push(pushes, user_pk, push))
+        _tasks.add(push.task)
+        push.task.add_done_callback(_tasks.discard)
+    assert push.task is not None
+    await asyncio.shield(push.task)
+
+
+async def _push(pushes: _Pushes, user_pk: int, push: _Push) -> None:
+    loop = asyncio.get_running_loop()
+    wait = pushes.last.get(user_pk, -PUSH_INTERVAL) + PUSH_INTERVAL - loop.time()
+    if wait > 0:
+        await asyncio.sleep(wait)
+    push.started = True  # a cost settled from now on may be missed by this render: a new push
+    if pushes.waiting.get(user_pk) is push:
+        del pushes.waiting[user_pk]
+    now = loop.time()
+    pushes.forget_older_than(now - PUSH_INTERVAL)
+    pushes.last[user_pk] = now
     try:
-        loop = asyncio.get_running_loop()
-        rendered = await loop.run_in_executor(_executor, render_spend, generation_pk)
-        if rendered is None:
+        html = await loop.run_in_executor(_executor, render_spend, user_pk)
+        if html is None:
             return
-        user_pk, html = rendered
         message = protocol.group_message(protocol.spend(html))
         await protocol.channel_layer().group_send(protocol.user_group_name(user_pk), message)
     except layer_errors.LAYER_DOWN as exc:
-        logger.warning("Generation %s: its spend update was not sent (%s)", generation_pk, exc)
+        logger.warning("User %s: their spend update was not sent (%s)", user_pk, exc)
     except Exception:
-        logger.exception("Generation %s: its spend update failed", generation_pk)
+        logger.exception("User %s: their spend update failed", user_pk)

@@ -76,6 +76,7 @@ class ReadAloudStart:
     generation_pk: int
     text: str
     setup: SpeechSetup
+    user_pk: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,7 +204,7 @@ def create_read_aloud(user: User, message_pk: int) -> ReadAloudStart:
             error_message=str(exc),
         )
         raise ReadAloudRefused(str(exc)) from exc
-    return ReadAloudStart(generation.pk, message.content, setup)
+    return ReadAloudStart(generation.pk, message.content, setup, user.pk)
 
 
 def beat(generation_pk: int, upstream_id: str, request_id: str) -> None:

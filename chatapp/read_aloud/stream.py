@@ -198,14 +198,14 @@ class ReadAloud:
                 self.pk, self._end(pumped.status, pumped.error)
             )
             if not final.cost_pending:
-                await spend_push.cost_settled(self.pk)
+                await spend_push.cost_settled(self.start.user_pk)
                 return
             lookup = await reconcile.look_up(
                 self.client, final.upstream_id, expected=final.record_expected
             )
         if final.cost_pending:
             await persistence.settle_cost(self.pk, lookup)
-        await spend_push.cost_settled(self.pk)
+        await spend_push.cost_settled(self.start.user_pk)
 
     def _end(self, status: Status, error: ErrorInfo | None) -> ReadAloudEnd:
         return ReadAloudEnd(

@@ -13,7 +13,6 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -33,6 +32,7 @@ from chatapp.costs.spending_limits import SPENDING_LIMIT, SpendingLimitReached
 from chatapp.models import Conversation, Generation, Message, ReadAloudAudio
 from chatapp.rendering import answer_html, attachments
 from chatapp.rendering.markdown import citation
+from chatapp.streaming.records_thread import Priority, RecordsThread
 from chatapp.tools import tool_loop
 
 if TYPE_CHECKING:
@@ -53,17 +53,27 @@ RETRY_FOR = 30.0
 # New turns and final states are written on one thread of their own, keeping one connection: they
 # never queue behind the writer's batches, and they do not race each other for SQLite's one write
 # lock, whose losers wait in the busy handler's coarse sleeps (a burst of 50 new chats took 3 s to
-# insert from 50 request threads, ~60 ms a turn, and ~2 ms a turn from this one).
-_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chat-records")
+# insert from 50 request threads, ~60 ms a turn, and ~2 ms a turn from this one). They are taken
+# by urgency (`records_thread`): a send waits behind no final write, and nothing behind a title.
+records = RecordsThread("chat-records")
+
+
+async def _on_records[R](priority: Priority, call: Callable[[], R]) -> R:
+    return await asyncio.wrap_future(records.submit(priority, call))
 
 
 async def on_record_thread[**P, R](
     function: Callable[P, R], *args: P.args, **kwargs: P.kwargs
 ) -> R:
-    """`function(*args, **kwargs)` on the records thread (a new turn: no retry, the user is
-    waiting and is better told at once)."""
-    call = functools.partial(function, *args, **kwargs)
-    return await asyncio.get_running_loop().run_in_executor(_executor, call)
+    """`function(*args, **kwargs)` on the records thread, for a running answer (no retry)."""
+    return await _on_records(Priority.ANSWER, functools.partial(function, *args, **kwargs))
+
+
+async def on_record_thread_when_idle[**P, R](
+    function: Callable[P, R], *args: P.args, **kwargs: P.kwargs
+) -> R:
+    """`on_record_thread` for what nobody waits for (a title): after everything else queued."""
+    return await _on_records(Priority.BACKGROUND, functools.partial(function, *args, **kwargs))
 
 
 def _give_back_connection() -> None:
@@ -81,7 +91,7 @@ async def on_record_thread_from_view[**P, R](
     10), the records thread got none, and every send hung until the pool's timeout."""
     if connection.settings_dict.get("OPTIONS", {}).get("pool"):
         await sync_to_async(_give_back_connection)()  # on the request's thread
-    return await on_record_thread(function, *args, **kwargs)
+    return await _on_records(Priority.USER_WAITING, functools.partial(function, *args, **kwargs))
 
 
 def _on_final_thread[**P, R](function: Callable[P, R]) -> Callable[P, Awaitable[R]]:

@@ -90,8 +90,8 @@ async def settle_one(generation: Generation) -> bool:
         shared_client(config), generation.upstream_id, expected=record_expected(generation)
     )
     changed = (await persistence.settle_cost(generation.pk, lookup)).changed
-    if changed:
-        await spend_push.cost_settled(generation.pk)
+    if changed and generation.user_id is not None:  # a user since deleted sees nothing
+        await spend_push.cost_settled(generation.user_id)
     return changed
 
 

@@ -102,7 +102,7 @@ def start_after(answer_generation_pk: int) -> None:
 
 async def _title(answer_generation_pk: int) -> None:
     try:
-        start = await persistence.on_record_thread(_create, answer_generation_pk)
+        start = await persistence.on_record_thread_when_idle(_create, answer_generation_pk)
     except Exception:
         logger.exception("The title for generation %s could not start", answer_generation_pk)
         return
@@ -125,7 +125,7 @@ async def _title(answer_generation_pk: int) -> None:
             await persistence.settle_cost(start.generation_pk, lookup)
         except Exception:  # the sweep settles it later
             logger.exception("Settling the cost of title %s failed", start.generation_pk)
-    await spend_push.cost_settled(start.generation_pk)
+    await spend_push.cost_settled(start.user_pk)
     await _conversation_total_changed(answer_generation_pk, start.conversation_pk)
 
 

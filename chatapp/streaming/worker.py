@@ -185,7 +185,7 @@ class GenerationWorker:
         if final.cost_pending:
             await self._reconcile(gw, final)
         else:
-            await spend_push.cost_settled(self.job.generation_pk)
+            await spend_push.cost_settled(self.job.user_pk)
 
     def cancel(self) -> None:
         self._cancel.set()
@@ -451,7 +451,7 @@ class GenerationWorker:
                 logger.warning(
                     "Generation %s: its cost update was not sent (%s)", self.job.generation_pk, exc
                 )
-            await spend_push.cost_settled(self.job.generation_pk)
+            await spend_push.cost_settled(self.job.user_pk)
 
 
 # --- Process-local registry -----------------------------------------------------------------------

@@ -8,7 +8,7 @@ the event loop.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -32,6 +32,7 @@ from chatapp.conversations.request_options import (
 from chatapp.conversations.tree import ShownMessage, in_comparison, shown, shown_path
 from chatapp.conversations.turns import (
     AnswerRunning,
+    EarlyRequest,
     NewerMessages,
     StartedGeneration,
     TurnError,
@@ -209,19 +210,36 @@ async def _chosen(value: str) -> tuple[GatewayConfig, str]:
     return await aconfig_for(gateway_pk), model
 
 
-def _new_chat_options(
-    user: User, config: GatewayConfig, chosen: RequestOptions | None
-) -> tuple[RequestOptions, tuple[dict[str, Any], ...]] | None:
-    """What a new chat's first request is sent with: the settings `chosen` beside it (None: the
-    user's defaults) and the tools they choose, as the conversation will copy them
-    (`turns.create_turn`); `RateLimited` first, so a refused one sends nothing upstream. None
-    when a spending limit applies: the request waits for its reservation (`spending_limits`),
-    made with the turn."""
-    rate_limits.check_generation_start(user)
+def _new_chat_request(
+    user: User, text: str, model: str, config: GatewayConfig, chosen: RequestOptions | None
+) -> EarlyRequest | None:
+    """What a new chat's first request is sent with: its one message, the settings `chosen`
+    beside it (None: the user's defaults) and the tools they choose, as the conversation will copy
+    them (`turns.create_turn`), admitted under the answer limit last (`RateLimited`: nothing is
+    sent). None when a spending limit applies: the request waits for its reservation
+    (`spending_limits`), made with the turn."""
+    context = first_context(checked_message(text, model))
     if spending_limits.any_apply(user.pk, config.pk):
         return None
     options = chosen if chosen is not None else default_options(user)
-    return options, upstream_tools(options, dialect_of(config.pk))
+    tools = upstream_tools(options, dialect_of(config.pk))
+    return EarlyRequest(context, options, tools, rate_limits.admit(user))
+
+
+def _early_request(
+    user: User,
+    pk: int | None,
+    text: str,
+    model: str,
+    config: GatewayConfig,
+    after: int | None,
+    chosen: RequestOptions | None,
+) -> EarlyRequest | None:
+    """The request a new chat (`pk` None) or a follow-up sends before its rows are written."""
+    if pk is None:
+        return _new_chat_request(user, text, model, config, chosen)
+    assert after is not None
+    return follow_up_request(user, pk, text, model, config, after)
 
 
 async def made_by(
@@ -287,6 +305,7 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
     user = await request.auser()
     owner_channel = await worker.owner_channel()
     early = None
+    admission = None
     try:
         posted = await sync_to_async(_posted_files)(request)  # the form is parsed off the loop
         text = request.POST.get("content", "")
@@ -297,23 +316,17 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
         _check_attached(attached, config, model, kind)
         # A new chat's Settings, chosen beside its composer (None: the user's defaults).
         chosen = await sync_to_async(chosen_options)(request.POST) if pk is None else None
-        if attached:
-            pass  # its context is read from the rows, files included, once they are written
-        elif pk is None and kind == Generation.Kind.CHAT:
-            # A new chat's context is its one message: send it upstream now, so the rows are
-            # written while the gateway prepares its first token.
-            # With the options the conversation will be made with.
-            sent_with = await sync_to_async(_new_chat_options)(user, config, chosen)
-            if sent_with is not None:
-                options, offered = sent_with
-                context = first_context(checked_message(text, model))
-                early = worker.open_early(config, model, context, options=options, tools=offered)
-        elif pk is not None and kind == Generation.Kind.CHAT and after is not None:
-            # A follow-up's context is read ahead (one thread hop, nothing written) and sent
-            # likewise: its rows wait on the records thread behind the burst's other turns,
-            # and the gateway's first token no longer waits with them.
-            ahead = await sync_to_async(follow_up_request)(user, pk, text, model, config, after)
+        # Files: the context is read from the rows, files included, once they are written.
+        if not attached and kind == Generation.Kind.CHAT and (pk is None or after is not None):
+            # A new chat's context is its one message; a follow-up's is read ahead (one thread
+            # hop, nothing written). Either is sent upstream now, once every check that could
+            # refuse it has passed: the rows are written while the gateway prepares its first
+            # token, and it no longer waits behind the burst's other turns.
+            ahead = await sync_to_async(_early_request)(
+                user, pk, text, model, config, after, chosen
+            )
             if ahead is not None:
+                admission = ahead.admission
                 early = worker.open_early(
                     config, model, ahead.messages, options=ahead.options, tools=ahead.tools
                 )
@@ -330,8 +343,11 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
             images,
             attached,
             chosen,
+            admission=admission,
         )
     except BaseException as exc:
+        if admission is not None:
+            admission.release()
         if early is not None:  # no generation will read it: cancel the request upstream
             await early.aclose()
         if isinstance(exc, NewerMessages) and pk is not None:
@@ -339,6 +355,8 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
         if isinstance(exc, REFUSALS):
             return await sync_to_async(_composer_error)(request, exc)
         raise
+    if admission is not None:
+        admission.release()  # the generation is on record, and counts from now on
     worker.start(started.job, early=early)
     return await turn_response(request, pk, started, images)
 

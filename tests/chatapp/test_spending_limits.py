@@ -654,3 +654,39 @@ async def test_a_settled_cost_pushes_the_new_spend_to_every_socket_of_its_user(
     assert await elsewhere.receive_nothing(timeout=0.5)  # one message for the cost, none per token
     await elsewhere.disconnect()
     await bobs.disconnect()
+
+
+async def test_costs_settling_together_push_the_spend_once_and_a_later_one_again(
+    alice: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crowd of answers ending at once is one render of the month's figures per user, not one
+    per answer: every cost settled while a push waits is in it, and a cost settled after it
+    started gets a push of its own."""
+    from chatapp.costs import spend_push
+
+    renders: list[int] = []
+    render = spend_push.render_spend
+
+    def counted(user_pk: int) -> str | None:
+        renders.append(user_pk)
+        return render(user_pk)
+
+    monkeypatch.setattr(spend_push, "render_spend", counted)
+    monkeypatch.setattr(spend_push, "PUSH_INTERVAL", 0.5)
+    await limit("1", user=alice)
+    socket = await open_socket(alice, (await Conversation.objects.acreate(user=alice)).pk)
+    await spend_push.cost_settled(alice.pk)  # the first goes at once
+    assert (await receive(socket))["t"] == "spend"
+    await spent(alice, "0.5")
+    # Ten costs settling within the interval after it: one push, after the interval, covering all.
+    await asyncio.gather(*(spend_push.cost_settled(alice.pk) for _ in range(10)))
+    pushed = await receive(socket)
+    assert pushed["t"] == "spend"
+    assert "$0.50" in pushed["html"]
+    assert renders == [alice.pk, alice.pk]
+    assert await socket.receive_nothing(timeout=0.6)
+    await spent(alice, "0.25")
+    await spend_push.cost_settled(alice.pk)  # after the interval: its own push
+    assert "$0.75" in (await receive(socket))["html"]
+    assert renders == [alice.pk] * 3
+    await socket.disconnect()

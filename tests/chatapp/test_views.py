@@ -651,7 +651,7 @@ async def test_a_new_chat_is_sent_upstream_before_its_rows_are_written(
     """The first message's request goes out at once; if the turn then cannot be stored, that
     request is cancelled upstream rather than left running (and billing) with no generation."""
 
-    def failing_create_turn(*args: Any) -> Any:
+    def failing_create_turn(*args: Any, **kwargs: Any) -> Any:
         # On the records thread, so waiting here blocks no loop: the emulator has the request
         # before the turn is stored.
         poll(
@@ -686,7 +686,7 @@ async def test_a_follow_up_is_sent_upstream_before_its_rows_are_written(
     turn is stored; if the turn then cannot be stored, that request is cancelled upstream."""
     first = await answered(alice, "Say otters")
 
-    def failing_create_turn(*args: Any) -> Any:
+    def failing_create_turn(*args: Any, **kwargs: Any) -> Any:
         poll(
             lambda: upstream.new(scenario="long"), what="the request to reach the gateway", within=5
         )

@@ -83,3 +83,29 @@ async def test_every_way_of_starting_an_answer_is_limited(
     assert refusal(response.content.decode()) is None
     assert "HX-Retarget" not in response
     await workers_finished()
+
+
+async def test_sends_at_once_past_the_limit_reach_the_gateway_no_more_than_the_limit(
+    alice: Any, settings: Any
+) -> None:
+    """A new chat's request leaves before its rows are written: 45 sent at once by one user, with
+    30 allowed a minute, must ask the gateway 30 times, each on record, and refuse 15 in words
+    before anything leaves (a request that left is a paid prompt)."""
+    from tests.security.scripted_gateway import CHAT_MODELS_ASKED
+
+    settings.CHAT_GENERATIONS_PER_MINUTE = 30
+    client = await signed_in(alice)
+    asked_before = len(CHAT_MODELS_ASKED)
+    responses = await asyncio.gather(
+        *(
+            client.post(
+                reverse("chat:send_new"), {"content": f"question {n}", "model": "ok"}, headers=HTMX
+            )
+            for n in range(45)
+        )
+    )
+    await workers_finished()
+    refused = [r for r in responses if refusal(r.content.decode()) is not None]
+    assert len(refused) == 15
+    assert await Generation.objects.filter(user=alice).acount() == 30
+    assert len(CHAT_MODELS_ASKED) - asked_before == 30
