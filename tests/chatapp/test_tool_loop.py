@@ -360,9 +360,7 @@ async def test_a_stop_while_a_round_is_written_keeps_the_next_round_from_running
         delta = await listener.until("delta")
         ran = any(run["status"] == "done" for run in delta.get("tool_runs", []))
     # Round 1's final write is queued behind the held thread: the turn was going on when it left.
-    await eventually(
-        lambda: persistence.records.queued() > 0, what="round 1's final write queued"
-    )
+    await eventually(lambda: persistence.records.queued() > 0, what="round 1's final write queued")
     await stopping.stop_turn(alice, started.job.generation_pk)
     held.set()
     await holding
