@@ -21,7 +21,7 @@ from typing import Any
 
 WRITES = frozenset({"INSERT", "UPDATE", "DELETE", "REPLACE"})
 _GENERATION_UPDATE = 'UPDATE "chatapp_generation" SET '
-_ID_EQUALS = '"chatapp_generation"."id" = %s'
+_ID_EQUALS = '"chatapp_generation"."id" = %s'  # the ORM's, and the writer's (`executemany`)
 _ID_IN = '"chatapp_generation"."id" IN ('
 
 
@@ -61,9 +61,12 @@ class Counters:
         self.by_write: Counter[str] = Counter()
         self.partial_flushes: Counter[int] = Counter()
 
-    def record(self, connection: Any, sql: str, params: Any, seconds: float) -> None:
+    def record(self, connection: Any, sql: str, params: Any, seconds: float, many: bool) -> None:
         kind = sql[: sql.find(" ")].upper() if " " in sql else sql.upper()
-        flushed = partial_flush_ids(sql, params) if kind == "UPDATE" else []
+        flushed: list[int] = []
+        if kind == "UPDATE":  # `executemany`: a list of parameter rows, one generation each
+            for row in params if many else [params]:
+                flushed += partial_flush_ids(sql, row)
         with self._lock:
             self.statements += 1
             self.seconds += seconds
@@ -105,7 +108,7 @@ def count(
     try:
         return execute(sql, params, many, context)
     finally:
-        COUNTERS.record(context["connection"], sql, params, time.perf_counter() - started)
+        COUNTERS.record(context["connection"], sql, params, time.perf_counter() - started, many)
 
 
 def install(sender: Any, connection: Any, **kwargs: Any) -> None:

@@ -61,6 +61,7 @@ class Ticker:
         # tool round's next generation is on record a moment before it runs): key -> when.
         self._early_cancels: dict[int, float] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._removed = asyncio.Event()  # set as a worker leaves (`until_at_most`)
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -77,6 +78,13 @@ class Ticker:
 
     def remove(self, worker: TickedWorker) -> None:
         self.workers.pop(worker.job.generation_pk, None)
+        self._removed.set()
+
+    async def until_at_most(self, count: int) -> None:
+        """Return once at most `count` generations run in this process."""
+        while len(self.workers) > count:
+            self._removed.clear()
+            await self._removed.wait()
 
     # --- Deltas and batches -----------------------------------------------------------------------
 

@@ -174,3 +174,24 @@ async def test_a_title_model_that_fails_leaves_the_first_line_and_a_failed_gener
 )
 def test_a_reply_is_cleaned_into_one_short_line(reply: str, title: str) -> None:
     assert clean_title(reply) == title
+
+
+async def test_a_title_waits_while_a_crowd_of_answers_streams(
+    alice: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Answers come first: with more than `CROWD` answers streaming in the process, a finished
+    answer's title is not asked for until the crowd has thinned."""
+    monkeypatch.setattr(titles, "CROWD", 0)
+    await titled_by("emulator/title")
+    crowd = await start_turn(alice, "Count slowly", "emulator/long?tokens_per_second=5")
+    crowd_task = worker.start(crowd.job)  # streams while the other answer ends
+    started = await answered(alice, QUESTION)
+    # Unheld, the title would be asked and settled within this second (emulator/title).
+    done, waiting = await asyncio.wait(list(titles._tasks), timeout=1.0)
+    assert not done
+    assert waiting, "the title is waiting"
+    assert await title_generations(started.conversation.pk) == []
+    worker._running[crowd.job.generation_pk].cancel()
+    await asyncio.wait_for(crowd_task, 30)
+    generation = await settled_title(started.conversation.pk)
+    assert generation.status == Generation.Status.COMPLETED
