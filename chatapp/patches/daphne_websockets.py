@@ -39,6 +39,7 @@ import termios
 from collections.abc import Callable
 from typing import Any
 
+from autobahn.exception import Disconnected
 from django.conf import settings
 
 logger = logging.getLogger(__name__)
@@ -124,7 +125,12 @@ def _bounded(protocol: type[Any]) -> type[Any]:
                         self._close_too_slow(limit)
                         return
                 self.queued_bound += len(content)
-            super().serverSend(content, binary)
+            try:
+                super().serverSend(content, binary)
+            except Disconnected:
+                # The tab went away while a message was on its way to it: not an error (it was
+                # a traceback per message in the log). A page that comes back re-syncs.
+                logger.debug("A message for the closed websocket of %s dropped", self.client_addr)
 
         def _close_too_slow(self, limit: int) -> None:
             self.too_slow = True

@@ -461,6 +461,12 @@ def running_pks() -> set[int]:
     return set(_running)
 
 
+def running_here(generation_pk: int, user_pk: int) -> GenerationWorker | None:
+    """The worker of `user_pk`'s generation `generation_pk` if it runs in this process."""
+    found = _running.get(generation_pk)
+    return found if found is not None and found.job.user_pk == user_pk else None
+
+
 def start(job: Job, *, early: EarlyStream | None = None) -> asyncio.Task[None]:
     """Run `job` on the current loop, detached from the request that started it (whose
     `owner_channel()` call started the loop's ticker).

@@ -27,7 +27,7 @@ from django.conf import settings
 from django.urls import reverse
 
 from chatapp.models import Conversation, Generation, Message
-from chatapp.streaming import stopping, sweep
+from chatapp.streaming import stopping, sweep, worker
 from chatapp.ws import layer_errors, message_limits, protocol, session_sockets
 
 if TYPE_CHECKING:
@@ -158,6 +158,13 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
     async def _generation_request(
         self, kind: Literal["snapshot", "stop"], generation_pk: int
     ) -> None:
+        if kind == "snapshot":
+            # Running in this process, the user's: from its memory, with no query (at 200
+            # streams, pages that saw a gap asked ~300 times, each a query and a layer hop).
+            running = worker.running_here(generation_pk, self.user.pk)
+            if running is not None:
+                await running.send_snapshot(self.channel_name)
+                return
         row = (
             await Generation.objects.filter(pk=generation_pk, user=self.user)
             .values_list("status", "owner_channel", "last_seq", "message_id")

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from autobahn.exception import Disconnected
 
 from chatapp.patches import daphne_websockets
 
@@ -41,6 +42,8 @@ class Protocol:
         self.closed: int | None = None
 
     def serverSend(self, content: bytes | str, binary: bool = False) -> None:
+        if self.closed is not None:  # as autobahn's `sendMessage` on a closed protocol
+            raise Disconnected("Attempt to send on a closed protocol")
         self.sent.append(content)
         self.transport._tempDataLen += len(content)
 
@@ -119,6 +122,8 @@ class FlushedProtocol(Protocol):
     """Twisted has handed everything to the kernel by the next send, as it does between ticks."""
 
     def serverSend(self, content: bytes | str, binary: bool = False) -> None:
+        if self.closed is not None:  # as autobahn's `sendMessage` on a closed protocol
+            raise Disconnected("Attempt to send on a closed protocol")
         self.sent.append(content)
 
 
@@ -155,3 +160,16 @@ def test_the_kernel_is_asked_only_when_the_bound_could_be_passed(
     assert len(reading.sent) == 100
     assert reading.closed is None
     assert 0 < len(asked) <= 10
+
+
+def test_a_message_for_a_socket_closed_meanwhile_is_dropped_without_an_error(
+    transport: Transport, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A tab that went away while a delta was on its way is not an error: the send returns (it
+    raised `Disconnected` into the consumer, and Daphne logged a traceback per message)."""
+    protocol = bounded(transport)
+    protocol.serverSend("before")
+    protocol.sendClose(code=1001)  # the browser left
+    protocol.serverSend("after")
+    assert protocol.sent == ["before"]
+    assert not [record for record in caplog.records if record.levelname in ("WARNING", "ERROR")]
