@@ -47,6 +47,11 @@ OPEN_CHECK_S = 1.0  # chat.js onopen: then ask for answers no snapshot covered
 EARLY_LIMIT = 2000  # chat.js: messages kept for an answer not on the page yet
 RETRY_FIRST_S, RETRY_MAX_S = 0.25, 5.0  # chat.js reconnect backoff
 USER_AGENT = "gateway-chat-load-benchmark (a scripted chat page)"
+# Daphne (Twisted) closes a connection idle for 60 s. A browser sends a request again that met a
+# keep-alive connection the server closed meanwhile; httpx does not, so a tab that waited over a
+# minute for the others to load (200 tabs on two cores) had its POST fail with ReadError at "go".
+# Idle connections are not reused after this long instead (seconds).
+KEEPALIVE_EXPIRY_S = 30.0
 
 
 def _client(base: str, cookies: httpx.Cookies | None = None) -> httpx.AsyncClient:
@@ -55,6 +60,7 @@ def _client(base: str, cookies: httpx.Cookies | None = None) -> httpx.AsyncClien
         cookies=cookies,
         trust_env=False,
         timeout=httpx.Timeout(60.0),
+        limits=httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY_S),
         headers={"User-Agent": USER_AGENT},
     )
 
