@@ -57,9 +57,19 @@ def parse(argv: list[str]) -> argparse.Namespace:
     add("--quiet-threshold", type=float, default=15.0, help="%% of the machine others may use")
     add("--quiet-wait", type=float, default=120.0, help="seconds to wait for a quiet machine")
     add("--plain", action="store_true", help="serve chatapp.asgi:application (no DB counters)")
+    add(
+        "--processes",
+        type=int,
+        default=1,
+        help="Daphne processes; 2 or more: PostgreSQL, Redis and nginx as `make cluster`",
+    )
     add("--out", type=Path, default=ROOT / "bench" / "results")
     add("--keep", action="store_true", help="keep the run's directory (logs, databases)")
     args = parser.parse_args(argv)
+    if args.processes < 1:
+        parser.error("--processes must be 1 or more")
+    if args.processes > 1 and args.growth:
+        parser.error("--growth measures one process's memory: it takes no --processes")
     if args.concurrency is None and not (args.ceiling or args.growth):
         args.concurrency = list(DEFAULT_LEVELS)
     return args
@@ -138,6 +148,7 @@ def main(argv: list[str]) -> int:
             quiet_threshold=args.quiet_threshold,
             quiet_wait=args.quiet_wait,
             follow_ups=args.follow_ups,
+            processes=args.processes,
         )
         if args.concurrency:
             summaries += _levels_run(settings, args.concurrency, deadline, failures)

@@ -45,8 +45,8 @@ class Probe:
 
 def _rate(samples: list[dict[str, Any]], key: str, start: float, end: float) -> float | None:
     inside = [s for s in samples if start <= s["t"] <= end]
-    if len(inside) < 2 or inside[-1]["t"] - inside[0]["t"] < 0.5:
-        return None
+    if len(inside) < 2 or inside[-1]["t"] - inside[0]["t"] < 0.5 or inside[0][key] is None:
+        return None  # None: not counted (transactions on PostgreSQL, `sampler.TRANSACTION_KEYS`)
     change: float = inside[-1][key] - inside[0][key]
     span: float = inside[-1]["t"] - inside[0]["t"]
     return change / span
@@ -211,7 +211,10 @@ def summarize(
         name: None if first is None or last is None else (last - first) / wall * 100
         for (name, first), last in zip(start.cpu.items(), end.cpu.values(), strict=True)
     }
-    ours = sum((end.cpu[n] or 0) - (f or 0) for n, f in start.cpu.items())
+    # "server-1", "server-2"...: each Daphne process of a cluster, already summed in "server".
+    ours = sum(
+        (end.cpu[n] or 0) - (f or 0) for n, f in start.cpu.items() if not n.startswith("server-")
+    )
     # Every token the emulator sent for this level's answers: the server's CPU over the round
     # (sends, streams, fragments) divided by it, and the same for its neighbours.
     tokens = sum(

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -24,7 +23,9 @@ import httpx
 import orjson
 
 from . import memory, metrics
-from .sampler import Sampler, open_db
+from .cluster import ClusterStack
+from .database import final_rows, max_generation
+from .sampler import Sampler, read_counters, total_rss_kb
 from .stack import (
     PASSWORD,
     ROOT,
@@ -90,6 +91,17 @@ class Settings:
     quiet_threshold: float
     quiet_wait: float
     follow_ups: bool = False  # each tab sends a follow-up in a conversation it started
+    processes: int = 1  # 2 or more: `ClusterStack` (PostgreSQL, Redis, nginx), as `make cluster`
+
+
+def level_stack(settings: Settings, workdir: Path) -> Stack | ClusterStack:
+    if settings.processes > 1:
+        return ClusterStack(
+            workdir, settings.source, settings.emulator, settings.processes, plain=settings.plain
+        )
+    return Stack(
+        workdir, settings.source, settings.template, settings.emulator, plain=settings.plain
+    )
 
 
 class Crowd:
@@ -143,46 +155,34 @@ class Crowd:
         stop(self.process)
 
 
-def _probe(stack: Stack, crowd: Crowd, client: httpx.Client) -> metrics.Probe:
+def _probe(stack: Stack | ClusterStack, crowd: Crowd, client: httpx.Client) -> metrics.Probe:
+    """CPU by process ("server" is the sum of a cluster's "server-1"..., each kept as well), and
+    RSS summed over the Daphne processes."""
     pids = {**stack.pids, "crowd": crowd.process.pid, "orchestrator": os.getpid()}
-    counters = None
-    if not stack.plain:
-        with contextlib.suppress(httpx.HTTPError):
-            counters = client.get(stack.base_url + "/__bench__/db").json()
+    cpu = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    servers = list(stack.server_pids.values())
+    if len(servers) > 1:
+        each = [cpu[name] for name in stack.server_pids]
+        cpu = {"server": None if None in each else sum(c or 0 for c in each), **cpu}
+    hwm = [proc_status_kb(pid, "VmHWM") for pid in servers]
     return metrics.Probe(
         at=time.time(),
-        rss_kb=proc_status_kb(stack.server_pid, "VmRSS"),
-        hwm_kb=proc_status_kb(stack.server_pid, "VmHWM"),
-        cpu={name: cpu_seconds(pid) for name, pid in pids.items()},
+        rss_kb=total_rss_kb(servers),
+        hwm_kb=None if None in hwm else sum(kb or 0 for kb in hwm),
+        cpu=cpu,
         machine_busy_s=machine_busy_seconds(),
-        counters=counters,
+        counters=read_counters(client, stack.stats_urls),
     )
 
 
-def _max_generation(db: Path) -> int:
-    with contextlib.closing(open_db(db)) as connection:
-        return int(
-            connection.execute("SELECT COALESCE(MAX(id), 0) FROM chatapp_generation").fetchone()[0]
-        )
-
-
-def _final_rows(db: Path, after: int) -> dict[int, dict[str, Any]]:
-    with contextlib.closing(open_db(db)) as connection:
-        connection.row_factory = sqlite3.Row
-        rows = connection.execute(
-            "SELECT g.id, g.status, g.upstream_id, g.last_seq, m.content FROM chatapp_generation g"
-            " JOIN chatapp_message m ON m.id = g.message_id WHERE g.id > ?",
-            (after,),
-        )
-        return {row["id"]: dict(row) for row in rows}
-
-
-def _records(stack: Stack, client: httpx.Client) -> dict[str, dict[str, Any]]:
+def _records(stack: Stack | ClusterStack, client: httpx.Client) -> dict[str, dict[str, Any]]:
     records = client.get(stack.emulator_url + "/__bench__/records").json()
     return {record["id"]: record for record in records}
 
 
-def _job(stack: Stack, settings: Settings, rounds: list[dict[str, Any]]) -> dict[str, Any]:
+def _job(
+    stack: Stack | ClusterStack, settings: Settings, rounds: list[dict[str, Any]]
+) -> dict[str, Any]:
     return {
         "base": stack.base_url,
         "username": USERNAME,
@@ -201,9 +201,7 @@ def run_level(settings: Settings, concurrency: int, deadline: Deadline) -> dict[
     busy_before = wait_for_quiet(settings.quiet_threshold, settings.quiet_wait, deadline)
     timeout = deadline.cap(settings.level_timeout)
     with (
-        Stack(
-            workdir, settings.source, settings.template, settings.emulator, plain=settings.plain
-        ) as stack,
+        level_stack(settings, workdir) as stack,
         httpx.Client(trust_env=False, timeout=10) as client,
     ):
         crowd = Crowd(
@@ -224,20 +222,24 @@ def run_level(settings: Settings, concurrency: int, deadline: Deadline) -> dict[
         sampler: Sampler | None = None
         try:
             crowd.expect("ready", deadline.cap(SETUP_TIMEOUT_S))
-            after = _max_generation(stack.db)
-            stats = None if settings.plain else stack.base_url + "/__bench__/db"
-            sampler = Sampler(stack.server_pid, stats, stack.db, after)
+            after = max_generation(stack.database)
+            servers = list(stack.server_pids.values())
+            sampler = Sampler(servers, stack.stats_urls, stack.database, after)
             start = _probe(stack, crowd, client)
             sampler.start()
             crowd.say("go")
             crowd.expect("done", deadline.cap(timeout + 30))
             end = _probe(stack, crowd, client)
+            processes = {
+                name: {field: proc_status_kb(pid, field) for field in ("VmRSS", "VmHWM")}
+                for name, pid in stack.server_pids.items()
+            }
             samples = sampler.stop()
             sampler = None
             crowd.expect("finished", deadline.cap(60))
             results = crowd.results()["rounds"][0]
             records = _records(stack, client)
-            rows = _final_rows(stack.db, after)
+            rows = final_rows(stack.database, after)
         finally:
             if sampler is not None:
                 sampler.stop()
@@ -255,6 +257,7 @@ def run_level(settings: Settings, concurrency: int, deadline: Deadline) -> dict[
         settings.cpus,
     )
     summary["others_cpu_percent_before"] = busy_before
+    summary["server_processes_kb"] = processes  # at the round's end; CPU in "cpu_percent"
     return summary
 
 

@@ -1,24 +1,26 @@
 """Samples the server while a round runs: its memory, its statement counters, what is on disk.
 
-A thread of the orchestrator, which is no measured process: every 0.1 s the Daphne process's
-VmRSS from /proc; every 0.3 s the statement counters (`GET /__bench__/db`, answered before
-Django) and every generation's `last_seq` and status, read from the SQLite file itself, so "on
-disk" means committed. A read holds SQLite's shared lock for about a millisecond; the app waits
-for it (busy timeout) as it would for any reader.
+A thread of the orchestrator, which is no measured process: every 0.1 s the Daphne processes'
+VmRSS from /proc, summed; every 0.3 s the statement counters (`GET /__bench__/db` of each
+process, answered before Django, summed by `merge_counters`) and every generation's `last_seq`
+and status, read from the database itself (`database`), so "on disk" means committed. On SQLite
+a read holds the shared lock for about a millisecond; the app waits for it (busy timeout) as it
+would for any reader.
 """
 
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 import threading
 import time
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
 
+from .database import ERRORS, Target, open_db, read_disk
 from .stack import proc_status_kb
 
 RSS_EVERY_S = 0.1
@@ -32,22 +34,7 @@ class Samples:
     disk: list[tuple[float, dict[int, tuple[int, str]]]] = field(default_factory=list)
 
 
-def read_disk(connection: sqlite3.Connection, after: int) -> dict[int, tuple[int, str]]:
-    rows = connection.execute(
-        "SELECT id, last_seq, status FROM chatapp_generation WHERE id > ?", (after,)
-    )
-    return {pk: (seq, status) for pk, seq, status in rows}
-
-
-def open_db(path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(
-        f"file:{path}?mode=ro", uri=True, timeout=5, isolation_level=None, check_same_thread=False
-    )
-
-
-def counters(client: httpx.Client, url: str | None) -> dict[str, Any] | None:
-    if url is None:
-        return None
+def counters(client: httpx.Client, url: str) -> dict[str, Any] | None:
     try:
         response = client.get(url)
         return response.json() if response.status_code == 200 else None
@@ -55,12 +42,53 @@ def counters(client: httpx.Client, url: str | None) -> dict[str, Any] | None:
         return None
 
 
+# Counted from `BEGIN`, which Django sends itself on SQLite only (psycopg opens PostgreSQL's
+# transactions in the driver, unseen by an execute wrapper): not summed over processes.
+TRANSACTION_KEYS = ("transactions", "write_transactions")
+
+
+def merge_counters(snapshots: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """One process's counters as they are; several processes' summed (None when any is missing,
+    a sum of some being no figure), their transaction counts None (`TRANSACTION_KEYS`)."""
+    if not snapshots or any(s is None for s in snapshots):
+        return None
+    if len(snapshots) == 1:
+        return snapshots[0]
+    found = [s for s in snapshots if s is not None]
+    merged: dict[str, Any] = {"t": max(s["t"] for s in found)}
+    for key in ("statements", "writes", "seconds"):
+        merged[key] = sum(s[key] for s in found)
+    for key in TRANSACTION_KEYS:
+        merged[key] = None
+    for key in ("by_write", "partial_flushes"):
+        total: Counter[str] = Counter()
+        for s in found:
+            total.update(s[key])
+        merged[key] = dict(total)
+    return merged
+
+
+def read_counters(client: httpx.Client, urls: Sequence[str]) -> dict[str, Any] | None:
+    return merge_counters([counters(client, url) for url in urls]) if urls else None
+
+
+def total_rss_kb(pids: Sequence[int]) -> int | None:
+    found = [proc_status_kb(pid, "VmRSS") for pid in pids]
+    return None if any(kb is None for kb in found) else sum(kb or 0 for kb in found)
+
+
 class Sampler:
     def __init__(
-        self, pid: int, stats_url: str | None, db: Path, after: int, *, disk: bool = True
+        self,
+        pids: Sequence[int],
+        stats_urls: Sequence[str],
+        db: Target,
+        after: int,
+        *,
+        disk: bool = True,
     ) -> None:
-        self.pid = pid
-        self.stats_url = stats_url
+        self.pids = pids
+        self.stats_urls = stats_urls
         self.db = db
         self.after = after
         self.disk = disk
@@ -85,16 +113,16 @@ class Sampler:
         ):
             while not self._stop.is_set():
                 started = time.time()
-                rss = proc_status_kb(self.pid, "VmRSS")
+                rss = total_rss_kb(self.pids)
                 if rss is not None:
                     samples.rss.append((started, rss))
                 if tick % SLOW_EVERY == 0:
-                    snapshot = counters(client, self.stats_url)
+                    snapshot = read_counters(client, self.stats_urls)
                     if snapshot is not None:
                         samples.counters.append(snapshot)
                     if self.disk:
                         read_at = time.time()  # what the read sees was committed by then
-                        with contextlib.suppress(sqlite3.Error):
+                        with contextlib.suppress(*ERRORS):
                             samples.disk.append((read_at, read_disk(db, self.after)))
                 tick += 1
                 self._stop.wait(max(0.0, RSS_EVERY_S - (time.time() - started)))

@@ -126,6 +126,10 @@ def child_env(source: Path) -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=f"{source}{os.pathsep}{ROOT}", PYTHONUNBUFFERED="1")
 
 
+def app_name(*, plain: bool) -> str:
+    return "chatapp.asgi:application" if plain else "benchmarks.load.instrumented_app:application"
+
+
 def server_env(db: Path, emulator_port: int, source: Path) -> dict[str, str]:
     """The app's settings, from the environment as the README documents them; nothing else of
     the caller's environment that could point the app elsewhere (Redis, another gateway)."""
@@ -182,6 +186,34 @@ class EmulatorConfig:
     long_tokens: int
 
 
+def start_emulator(
+    workdir: Path, config: EmulatorConfig, source: Path
+) -> tuple[subprocess.Popen[bytes], int]:
+    """The benchmark's emulator (it keeps a record of every answer), once it answers; its port."""
+    port = free_port()
+    log = workdir / "emulator.log"
+    process = spawn(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.load.emulator_app",
+            f"--port={port}",
+            f"--tokens-per-second={config.tokens_per_second}",
+            f"--ttft-ms={config.ttft_ms}",
+            f"--long-tokens={config.long_tokens}",
+        ],
+        child_env(source),
+        log,
+        source,
+    )
+    try:
+        wait_http(f"http://{_HOST}:{port}/", process, log)
+    except BaseException:
+        stop(process)
+        raise
+    return process, port
+
+
 class Stack:
     """The emulator and one Daphne process on a fresh database, for one level."""
 
@@ -217,30 +249,9 @@ class Stack:
         stop(self.emulator)
 
     def _start(self) -> None:
-        config = self.emulator_config
-        port = free_port()
+        self.emulator, port = start_emulator(self.dir, self.emulator_config, self.source)
         self.emulator_url = f"http://{_HOST}:{port}"
-        log = self.dir / "emulator.log"
-        self.emulator = spawn(
-            [
-                sys.executable,
-                "-m",
-                "benchmarks.load.emulator_app",
-                f"--port={port}",
-                f"--tokens-per-second={config.tokens_per_second}",
-                f"--ttft-ms={config.ttft_ms}",
-                f"--long-tokens={config.long_tokens}",
-            ],
-            child_env(self.source),
-            log,
-            self.source,
-        )
-        wait_http(self.emulator_url + "/", self.emulator, log)
-        app = (
-            "chatapp.asgi:application"
-            if self.plain
-            else "benchmarks.load.instrumented_app:application"
-        )
+        app = app_name(plain=self.plain)
         server_port = free_port()
         self.base_url = f"http://{_HOST}:{server_port}"
         log = self.dir / "daphne.log"
@@ -252,6 +263,20 @@ class Stack:
     def server_pid(self) -> int:
         assert self.server is not None
         return self.server.pid
+
+    @property
+    def server_pids(self) -> dict[str, int]:
+        """The Daphne processes by name: one here, "server-1"... in a `ClusterStack`."""
+        return {"server": self.server_pid}
+
+    @property
+    def database(self) -> Path:
+        return self.db
+
+    @property
+    def stats_urls(self) -> list[str]:
+        """Where each Daphne process answers its statement counters (none with `--plain`)."""
+        return [] if self.plain else [self.base_url + "/__bench__/db"]
 
     @property
     def pids(self) -> dict[str, int]:
