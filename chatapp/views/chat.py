@@ -81,11 +81,12 @@ REFUSALS = (
 
 
 def last_used_model(user: User) -> tuple[int | None, str] | None:
-    """The gateway and model of `user`'s most recent chat answer or image generation (a read
-    aloud's speech model is no picker's), by when it started: what a new chat preselects."""
+    """The gateway and model of `user`'s most recent chat answer or image generation, by when it
+    started: what a new chat preselects. Only what the user asked for counts: not a read aloud
+    (its speech model is no picker's) nor a title (written after a first answer, by its own
+    model)."""
     return (
-        Generation.objects.filter(user=user)
-        .exclude(kind=Generation.Kind.READ_ALOUD)
+        Generation.objects.filter(user=user, kind__in=[Generation.Kind.CHAT, Generation.Kind.IMAGE])
         .order_by("-started_at", "-pk")
         .values_list("gateway_id", "model")
         .first()
