@@ -3,8 +3,10 @@
 Gateways are `Gateway` rows (managed in the admin). `LLM_BASE_URL` / `LLM_API_KEY` create and
 keep in step the "Default gateway" row; with no `LLM_BASE_URL` the default is the built-in
 emulator, started in this process on first use, on its own thread and loopback port, so
-`make run` needs no other process. Streams go over real loopback
-HTTP: an in-process ASGI transport would buffer whole bodies and defeat streaming.
+`make run` needs no other process. A fresh install (no emulator row yet) gets a row for each of
+the emulator's dialects at once, so that all four gateways show side by side offline. Streams go
+over real loopback HTTP: an in-process ASGI transport would buffer whole bodies and defeat
+streaming.
 
 A row that cannot be resolved (its key unreadable, a base URL no request can go to: a whole URL
 on an emulated row, whose URL is a path under the emulator) is left out of the usable ones and
@@ -124,12 +126,15 @@ def _settings_key() -> tuple[object, ...]:
 
 def _ensure_default() -> Gateway:
     """The gateway the environment configures (`LLM_*`), created or brought in step with it; or,
-    when it configures none, the emulator's row (created once; an admin may then edit it)."""
+    when it configures none, the emulator's row (created once, with the emulator's other
+    dialects beside it; an admin may then edit or delete them)."""
     if not settings.LLM_BASE_URL:
-        row, _ = Gateway.objects.get_or_create(
+        row, created = Gateway.objects.get_or_create(
             name=EMULATOR_NAME,
             defaults={**_emulated(EMULATOR_DIALECT), "emulated": True},
         )
+        if created:
+            _emulate_every_dialect(row)
         return row
     dialect = settings.LLM_DIALECT or guess_dialect(settings.LLM_BASE_URL) or ""
     found = Gateway.objects.filter(name=DEFAULT_NAME).first()
@@ -319,7 +324,12 @@ def add_emulator_gateways() -> list[Gateway]:
     """Every dialect of the table as a gateway of the emulator (idempotent), so that all can be
     tried side by side offline. `EMULATOR_DIALECT` is the default "Emulator" row when nothing else
     is configured."""
-    default = _ensure_default()
+    rows = _emulate_every_dialect(_ensure_default())
+    forget_configs()
+    return rows
+
+
+def _emulate_every_dialect(default: Gateway) -> list[Gateway]:
     rows = []
     for dialect in emulated_dialects():
         if default.emulated and default.base_url == dialect.emulator_path:
@@ -330,7 +340,6 @@ def add_emulator_gateways() -> list[Gateway]:
             defaults={**_emulated(dialect), "emulated": True, "enabled": True},
         )
         rows.append(row)
-    forget_configs()
     return rows
 
 

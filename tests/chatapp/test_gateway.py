@@ -55,7 +55,8 @@ async def test_without_llm_base_url_the_built_in_emulator_serves(settings: Any) 
     assert config.name == configs.EMULATOR_NAME
     assert config.base_url.endswith("/numes/api/v1")
     assert config.base_url.startswith("http://127.0.0.1:")
-    [group] = await catalog.catalog()
+    group, *_ = await catalog.catalog()
+    assert group.config.pk == config.pk
     assert group.error is None
     chat = next(choice for choice in group.choices if choice.model == "emulator/chat")
     assert chat.value == f"g{config.pk}:emulator/chat"
@@ -118,6 +119,25 @@ async def test_a_gateway_that_is_down_is_a_group_with_its_reason(emulator_url: s
     assert groups[1].choices == []
     assert groups[1].error is not None
     assert groups[1].error.startswith("Could not load the model list")
+
+
+async def test_a_fresh_install_shows_the_emulators_four_dialects_side_by_side(
+    settings: Any,
+) -> None:
+    """With no gateway configured, an empty database (a fresh `make run`) lists all four, offline;
+    one an admin deletes later stays deleted."""
+    settings.LLM_BASE_URL = None
+    groups = await catalog.catalog()
+    assert [(g.config.name, g.config.dialect, g.config.emulated) for g in groups] == [
+        (configs.EMULATOR_NAME, "numes", True),
+        ("Emulator (Nodul)", "nodul", True),
+        ("Emulator (Osmexo)", "osmexo", True),
+        ("Emulator (tiny-3b)", "tiny", True),
+    ]
+    assert all(g.error is None and g.choices for g in groups)
+    await Gateway.objects.filter(name="Emulator (Nodul)").adelete()
+    configs.forget_configs()
+    assert [g.config.dialect for g in await catalog.catalog()] == ["numes", "osmexo", "tiny"]
 
 
 async def test_the_emulators_four_dialects_are_four_gateways(settings: Any) -> None:
