@@ -22,7 +22,7 @@ from chatapp.costs import (
     limits_admin,  # noqa: F401  (registers SpendingLimitAdmin)
 )
 from chatapp.costs.units import CostUnit, Money
-from chatapp.gateways import detected, key_vault
+from chatapp.gateways import configs, detected, key_vault
 from chatapp.models import (
     ChatDefaults,
     Conversation,
@@ -224,6 +224,12 @@ class GatewayForm(_GatewayForm):
             assert isinstance(dialect, forms.ChoiceField)
             dialect.choices = [("", f"auto-detect ({said})"), *Gateway.Dialect.choices[1:]]
 
+    def clean_base_url(self) -> str:
+        base_url: str = self.cleaned_data.get("base_url", "")
+        if problem := configs.base_url_problem(base_url, emulated=self.instance.emulated):
+            raise forms.ValidationError(f"{problem[:1].upper()}{problem[1:]}.")
+        return base_url
+
     def clean_api_key_env(self) -> str:
         name: str = self.cleaned_data.get("api_key_env", "")
         if name and not key_vault.env_allowed(name):
@@ -277,12 +283,34 @@ class GatewayForm(_GatewayForm):
 @admin.register(Gateway)
 class GatewayAdmin(_GatewayAdmin):
     form = GatewayForm
-    list_display = ("name", "base_url", "speaks", "cost_unit", "enabled", "emulated", "key")
+    list_display = (
+        "name",
+        "base_url",
+        "speaks",
+        "cost_unit",
+        "enabled",
+        "emulated",
+        "key",
+        "usable",
+    )
     list_filter = ("enabled", "dialect", "cost_unit")
     search_fields = ("name", "base_url")
-    readonly_fields = ("emulated", "key", "created_at")
+    readonly_fields = ("emulated", "key", "usable", "created_at")
     fieldsets = (
-        (None, {"fields": ("name", "base_url", "dialect", "cost_unit", "enabled", "emulated")}),
+        (
+            None,
+            {
+                "fields": (
+                    "name",
+                    "base_url",
+                    "dialect",
+                    "cost_unit",
+                    "enabled",
+                    "emulated",
+                    "usable",
+                )
+            },
+        ),
         ("API key", {"fields": ("key", "api_key", "clear_api_key", "api_key_env")}),
         ("Read aloud", {"fields": ("speech_model", "speech_voice")}),
         ("Titles", {"fields": ("title_model",)}),
@@ -302,6 +330,14 @@ class GatewayAdmin(_GatewayAdmin):
             return obj.get_dialect_display()
         facts = facts_for(obj.detected_dialect)
         return f"{facts.title} (detected)" if facts is not None else "auto-detect"
+
+    @admin.display(description="usable")
+    def usable(self, obj: Gateway) -> str:
+        """ "yes", or why not: a row that cannot be resolved is left out of the picker."""
+        if obj.pk is None:
+            return "-"
+        problem = configs.unusable_reason(obj)
+        return "yes" if problem is None else f"no: {problem}"
 
     @admin.display(description="key in use")
     def key(self, obj: Gateway) -> str:

@@ -11,7 +11,8 @@ itself refuses anonymous users and conversations they do not own.
 At shutdown the process's gateway clients are closed: Daphne speaks no ASGI lifespan, so there a
 Twisted shutdown trigger does it; servers that do (uvicorn) get a lifespan handler. Under Daphne
 the websockets also negotiate permessage-deflate, and one whose browser stops reading is closed
-before its backlog grows without bound (`patches/daphne_websockets.py`), and the render
+before its backlog grows without bound (`patches/daphne_websockets.py`), a request body past
+its route's limit is refused while it arrives (`patches/daphne_bodies.py`), and the render
 processes start with the server.
 """
 
@@ -31,7 +32,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from chatapp.gateways.clients import close_clients  # noqa: E402
-from chatapp.patches import daphne_websockets  # noqa: E402
+from chatapp.patches import daphne_bodies, daphne_websockets  # noqa: E402
 from chatapp.static_files import StaticFiles  # noqa: E402
 from chatapp.ws.origin import SameOriginValidator  # noqa: E402
 from chatapp.ws.routing import websocket_urlpatterns  # noqa: E402
@@ -74,6 +75,7 @@ def _warm_render_pool_under_daphne() -> None:
 _close_clients_when_daphne_stops()
 _warm_render_pool_under_daphne()
 daphne_websockets.enable()
+daphne_bodies.enable()
 
 application = ProtocolTypeRouter(
     {

@@ -70,7 +70,7 @@ http {{
     log_format cluster '$remote_addr "$request" $status $body_bytes_sent '
                        'upstream=$upstream_addr time=$request_time';
     access_log {directory}/nginx-access.log cluster;
-    client_max_body_size 25m;
+    client_max_body_size 3m;  # the app's limits (chatapp/access/body_limits.py)
     map $cookie_sessionid $chat_affinity {{
         ""      $request_id;
         default $cookie_sessionid;
@@ -96,6 +96,14 @@ http {{
             add_header X-Content-Type-Options nosniff;
         }}
         location / {{
+            include {PROXY_CONF};
+        }}
+        location ~ ^/c/(new|[0-9]+)/send/$ {{
+            client_max_body_size 8m;
+            include {PROXY_CONF};
+        }}
+        location ~ ^/(accounts|admin)/login/$ {{
+            client_max_body_size 64k;
             include {PROXY_CONF};
         }}
     }}

@@ -38,11 +38,15 @@ CLUSTERS = ("cluster", "servers")
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups off the markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The fault suite is marked `faults` as a whole (`make test-quick` leaves it out), and the
-    tests of each cluster are grouped for xdist (see the module docstring)."""
+    """The fault suite is marked `faults` as a whole and every test that drives Chromium
+    `browser` (`make test-quick` leaves both out), and the tests of each cluster are grouped for
+    xdist (see the module docstring)."""
     for item in items:
         if item.path.is_relative_to(FAULTS):
             item.add_marker(pytest.mark.faults)
+        if "browser" in getattr(item, "fixturenames", ()):
+            # Chromium, marked or not: `make test-quick` (-m "not browser") promises none starts.
+            item.add_marker(pytest.mark.browser)
         group = _cluster_group(item) or _browser_group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))

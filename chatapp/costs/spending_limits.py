@@ -311,15 +311,21 @@ class SpendWatch:
         return self.ceiling.cost_of(math.ceil(characters / CHARS_PER_TOKEN))
 
 
+def _used_up(standing: Standing) -> str:
+    amount = Money(standing.limit.amount, standing.unit)
+    period = "a day" if standing.limit.period == Period.DAY else "a month"
+    return (
+        f"{_capitalized(standing.whose)} spending limit of {amount} {period} is used up; "
+        f"{standing.reset_words()}."
+    )
+
+
 def _refusal(standing: Standing, ceiling: Ceiling, what: str) -> str:
     left = Money(standing.left, standing.unit)
     amount = Money(standing.limit.amount, standing.unit)
     period = "a day" if standing.limit.period == Period.DAY else "a month"
     if standing.left <= 0:
-        return (
-            f"{_capitalized(standing.whose)} spending limit of {amount} {period} is used up; "
-            f"{standing.reset_words()}."
-        )
+        return _used_up(standing)
     cost = ceiling.amount
     if cost is None:
         return (
@@ -343,6 +349,17 @@ _WHAT = {
     Generation.Kind.READ_ALOUD: "read aloud",
     Generation.Kind.TITLE: "title",
 }
+
+
+def check_not_used_up(user_pk: int, gateway_pk: int | None, unit: str) -> None:
+    """`SpendingLimitReached` when a limit in `unit` (the gateway's) that applies to the user's
+    generations on gateway `gateway_pk` has nothing left, which `reserve` refuses whatever the
+    generation costs: said before anything costly is done for one (its files read). Unlocked:
+    `reserve` still decides for what passes."""
+    for limit in applicable(user_pk, gateway_pk):
+        state = standing(limit, user_pk)
+        if limit.unit == unit and state.left <= 0:
+            raise SpendingLimitReached(_used_up(state))
 
 
 def reserve(

@@ -22,7 +22,7 @@ from django.conf import settings
 from chatapp.costs import pricing
 from chatapp.gateways import detected
 from chatapp.gateways.clients import shared_client
-from chatapp.gateways.configs import GatewayConfig, GatewayUnavailable, aconfigs
+from chatapp.gateways.configs import GatewayConfig, GatewayUnavailable, aconfigs, unusable
 from chatapp.gateways.image_models import generates_images
 from gateway_client import ModelInfo, emulator
 from gateway_client.errors import GatewayError
@@ -235,11 +235,13 @@ def _choices(
 
 async def catalog() -> list[GatewayModels]:
     """The model picker: every usable enabled gateway's models, the default gateway first; a
-    gateway that is down is a group with its reason, and the others still work."""
+    gateway that is down, or a row that cannot be used (`configs.unusable`), is a group with its
+    reason, and the others still work."""
     found, default_pk = await aconfigs()
     ordered = sorted(found.values(), key=lambda c: (c.pk != default_pk, c.name.lower()))
     listed = await asyncio.gather(*(list_models(config) for config in ordered))
+    broken = sorted(unusable(), key=lambda config: config.name.lower())
     return [
         GatewayModels(config, sections_for(config, models), error)
         for config, (models, error) in zip(ordered, listed, strict=True)
-    ]
+    ] + [GatewayModels(config, [], f"Not usable: {config.unusable}.") for config in broken]

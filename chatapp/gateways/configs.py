@@ -3,8 +3,15 @@
 Gateways are `Gateway` rows (managed in the admin). `LLM_BASE_URL` / `LLM_API_KEY` create and
 keep in step the "Default gateway" row; with no `LLM_BASE_URL` the default is the built-in
 emulator, started in this process on first use, on its own thread and loopback port, so
-`make run` needs no other process. Streams go over real loopback
-HTTP: an in-process ASGI transport would buffer whole bodies and defeat streaming.
+`make run` needs no other process. A fresh install (no emulator row yet) gets a row for each of
+the emulator's dialects at once, so that all four gateways show side by side offline. Streams go
+over real loopback HTTP: an in-process ASGI transport would buffer whole bodies and defeat
+streaming.
+
+A row that cannot be resolved (its key unreadable, a base URL no request can go to: a whole URL
+on an emulated row, whose URL is a path under the emulator) is left out of the usable ones and
+kept with its reason (`unusable`), which the picker and the admin show; the others keep working,
+and when it is the default, the first usable row stands in for it.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import threading
 import time
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -33,10 +41,17 @@ CONFIGS_TTL = 10.0
 DEFAULT_NAME = "Default gateway"  # the row LLM_BASE_URL / LLM_API_KEY create and keep in step
 EMULATOR_NAME = "Emulator"  # the row standing for the built-in emulator when nothing is set
 EMULATOR_DIALECT = DIALECTS["numes"]  # that row's: the one dialect with every feature
+EMULATED_PATH = (
+    "the base URL of an emulated gateway is a path under the emulator (such as /numes/api/v1), "
+    "not a whole URL"
+)
+WHOLE_URL = "the base URL must be a whole http:// or https:// URL"
 
 _emulator_lock = threading.Lock()
 _emulator: tuple[AbstractContextManager[str], str] | None = None
-_configs: tuple[float, tuple[object, ...], dict[int, GatewayConfig], int] | None = None
+_configs: (
+    tuple[float, tuple[object, ...], dict[int, GatewayConfig], int, dict[int, GatewayConfig]] | None
+) = None
 _refreshing: asyncio.Future[tuple[dict[int, GatewayConfig], int]] | None = None
 
 
@@ -57,6 +72,28 @@ class GatewayConfig:
     speech_voice: str = ""
     # The model that writes new conversations' titles (`conversations.titles`); empty: theirs.
     title_model: str = ""
+    # Why the row cannot be used (`unusable`); empty for a usable one.
+    unusable: str = ""
+
+
+class GatewayUnusable(ChatAppError):
+    """A row no request can go to, and why (in words, for the picker and the admin)."""
+
+
+def base_url_problem(base_url: str, *, emulated: bool) -> str | None:
+    """Why `base_url` cannot be a row's (None: it can): an emulated row's is a path under the
+    emulator's root, any other's a whole http(s) URL."""
+    try:
+        parts = urlsplit(base_url)
+        parts.port  # noqa: B018 (raises ValueError for a port that is not a number)
+    except ValueError:
+        return EMULATED_PATH if emulated else WHOLE_URL
+    if emulated:
+        whole = parts.scheme or parts.netloc or not base_url.startswith("/")
+        return EMULATED_PATH if whole else None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return WHOLE_URL
+    return None
 
 
 def emulator_root() -> str:
@@ -89,12 +126,15 @@ def _settings_key() -> tuple[object, ...]:
 
 def _ensure_default() -> Gateway:
     """The gateway the environment configures (`LLM_*`), created or brought in step with it; or,
-    when it configures none, the emulator's row (created once; an admin may then edit it)."""
+    when it configures none, the emulator's row (created once, with the emulator's other
+    dialects beside it; an admin may then edit or delete them)."""
     if not settings.LLM_BASE_URL:
-        row, _ = Gateway.objects.get_or_create(
+        row, created = Gateway.objects.get_or_create(
             name=EMULATOR_NAME,
             defaults={**_emulated(EMULATOR_DIALECT), "emulated": True},
         )
+        if created:
+            _emulate_every_dialect(row)
         return row
     dialect = settings.LLM_DIALECT or guess_dialect(settings.LLM_BASE_URL) or ""
     found = Gateway.objects.filter(name=DEFAULT_NAME).first()
@@ -137,7 +177,10 @@ def _stored_key(gateway: Gateway) -> str | None:
 
 
 def resolve(gateway: Gateway) -> GatewayConfig:
-    """A row → its config; `KeyUnavailable` when its key cannot be read."""
+    """A row → its config; `KeyUnavailable` when its key cannot be read, `GatewayUnusable` when
+    no request could go to its base URL."""
+    if problem := base_url_problem(gateway.base_url, emulated=gateway.emulated):
+        raise GatewayUnusable(problem)
     if gateway.emulated:
         base_url = emulator_root() + gateway.base_url
         api_key = EMULATOR_API_KEY
@@ -158,15 +201,42 @@ def resolve(gateway: Gateway) -> GatewayConfig:
     )
 
 
-def _load() -> tuple[dict[int, GatewayConfig], int]:
+def unusable_reason(gateway: Gateway) -> str | None:
+    """Why the row cannot be used, in words (None: it can), as `resolve` finds it, without
+    starting the emulator."""
+    if problem := base_url_problem(gateway.base_url, emulated=gateway.emulated):
+        return problem
+    if not gateway.emulated:
+        try:
+            key_vault.resolve(gateway.api_key_encrypted, gateway.api_key_env)
+        except key_vault.KeyUnavailable as exc:
+            return str(exc)
+    return None
+
+
+def _load() -> tuple[dict[int, GatewayConfig], int, dict[int, GatewayConfig]]:
     default = _ensure_default()
     configs: dict[int, GatewayConfig] = {}
+    unusable: dict[int, GatewayConfig] = {}
     for gateway in Gateway.objects.filter(enabled=True):
         try:
             configs[gateway.pk] = resolve(gateway)
-        except key_vault.KeyUnavailable as exc:
+        except (key_vault.KeyUnavailable, GatewayUnusable) as exc:
             logger.warning("Gateway %r is unusable: %s", gateway.name, exc)
-    return configs, default.pk
+            unusable[gateway.pk] = GatewayConfig(
+                gateway.pk,
+                gateway.name,
+                "",
+                "",
+                gateway.dialect or None,
+                gateway.cost_unit,
+                gateway.emulated,
+                unusable=str(exc),
+            )
+    default_pk = default.pk
+    if default_pk not in configs and configs:
+        default_pk = min(configs)  # the first usable row stands in for it
+    return configs, default_pk, unusable
 
 
 def configs(*, force: bool = False) -> tuple[dict[int, GatewayConfig], int]:
@@ -176,9 +246,15 @@ def configs(*, force: bool = False) -> tuple[dict[int, GatewayConfig], int]:
     now = time.monotonic()
     key = _settings_key()
     if force or _configs is None or now - _configs[0] > CONFIGS_TTL or _configs[1] != key:
-        found, default_pk = _load()
-        _configs = (now, key, found, default_pk)
+        found, default_pk, unusable = _load()
+        _configs = (now, key, found, default_pk, unusable)
     return _configs[2], _configs[3]
+
+
+def unusable() -> list[GatewayConfig]:
+    """The enabled rows that cannot be used, as of the configs last read (`configs`,
+    `aconfigs`), each with its reason (`GatewayConfig.unusable`)."""
+    return [] if _configs is None else list(_configs[4].values())
 
 
 def forget_configs(**_: object) -> None:
@@ -248,7 +324,12 @@ def add_emulator_gateways() -> list[Gateway]:
     """Every dialect of the table as a gateway of the emulator (idempotent), so that all can be
     tried side by side offline. `EMULATOR_DIALECT` is the default "Emulator" row when nothing else
     is configured."""
-    default = _ensure_default()
+    rows = _emulate_every_dialect(_ensure_default())
+    forget_configs()
+    return rows
+
+
+def _emulate_every_dialect(default: Gateway) -> list[Gateway]:
     rows = []
     for dialect in emulated_dialects():
         if default.emulated and default.base_url == dialect.emulator_path:
@@ -259,7 +340,6 @@ def add_emulator_gateways() -> list[Gateway]:
             defaults={**_emulated(dialect), "emulated": True, "enabled": True},
         )
         rows.append(row)
-    forget_configs()
     return rows
 
 

@@ -4,6 +4,8 @@
   (`settings.MIDDLEWARE` names them).
 - `daphne_websockets`: Daphne's websocket factory, with a bound on what a silent browser is held
   and permessage-deflate (`asgi.py` enables it).
+- `daphne_bodies`: Daphne's request class, refusing a body past its route's limit
+  (`access/body_limits.py`) while it arrives (`asgi.py` enables it).
 - `channel_layer`: Channels' in-memory layer, cheap enough for hundreds of streams in a process
   (`settings.CHANNEL_LAYERS` names it).
 

@@ -81,11 +81,12 @@ REFUSALS = (
 
 
 def last_used_model(user: User) -> tuple[int | None, str] | None:
-    """The gateway and model of `user`'s most recent chat answer or image generation (a read
-    aloud's speech model is no picker's), by when it started: what a new chat preselects."""
+    """The gateway and model of `user`'s most recent chat answer or image generation, by when it
+    started: what a new chat preselects. Only what the user asked for counts: not a read aloud
+    (its speech model is no picker's) nor a title (written after a first answer, by its own
+    model)."""
     return (
-        Generation.objects.filter(user=user)
-        .exclude(kind=Generation.Kind.READ_ALOUD)
+        Generation.objects.filter(user=user, kind__in=[Generation.Kind.CHAT, Generation.Kind.IMAGE])
         .order_by("-started_at", "-pk")
         .values_list("gateway_id", "model")
         .first()
@@ -281,6 +282,13 @@ def _posted_files(request: HttpRequest) -> list[tuple[str, bytes]]:
     return [(file.name or "", file.read(uploads.MAX_UPLOAD_BYTES + 1)) for file in files]
 
 
+def _check_may_start(user: User, config: GatewayConfig) -> None:
+    """`RateLimited` or `SpendingLimitReached` for a user who could start no answer on `config`
+    now, whatever the message (the turn checks again, with its cost, when it is made)."""
+    rate_limits.check_generation_start(user)
+    spending_limits.check_not_used_up(user.pk, config.pk, config.cost_unit)
+
+
 def _check_attached(
     attached: list[uploads.CheckedUpload], config: GatewayConfig, model: str, kind: str
 ) -> None:
@@ -309,8 +317,10 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
     try:
         posted = await sync_to_async(_posted_files)(request)  # the form is parsed off the loop
         text = request.POST.get("content", "")
-        attached = await uploads.checked_uploads(posted)
         config, model = await _chosen(request.POST.get("model", ""))
+        if posted:  # refused before its files are read: a PDF holds a render process for seconds
+            await sync_to_async(_check_may_start)(user, config)
+        attached = await uploads.checked_uploads(posted)
         kind, images = await made_by(request, config, model)
         after = _after(request)
         _check_attached(attached, config, model, kind)

@@ -13,6 +13,8 @@ from tests.multiprocess.servers import ROOT
 
 from .conftest import screenshots
 
+pytestmark = [pytest.mark.browser]
+
 SEED = """
 import datetime
 from decimal import Decimal

@@ -7,11 +7,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
 from playwright.sync_api import expect
 
 from tests.waiting import poll
 
 from .conftest import choose_model, screenshots, send, sign_in
+
+pytestmark = [pytest.mark.browser]
 
 PROMPT = "A lighthouse at dusk"
 # Every picture an answer's image figures show, as it is set: which image, whether it is a

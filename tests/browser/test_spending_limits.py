@@ -16,6 +16,8 @@ from tests.multiprocess.servers import ROOT
 
 from .conftest import PASSWORD, screenshots, send, sign_in
 
+pytestmark = [pytest.mark.browser]
+
 USERNAME = "erin"
 SEED = f"""
 from decimal import Decimal

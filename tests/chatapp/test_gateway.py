@@ -10,12 +10,14 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
+from django.test import AsyncClient
+from django.urls import reverse
 
 from chatapp.conversations.turns import create_turn
 from chatapp.costs.units import default_unit
 from chatapp.gateways import catalog, configs, key_vault
 from chatapp.gateways.configs import GatewayConfig
-from chatapp.models import Gateway, Generation, ModelPrice
+from chatapp.models import Conversation, Gateway, Generation, ModelPrice
 from chatapp.rendering.presentation import error_text
 from chatapp.streaming import worker
 from chatapp.ws import protocol
@@ -53,7 +55,8 @@ async def test_without_llm_base_url_the_built_in_emulator_serves(settings: Any) 
     assert config.name == configs.EMULATOR_NAME
     assert config.base_url.endswith("/numes/api/v1")
     assert config.base_url.startswith("http://127.0.0.1:")
-    [group] = await catalog.catalog()
+    group, *_ = await catalog.catalog()
+    assert group.config.pk == config.pk
     assert group.error is None
     chat = next(choice for choice in group.choices if choice.model == "emulator/chat")
     assert chat.value == f"g{config.pk}:emulator/chat"
@@ -116,6 +119,25 @@ async def test_a_gateway_that_is_down_is_a_group_with_its_reason(emulator_url: s
     assert groups[1].choices == []
     assert groups[1].error is not None
     assert groups[1].error.startswith("Could not load the model list")
+
+
+async def test_a_fresh_install_shows_the_emulators_four_dialects_side_by_side(
+    settings: Any,
+) -> None:
+    """With no gateway configured, an empty database (a fresh `make run`) lists all four, offline;
+    one an admin deletes later stays deleted."""
+    settings.LLM_BASE_URL = None
+    groups = await catalog.catalog()
+    assert [(g.config.name, g.config.dialect, g.config.emulated) for g in groups] == [
+        (configs.EMULATOR_NAME, "numes", True),
+        ("Emulator (Nodul)", "nodul", True),
+        ("Emulator (Osmexo)", "osmexo", True),
+        ("Emulator (tiny-3b)", "tiny", True),
+    ]
+    assert all(g.error is None and g.choices for g in groups)
+    await Gateway.objects.filter(name="Emulator (Nodul)").adelete()
+    configs.forget_configs()
+    assert [g.config.dialect for g in await catalog.catalog()] == ["numes", "osmexo", "tiny"]
 
 
 async def test_the_emulators_four_dialects_are_four_gateways(settings: Any) -> None:
@@ -310,3 +332,64 @@ async def test_only_an_emulator_reads_options_from_a_model_name(
     else:
         with pytest.raises(catalog.ModelUnavailable, match="does not offer the model 'gpt-4\\?x'"):
             await catalog.listed_models(config, "gpt-4?x")
+
+
+async def test_a_gateway_row_that_cannot_be_resolved_is_shown_broken_and_the_others_work(
+    settings: Any, alice: Any
+) -> None:
+    """An absolute URL on the emulator's row (whose URL is a path under the emulator) made `/`,
+    every conversation and every send 500."""
+    settings.LLM_BASE_URL = None
+    emulator, *_ = await sync_to_async(configs.add_emulator_gateways)()
+    emulator.base_url = "https://api.example.com/v1"
+    await emulator.asave()
+    configs.forget_configs()
+    client = AsyncClient()
+    await client.aforce_login(alice)
+
+    home = await client.get(reverse("chat:home"))
+    assert home.status_code == 200
+    why = f"{emulator.name}: Not usable: {configs.EMULATED_PATH}."
+    assert why in home.content.decode()
+    groups = await catalog.catalog()
+    assert [group.error for group in groups[:3]] == [None] * 3
+    assert groups[3].config.pk == emulator.pk
+    sent = await client.post(
+        reverse("chat:send_new"),
+        {"content": "hello", "model": groups[0].choices[0].value},
+        headers={"HX-Request": "true"},
+    )
+    assert sent.status_code == 200, sent.content.decode()[:3000]
+    assert "composer-error" not in sent.headers.get("HX-Retarget", ""), sent.content.decode()
+    conversation = await Conversation.objects.aget(user=alice)
+    page = await client.get(reverse("chat:conversation", args=[conversation.pk]))
+    assert page.status_code == 200
+    refused = await client.post(
+        reverse("chat:send", args=[conversation.pk]),
+        {"content": "again", "model": catalog.choice_value(emulator.pk, "emulator/ok")},
+        headers={"HX-Request": "true"},
+    )
+    assert refused.status_code == 200
+    assert "That gateway is not available" in refused.content.decode()
+
+
+def test_the_admin_says_which_rows_cannot_be_used_and_refuses_a_whole_url_for_the_emulator(
+    settings: Any, admin_client: Any
+) -> None:
+    settings.LLM_BASE_URL = None
+    emulator, *_ = configs.add_emulator_gateways()
+    Gateway.objects.filter(pk=emulator.pk).update(base_url="https://api.example.com/v1")
+
+    listed = admin_client.get(reverse("admin:chatapp_gateway_changelist")).content.decode()
+    assert f"no: {configs.EMULATED_PATH}" in listed
+    assert listed.count('<td class="field-usable">yes</td>') == 3
+
+    change = reverse("admin:chatapp_gateway_change", args=[emulator.pk])
+    form = {"name": emulator.name, "dialect": "numes", "cost_unit": "usd", "enabled": "on"}
+    refused = admin_client.post(change, {**form, "base_url": "https://api.example.com/v1"})
+    assert refused.status_code == 200
+    assert "The base URL of an emulated gateway is a path under the emulator" in (
+        refused.content.decode()
+    )
+    saved = admin_client.post(change, {**form, "base_url": "/numes/api/v1"})
+    assert saved.status_code == 302

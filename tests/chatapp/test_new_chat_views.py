@@ -270,6 +270,19 @@ def test_a_read_aloud_is_not_a_model_used(alice: Any) -> None:
     assert last_used_model(alice) == (None, "emulator/echo")
 
 
+async def test_a_title_is_not_a_model_used(alice: Any) -> None:
+    """A conversation's title is written by a generation of its own, after its first answer: it
+    made every new chat start on the title model."""
+    make = sync_to_async(Generation.objects.create)
+    await make(user=alice, model="emulator/image", kind=Generation.Kind.IMAGE)
+    assert await sync_to_async(last_used_model)(alice) == (None, "emulator/image")
+    await make(user=alice, model="emulator/echo")
+    await make(user=alice, model="emulator/title", kind=Generation.Kind.TITLE)
+    assert await sync_to_async(last_used_model)(alice) == (None, "emulator/echo")
+    default = (await sync_to_async(configs.config_for)(None)).pk
+    assert selected(await home(alice)) == f"g{default}:emulator/echo"
+
+
 async def test_a_model_no_longer_listed_falls_back_to_the_preferred_one(alice: Any) -> None:
     await sync_to_async(Generation.objects.create)(user=alice, model="gone/model")
     default = (await sync_to_async(configs.config_for)(None)).pk

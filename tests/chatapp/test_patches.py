@@ -21,6 +21,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
+import daphne.http_protocol
 import daphne.server
 import pytest
 from autobahn.exception import PayloadExceededError
@@ -44,8 +45,9 @@ from django.utils.deprecation import MiddlewareMixin
 from django.utils.functional import SimpleLazyObject
 from twisted.internet import tcp
 from twisted.internet.abstract import FileDescriptor
+from twisted.internet.testing import StringTransport
 
-from chatapp.patches import daphne_websockets, inline_middleware
+from chatapp.patches import daphne_bodies, daphne_websockets, inline_middleware
 from chatapp.patches.channel_layer import LocalChannelLayer
 
 
@@ -335,6 +337,106 @@ async def test_gzip_leaves_a_streaming_response_to_flush_each_piece() -> None:
     response = await inline_middleware.GZip(view)(request)
     assert "Content-Encoding" not in response
     assert [piece async for piece in response] == [b"one", b"two"]
+
+
+# --- daphne_bodies -------------------------------------------------------------------------------
+
+
+class StandInServer:
+    """What Daphne's request reads of its server before the application is called."""
+
+    proxy_forwarded_address_header = None
+    root_path = ""
+    request_buffer_size = 8192
+
+    def __init__(self) -> None:
+        self.scopes: list[dict[str, Any]] = []
+
+    def protocol_connected(self, request: Any) -> None:
+        pass
+
+    def protocol_disconnected(self, request: Any) -> None:
+        pass
+
+    def create_application(self, request: Any, scope: dict[str, Any]) -> None:
+        self.scopes.append(scope)  # None: Daphne takes the request as abandoned
+
+
+class HalfClosingTransport(StringTransport):
+    write_closed = False
+
+    def loseWriteConnection(self) -> None:
+        self.write_closed = True
+
+
+@pytest.fixture
+def daphne_channel(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, StringTransport]]:
+    """Daphne's HTTP channel as its factory builds it, the bodies patch on, over a transport
+    that keeps what is written; `server.scopes` the requests that reached the application."""
+    monkeypatch.setattr(daphne.http_protocol, "WebRequest", daphne.http_protocol.WebRequest)
+    monkeypatch.setattr(daphne_bodies, "call_later", lambda delay, function: None)
+    daphne_bodies.enable()
+    server = StandInServer()
+    channel = daphne.http_protocol.HTTPFactory(server).buildProtocol(None)
+    transport = HalfClosingTransport()
+    channel.makeConnection(transport)
+    channel.server = server
+    yield channel, transport
+    channel.connectionLost(None)
+
+
+def head(path: str, *lines: str) -> bytes:
+    return "\r\n".join([f"POST {path} HTTP/1.1", "Host: x", *lines, "", ""]).encode()
+
+
+def test_daphne_builds_its_requests_from_the_class_enable_replaces(
+    daphne_channel: tuple[Any, StringTransport],
+) -> None:
+    channel, _ = daphne_channel
+    assert channel._channel.requestFactory.limits_bodies
+
+
+def test_a_length_past_the_limit_is_answered_413_with_no_100_continue(
+    daphne_channel: tuple[Any, StringTransport],
+) -> None:
+    channel, transport = daphne_channel
+    channel.dataReceived(
+        head("/accounts/login/?next=/", "Content-Length: 1000000", "Expect: 100-continue")
+    )
+    channel.dataReceived(b"x" * 100_000)  # dropped
+
+    written = transport.value()
+    assert written.startswith(b"HTTP/1.1 413 Content Too Large\r\n")
+    assert b"100 Continue" not in written
+    assert b"at most 64.0 KB for a sign-in form" in written
+    assert transport.write_closed  # what the client goes on sending is read and dropped
+    assert channel.factory.server.scopes == []
+
+
+def test_a_chunked_body_is_refused_once_past_the_limit(
+    daphne_channel: tuple[Any, StringTransport],
+) -> None:
+    channel, transport = daphne_channel
+    channel.dataReceived(head("/accounts/login/", "Transfer-Encoding: chunked"))
+    chunk = b"%x\r\n%s\r\n" % (40_000, b"x" * 40_000)
+    channel.dataReceived(chunk)
+    assert transport.value() == b""  # 40,000 bytes: within the limit
+    channel.dataReceived(chunk + b"0\r\n\r\n")
+
+    assert transport.value().startswith(b"HTTP/1.1 413 Content Too Large\r\n")
+    assert channel.factory.server.scopes == []
+
+
+def test_a_body_within_the_limit_reaches_the_application_whole(
+    daphne_channel: tuple[Any, StringTransport],
+) -> None:
+    channel, transport = daphne_channel
+    channel.dataReceived(head("/accounts/login/", "Content-Length: 5") + b"a=b&c")
+
+    assert transport.value() == b""
+    (scope,) = channel.factory.server.scopes
+    assert scope["path"] == "/accounts/login/"
+    assert channel._channel.requests[-1].content.getvalue() == b"a=b&c"
 
 
 # --- daphne_websockets ----------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -15,7 +16,10 @@ from django.urls import reverse
 
 from chatapp.conversations import uploads
 from chatapp.costs.costing import IMAGE_PROMPT_TOKENS, counted_prompt_tokens
-from chatapp.models import Conversation, Upload
+from chatapp.costs.units import CostUnit
+from chatapp.gateways import configs
+from chatapp.models import Conversation, Generation, SpendingLimit, Upload
+from chatapp.rendering import pool, pool_jobs
 from chatapp.streaming import worker
 from gateway_client.emulator import EmulatorURL
 from gateway_client.emulator.media import png_b64
@@ -193,3 +197,46 @@ def test_prompt_tokens_count_text_parts_and_each_image() -> None:
     ]
     # The text (41 characters with the newline between messages: 11 tokens), and one image.
     assert counted_prompt_tokens(messages) == 12 + IMAGE_PROMPT_TOKENS
+
+
+@pytest.mark.parametrize("limit", ["answers", "spending", None])
+async def test_a_user_at_a_limit_is_refused_before_a_pdf_is_read(
+    alice: Any, settings: Any, monkeypatch: pytest.MonkeyPatch, limit: str | None
+) -> None:
+    """A PDF is read in a render process for up to seconds: not for a send that is refused."""
+    read: list[Any] = []
+    run = pool.run
+
+    async def spied(job: Any, *args: Any) -> Any:
+        if job is pool_jobs.pdf_text:  # not the answer's render jobs
+            read.append(args)
+        return await run(job, *args)
+
+    monkeypatch.setattr(pool, "run", spied)
+    gateway_pk = (await configs.aconfigs())[1]
+    if limit == "answers":
+        settings.CHAT_GENERATIONS_PER_MINUTE = 1
+    if limit is not None:
+        await Generation.objects.acreate(
+            user=alice,
+            gateway_id=gateway_pk,
+            model="emulator/chat",
+            status=Generation.Status.COMPLETED,
+            cost=Decimal(1),
+            cost_unit=CostUnit.USD,
+        )
+    if limit == "spending":
+        await SpendingLimit.objects.acreate(amount=Decimal(1), unit=CostUnit.USD)
+    client = await logged_in(alice)
+
+    response = await post(client, "emulator/chat", file("report.pdf", pdf_bytes("The report")))
+
+    if limit is None:  # the control: the same post, by a user at no limit, reads the PDF
+        assert len(read) == 1
+        assert response.headers["HX-Retarget"] == "main.chat"  # the new conversation
+        await workers_finished()
+        return
+    assert read == []
+    assert response.headers["HX-Retarget"] == "#composer-error"
+    said = response.content.decode()
+    assert ("most allowed" if limit == "answers" else "is used up") in said
