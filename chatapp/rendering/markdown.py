@@ -19,6 +19,9 @@ plain text under a note (`_too_deep`): text is never dropped.
 
 Rendering runs only in the render pool's processes, under its deadline (`pool.py`); an
 answer that runs out of it is shown by `plain_text_html`, marked, through the same sanitizer.
+So is one whose HTML would pass `MAX_HTML_RATIO` times its text (and `HTML_ALLOWANCE`): the
+final render is stored and sent with every view, and markup can multiply (5,000 references to one
+footnote, each given a link back, made 50 times the text).
 `RENDERER_VERSION` is kept with each stored render (`Message.html`): a change here that alters
 output bumps it, and stored answers are rendered again as they are next shown.
 """
@@ -397,14 +400,21 @@ def render_markdown(
         if not _DOC_ID.fullmatch(doc_id):
             raise ValueError(f"doc_id must be 1 to 32 letters or digits, not {doc_id!r}")
         env["docId"] = doc_id
-    return sanitize(_md.render(text, env))
+    html = sanitize(_md.render(text, env))
+    if len(html) > MAX_HTML_RATIO * len(text) + HTML_ALLOWANCE:
+        return plain_text_html(text, "too_large")
+    return html
 
+
+MAX_HTML_RATIO = 12  # characters of HTML per character of text; highlighted code makes about 10
+HTML_ALLOWANCE = 16_384  # characters, so that a short answer's markup is never counted against it
 
 PLAIN_TEXT_NOTES = {
     "deadline": "Shown as plain text: it took too long to format.",
     "crashed": "Shown as plain text: it could not be formatted.",
     "busy": "Shown as plain text: the server was too busy to format it.",
     "pending": "Shown as plain text while it is formatted: reload to see it formatted.",
+    "too_large": "Shown as plain text: formatted, it would be too large to keep.",
 }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -10,6 +12,9 @@ import pytest
 from chatapp.rendering.highlight import MAX_CODE_CHARS, lexer_name, stylesheet
 from chatapp.rendering.markdown import (
     ALLOWED_TAGS,
+    HTML_ALLOWANCE,
+    MAX_HTML_RATIO,
+    PLAIN_TEXT_NOTES,
     TOO_DEEP_NOTE,
     doc_id_for,
     render_markdown,
@@ -360,3 +365,20 @@ def test_nesting_within_the_parsers_depth_has_no_note() -> None:
     html = render_markdown("".join(f"{'  ' * n}- word{n}\n" for n in range(8)))
     assert TOO_DEEP_NOTE not in html
     assert html.count("<ul>") == 8
+
+
+def test_an_answer_whose_html_would_outgrow_its_text_is_kept_as_plain_text() -> None:
+    text = "See" + " and here[^1]" * 5_000 + ".\n\n[^1]: The one note.\n"
+    html = render_markdown(text, doc_id=doc_id_for(12345))
+    assert len(html) <= MAX_HTML_RATIO * len(text) + HTML_ALLOWANCE
+    assert PLAIN_TEXT_NOTES["too_large"] in html
+    code = re.search(r'<pre class="plain-text"><code>(.*)</code></pre>', html, re.S)
+    assert code is not None
+    assert unescape(code[1]) == text  # all of it
+
+
+def test_highlighted_code_is_not_counted_too_large() -> None:
+    text = "```python\n" + "x=a+b*(c-d)/e;y=[1,2,3]\n" * 2_000 + "```\n"
+    html = render_markdown(text)
+    assert PLAIN_TEXT_NOTES["too_large"] not in html
+    assert '<span class="k">' in html or '<span class="o">' in html
