@@ -170,6 +170,9 @@ class ChatDefaults(AnswerSettings):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_defaults"
     )
 
+    class Meta:
+        verbose_name_plural = "chat defaults"
+
     def __str__(self) -> str:
         return f"Defaults of {self.user}"
 
@@ -321,6 +324,7 @@ class ToolSwitch(models.Model):
 
     class Meta:
         ordering = ["name"]
+        verbose_name_plural = "tool switches"
 
     def __str__(self) -> str:
         return f"{self.name} ({'on' if self.enabled else 'off'})"

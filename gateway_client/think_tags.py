@@ -8,6 +8,10 @@ the answer's own text. Text is held back only while it may still be a tag (at mo
 `<thinking>` at the start, or of the closing tag at the end of a piece of thought), so the stream
 keeps flowing; `close` gives back whatever is held when the stream ends (an unclosed thought stays
 reasoning).
+
+The line breaks that only lay the tags out (right after `<think>`, right before `</think>`) are
+not part of the thought, as the providers' own apps show it: line breaks at the end of a piece of
+thought are held until what follows them says which they are.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from .events import Event, ReasoningDelta, TextDelta
 __all__ = ["ThinkTags", "partial_suffix"]
 
 _OPENERS = {"<think>": "</think>", "<thinking>": "</thinking>"}
+_LINE_BREAKS = "\r\n"
 
 State = Literal["start", "thinking", "after", "answer"]
 
@@ -29,6 +34,7 @@ class ThinkTags:
         self.state: State = "start"
         self._held = ""
         self._closer = ""
+        self._opened = False  # the thought has begun: no more line breaks to trim at its start
 
     def feed(self, events: Iterable[Event]) -> list[Event]:
         if self.state == "answer":  # the common case once decided: nothing to look at
@@ -91,13 +97,19 @@ class ThinkTags:
         return text
 
     def _thinking(self, text: str, out: list[Event]) -> str:
+        if not self._opened:
+            text = text.lstrip(_LINE_BREAKS)
+            self._opened = bool(text)
         end = text.find(self._closer)
         if end >= 0:
-            if end:
-                out.append(ReasoningDelta(text[:end]))
+            thought = text[:end].rstrip(_LINE_BREAKS)
+            if thought:
+                out.append(ReasoningDelta(thought))
             self.state = "after"
             return text[end + len(self._closer) :]
         keep = partial_suffix(text, self._closer)
+        before = text[: len(text) - keep]
+        keep += len(before) - len(before.rstrip(_LINE_BREAKS))
         if len(text) > keep:
             out.append(ReasoningDelta(text[: len(text) - keep]))
         self._held = text[len(text) - keep :]

@@ -10,6 +10,13 @@ showed last (`SharedLink.leaf`), so a later turn, or another version of a messag
 shown. A link opens while it is not revoked, its conversation and that message exist and its
 owner's account is active; every visit asks the database again (and the page is `no-store`),
 so a revoked link is gone at once.
+
+What a link shows is decided here, once, for the page and anything else that shows a link
+(`shown`): nothing of the owner's other conversations. A private tool's result (a search of
+them, `Tool.private`) is kept back, and so is every answer written after it in the branch, whose
+request held that result: such an answer is shown as a note saying so, not its text, reasoning,
+tool calls or media (a model quotes what it found: titles, snippets, IDs). An answer still being
+written is left out until it ends; audio and files are left out, saying so.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from typing import TYPE_CHECKING
 from django.http import Http404
 from django.utils import timezone
 
+from chatapp import tools
 from chatapp.conversations.tree import MessageTree, shown_path
 from chatapp.models import Conversation, Message, SharedLink
 
@@ -32,6 +40,7 @@ if TYPE_CHECKING:
 TOKEN_BYTES = 32
 # What `token_urlsafe(TOKEN_BYTES)` makes: 43 characters of the URL-safe base64 alphabet.
 TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{43}")
+LEFT_OUT = {"audio": "an audio clip", "file": "a file"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,9 +106,62 @@ def branch_keys(link: SharedLink) -> list[int]:
     return MessageTree(link.conversation_id).path(link.leaf_id)
 
 
-def branch(link: SharedLink) -> list[Message]:
-    """The messages the link shares, root first, each with its generation."""
-    return [item.message for item in shown_path(link.conversation, leaf_pk=link.leaf_id)]
+@dataclass(frozen=True, slots=True)
+class SharedMessage:
+    """A message of a link's branch as whatever shows the link shows it: `message` as stored,
+    and what of it is kept back."""
+
+    message: Message
+    position: int  # in the branch, from 1: the key of its images' URLs
+    writing: bool  # an answer still being written, left out until it ends
+    withheld: bool  # an answer written after a private tool's result: only a note, none of it
+    tool_calls: list[dict[str, object]]  # as stored, less the results of private tools
+    results_kept_back: bool  # a private tool's result, kept back from `tool_calls`
+    left_out: str  # the media it has that are not shared, in words ("" for none)
+
+
+def _private(call: dict[str, object]) -> bool:
+    tool = tools.registry().get(str(call.get("name")))
+    return tool is not None and tool.private and bool(call.get("result"))
+
+
+def _left_out(message: Message) -> str:
+    items = message.attachments if isinstance(message.attachments, list) else []
+    kinds = [item.get("kind") for item in items if isinstance(item, dict)]
+    words = [LEFT_OUT[kind] for kind in kinds if kind in LEFT_OUT]
+    if not words:
+        return ""
+    return f"Not included in shared links: {', '.join(words)} from the model."
+
+
+def shown(link: SharedLink) -> list[SharedMessage]:
+    """The messages the link shares, root first, each with its generation and what of it is
+    kept back (the module's docstring says what and why)."""
+    messages = [item.message for item in shown_path(link.conversation, leaf_pk=link.leaf_id)]
+    shared = []
+    after_private = False
+    for position, message in enumerate(messages, start=1):
+        generation = getattr(message, "generation", None)
+        writing = generation is not None and generation.is_running
+        withheld = after_private and message.role == Message.Role.ASSISTANT
+        stored = message.tool_calls if isinstance(message.tool_calls, list) else []
+        calls = [call for call in stored if isinstance(call, dict)]
+        kept_back = any(_private(call) for call in calls)
+        after_private = after_private or kept_back
+        calls = [{**call, "result": ""} if _private(call) else call for call in calls]
+        if withheld:
+            calls = []
+        left_out = "" if withheld else _left_out(message)
+        shared.append(
+            SharedMessage(message, position, writing, withheld, calls, kept_back, left_out)
+        )
+    return shared
+
+
+def shown_at(link: SharedLink, position: int) -> SharedMessage | None:
+    """The message at `position` (from 1) in what the link shows, or None past its ends."""
+    shared = shown(link)
+    return shared[position - 1] if 1 <= position <= len(shared) else None
 
 
 def links_of(user: User) -> list[OwnedLink]:

@@ -13,10 +13,15 @@ markdown-it links them only within one render). Code blocks get a language label
 button (`static/chatapp/answer_tools.js`); task lists render as disabled checkboxes, the
 sanitizer forcing `type="checkbox" disabled` (our rule, `_task_lists`: mdit-py-plugins' looked
 back through the whole document for each item's list, so 12,500 items took 42 s); footnote ids
-carry the `doc_id`, so two answers on one page do not share them.
+carry the `doc_id`, so two answers on one page do not share them. Blocks nested deeper than
+markdown-it parses (its `maxNesting`, past which it drops the rest of the answer) are kept as
+plain text under a note (`_too_deep`): text is never dropped.
 
 Rendering runs only in the render pool's processes, under its deadline (`pool.py`); an
 answer that runs out of it is shown by `plain_text_html`, marked, through the same sanitizer.
+So is one whose HTML would pass `MAX_HTML_RATIO` times its text (and `HTML_ALLOWANCE`): the
+final render is stored and sent with every view, and markup can multiply (5,000 references to one
+footnote, each given a link back, made 50 times the text).
 `RENDERER_VERSION` is kept with each stored render (`Message.html`): a change here that alters
 output bumps it, and stored answers are rendered again as they are next shown.
 """
@@ -30,6 +35,7 @@ import nh3
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import escapeHtml, unescapeAll
 from markdown_it.renderer import RendererHTML
+from markdown_it.rules_block.state_block import StateBlock
 from markdown_it.rules_core import block, normalize
 from markdown_it.rules_core.state_core import StateCore
 from markdown_it.token import Token
@@ -39,7 +45,7 @@ from mdit_py_plugins.footnote import footnote_plugin
 from chatapp.rendering.highlight import highlighted
 from gateway_client.events import Annotation
 
-RENDERER_VERSION = 2
+RENDERER_VERSION = 3
 
 
 def _highlight(code: str, language: str, attributes: str) -> str:
@@ -92,6 +98,47 @@ def _task_lists(state: StateCore) -> None:
 
 
 _md.core.ruler.after("inline", "task_lists", _task_lists)
+
+# A list opens two levels (the list, its item) before parsing what is inside, a quote one: a
+# block from this level on could reach `maxNesting`, where markdown-it drops everything after.
+MAX_DEPTH = _md.options["maxNesting"] - 2
+TOO_DEEP_NOTE = "Nested too deep to format: shown as text."
+
+
+def _too_deep(state: StateBlock, start: int, end: int, silent: bool) -> bool:
+    """A block at `MAX_DEPTH`, and what follows it in its container, kept as its text."""
+    if state.level < MAX_DEPTH:
+        return False
+    if silent:
+        return True
+    last = line = start
+    while line < end:
+        if not state.isEmpty(line):
+            if state.sCount[line] < state.blkIndent:
+                break  # the container has ended
+            last = line
+        line += 1
+    token = state.push("too_deep", "", 0)
+    token.block = True
+    token.map = [start, last + 1]
+    token.content = state.getLines(start, last + 1, state.blkIndent, False)
+    state.line = last + 1
+    return True
+
+
+_md.block.ruler.before("table", "too_deep", _too_deep)
+
+
+def _too_deep_text(
+    renderer: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    return (
+        f'<p class="render-fallback">{escapeHtml(TOO_DEEP_NOTE)}</p>\n'
+        f'<pre class="plain-text"><code>{escapeHtml(tokens[idx].content)}</code></pre>\n'
+    )
+
+
+_md.add_render_rule("too_deep", _too_deep_text)
 
 
 def _image_or_link(
@@ -353,14 +400,21 @@ def render_markdown(
         if not _DOC_ID.fullmatch(doc_id):
             raise ValueError(f"doc_id must be 1 to 32 letters or digits, not {doc_id!r}")
         env["docId"] = doc_id
-    return sanitize(_md.render(text, env))
+    html = sanitize(_md.render(text, env))
+    if len(html) > MAX_HTML_RATIO * len(text) + HTML_ALLOWANCE:
+        return plain_text_html(text, "too_large")
+    return html
 
+
+MAX_HTML_RATIO = 12  # characters of HTML per character of text; highlighted code makes about 10
+HTML_ALLOWANCE = 16_384  # characters, so that a short answer's markup is never counted against it
 
 PLAIN_TEXT_NOTES = {
     "deadline": "Shown as plain text: it took too long to format.",
     "crashed": "Shown as plain text: it could not be formatted.",
     "busy": "Shown as plain text: the server was too busy to format it.",
     "pending": "Shown as plain text while it is formatted: reload to see it formatted.",
+    "too_large": "Shown as plain text: formatted, it would be too large to keep.",
 }
 
 

@@ -48,6 +48,7 @@ class Tool(Protocol):
     about: str  # what the Tools control says it does, to the user, in a line
     description: str  # what the model is told it does
     parameters: dict[str, Any]  # JSON Schema of the arguments object
+    private: bool  # its results hold the user's other data, which a shared link does not show
 
     def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
         """The result as text for the model (JSON or prose); `ToolFailure` for a readable error."""

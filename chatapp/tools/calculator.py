@@ -354,6 +354,7 @@ class Calculator:
     name = "calculator"
     title = "Calculator"
     about = "Exact arithmetic, powers, roots, logarithms and trigonometry."
+    private = False
     description = (
         "Evaluates an arithmetic expression exactly (fractions stay exact): + - * / // % and ** "
         "or ^ for powers, parentheses, the constants pi, e and tau, and the functions "

@@ -34,6 +34,7 @@ class Clock:
     name = "current_time"
     title = "Date and time"
     about = "Today's date and the time now, in any time zone."
+    private = False
     description = (
         "The current date, time and weekday, in a time zone (the server's when none is given)."
     )

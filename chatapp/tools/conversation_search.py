@@ -41,6 +41,7 @@ class ConversationSearch:
     name = "search_conversations"
     title = "Search my conversations"
     about = "Finds what you discussed in your other conversations."
+    private = True
     description = (
         "Searches the user's other conversations with you (titles and messages) and returns the "
         "best matches: title, date, a snippet and the conversation id. Words match in any order; "

@@ -72,6 +72,9 @@ class ToolsField(forms.MultipleChoiceField):
         return [tool.name for tool in self.offered if tool.name in chosen]
 
 
+SYSTEM_PROMPT_PLACEHOLDER = "Optional, e.g. Answer briefly, in plain English."
+
+
 class AnswerSettingsForm(forms.Form):
     """The `AnswerSettings` fields; empty ones leave the value to the gateway."""
 
@@ -79,7 +82,7 @@ class AnswerSettingsForm(forms.Form):
         label="System prompt",
         required=False,
         max_length=MAX_MESSAGE_CHARS,
-        widget=forms.Textarea(attrs={"rows": 4, "placeholder": "None"}),
+        widget=forms.Textarea(attrs={"rows": 4, "placeholder": SYSTEM_PROMPT_PLACEHOLDER}),
         help_text="Sent before the conversation, as its system message.",
         error_messages={
             "max_length": f"The system prompt is too long (at most {MAX_MESSAGE_CHARS:,} "

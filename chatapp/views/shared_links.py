@@ -4,13 +4,14 @@ them; anyone with one reads that branch, signed in or not.
 The shared page is the conversation as the app renders it (each answer's stored final render,
 its reasoning and tool calls read-only) with nothing of the owner's beyond it: no costs or
 token counts, no error details from the gateway, no controls, no composer, no socket, and not
-what a search of the owner's other conversations found (the call is shown, its result is not).
+what a search of the owner's other conversations found, nor an answer that could quote it.
 It reads no session and sets no cookie, is `noindex` and `no-store`, and sends no referrer.
 Images are shown when they are safe to serve to anyone: an image stream's, whose bytes are a
 raster type read from them (served under the link, like the page), and raster `data:` images;
-an https image stays a link, as in the app. Audio and files are left out, and the page says so:
-they would be downloads of whatever the gateway sent, served from this site to anyone. An answer
-still being written is left out until it ends (the page has no socket to stream it), saying so.
+an https image stays a link, as in the app. What of the branch is kept back (the results of a
+private tool and the answers after one; audio and files, which would be downloads of whatever the
+gateway sent, served from this site to anyone; an answer still being written, as the page has no
+socket to stream it) is `conversations.shared_links.shown`'s rule, and the page says so.
 """
 
 from __future__ import annotations
@@ -25,26 +26,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST, require_safe
 
 from chatapp.conversations import shared_links
-from chatapp.models import Message, SharedLink
+from chatapp.models import SharedLink
 from chatapp.rendering import attachments
-from chatapp.tools import conversation_search
 
 if TYPE_CHECKING:
     from chatapp.views.authenticated import AuthenticatedRequest
-
-LEFT_OUT = {"audio": "an audio clip", "file": "a file"}
-
-
-@dataclass(frozen=True, slots=True)
-class SharedMessage:
-    """A message as the shared page shows it."""
-
-    message: Message
-    position: int  # in the branch, from 1: the key of its images' URLs
-    writing: bool  # an answer still being written, left out until it ends
-    left_out: str  # the media it has that are not shared, in words ("" for none)
-    tool_calls: list[dict[str, object]]  # as stored, less the results `_private` keeps back
-    results_kept_back: bool  # what a search of the owner's other conversations found
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,36 +40,6 @@ class CreatedLink:
     url: str
     link: SharedLink
     messages: int  # in the branch it shares
-
-
-def _private(call: dict[str, object]) -> bool:
-    """Whether the call's result is kept back: a search of the owner's other conversations found
-    titles and snippets of conversations they did not share."""
-    return call.get("name") == conversation_search.TOOL.name and bool(call.get("result"))
-
-
-def _left_out(message: Message) -> str:
-    items = message.attachments if isinstance(message.attachments, list) else []
-    kinds = [item.get("kind") for item in items if isinstance(item, dict)]
-    words = [LEFT_OUT[kind] for kind in kinds if kind in LEFT_OUT]
-    if not words:
-        return ""
-    return f"Not included in shared links: {', '.join(words)} from the model."
-
-
-def _shown(messages: list[Message]) -> list[SharedMessage]:
-    shown = []
-    for position, message in enumerate(messages, start=1):
-        generation = getattr(message, "generation", None)
-        writing = generation is not None and generation.is_running
-        stored = message.tool_calls if isinstance(message.tool_calls, list) else []
-        calls = [call for call in stored if isinstance(call, dict)]
-        kept_back = any(_private(call) for call in calls)
-        calls = [{**call, "result": ""} if _private(call) else call for call in calls]
-        shown.append(
-            SharedMessage(message, position, writing, _left_out(message), calls, kept_back)
-        )
-    return shown
 
 
 def _public[R: HttpResponseBase](response: R) -> R:
@@ -103,7 +59,7 @@ def shared_page(request: HttpRequest, token: str) -> HttpResponse:
     link = shared_links.live(token)
     if link is None:
         return _missing(request)
-    context = {"link": link, "token": token, "shared": _shown(shared_links.branch(link))}
+    context = {"link": link, "token": token, "shared": shared_links.shown(link)}
     return _public(render(request, "chatapp/shared/page.html", context))
 
 
@@ -112,7 +68,8 @@ def shared_image(request: HttpRequest, token: str, position: int, index: int) ->
     """An image stream's image in a shared answer, in the raster type its bytes say; a bare 404
     for anything else, with no page (and no cookie) of the app's."""
     link = shared_links.live(token)
-    message = _message_at(link, position) if link is not None else None
+    shown = shared_links.shown_at(link, position) if link is not None else None
+    message = shown.message if shown is not None and not shown.withheld else None
     generation = getattr(message, "generation", None)
     items = message.attachments if message and isinstance(message.attachments, list) else []
     item = items[index] if index < len(items) and isinstance(items[index], dict) else {}
@@ -125,13 +82,6 @@ def shared_image(request: HttpRequest, token: str, position: int, index: int) ->
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
     return _public(response)
-
-
-def _message_at(link: SharedLink, position: int) -> Message | None:
-    path = shared_links.branch_keys(link)
-    if not 1 <= position <= len(path):
-        return None
-    return Message.objects.select_related("generation").filter(pk=path[position - 1]).first()
 
 
 @login_required

@@ -76,3 +76,11 @@ def test_a_switch_left_from_a_tool_no_longer_built_in_says_so(admin_client_of: C
     ToolSwitch.objects.create(name="web_browser", enabled=False)
     page = admin_client_of.get(reverse(CHANGELIST)).text
     assert '<td class="field-title">(no longer built in)</td>' in page
+
+
+def test_the_admin_index_names_each_model_in_its_plural(admin_client_of: Client) -> None:
+    page = admin_client_of.get(reverse("admin:index")).content.decode()
+    names = re.findall(r'<th scope="row"[^>]*>\s*<a href="[^"]*"[^>]*>([^<]+)</a>', page)
+    assert "Chat defaults" in names
+    assert "Tool switches" in names
+    assert not [name for name in names if name.endswith(("ss", "chs"))], names

@@ -327,3 +327,17 @@ def test_default_tools_are_saved_and_a_new_chat_starts_with_them(alice: Any) -> 
     assert ("search_conversations", True) in tool_boxes(page)
     assert ChatDefaults.objects.get(user=alice).tools == ["search_conversations"]
     assert request_options.defaults_for(alice)["tools"] == ["search_conversations"]
+
+
+def test_the_system_prompt_invites_one_rather_than_saying_none(
+    alice: Any, conversation: Conversation
+) -> None:
+    client = signed_in(alice)
+    for page in (
+        client.get(reverse("chat:defaults")).text,
+        client.get(reverse("chat:conversation", args=[conversation.pk])).text,
+    ):
+        (placeholder,) = re.findall(
+            r'<textarea name="system_prompt"[^>]*placeholder="([^"]*)"', page
+        )
+        assert placeholder == "Optional, e.g. Answer briefly, in plain English."

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from chatapp.rendering.markdown import render_markdown
+from chatapp.rendering.markdown import TOO_DEEP_NOTE, render_markdown
 from chatapp.rendering.settle_steps import (
     _FENCE_START,
     MARKUP,
@@ -67,6 +67,12 @@ CORPUS = {
     "quote of blocks": "> p1\n>\n> p2\n>\n> - x\n> - y\n>\n> p3\n\nafter\n",
     "deeply nested": (
         "> > > - a\n> > >   - b\n> > >     > c\n> > > - d\n\n1. x\n   1. y\n      1. z\n"
+    ),
+    "lists nested past the parser's depth": (
+        "".join(f"{'  ' * n}- level {n}\n" for n in range(20)) + "- back out\n\nafter\n"
+    ),
+    "quotes nested past the parser's depth": (
+        "".join(f"{'>' * (n + 1)} level {n}\n" for n in range(20)) + "\nafter\n"
     ),
     "long paragraph": "".join(f"line {n} of it\n" for n in range(20)) + "\nnext\n",
     "long paragraph that turns setext": "".join(f"line {n}\n" for n in range(10)) + "===\n\nx\n",
@@ -120,6 +126,14 @@ def test_a_line_at_a_time_the_open_block_settles_piece_by_piece(name: str) -> No
     text = CORPUS[name]
     settler, _found = settle(text.splitlines(keepends=True))
     assert settler.html == render_markdown(text)
+
+
+def test_what_is_nested_past_the_parsers_depth_streams_as_text_under_a_note() -> None:
+    text = "".join(f"{'  ' * n}- word{n}\n" for n in range(20)) + "\nafter\n"
+    settler, _found = settle(text.splitlines(keepends=True))
+    assert TOO_DEEP_NOTE in settler.html
+    for word in [*(f"word{n}" for n in range(20)), "after"]:
+        assert word in settler.html, word
 
 
 def test_a_list_settles_item_by_item_into_one_list() -> None:

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import re
+from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
 from chatapp.rendering.highlight import MAX_CODE_CHARS, lexer_name, stylesheet
-from chatapp.rendering.markdown import ALLOWED_TAGS, doc_id_for, render_markdown, sanitize
+from chatapp.rendering.markdown import (
+    ALLOWED_TAGS,
+    HTML_ALLOWANCE,
+    MAX_HTML_RATIO,
+    PLAIN_TEXT_NOTES,
+    TOO_DEEP_NOTE,
+    doc_id_for,
+    render_markdown,
+    sanitize,
+)
 
 
 class Elements(HTMLParser):
@@ -311,3 +322,63 @@ def test_task_lists_render_as_the_plugin_rendered_them() -> None:
     text = "- [ ] a\n- [x] b *c*\n- [X] d\n- plain\n\n1. [ ] e\n   - [x] nested\n\n[ ] not a list\n"
     plugin = MarkdownIt("commonmark").use(tasklists_plugin).render(text)
     assert render_markdown(text) == sanitize(plugin)
+
+
+class Text(HTMLParser):
+    def __init__(self, html: str) -> None:
+        super().__init__()
+        self.parts: list[str] = []
+        self.feed(html)
+
+    def handle_data(self, data: str) -> None:
+        self.parts.append(data)
+
+    @property
+    def words(self) -> list[str]:
+        return " ".join(self.parts).split()
+
+
+DEEP = 20
+NESTED_PAST_THE_PARSERS_DEPTH = {
+    "lists": "".join(f"{'  ' * n}- word{n}\n" for n in range(DEEP)),
+    "quotes": "".join(f"{'>' * (n + 1)} word{n}\n" for n in range(DEEP)),
+    "ordered lists": "".join(f"{'   ' * n}1. word{n}\n" for n in range(DEEP)),
+    "quotes in lists": "".join(f"{'  ' * n}- > word{n}\n" for n in range(DEEP)),
+}
+
+
+@pytest.mark.parametrize("name", NESTED_PAST_THE_PARSERS_DEPTH)
+def test_blocks_nested_past_the_parsers_depth_are_kept_as_text_under_a_note(name: str) -> None:
+    text = NESTED_PAST_THE_PARSERS_DEPTH[name] + "\nThe end, and *after* it.\n"
+    html = render_markdown(text)
+    words = Text(html).words
+    for n in range(DEEP):
+        assert f"word{n}" in words, n
+    assert words[-5:] == ["The", "end,", "and", "after", "it."]
+    assert "<em>after</em>" in html  # what follows is formatted again
+    assert html.count(TOO_DEEP_NOTE) == 1
+    assert html.index(TOO_DEEP_NOTE) < html.index(f"word{DEEP - 1}")
+    assert "<li>word0" in html or "<p>word0</p>" in html  # the shallow levels are formatted
+
+
+def test_nesting_within_the_parsers_depth_has_no_note() -> None:
+    html = render_markdown("".join(f"{'  ' * n}- word{n}\n" for n in range(8)))
+    assert TOO_DEEP_NOTE not in html
+    assert html.count("<ul>") == 8
+
+
+def test_an_answer_whose_html_would_outgrow_its_text_is_kept_as_plain_text() -> None:
+    text = "See" + " and here[^1]" * 5_000 + ".\n\n[^1]: The one note.\n"
+    html = render_markdown(text, doc_id=doc_id_for(12345))
+    assert len(html) <= MAX_HTML_RATIO * len(text) + HTML_ALLOWANCE
+    assert PLAIN_TEXT_NOTES["too_large"] in html
+    code = re.search(r'<pre class="plain-text"><code>(.*)</code></pre>', html, re.S)
+    assert code is not None
+    assert unescape(code[1]) == text  # all of it
+
+
+def test_highlighted_code_is_not_counted_too_large() -> None:
+    text = "```python\n" + "x=a+b*(c-d)/e;y=[1,2,3]\n" * 2_000 + "```\n"
+    html = render_markdown(text)
+    assert PLAIN_TEXT_NOTES["too_large"] not in html
+    assert '<span class="k">' in html or '<span class="o">' in html

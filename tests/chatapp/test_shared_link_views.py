@@ -15,6 +15,8 @@ from django.urls import reverse
 from chatapp.models import Conversation, Generation, Message, SharedLink
 from chatapp.rendering import answer_html
 from chatapp.rendering.markdown import doc_id_for
+from chatapp.tools import conversation_search
+from chatapp.tools.base import ToolContext
 
 pytestmark = pytest.mark.django_db
 
@@ -328,14 +330,64 @@ def test_a_search_of_the_owners_other_conversations_is_shown_without_what_it_fou
             "result": "2026-12-02T15:00:00Z",
         },
     ]
-    answer = turn(conversation, "What did I say?", "You talked about it before.")
+    answer = turn(conversation, "What did I say?", "Let me look.")
     Message.objects.filter(pk=answer.pk).update(tool_calls=calls)
     page = Client().get(shared(client_for(alice), conversation)).content.decode()
     assert '<code class="tool-name">search_conversations</code>' in page
+    assert "Let me look." in page  # written before the search ran
     assert "salary talk" not in page
     assert "90k" not in page
-    assert "What the search of the owner's other conversations found is not shared." in page
+    assert "What the search of the owner's other conversations found is not shared" in page
     assert "2026-12-02T15:00:00Z" in page  # another tool's result is shown
+
+
+def test_no_answer_after_a_search_of_the_owners_other_conversations_is_shared(
+    alice: Any,
+) -> None:
+    private = Conversation.objects.create(user=alice, title="Quitting over the salary cut")
+    turn(private, "Draft my resignation", "Dear board, the salary cut leaves me no choice.")
+    conversation = Conversation.objects.create(user=alice, title="Recall")
+    searching = turn(conversation, "What did I say about my salary?", "Let me look.")
+    context = ToolContext(alice.pk, conversation.pk)
+    found = conversation_search.TOOL.run({"query": "salary"}, context)
+    assert private.title in found  # what the model was sent
+    assert f'"conversation_id":{private.pk}' in found
+    call = {"index": 0, "id": "call_1", "name": "search_conversations", "arguments": "{}"}
+    Message.objects.filter(pk=searching.pk).update(
+        tool_calls=[{**call, "status": "done", "result": found}]
+    )
+    quoting = f"In “{private.title}” (#{private.pk}) you wrote: “the salary cut leaves me”."
+    round_2 = Message.objects.create(
+        conversation=conversation, role=Message.Role.ASSISTANT, parent=searching, content=quoting
+    )
+    answer_html.keep(round_2, answer_html.render_answer_sync(quoting, [], doc_id_for(round_2.pk)))
+    round_2.save()
+    Generation.objects.create(
+        message=round_2,
+        conversation=conversation,
+        model="emulator/tools",
+        status=Generation.Status.COMPLETED,
+        tool_round=2,
+    )
+    # A later turn's request holds the search's result too.
+    turn(conversation, "Say it again", f"It was “{private.title}”.", after=round_2)
+    image = {"kind": "image", "media_type": "image/png", "filename": "a.png", "data": PNG}
+    Message.objects.filter(pk__in=[searching.pk, round_2.pk]).update(attachments=[image])
+    owner = client_for(alice)
+    owners_page = owner.get(reverse("chat:conversation", args=[conversation.pk])).content.decode()
+    assert private.title in owners_page  # the control: the owner sees it all
+
+    page = Client().get(shared(owner, conversation)).content.decode()
+    assert private.title not in page
+    assert "salary cut" not in page
+    assert f"#{private.pk}" not in page
+    assert page.count("Not shared: this answer was written after a search of the owner") == 2
+    assert "What did I say about my salary?" in page  # the owner's own questions are shared
+    assert "Say it again" in page
+    assert "Let me look." in page
+    path = shared(owner, conversation)
+    assert Client().get(f"{path}images/2/0/").status_code == 200  # before the search ran
+    assert Client().get(f"{path}images/3/0/").status_code == 404
 
 
 def test_what_went_wrong_is_said_without_the_gateways_words(alice: Any) -> None:

@@ -34,7 +34,7 @@ def turn(
 
 
 def texts(link: SharedLink) -> list[str]:
-    return [message.content for message in shared_links.branch(link)]
+    return [item.message.content for item in shared_links.shown(link)]
 
 
 def test_a_token_is_256_random_bits_and_only_its_digest_is_kept(alice: Any) -> None:
@@ -151,3 +151,24 @@ def test_the_owner_lists_their_links_with_the_length_of_each_branch(alice: Any, 
     shared_links.create(bob, theirs.pk, None)
     listed = shared_links.links_of(alice)
     assert [(item.link, item.messages) for item in listed] == [(long, 4), (short, 2)]
+
+
+def test_a_private_tools_result_is_kept_back_and_every_answer_after_it(alice: Any) -> None:
+    conversation = Conversation.objects.create(user=alice)
+    timed = turn(conversation, "Time?", "Noon.")
+    clock = {"name": "current_time", "status": "done", "result": "12:00"}
+    Message.objects.filter(pk=timed.pk).update(tool_calls=[clock])
+    searched = turn(conversation, "What did I say?", "Let me look.", after=timed)
+    search = {"name": "search_conversations", "status": "done", "result": '{"results": []}'}
+    Message.objects.filter(pk=searched.pk).update(tool_calls=[search, clock])
+    turn(conversation, "Again?", "As found.", after=searched)
+    link = shared_links.create(alice, conversation.pk, None).link
+    shown = shared_links.shown(link)
+    assert [item.withheld for item in shown] == [False, False, False, False, False, True]
+    assert [item.results_kept_back for item in shown] == [False, False, False, True, False, False]
+    assert shown[1].tool_calls == [clock]  # another tool's result is shown
+    assert shown[3].tool_calls == [{**search, "result": ""}, clock]
+    assert shown[5].tool_calls == []
+    assert shared_links.shown_at(link, 6) == shown[5]
+    assert shared_links.shown_at(link, 7) is None
+    assert shared_links.shown_at(link, 0) is None

@@ -41,6 +41,11 @@ CASES = [
     ("<thin ice is thin", "<thin ice is thin", ""),
     ("<b>bold</b> start", "<b>bold</b> start", ""),
     ("<think>x</thinking> y </think>z", "z", "x</thinking> y "),
+    # The tags' own line breaks are not the thought's; those within it are.
+    ("<think>\nWeigh it.\n</think>\n\nThe answer.", "The answer.", "Weigh it."),
+    ("<think>\r\n\r\nA\n\nB \r\n\n</think>Yes.", "Yes.", "A\n\nB "),
+    ("<think>\n\n</think>Straight on.", "Straight on.", ""),
+    ("<think>\nunclosed\n", "", "unclosed\n"),
 ]
 
 
@@ -68,6 +73,14 @@ def test_text_is_held_only_while_it_may_be_a_tag() -> None:
     assert tags.feed([TextDelta(" see</th")]) == [ReasoningDelta(" see")]
     assert tags.feed([TextDelta("ink>Answer")]) == [TextDelta("Answer")]
     assert tags.state == "answer"
+
+
+def test_line_breaks_in_the_thought_are_held_only_until_more_of_it_comes() -> None:
+    tags = ThinkTags()
+    assert tags.feed([TextDelta("<think>\n")]) == []
+    assert tags.feed([TextDelta("One.\n\n")]) == [ReasoningDelta("One.")]
+    assert tags.feed([TextDelta("Two.\n</thi")]) == [ReasoningDelta("\n\nTwo.")]
+    assert tags.feed([TextDelta("nk>\nAnswer")]) == [TextDelta("Answer")]
 
 
 def test_other_events_keep_their_place_after_held_text() -> None:
