@@ -103,8 +103,9 @@ class Choice:
 
 
 def choose_answer(user: User, message_pk: int) -> Choice:
-    """Choose the user's answer `message_pk` from the comparison it is in: it becomes the leaf
-    and the comparison ends. A 404 for an answer that is in none (any more)."""
+    """Choose the user's answer `message_pk` from the comparison it is in: it becomes the leaf,
+    its model the conversation's, and the comparison ends. A 404 for an answer that is in none
+    (any more)."""
     with transaction.atomic():
         answer = _own_message(user, message_pk, Message.Role.ASSISTANT)
         # Locked as a turn locks it, so a follow-up goes on from this choice or comes first.
@@ -113,7 +114,10 @@ def choose_answer(user: User, message_pk: int) -> Choice:
             raise Http404("No such comparison.")
         conversation.current_leaf_id = MessageTree(conversation.pk).newest_below(answer.pk)
         conversation.comparing = None
-        conversation.save(update_fields=["current_leaf", "comparing"])
+        # The follow-up goes to the model chosen, as the picker then shows.
+        generation = Generation.objects.get(message=answer)
+        conversation.gateway_id, conversation.model = generation.gateway_id, generation.model
+        conversation.save(update_fields=["current_leaf", "comparing", "gateway", "model"])
         others = Generation.objects.filter(
             message__parent_id=answer.parent_id, status=Generation.Status.STREAMING
         ).exclude(message_id=answer.pk)

@@ -12,6 +12,7 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 from django.views.decorators.http import require_POST
+from django_htmx.http import trigger_client_event
 
 from chatapp.conversations.comparison import (
     MAX_MODELS,
@@ -22,6 +23,7 @@ from chatapp.conversations.comparison import (
 )
 from chatapp.conversations.tree import shown_path
 from chatapp.conversations.turns import NewerMessages, TurnError
+from chatapp.gateways.catalog import choice_value
 from chatapp.models import Generation
 from chatapp.streaming import persistence, stopping, worker
 from chatapp.views import chat
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
     from chatapp.views.authenticated import AuthenticatedRequest
 
 NOT_CHAT = "Only chat models can be compared; {model} makes images."
+MODEL_CHOSEN = "chat:model-chosen"  # the event the page is sent with the chosen answer's model
 NO_FILES = "Files go to one model at a time: remove the attached files, or the models to compare."
 
 
@@ -93,5 +96,11 @@ async def choose(request: AuthenticatedRequest, pk: int) -> HttpResponse:
 
 
 def _chosen_branch(request: HttpRequest, chosen: Choice) -> HttpResponse:
-    path = shown_path(chosen.conversation, leaf_pk=chosen.leaf_pk, since_pk=chosen.question_pk)
-    return render(request, "chatapp/_messages.html", {"chat_messages": path})
+    conversation = chosen.conversation
+    path = shown_path(conversation, leaf_pk=chosen.leaf_pk, since_pk=chosen.question_pk)
+    response = render(request, "chatapp/_messages.html", {"chat_messages": path})
+    if conversation.gateway_id is None:
+        return response
+    # The picker shows the model chosen, which the follow-up goes to (compare.js).
+    value = choice_value(conversation.gateway_id, conversation.model)
+    return trigger_client_event(response, MODEL_CHOSEN, {"value": value})

@@ -66,3 +66,14 @@ document.addEventListener("htmx:afterRequest", (event) => {
   if (event.detail.xhr.getResponseHeader("HX-Retarget") === "#composer-error") return;
   if (form.isConnected) clear(form);
 });
+
+// "Continue with this": the conversation goes on with the chosen answer's model, so the picker
+// shows it (the server names it: views/comparison.py). A model no longer listed is left alone.
+document.addEventListener("chat:model-chosen", (event) => {
+  const picker = document.getElementById("model");
+  const value = event.detail?.value;
+  if (!picker || typeof value !== "string" || picker.value === value) return;
+  if (![...picker.options].some((option) => option.value === value)) return;
+  picker.value = value;
+  picker.dispatchEvent(new Event("change", { bubbles: true }));
+});

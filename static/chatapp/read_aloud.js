@@ -172,11 +172,15 @@ function show(state) {
   if (!button) return;
   button.dataset.reading = state;
   button.textContent = "Stop reading";
+  const shown = controlsOf(button, false) !== null;
   const controls = controlsOf(button);
   const pause = controls.querySelector(".read-aloud-pause");
   pause.textContent = state === "paused" ? "Resume" : "Pause";
   position();
   say(button, { loading: "Loading the audio…", paused: "Paused." }[state] || "");
+  // New under the last answer, they would be below the messages' visible end (the note above
+  // may have made the footer taller too): brought into view once, as they appear.
+  if (!shown) controls.scrollIntoView({ block: "nearest" });
 }
 
 function reset(button) {

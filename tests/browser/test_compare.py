@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from tests.waiting import poll
+
 from .conftest import choose_model, content, screenshots, wait_for_more_text
 
 pytestmark = [pytest.mark.browser]
@@ -121,3 +123,73 @@ def test_at_most_three_models_and_each_can_be_taken_away(alice: Any) -> None:
     expect(alice.get_by_label("Model 3", exact=True)).to_have_count(0)
     expect(alice.get_by_label("Model 2", exact=True)).to_be_visible()  # the one left is renumbered
     expect(add).to_be_visible()
+
+
+# Whether each of the composer's pickers shows the whole name of its model, and each remove button
+# can be pressed where it is: inside the screen and not under anything.
+PICKERS_WHOLE = """() => {
+    const measure = document.createElement("canvas").getContext("2d");
+    return [...document.querySelectorAll("#composer .picker-row select:is(#model, [name=compare])")]
+        .map((select) => {
+            const style = getComputedStyle(select);
+            measure.font = style.font;
+            const text = measure.measureText(select.selectedOptions[0].text).width;
+            const room = select.clientWidth - parseFloat(style.paddingLeft)
+                - parseFloat(style.paddingRight) - 20;  // the arrow's part
+            return {label: select.getAttribute("aria-label") || "Model", whole: room >= text};
+        });
+}"""
+REMOVE_REACHABLE = """() => [...document.querySelectorAll("#composer .remove-compare")].map(el => {
+    const box = el.getBoundingClientRect();
+    const x = box.left + box.width / 2, y = box.top + box.height / 2;
+    return box.left >= 0 && box.right <= innerWidth && box.width > 0
+        && document.elementFromPoint(x, y) === el;
+})"""
+
+
+@pytest.mark.parametrize("size", ["desktop", "phone"])
+def test_the_added_pickers_show_their_models_names_and_their_x_on_screen(
+    alice: Any, size: str
+) -> None:
+    width, height = {"desktop": (1280, 800), "phone": (390, 844)}[size]
+    alice.set_viewport_size({"width": width, "height": height})
+    choose_model(alice, "emulator/echo")
+    add = alice.get_by_role("button", name="+ Compare")
+    add.click()
+    add.click()
+    expect(alice.get_by_label("Model 3", exact=True)).to_be_visible()
+    assert alice.evaluate(PICKERS_WHOLE) == [
+        {"label": label, "whole": True} for label in ("Model", "Model 2", "Model 3")
+    ]
+    assert alice.evaluate(REMOVE_REACHABLE) == [True, True]
+    screenshots(alice, f"compare-pickers-{size}")
+    alice.get_by_role("button", name="Stop comparing model 3").click()
+    expect(alice.get_by_label("Model 3", exact=True)).to_have_count(0)
+
+
+def test_continue_with_this_puts_the_chosen_answers_model_in_the_picker(
+    alice: Any, received: list[dict[str, Any]]
+) -> None:
+    choose_model(alice, "emulator/echo")
+    compare_with(alice, "emulator/chat")
+    alice.get_by_label("Message").fill("Which of you is better?")
+    alice.get_by_label("Message").press("Enter")
+    expect(alice).to_have_url(re.compile(r"/c/\d+/$"))
+    chat = columns(alice).nth(1)
+    expect(chat.locator(".meta")).to_contain_text("emulator/chat")
+    for answer in (columns(alice).nth(0), chat):
+        expect(answer).to_have_attribute("data-status", "completed")
+    picker = alice.get_by_label("Model", exact=True)
+    expect(picker).to_have_value(re.compile(":emulator/echo$"))  # the first column's, so far
+
+    chat.get_by_role("button", name="Continue with this").click()
+    expect(alice.locator(".comparison")).to_have_count(0)
+    expect(picker).to_have_value(re.compile(":emulator/chat$"))
+    received.clear()
+    alice.get_by_label("Message").fill("And then?")
+    alice.get_by_label("Message").press("Enter")
+    expect(alice.locator("#messages > article.assistant")).to_have_count(2)
+    poll(lambda: received, what="the follow-up's request")
+    assert [body["model"] for body in received] == ["emulator/chat"]
+    alice.reload()  # as the server has it: the conversation's model is the one chosen
+    expect(alice.get_by_label("Model", exact=True)).to_have_value(re.compile(":emulator/chat$"))

@@ -255,3 +255,39 @@ def test_a_stored_read_aloud_played_again_shows_its_total_and_seeks(
     alice.wait_for_function("() => document.getElementById('read-aloud-player').currentTime < 1")
     expect(position).to_have_text("0:00 / 0:30")
     assert len(speech_records(paced_emulator, before)) == 1, "played again for free"
+
+
+# Whether `el` is whole in the messages' visible part (which is inside the window) and the
+# topmost thing at its centre and near its bottom edge: nothing covers or clips it.
+IN_VIEW_ON_TOP = """(el) => {
+  const box = el.getBoundingClientRect();
+  const seen = document.getElementById("messages").getBoundingClientRect();
+  const on = (y) => {
+    const hit = document.elementFromPoint(box.left + box.width / 2, y);
+    return hit === el || el.contains(hit);
+  };
+  return box.top >= seen.top && box.bottom <= seen.bottom && seen.bottom <= innerHeight
+    && box.left >= 0 && box.right <= innerWidth
+    && on(box.top + box.height / 2) && on(box.bottom - 2);
+}"""
+
+
+@pytest.mark.parametrize("size", ["desktop", "phone"])
+def test_pause_and_the_slider_come_into_view_above_the_composer(
+    alice: Any, speech: Callable[[str], None], size: str
+) -> None:
+    width, height = {"desktop": (1280, 800), "phone": (390, 844)}[size]
+    alice.set_viewport_size({"width": width, "height": height})
+    speech("emulator/audio")
+    answer = send(alice, LONG_WORDS, "emulator/echo")  # taller than the messages' box
+    expect(answer).to_have_attribute("data-status", "completed", timeout=30_000)
+    read = answer.get_by_role("button", name="Read aloud")
+    alice.wait_for_function(IN_VIEW_ON_TOP, arg=read.element_handle())  # the end is in view
+    read.click()
+    pause = answer.get_by_role("button", name="Pause")
+    seek = answer.get_by_role("slider", name="Position in the reading")
+    for control in (pause, seek):
+        alice.wait_for_function(IN_VIEW_ON_TOP, arg=control.element_handle())
+    screenshots(alice, f"read-aloud-controls-{size}")
+    answer.get_by_role("button", name="Stop reading").click()
+    expect(answer.locator(".read-aloud-controls")).to_have_count(0)

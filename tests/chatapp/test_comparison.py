@@ -97,6 +97,8 @@ def test_choosing_an_answer_makes_it_the_leaf_and_the_others_its_versions(alice:
     assert chosen.still_running == [(started[2].generation.pk, OWNER)]
     conversation = Conversation.objects.get()
     assert conversation.comparing is None
+    assert conversation.model == "emulator/echo", "a follow-up goes to the model chosen"
+    assert conversation.gateway_id == started[1].generation.gateway_id
     path = shown_path(conversation)
     assert path[-1].message.pk == started[1].assistant.pk
     assert path[-1].compared == ()
