@@ -10,10 +10,9 @@ whose upstream request leaves before its rows are written (a new chat's, a follo
 against the rows alone, 45 sends at once all passed the check before any was written, the
 gateway got 45 requests (each a paid prompt), and only the first 30 were recorded. Admissions
 are per process: the shipped nginx sends a user's requests to one process (`deploy/nginx.py`).
-Chat answers,
-images and read alouds count (a read aloud bills like an answer: leaving them out let a user
-start read alouds without end), and only the first round of a turn (a turn that calls tools makes
-more, which the user did not ask for one by one).
+Chat answers, images and read alouds count (a read aloud bills like an answer: leaving them out
+let a user start read alouds without end), and only the first round of a turn (a turn that calls
+tools makes more, which the user did not ask for one by one).
 """
 
 from __future__ import annotations

@@ -44,18 +44,11 @@ PUSH_INTERVAL = 1.0  # seconds: one user's spend is rendered at most this often
 
 
 @dataclass(slots=True)
-class _Push:
-    """A user's next push: every cost settled before it starts rendering is in it."""
-
-    task: asyncio.Task[None] | None = None
-    started: bool = False
-
-
-@dataclass(slots=True)
 class _Pushes:
-    """One event loop's pushes: the one waiting per user, and when each user's last started."""
+    """One event loop's pushes: the one waiting to start per user (every cost settled before it
+    starts rendering is in it), and when each user's last started."""
 
-    waiting: dict[int, _Push] = field(default_factory=dict)
+    waiting: dict[int, asyncio.Task[None]] = field(default_factory=dict)
     last: dict[int, float] = field(default_factory=dict)
 
     def forget_older_than(self, when: float) -> None:
@@ -102,23 +95,19 @@ async def cost_settled(user_pk: int) -> None:
     if pushes is None:
         pushes = _loops[loop] = _Pushes()
     push = pushes.waiting.get(user_pk)
-    if push is None or push.started:
-        push = pushes.waiting[user_pk] = _Push()
-        push.task = loop.create_task(_push(pushes, user_pk, push))
-        _tasks.add(push.task)
-        push.task.add_done_callback(_tasks.discard)
-    assert push.task is not None
-    await asyncio.shield(push.task)
+    if push is None:
+        push = pushes.waiting[user_pk] = loop.create_task(_push(pushes, user_pk))
+        _tasks.add(push)
+        push.add_done_callback(_tasks.discard)
+    await asyncio.shield(push)
 
 
-async def _push(pushes: _Pushes, user_pk: int, push: _Push) -> None:
+async def _push(pushes: _Pushes, user_pk: int) -> None:
     loop = asyncio.get_running_loop()
     wait = pushes.last.get(user_pk, -PUSH_INTERVAL) + PUSH_INTERVAL - loop.time()
     if wait > 0:
         await asyncio.sleep(wait)
-    push.started = True  # a cost settled from now on may be missed by this render: a new push
-    if pushes.waiting.get(user_pk) is push:
-        del pushes.waiting[user_pk]
+    del pushes.waiting[user_pk]  # a cost settled from now on may be missed: a push of its own
     now = loop.time()
     pushes.forget_older_than(now - PUSH_INTERVAL)
     pushes.last[user_pk] = now
