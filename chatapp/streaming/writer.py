@@ -95,8 +95,8 @@ def _write(rows: list[PartialRow]) -> None:
                 for row in rows
             ],
         )
-        changed = [row for row in rows if row.text is not None]
-        if not changed:
+        texts = [(row.message_pk, row.text) for row in rows if row.text is not None]
+        if not texts:
             return
         tool_calls = _column(Message, "tool_calls")
         cursor.executemany(
@@ -108,12 +108,11 @@ def _write(rows: list[PartialRow]) -> None:
                     content,
                     reasoning,
                     tool_calls.get_db_prep_value(calls, connection),
-                    row.message_pk,
-                    row.message_pk,
+                    message_pk,
+                    message_pk,
                     STREAMING,
                 )
-                for row in changed
-                for content, reasoning, calls in [row.text or ("", "", [])]
+                for message_pk, (content, reasoning, calls) in texts
             ],
         )
 
