@@ -51,6 +51,9 @@ def nginx_config(directory: Path, port: int, upstreams: Sequence[int], static_ro
     temp = directory / "nginx-temp"
     mime = f"include {MIME_TYPES};" if MIME_TYPES.exists() else "types { text/css css; }"
     brotli = BROTLI_STATIC.exists()
+    # Each open tab holds a websocket and a keep-alive connection, each with its upstream twin: at
+    # 512 connections nginx dropped page loads of a 400-tab crowd (`benchmarks load
+    # --processes 2 --concurrency 400` could not start).
     return f"""\
 {f"load_module {BROTLI_STATIC};" if brotli else ""}
 daemon off;
@@ -58,7 +61,8 @@ daemon off;
 worker_processes 1;
 pid {directory}/nginx.pid;
 error_log {directory}/nginx-error.log warn;
-events {{ worker_connections 512; }}
+worker_rlimit_nofile 8192;
+events {{ worker_connections 4096; }}
 http {{
     {mime}
     default_type application/octet-stream;
