@@ -17,7 +17,9 @@ string) is skipped and the rest of the list stands.
 Whether a model answers chats is derived (`ModelInfo.chat`) from what its gateway said, in order:
 LiteLLM's `mode`, then OpenRouter-style `architecture.output_modalities` (OpenRouter, Numes,
 llama.cpp), then, where neither is given (vLLM, Ollama), the id's words (`nomic-embed-text`,
-`bge-reranker-v2-m3`, `whisper-1`, `dall-e-3`): a list of ids is all those servers give.
+`bge-reranker-v2-m3`, `whisper-1`, `dall-e-3`): a list of ids is all those servers give. An
+entry may also say a chat model is kept for one job (`ModelInfo.purpose`: the emulator's title
+model), which the app's picker leaves out.
 """
 
 from __future__ import annotations
@@ -89,6 +91,10 @@ class ModelInfo:
     provider: str | None = None
     """The provider behind the route as the gateway names it (LiteLLM's `litellm_provider`);
     None: only an id's prefix (`openai/gpt-4o`) can tell."""
+    purpose: str | None = None
+    """The one job the entry says the model is for, lower-case, where it is narrower than what
+    it makes: the emulator lists `"title"` for its model that writes conversations' titles from
+    a fixed prompt (no gateway known says one); None: it does not say."""
 
     @property
     def chat(self) -> bool:
@@ -125,6 +131,7 @@ class _Entry(msgspec.Struct):
     pricing: _Pricing | None = None
     architecture: _Architecture | None = None
     mode: _Text = None  # LiteLLM's `/v1/models` says it where it knows
+    purpose: _Text = None  # the emulator's
 
 
 class _Bare(msgspec.Struct):
@@ -195,6 +202,7 @@ def _model_info(raw: msgspec.Raw) -> ModelInfo | None:
         tuple(m.lower() for m in architecture.output_modalities),
         tuple(m.lower() for m in architecture.input_modalities),
         _lower(entry.mode),
+        purpose=_lower(entry.purpose),
     )
 
 

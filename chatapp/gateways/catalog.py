@@ -1,12 +1,18 @@
 """The model picker: every gateway's models, listed briefly cached, and the check that a turn's
 model is one its gateway offers.
 
-The picker offers what answers a turn: chat models (`ModelInfo.chat`: not an embedding, rerank,
-speech, moderation or image-only route) and the image models the gateway serves `POST /images`
-for (`image_models`); a turn's model is checked against the same rule (`listed_models`). Labels
-are the gateway's names where it gives them, else ids; a gateway whose models come from more
-than one provider (LiteLLM's `litellm_provider`, else an id's prefix: `openai/gpt-4o`,
-`Qwen/Qwen2.5-7B-Instruct`) has a group per provider, "Gateway · provider", and an id's prefix
+A turn may be answered by a chat model (`ModelInfo.chat`: not an embedding, rerank, speech,
+moderation or image-only route) or made by an image model the gateway serves `POST /images` for
+(`image_models`); a turn's model is checked against that rule (`listed_models`). The picker
+groups them by what they do, as the gateway's `/models` entries say: chat models, then the image
+models in a section of their own ("Gateway · images"); a chat model listed for one job only
+(`ModelInfo.purpose`: the emulator's title model) is left out, unless it is the model a shown
+conversation already uses (`catalog(in_use=...)`), which stays selectable. A model that answers a
+chat with audio (the emulator's `emulator/audio`, also its speech model) is a chat model.
+
+Labels are the gateway's names where it gives them, else ids; a gateway whose chat models come
+from more than one provider (LiteLLM's `litellm_provider`, else an id's prefix: `openai/gpt-4o`,
+`Qwen/Qwen2.5-7B-Instruct`) has a section per provider, "Gateway · provider", and an id's prefix
 is dropped from its label there.
 """
 
@@ -127,7 +133,8 @@ async def _fetch_models(config: GatewayConfig) -> tuple[list[ModelInfo], str | N
 
 
 async def listed_models(config: GatewayConfig, model: str) -> list[ModelInfo]:
-    """The gateway's models, when they list `model` as the picker offers it (`offered`); else
+    """The gateway's models, when they list `model` as one that answers a turn (`answers_turns`:
+    one the picker leaves out for its purpose does, so a conversation on it goes on); else
     `ModelUnavailable` in words. A turn with a model the gateway does not list is refused, not
     sent: it would reach the ledger under any name a user typed; one listed as no chat model
     (an embedding route) would only fail upstream. When the list cannot be read the turn is
@@ -136,7 +143,7 @@ async def listed_models(config: GatewayConfig, model: str) -> list[ModelInfo]:
     models, error = await list_models(config)
     wanted = _without_emulator_options(config, model)
     found = [info for info in models if info.id == wanted]
-    if any(offered(config, info) for info in found):
+    if any(answers_turns(config, info) for info in found):
         return models
     if found:
         info = found[0]
@@ -174,9 +181,14 @@ def takes_images(config: GatewayConfig, model: str) -> bool:
     return any(info.id == wanted and "image" in info.input_modalities for info in models)
 
 
-def offered(config: GatewayConfig, info: ModelInfo) -> bool:
-    """Whether the picker offers `info`: a chat model, or an image model `config` serves."""
+def answers_turns(config: GatewayConfig, info: ModelInfo) -> bool:
+    """Whether a turn may go to `info`: a chat model, or an image model `config` serves."""
     return info.chat or generates_images(config, info)
+
+
+def offered(config: GatewayConfig, info: ModelInfo) -> bool:
+    """Whether the picker offers `info`: one that answers turns and is listed for no one job."""
+    return answers_turns(config, info) and info.purpose is None
 
 
 def wants_tools(info: ModelInfo) -> bool:
@@ -194,19 +206,31 @@ def provider_of(info: ModelInfo) -> str:
     return info.provider or (prefix if slash and prefix and rest else "")
 
 
-def sections_for(config: GatewayConfig, models: list[ModelInfo]) -> list[ModelSection]:
-    """The picker's sections for `config`'s offered `models` (see the module)."""
-    shown = [info for info in models if offered(config, info)]
-    providers = {provider_of(info) for info in shown}
-    if len(providers) <= 1:
-        return (
-            [ModelSection(config.name, _choices(config, shown, by_provider=False))] if shown else []
-        )
+def sections_for(
+    config: GatewayConfig, models: list[ModelInfo], in_use: str = ""
+) -> list[ModelSection]:
+    """The picker's sections for `config`'s offered `models`, and `in_use` where it answers
+    turns (see the module)."""
+    shown = [
+        info
+        for info in models
+        if offered(config, info) or (info.id == in_use and answers_turns(config, info))
+    ]
+    images = [info for info in shown if generates_images(config, info)]
+    chats = [info for info in shown if not generates_images(config, info)]
     sections = []
-    for provider in sorted(providers, key=str.lower):  # "" (none named) first
-        of_provider = [info for info in shown if provider_of(info) == provider]
-        label = f"{config.name} · {provider}" if provider else config.name
-        sections.append(ModelSection(label, _choices(config, of_provider, by_provider=True)))
+    providers = {provider_of(info) for info in chats}
+    if len(providers) <= 1:
+        if chats:
+            sections.append(ModelSection(config.name, _choices(config, chats, by_provider=False)))
+    else:
+        for provider in sorted(providers, key=str.lower):  # "" (none named) first
+            of_provider = [info for info in chats if provider_of(info) == provider]
+            label = f"{config.name} · {provider}" if provider else config.name
+            sections.append(ModelSection(label, _choices(config, of_provider, by_provider=True)))
+    if images:
+        label = f"{config.name} · images"
+        sections.append(ModelSection(label, _choices(config, images, by_provider=False)))
     return sections
 
 
@@ -233,15 +257,23 @@ def _choices(
     return sorted(choices, key=lambda choice: choice.label.lower())
 
 
-async def catalog() -> list[GatewayModels]:
+async def catalog(in_use: tuple[int | None, str] | None = None) -> list[GatewayModels]:
     """The model picker: every usable enabled gateway's models, the default gateway first; a
     gateway that is down, or a row that cannot be used (`configs.unusable`), is a group with its
-    reason, and the others still work."""
+    reason, and the others still work. `in_use`, the (gateway pk, None for the default, model)
+    of the conversation shown, is offered on its gateway even where it would be left out."""
     found, default_pk = await aconfigs()
     ordered = sorted(found.values(), key=lambda c: (c.pk != default_pk, c.name.lower()))
     listed = await asyncio.gather(*(list_models(config) for config in ordered))
     broken = sorted(unusable(), key=lambda config: config.name.lower())
+    used_pk, used_model = in_use or (None, "")
     return [
-        GatewayModels(config, sections_for(config, models), error)
+        GatewayModels(
+            config,
+            sections_for(
+                config, models, used_model if (used_pk or default_pk) == config.pk else ""
+            ),
+            error,
+        )
         for config, (models, error) in zip(ordered, listed, strict=True)
     ] + [GatewayModels(config, [], f"Not usable: {config.unusable}.") for config in broken]

@@ -164,11 +164,18 @@ async def home(request: AuthenticatedRequest) -> HttpResponse:
     return await sync_to_async(_page)(request, None, await catalog())
 
 
+def _in_use(user: User, pk: int) -> tuple[int | None, str] | None:
+    """The gateway and model conversation `pk` uses: its picker offers them even where they are
+    left out of others' (a model listed for titles only, `catalog`)."""
+    return Conversation.objects.filter(pk=pk, user=user).values_list("gateway_id", "model").first()
+
+
 @login_required
 @require_GET
 async def conversation_page(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     sweep.ensure_sweeper()
-    return await sync_to_async(_page)(request, pk, await catalog())
+    in_use = await sync_to_async(_in_use)(request.user, pk)
+    return await sync_to_async(_page)(request, pk, await catalog(in_use))
 
 
 def _composer_error(request: HttpRequest, refused: BaseException) -> HttpResponse:
@@ -384,7 +391,7 @@ async def turn_response(
         response = await sync_to_async(_page)(
             request,
             started.conversation.pk,
-            await catalog(),
+            await catalog((started.conversation.gateway_id, started.conversation.model)),
             "chatapp/_new_conversation.html",
             sidebar=False,  # the fragment adds the one new entry
             image_count=images,

@@ -244,8 +244,10 @@ class EmulatorApp:
             }
             reasoning = dialect.reasoning_field is not None and name in ("reasoning", "length")
             inputs = ["text", "image"] if name in IMAGE_INPUT else ["text"]
+            if name == "title":
+                entry["purpose"] = "title"  # it answers any chat, but with a title
             if dialect.facts.images:
-                outputs = ["image"] if name == "image" else ["text"]
+                outputs = {"image": ["image"], "audio": ["text", "audio"]}.get(name, ["text"])
                 entry["architecture"] = {"input_modalities": inputs, "output_modalities": outputs}
             elif name in IMAGE_INPUT:
                 entry["architecture"] = {"input_modalities": inputs, "output_modalities": ["text"]}

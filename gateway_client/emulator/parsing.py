@@ -64,7 +64,8 @@ SCENARIOS: dict[str, str] = {
     "echo": "Answers with the last user message verbatim.",
     "title": (
         "A conversation's title, as the app asks for one: the content words of the question"
-        " after the last user message's 'Question:' line."
+        " after the last user message's 'Question:' line. Its /models entry says so"
+        " (purpose: title)."
     ),
     "vision": (
         "Takes images (its /models entry lists image input): answers about the parts of the"

@@ -1,5 +1,6 @@
 """The model picker in real Chromium with a LiteLLM gateway beside the emulator: a group per
-provider, no embedding or image-only route, and the choice named on the first screen.
+provider, no embedding or image-only route, and the choice named on the first screen; the
+emulator's image models in a section of their own, its title model in none.
 
 The module serves LiteLLM's captured `/v1/models` and `/model/info` bodies
 (`tests/fixtures/gateways/litellm/`) on loopback and adds a gateway for them, disabled again
@@ -104,3 +105,25 @@ def test_the_picker_groups_litellm_routes_by_provider_and_leaves_out_non_chat_on
         page.eval_on_selector("#model", "el => { el.size = 12; el.scrollTop = el.scrollHeight; }")
 
     screenshots(alice, "model-picker", opened)
+
+
+def test_the_emulators_picker_groups_chat_and_image_models_and_leaves_out_the_title_model(
+    alice: Any,
+) -> None:
+    chats = alice.locator('#model optgroup:not([label$="· images"]) option')
+    expect(chats.filter(has_text="Emulator: chat").first).to_be_attached()
+    expect(chats.filter(has_text="Emulator: audio").first).to_be_attached()  # answers with audio
+    for model in ("emulator/title", "emulator/image"):
+        expect(
+            alice.locator(f'#model optgroup:not([label$="· images"]) option[value$=":{model}"]')
+        ).to_have_count(0)
+    images = alice.locator('#model optgroup[label$="· images"]')
+    expect(images.first).to_be_attached()
+    expect(images.locator('option[value$=":emulator/image"]').first).to_be_attached()
+    expect(images.locator('option:not([value$=":emulator/image"])')).to_have_count(0)
+
+    def opened(page: Any) -> None:
+        page.eval_on_selector("#model", "el => { el.size = 14; }")
+        page.eval_on_selector('#model optgroup[label$="· images"]', "el => el.scrollIntoView()")
+
+    screenshots(alice, "model-picker-emulator", opened)

@@ -16,7 +16,7 @@ from django.urls import reverse
 
 from chatapp.gateways import catalog, configs, key_vault
 from chatapp.gateways.configs import GatewayConfig
-from chatapp.models import Gateway
+from chatapp.models import Conversation, Gateway
 from gateway_client import ModelInfo
 from gateway_client.model_list import parse_model_info, parse_models, with_details
 
@@ -94,13 +94,68 @@ def test_an_image_model_stays_where_the_gateway_serves_images() -> None:
         ModelInfo("emulator/chat", "Emulator: chat", output_modalities=("text",)),
         ModelInfo("emulator/image", "Emulator: image", output_modalities=("image",)),
     ]
-    [numes] = catalog.sections_for(config("numes"), models)
-    assert [(c.model, c.generates_images) for c in numes.choices] == [
-        ("emulator/chat", False),
-        ("emulator/image", True),
-    ]
+    chats, images = catalog.sections_for(config("numes", "Numes"), models)
+    assert [(c.model, c.generates_images) for c in chats.choices] == [("emulator/chat", False)]
+    assert images.label == "Numes · images"
+    assert [(c.model, c.generates_images) for c in images.choices] == [("emulator/image", True)]
     [other] = catalog.sections_for(config("openrouter"), models)
     assert [c.model for c in other.choices] == ["emulator/chat"]
+
+
+def test_a_model_listed_for_titles_or_speech_only_is_no_chat_choice() -> None:
+    models = [
+        ModelInfo("emulator/audio", output_modalities=("text", "audio")),  # answers with audio
+        ModelInfo("emulator/chat", output_modalities=("text",)),
+        ModelInfo("emulator/title", output_modalities=("text",), purpose="title"),
+        ModelInfo("openai/gpt-4o-mini-tts", output_modalities=("audio",)),
+    ]
+    assert shown(catalog.sections_for(config("numes", "Numes"), models)) == [
+        ("Numes", [("emulator/audio", "emulator/audio"), ("emulator/chat", "emulator/chat")]),
+    ]
+    # The model a conversation uses is offered there all the same: the page can select it.
+    in_use = catalog.sections_for(config("numes", "Numes"), models, in_use="emulator/title")
+    assert ("emulator/title", "emulator/title") in shown(in_use)[0][1]
+    speech = catalog.sections_for(config("numes"), models, in_use="openai/gpt-4o-mini-tts")
+    assert "openai/gpt-4o-mini-tts" not in [c.model for s in speech for c in s.choices]
+
+
+def picker(html: str) -> dict[str, list[str]]:
+    """The page's model picker: each section's label and the models its options post."""
+    start = html.index('<select id="model"')
+    options = html[start : html.index("</select>", start)]
+    return {
+        label: re.findall(r'<option value="g\d+:([^"]*)"', body)
+        for label, body in re.findall(r'<optgroup label="([^"]*)">(.*?)</optgroup>', options, re.S)
+    }
+
+
+async def test_the_emulators_picker_offers_chat_models_and_image_models_apart(alice: Any) -> None:
+    client = AsyncClient()
+    await client.aforce_login(alice)
+    sections = picker((await client.get(reverse("chat:home"))).content.decode())
+    assert list(sections) == ["Default gateway", "Default gateway · images"]
+    chats = sections["Default gateway"]
+    assert "emulator/chat" in chats
+    assert "emulator/audio" in chats  # a chat that answers with audio (and Read aloud's model)
+    assert "emulator/title" not in chats  # its /models entry says it writes titles
+    assert "emulator/image" not in chats
+    assert sections["Default gateway · images"] == ["emulator/image"]
+
+
+async def test_a_conversation_on_a_model_left_out_still_shows_it_selected(alice: Any) -> None:
+    conversation = await Conversation.objects.acreate(user=alice, model="emulator/title")
+    client = AsyncClient()
+    await client.aforce_login(alice)
+    response = await client.get(reverse("chat:conversation", args=[conversation.pk]))
+    html = response.content.decode()
+    assert "emulator/title" in picker(html)["Default gateway"]
+    assert re.search(r'<option value="g\d+:emulator/title"[^>]* selected>', html)
+    gateway = await configs.aconfig_for(None)
+    assert await catalog.listed_models(gateway, "emulator/title")  # and a follow-up goes to it
+    # Elsewhere it is left out.
+    assert "emulator/title" not in str(
+        picker((await client.get(reverse("chat:home"))).content.decode())
+    )
 
 
 async def test_a_turn_may_use_only_what_the_picker_offers() -> None:
@@ -140,7 +195,7 @@ async def test_the_picker_shows_a_group_per_provider(alice: Any) -> None:
     start = html.index('<select id="model"')  # the page has other selects (the theme's) before it
     picker = html[start : html.index("</select>", start)]
     groups = re.findall(r'<optgroup label="([^"]*)"', picker)
-    assert groups[1:] == ["LiteLLM · anthropic", "LiteLLM · openai"]  # after the default's
+    assert groups[2:] == ["LiteLLM · anthropic", "LiteLLM · openai"]  # after the default's two
     options = re.findall(r'<option value="g(\d+):([^"]*)"[^>]*>([^<]*)</option>', picker)
     ours = [(model, text) for pk, model, text in options if pk == str(row.pk)]
     assert ours == [

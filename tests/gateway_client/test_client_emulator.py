@@ -273,6 +273,19 @@ async def test_models(emulator_url: str) -> None:
     assert "emulator/chat" in {m.id for m in models}
 
 
+@pytest.mark.parametrize("dialect", ["numes", "osmexo", "tiny", "nodul"])
+async def test_models_say_what_each_one_does(emulator_url: str, dialect: str) -> None:
+    async with GatewayClient(base(emulator_url, dialect), "k") as client:
+        models = {m.id: m for m in await client.list_models()}
+    assert models["emulator/title"].purpose == "title"  # a chat model, kept for titles
+    assert models["emulator/title"].chat
+    assert [m.id for m in models.values() if m.purpose] == ["emulator/title"]
+    assert models["emulator/audio"].chat  # it answers chats (with audio on Numes)
+    if dialect == "numes":
+        assert models["emulator/audio"].output_modalities == ("text", "audio")
+        assert models["emulator/image"].output_modalities == ("image",)
+
+
 # Other streams ---------------------------------------------------------------------------------
 
 
