@@ -21,7 +21,7 @@ import base64
 import mimetypes
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final, Literal, Protocol
 
 from chatapp.errors import ChatAppError
 from chatapp.models import Message, Upload
@@ -50,6 +50,7 @@ IMAGE_NAMES: Final = {
     "image/webp": "WebP",
 }
 _TEXT_TYPES: Final = {".md": "text/markdown", ".markdown": "text/markdown", ".csv": "text/csv"}
+NOT_A_KIND: Final = "not a PNG, JPEG, GIF or WebP image, a PDF, or a text file (UTF-8)"
 
 
 class UploadRefused(ChatAppError, ValueError):
@@ -132,13 +133,33 @@ async def checked_uploads(files: Sequence[tuple[str, bytes]]) -> list[CheckedUpl
     return checked
 
 
+def content_kind(data: bytes) -> Literal["image", "pdf", "text"] | None:
+    """What a file's bytes say it is, whatever its name; None for what is refused. The composer
+    reads a file's first bytes the same way (`contentKind` in attach_rules.js; both pass
+    `tests/vectors/uploads/content_kinds.json`), so what is refused here is not attached there."""
+    if sniffed_type(data) is not None:
+        return "image"
+    if data.startswith(b"%PDF-"):
+        return "pdf"
+    if b"\x00" in data:
+        return None
+    try:
+        data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return None
+    return "text"
+
+
 async def _checked(filename: str, data: bytes) -> CheckedUpload:
     if not data:
         raise UploadRefused(f"{filename} is empty.")
     image_type = sniffed_type(data)
     if image_type is not None:
         return CheckedUpload("image", filename, image_type, data)
-    if data.startswith(b"%PDF-"):
+    kind = content_kind(data)
+    if kind is None:
+        raise UploadRefused(f"{filename} was not attached: it is {NOT_A_KIND}.")
+    if kind == "pdf":
         read = await pool.run(pool_jobs.pdf_text, data, MAX_PDF_PAGES, MAX_DOCUMENT_CHARS)
         if isinstance(read, pool.Failure):
             why = "reading it took too long" if read.kind == "deadline" else "it could not be read"
@@ -156,15 +177,7 @@ async def _checked(filename: str, data: bytes) -> CheckedUpload:
             read.pages_read,
             read.cut,
         )
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        text = "\x00"
-    if "\x00" in text:
-        raise UploadRefused(
-            f"{filename} was not attached: it is not a PNG, JPEG, GIF or WebP image, a PDF, or a "
-            "text file (UTF-8)."
-        )
+    text = data.decode("utf-8-sig")
     return CheckedUpload(
         "document",
         filename,

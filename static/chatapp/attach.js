@@ -1,11 +1,20 @@
 // Files attached to the message being written: the Attach button, a paste into the box, a drop
 // on the composer. The files wait in the composer's file input (`files`, posted as multipart
 // only while there are some), shown as chips with a thumbnail or a name and a Remove button;
-// a file past a cap is refused in words at once (attach_rules.js), and an image for a model
-// that does not take images is said before sending, and not sent. The server checks it all again
+// a file past a cap, or whose first bytes say it is none of the kinds the server takes, is
+// refused in words at once (attach_rules.js), and an image for a model that does not take images
+// is said before sending, and not sent. The server checks it all again
 // (chatapp/conversations/uploads.py).
 
-import { added, imageWarning, isImage, sizeWords } from "./attach_rules.js";
+import {
+  SNIFF_BYTES,
+  added,
+  contentKind,
+  imageWarning,
+  isImage,
+  kindRefusal,
+  sizeWords,
+} from "./attach_rules.js";
 
 const chosen = new WeakMap(); // file input -> the File objects attached, in order
 
@@ -76,12 +85,26 @@ function chip(file, index) {
   return item;
 }
 
-function attach(files) {
-  const found = parts();
-  if (!found || !files.length) return;
-  const result = added(filesOf(found.input), files);
+// "image", "pdf", "text" or null (refused), from the file's first bytes; undefined when they
+// cannot be read here (the server says, on sending).
+async function kindOf(file) {
+  try {
+    const bytes = new Uint8Array(await file.slice(0, SNIFF_BYTES).arrayBuffer());
+    return contentKind(bytes, file.size <= SNIFF_BYTES);
+  } catch {
+    return undefined;
+  }
+}
+
+async function attach(files) {
+  if (!files.length) return;
+  const kinds = await Promise.all(files.map(kindOf));
+  const found = parts(); // after the reads: the composer may have been swapped meanwhile
+  if (!found) return;
+  const refused = files.map((file, i) => kindRefusal(file, kinds[i])).filter(Boolean);
+  const result = added(filesOf(found.input), files.filter((file, i) => kinds[i] !== null));
   chosen.set(found.input, result.files);
-  show(found, result.refused);
+  show(found, [...refused, ...result.refused]);
 }
 
 function clear(found) {

@@ -13,10 +13,14 @@ function stopAnswers() {
 // The composer offers Stop instead of Send while the branch shown has an answer being written
 // (`running`: the server refuses a second one in the conversation), and says after which message
 // a follow-up comes: the last one shown, whichever branch that is.
-// An answer in the conversation ended (this tab's or another's): a send refused because it was
-// being written may go now, so the refusal goes.
+// An answer in the conversation ended (this tab's or another's): a send or an edit refused
+// because it was being written may go now, so the refusal goes.
 export function answerEnded() {
-  document.querySelector("#composer-error [data-until-done]")?.remove();
+  for (const refusal of document.querySelectorAll("[data-until-done]")) {
+    const line = refusal.parentElement;
+    refusal.remove();
+    if (!line.textContent.trim()) line.textContent = ""; // :empty again, taking no room
+  }
 }
 
 export function syncComposer(running) {
@@ -76,6 +80,14 @@ function cancelEdit(article) {
   article.classList.remove("editing");
   article.querySelector(":scope > .message-footer button.edit")?.focus();
 }
+
+// An edit the server refuses (an answer is being written, a limit) is refused in the edit's own
+// form, where the user is: the server's words are meant for the composer's error line.
+document.addEventListener("htmx:beforeSwap", (event) => {
+  const form = event.detail.requestConfig?.elt;
+  const line = form?.isConnected && form.matches(".edit-form") && form.querySelector(".edit-error");
+  if (line && event.detail.target?.id === "composer-error") event.detail.target = line;
+});
 
 // A branch swap (`data-branch-swap`: regenerate, edit, switch version) puts the server's branch
 // in place of the message it was asked about and everything after it. Focus stays on the version
@@ -205,6 +217,8 @@ document.addEventListener("htmx:beforeRequest", (event) => {
   if (target.id === "composer" || (target.closest && target.closest("[data-branch-swap]"))) {
     const error = document.getElementById("composer-error");
     if (error) error.textContent = "";
+    const editError = target.matches(".edit-form") && target.querySelector(".edit-error");
+    if (editError) editError.textContent = "";
   }
   if (target.id === "composer" && !pending) showPending(target); // its values are read already
 });

@@ -1,6 +1,6 @@
 // The sidebar: a drawer below 720 px, its search, and its entries' menus; Esc for those and for
-// the header's menus (Settings, More); and the keyboard's focus, which is in the message box on
-// every page load and after sending.
+// the header's menus (Settings, More), and a click outside for More; and the keyboard's focus,
+// which is in the message box on every page load and after sending.
 //
 // Everything is looked up when used and every listener is on the document: htmx swaps the chat
 // (a new conversation replaces `main.chat`), the sidebar's list (rename) and, on a boosted link,
@@ -33,6 +33,10 @@ function setDrawer(open, { returnFocus = true } = {}) {
   else if (returnFocus) button.focus();
 }
 
+// The menus a click outside closes: an entry's, and the header's More. (Settings stays open: it
+// is a form being filled in, closed by Save, Esc or its own button.)
+const POPOVERS = ":is(details.item-menu, details.conversation-actions)[open]";
+
 document.addEventListener("click", (event) => {
   const target = event.target;
   if (!(target instanceof Element)) return;
@@ -45,7 +49,7 @@ document.addEventListener("click", (event) => {
     return;
   }
   if (drawerOpen() && !target.closest("#sidebar")) setDrawer(false);
-  for (const menu of document.querySelectorAll("details.item-menu[open]")) {
+  for (const menu of document.querySelectorAll(POPOVERS)) {
     if (!menu.contains(target)) menu.open = false;
   }
 });

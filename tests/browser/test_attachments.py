@@ -2,7 +2,8 @@
 a paste into the box (an image by a drop on the composer too), reach the gateway (the emulator's
 `vision` model answers about the parts it received) and stay with the user's message as a
 thumbnail and a file chip; an image for a model that does not take images is said in the
-composer and not sent.
+composer and not sent; a file whose first bytes say it is none of the kinds taken (a program) is
+refused as it is attached, saying why, with no chip.
 
 Set `CHAT_SCREENSHOTS` to a directory to keep pictures of the composer and the sent message.
 """
@@ -24,6 +25,8 @@ from .conftest import choose_model, screenshots
 pytestmark = [pytest.mark.browser]
 
 PNG = base64.b64decode(png_b64("a small picture"))
+# A Windows program's first bytes (its "MZ" header), then more than the browser reads of it.
+EXE = b"MZ\x90\x00\x03\x00\x00\x00\x04\x00\x00\x00\xff\xff\x00\x00" + bytes(range(256)) * 300
 PDF = pdf_bytes("Quarterly report of the lighthouse", "Second page of it")
 
 PASTE = """([name, type, b64]) => {
@@ -136,3 +139,21 @@ def test_an_image_for_a_model_without_image_input_is_said_and_not_sent(alice: An
     alice.get_by_role("button", name="Remove picture.png").click()
     expect(note).to_be_hidden()
     expect(alice.locator("#composer .attached-files li")).to_have_count(0)
+
+
+def test_a_program_is_refused_as_it_is_attached_and_a_text_file_is_not(alice: Any) -> None:
+    attach_by_button(alice, "setup.exe", "application/x-msdownload", EXE)
+    note = alice.locator("#composer .attach-note")
+    expect(note).to_have_text(
+        "Not attached: setup.exe is not a PNG, JPEG, GIF or WebP image, a PDF, or a text file"
+        " (UTF-8)."
+    )
+    chips = alice.locator("#composer .attached-files li")
+    expect(chips).to_have_count(0)
+    expect(alice.locator("#composer .attached-files")).to_be_hidden()
+    screenshots(alice, "attach-refused-program", _composer_in_view)
+    # A text file still attaches, and the refusal goes.
+    attach_by_button(alice, "notes.txt", "text/plain", "Shopping: pears, plums, café\n".encode())
+    expect(chips).to_have_count(1)
+    expect(chips).to_contain_text("notes.txt")
+    expect(note).to_be_hidden()

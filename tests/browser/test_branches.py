@@ -281,6 +281,35 @@ def test_an_edit_is_sent_with_enter_and_cancelled_with_escape(alice: Any) -> Non
     assert shown(alice) == ["second", "second"]
 
 
+def test_an_edit_refused_while_an_answer_is_written_says_so_in_the_edit_form(
+    alice: Any, received: list[dict[str, Any]]
+) -> None:
+    answered(alice, "first")
+    running = send(alice, LONG_WORDS, "emulator/echo")
+    wait_for_text(running)
+    question = alice.locator("article.user").first
+    question.get_by_role("button", name="Edit").click()
+    box = question.get_by_role("textbox", name="Edited text")
+    box.fill("first, edited")
+    before = len(received)
+    question.get_by_role("button", name="Save and send").click()
+    refusal = question.locator(".edit-form").get_by_role("alert")
+    expect(refusal).to_have_text(BUSY)
+    expect(alice.locator("#composer-error")).to_be_empty()
+    expect(box).to_have_value("first, edited")  # the edit stays open, as it was
+    conftest.screenshots(alice, "edit-refused", lambda page: question.scroll_into_view_if_needed())
+    # The refusal goes with the answer, and the edit may be sent then.
+    _, stop_button = composer_buttons(alice)
+    stop_button.click()
+    expect(running).to_have_attribute("data-status", "cancelled")
+    expect(refusal).to_be_empty()
+    question.get_by_role("button", name="Save and send").click()
+    assert asked(received, before) == [{"role": "user", "content": "first, edited"}]
+    expect(alice.locator("article.message")).to_have_count(2)  # the edit's branch swapped in
+    finished(alice.locator("article.assistant"))
+    assert shown(alice) == ["first, edited", "first, edited"]
+
+
 def test_the_context_sent_follows_the_branch_shown(
     alice: Any, received: list[dict[str, Any]]
 ) -> None:

@@ -1,6 +1,7 @@
-"""The page's details in real Chromium (issue 22): Esc closes the header's Settings and More, the
-lightbox keeps off the page header, long unbroken text wraps instead of widening the page, no swap
-trips the CSP, and a conversation that is not there gets our own 404 page.
+"""The page's details in real Chromium (issues 22, 37): Esc closes the header's Settings and More,
+a click outside closes More, the lightbox keeps off the page header, long unbroken text wraps
+instead of widening the page, no swap trips the CSP nor logs an error, and a conversation that is
+not there gets our own 404 page.
 
 With `CHAT_SCREENSHOTS` set to a directory, the lightbox, the long-token answer and the 404 page
 are saved there at 1280x800 and 390x844.
@@ -97,6 +98,25 @@ def test_esc_closes_a_header_menu_and_gives_the_focus_back_to_its_button(
     expect(details).to_have_js_property("open", False)
     expect(button).to_be_focused()
     expect(answer).to_have_attribute("data-status", "completed")
+
+
+def test_a_click_outside_closes_more_and_a_click_inside_keeps_it_open(alice: Any) -> None:
+    finished(alice, "Close me with a click elsewhere")
+    more = alice.locator("header.chat-header details.conversation-actions")
+    more.locator("summary").click()
+    more.get_by_label("Title").click()
+    expect(more).to_have_js_property("open", True)
+    alice.locator("#messages").click(position={"x": 5, "y": 5})
+    expect(more).to_have_js_property("open", False)
+    # An entry's menu in the sidebar and More: opening one closes the other.
+    more.locator("summary").click()
+    expect(more).to_have_js_property("open", True)
+    item_menu = alice.locator("#conversation-groups details.item-menu").first
+    item_menu.locator("summary").click()
+    expect(item_menu).to_have_js_property("open", True)
+    expect(more).to_have_js_property("open", False)
+    more.locator("summary").click()
+    expect(item_menu).to_have_js_property("open", False)
 
 
 # --- The lightbox ----------------------------------------------------------------------------
@@ -275,3 +295,23 @@ def test_a_sidebar_link_to_a_conversation_deleted_elsewhere_shows_our_404_page(
     expect(alice.get_by_text(MISSING)).to_be_visible()
     alice.get_by_role("link", name="Start a new chat").click()
     expect(alice).to_have_url(f"{server_url}/")
+
+
+# --- The console stays clean -----------------------------------------------------------------
+
+
+def test_a_new_chat_and_its_follow_up_log_no_error_and_trip_no_csp(
+    alice: Any, server_url: str
+) -> None:
+    """Picking a model on a new chat posts its settings, which once inherited the composer's
+    `hx-disabled-elt` and logged htmx's "returned no matches!" with no submit button to find."""
+    errors: list[str] = []
+    alice.on("console", lambda message: message.type == "error" and errors.append(message.text))
+    alice.on("pageerror", lambda error: errors.append(str(error)))
+    alice.add_init_script(RECORD_CSP)
+    alice.goto(f"{server_url}/")
+    finished(alice, "A first question")
+    finished(alice, "A follow-up", "emulator/chat")
+    expect(alice.locator("article.assistant")).to_have_count(2)
+    assert errors == []
+    assert alice.evaluate("window.cspViolations") == []

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +32,10 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 
 HTMX = {"HX-Request": "true"}
 PNG = base64.b64decode(png_b64("upload test"))
+# What a file's bytes say it is: `static/chatapp/attach_rules.js` passes them too.
+KINDS = json.loads(
+    (Path(__file__).resolve().parents[1] / "vectors" / "uploads" / "content_kinds.json").read_text()
+)
 
 
 @pytest.fixture
@@ -139,6 +145,17 @@ async def test_refused_files_are_said_in_words_and_nothing_is_sent(
     assert words in response.content.decode()
     assert received == []
     assert not await Conversation.objects.aexists()
+
+
+@pytest.mark.parametrize("vector", KINDS["vectors"], ids=lambda vector: vector["about"])
+def test_what_a_files_bytes_say_it_is(vector: dict[str, Any]) -> None:
+    assert uploads.content_kind(bytes.fromhex(vector["hex"])) == vector["kind"]
+
+
+async def test_a_file_of_no_kind_taken_is_refused_in_the_words_the_composer_uses() -> None:
+    with pytest.raises(uploads.UploadRefused) as refused:
+        await uploads.checked_uploads([("setup.exe", b"MZ\x90\x00\x03\x00")])
+    assert str(refused.value) == f"setup.exe was not attached: it is {KINDS['refused_words']}."
 
 
 async def test_a_file_is_served_to_its_owner_only(alice: Any, bob: Any) -> None:

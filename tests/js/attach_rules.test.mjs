@@ -1,9 +1,22 @@
-// static/chatapp/attach_rules.js: the caps on files attached to a message, and the image warning.
+// static/chatapp/attach_rules.js: the caps on files attached to a message, what a file's bytes
+// say it is (from the vectors the server's tests pass too), and the image warning.
 
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { test } from "node:test";
 
-import { added, imageWarning, sizeWords } from "../../static/chatapp/attach_rules.js";
+import {
+  NOT_A_KIND,
+  added,
+  contentKind,
+  imageWarning,
+  kindRefusal,
+  sizeWords,
+} from "../../static/chatapp/attach_rules.js";
+
+const KINDS = JSON.parse(
+  readFileSync(new URL("../vectors/uploads/content_kinds.json", import.meta.url), "utf8"),
+);
 
 const file = (name, size, type = "text/plain") => ({ name, size, type });
 
@@ -28,4 +41,23 @@ test("an image to a model that does not take images is said before sending", () 
   assert.equal(imageWarning([file("notes.md", 5)], false, "x"), "");
   assert.match(imageWarning(files, false, "Emulator: chat"), /^Emulator: chat does not take images \(cat\.png\)/);
   assert.equal(sizeWords(2048), "2.0 KB");
+});
+
+for (const vector of KINDS.vectors) {
+  test(`a file's bytes: ${vector.about}`, () => {
+    assert.equal(contentKind(new Uint8Array(Buffer.from(vector.hex, "hex")), true), vector.kind);
+  });
+}
+
+test("a file refused by its bytes is said in the server's words", () => {
+  assert.equal(NOT_A_KIND, KINDS.refused_words);
+  assert.equal(kindRefusal(file("setup.exe", 9), null), `setup.exe is ${KINDS.refused_words}`);
+  assert.equal(kindRefusal(file("notes.md", 9), "text"), "");
+  assert.equal(kindRefusal(file("gone.txt", 9), undefined), ""); // unread: the server decides
+});
+
+test("a character cut at the end of a file's first bytes is no fault, at its true end it is", () => {
+  const cut = new TextEncoder().encode("price: 5 €").slice(0, -1);
+  assert.equal(contentKind(cut, false), "text");
+  assert.equal(contentKind(cut, true), null);
 });
