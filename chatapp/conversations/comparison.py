@@ -21,6 +21,7 @@ from chatapp.access import rate_limits
 from chatapp.conversations import request_options
 from chatapp.conversations.tree import MessageTree
 from chatapp.conversations.turns import (
+    Answerer,
     StartedGeneration,
     TurnError,
     _follow_up_parent,
@@ -35,8 +36,6 @@ from chatapp.models import Conversation, Generation, Message
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
-    from chatapp.gateways.configs import GatewayConfig
-
 MAX_MODELS = 3
 TOO_MANY = f"Compare at most {MAX_MODELS} models at once."
 
@@ -45,21 +44,22 @@ def create_comparison(
     user: User,
     conversation_pk: int | None,
     text: str,
-    choices: list[tuple[GatewayConfig, str]],
+    answerers: list[Answerer],
     owner_channel: str,
+    *,
     after: int | None = None,
     options: request_options.RequestOptions | None = None,
 ) -> list[StartedGeneration]:
-    """The user's message and one generation answering it per `(gateway, model)` of `choices`,
+    """The user's message and one generation answering it per chat model of `answerers`,
     in their order, each refused or allowed by the rate and spending limits as a turn's is; the
     first answer is the leaf, and the conversation compares them. A follow-up comes after
     `after` as `create_turn`'s does; a new conversation has the settings `options` (None: the
     user's defaults)."""
-    if not 2 <= len(choices) <= MAX_MODELS:
-        raise TurnError(TOO_MANY if choices else "Choose a model first.")
-    for _, model in choices:
-        text = checked_message(text, model)
-    rate_limits.check_generation_start(user, starting=len(choices))
+    if not 2 <= len(answerers) <= MAX_MODELS:
+        raise TurnError(TOO_MANY if answerers else "Choose a model first.")
+    for answerer in answerers:
+        text = checked_message(text, answerer.model)
+    rate_limits.check_generation_start(user, starting=len(answerers))
     with transaction.atomic():
         parent_pk = None
         if conversation_pk is None:
@@ -79,11 +79,14 @@ def create_comparison(
             conversation=conversation, role=Message.Role.USER, content=text, parent_id=parent_pk
         )
         started = [
-            _start(conversation, gateway, model, owner_channel, question.pk, question, tools=())
-            for gateway, model in choices
+            _start(
+                conversation, answerer, owner_channel, question.pk, user_message=question, tools=()
+            )
+            for answerer in answerers
         ]
         # The picker's model (the first) is the one the page offers next, as for one answer.
-        conversation.gateway_id, conversation.model = choices[0][0].pk, choices[0][1]
+        first = started[0].generation
+        conversation.gateway_id, conversation.model = first.gateway_id, first.model
         conversation.current_leaf = started[0].assistant
         conversation.comparing = question
         conversation.save(update_fields=["gateway", "model", "current_leaf", "comparing"])

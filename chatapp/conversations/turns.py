@@ -13,7 +13,6 @@ reasoning model. So `larger_budget` asks for twice what the answer used, at leas
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -61,6 +60,33 @@ class NewerMessages(TurnError):
     def __init__(self, leaf_pk: int) -> None:
         super().__init__(NEWER)
         self.leaf_pk = leaf_pk
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Answerer:
+    """Who answers a turn and what it makes: `model` on `gateway` (None: the default gateway),
+    a chat answer or, from an image model, an image generation of `image_count` images
+    (`kind`)."""
+
+    model: str
+    gateway: GatewayConfig | None = None
+    kind: Generation.Kind = Generation.Kind.CHAT
+    image_count: int = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnRequest:
+    """A message the user sends, which starts a turn: its `text` and the files `attached` to it,
+    answered by `answerer`. A new conversation (`conversation_pk` None) has the settings
+    `options` (None: the user's defaults); a follow-up comes after `after`, the last message the
+    page shows (None: the leaf shown)."""
+
+    text: str
+    answerer: Answerer
+    conversation_pk: int | None = None
+    after: int | None = None
+    attached: tuple[uploads.CheckedUpload, ...] = ()
+    options: request_options.RequestOptions | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,20 +139,20 @@ def _own_message(user: User, message_pk: int, role: str | None = None) -> Messag
 
 def _start(
     conversation: Conversation,
-    gateway: GatewayConfig,
-    model: str,
+    answerer: Answerer,
     owner_channel: str,
     parent_pk: int | None,
+    *,
     user_message: Message | None = None,
     max_tokens: int | None = None,
-    kind: Generation.Kind = Generation.Kind.CHAT,
-    image_count: int = 1,
     tools: tuple[dict[str, Any], ...] | None = None,
 ) -> StartedGeneration:
     """A generation answering `parent_pk` (a user message, or an answer whose tool calls ran: the
     next round of its turn), its answer the leaf shown, asked with the conversation's request
     options (a larger budget of its own wins) and `tools` (None: those the options choose; an
     image generation is offered none)."""
+    gateway = answerer.gateway or config_for(None)
+    model, kind = answerer.model, answerer.kind
     options = request_options.options_for(conversation)
     if max_tokens is None:
         max_tokens = options.max_tokens
@@ -182,7 +208,7 @@ def _start(
         tool_round=tool_round,
         user_pk=conversation.user_id,
         kind=kind,
-        image_count=image_count,
+        image_count=answerer.image_count,
         spend=spend,
     )
     return StartedGeneration(conversation, assistant, generation, job, user_message)
@@ -209,56 +235,38 @@ def first_context(text: str) -> list[dict[str, Any]]:
 
 def create_turn(
     user: User,
-    conversation_pk: int | None,
-    text: str,
-    model: str,
+    turn: TurnRequest,
     owner_channel: str,
-    gateway: GatewayConfig | None = None,
-    after: int | None = None,
-    kind: Generation.Kind = Generation.Kind.CHAT,
-    image_count: int = 1,
-    attached: Sequence[uploads.CheckedUpload] = (),
-    options: request_options.RequestOptions | None = None,
     *,
     admission: rate_limits.Admission | None = None,
 ) -> StartedGeneration:
-    """The user's message, with the files `attached` to it, and a generation answering it
-    (`gateway` None: the default one). A follow-up comes after `after`, the last message the
-    page shows (None: the leaf shown), if nothing has come after it since (`NewerMessages`: an
-    edit or a retry makes a branch, a follow-up never does). An image generation (`kind`) asks
-    for `image_count` images. A new conversation has the settings `options` (None: the user's
-    defaults). An `admission` (`rate_limits.admit`) is the send's own: its request left already."""
-    text = checked_message(text, model)
+    """The user's message, with its files, and a generation answering it. A follow-up comes
+    after `turn.after` if nothing has come after it since (`NewerMessages`: an edit or a retry
+    makes a branch, a follow-up never does). An `admission` (`rate_limits.admit`) is the send's
+    own: its request left already."""
+    text = checked_message(turn.text, turn.answerer.model)
     rate_limits.check_generation_start(user, admission=admission)
     with transaction.atomic():
         parent_pk = None
-        if conversation_pk is None:
+        if turn.conversation_pk is None:
             values = (
                 request_options.defaults_for(user)
-                if options is None
-                else request_options.row_values(options)
+                if turn.options is None
+                else request_options.row_values(turn.options)
             )
             conversation = Conversation.objects.create(user=user, title=title_from(text), **values)
         else:
-            conversation = _idle_conversation(user, conversation_pk)
-            parent_pk = _follow_up_parent(conversation, after)
+            conversation = _idle_conversation(user, turn.conversation_pk)
+            parent_pk = _follow_up_parent(conversation, turn.after)
             if not conversation.title:
                 conversation.title = title_from(text)
                 conversation.save(update_fields=["title"])
         question = Message.objects.create(
             conversation=conversation, role=Message.Role.USER, content=text, parent_id=parent_pk
         )
-        uploads.store(question, attached)
-        gateway = gateway or config_for(None)
+        uploads.store(question, turn.attached)
         started = _start(
-            conversation,
-            gateway,
-            model,
-            owner_channel,
-            question.pk,
-            question,
-            kind=kind,
-            image_count=image_count,
+            conversation, turn.answerer, owner_channel, question.pk, user_message=question
         )
         if admission is not None:
             admission.record(started.generation.pk)
@@ -334,19 +342,11 @@ def follow_up_request(
 
 
 def create_edit(
-    user: User,
-    message_pk: int,
-    text: str,
-    choice: tuple[GatewayConfig, str],
-    owner_channel: str,
-    kind: Generation.Kind = Generation.Kind.CHAT,
-    image_count: int = 1,
+    user: User, message_pk: int, text: str, answerer: Answerer, owner_channel: str
 ) -> StartedGeneration:
     """A new version of the user's message `message_pk` (its sibling, with `text`) and a
-    generation answering it with the gateway and model chosen (an image generation of
-    `image_count` images for an image model: `kind`)."""
-    gateway, model = choice
-    text = checked_message(text, model)
+    generation answering it by `answerer`."""
+    text = checked_message(text, answerer.model)
     rate_limits.check_generation_start(user)
     with transaction.atomic():
         original = _own_message(user, message_pk, Message.Role.USER)
@@ -358,47 +358,34 @@ def create_edit(
             parent_id=original.parent_id,
         )
         uploads.copy_uploads(original, question)  # the files go with the new version
-        return _start(
-            conversation,
-            gateway,
-            model,
-            owner_channel,
-            question.pk,
-            question,
-            kind=kind,
-            image_count=image_count,
-        )
+        return _start(conversation, answerer, owner_channel, question.pk, user_message=question)
 
 
 def create_retry(
-    user: User,
-    message_pk: int,
-    choice: tuple[GatewayConfig, str] | str | None,
-    owner_channel: str,
-    kind: Generation.Kind = Generation.Kind.CHAT,
-    image_count: int = 1,
+    user: User, message_pk: int, owner_channel: str, answerer: Answerer | None = None
 ) -> StartedGeneration:
     """A new version of the answer `message_pk` (its sibling, answering the same question from
-    the same context), with the gateway and model chosen and what they make of it (`kind`,
-    `image_count`); a bare model: on the answer's gateway, and None: the answer's model too, each
-    making what the answer was (an image generation again makes as many images)."""
+    the same context), by `answerer`; None: by the answer's gateway and model, making what the
+    answer was (an image generation again makes as many images)."""
     rate_limits.check_generation_start(user)
     with transaction.atomic():
         answer = _finished_answer(user, message_pk)
         conversation = _idle_conversation(user, answer.conversation_id)
-        if not isinstance(choice, tuple):
-            choice = (config_for(answer.generation.gateway_id), choice or answer.generation.model)
-            kind = Generation.Kind(answer.generation.kind)
-            images = [a for a in answer.attachments if a.get("kind") in ("image", "image_url")]
-            image_count = max(1, len(images))
-        return _start(
-            conversation,
-            *choice,
-            owner_channel,
-            answer.parent_id,
-            kind=kind,
-            image_count=image_count,
-        )
+        if answerer is None:
+            answerer = _answered_by(answer)
+        return _start(conversation, answerer, owner_channel, answer.parent_id)
+
+
+def _answered_by(answer: Message) -> Answerer:
+    """The gateway and model that wrote `answer`, and what they made of it."""
+    generation = answer.generation
+    images = [a for a in answer.attachments if a.get("kind") in ("image", "image_url")]
+    return Answerer(
+        gateway=config_for(generation.gateway_id),
+        model=generation.model,
+        kind=Generation.Kind(generation.kind),
+        image_count=max(1, len(images)),
+    )
 
 
 def create_tool_round(
@@ -410,11 +397,9 @@ def create_tool_round(
     settings say since). Called inside the transaction that writes `answer`'s final state, so no
     other turn can start between the two."""
     conversation = Conversation.objects.select_for_update().get(pk=answer.conversation_id)
-    gateway = config_for(generation.gateway_id)
     return _start(
         conversation,
-        gateway,
-        generation.model,
+        Answerer(gateway=config_for(generation.gateway_id), model=generation.model),
         generation.owner_channel,
         answer.pk,
         max_tokens=generation.max_tokens,
@@ -441,9 +426,10 @@ def create_continuation(user: User, message_pk: int, owner_channel: str) -> Star
         if cut.generation.finish_reason != "length" or budget is None:
             raise TurnError("Only an answer that ran out of its token budget gets a larger one.")
         conversation = _idle_conversation(user, cut.conversation_id)
-        gateway = config_for(cut.generation.gateway_id)
-        model = cut.generation.model
-        return _start(conversation, gateway, model, owner_channel, cut.parent_id, None, budget)
+        answerer = Answerer(
+            gateway=config_for(cut.generation.gateway_id), model=cut.generation.model
+        )
+        return _start(conversation, answerer, owner_channel, cut.parent_id, max_tokens=budget)
 
 
 def select_version(user: User, message_pk: int) -> tuple[Conversation, int]:

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 from chatapp.conversations.tree import shown_path
 from chatapp.conversations.turns import StartedGeneration, create_edit, select_version
 from chatapp.streaming import persistence
-from chatapp.views.chat import _chosen, made_by, start_version
+from chatapp.views.chat import _chosen, answerer_for, start_version
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -35,10 +35,14 @@ async def edit_message(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     model = request.POST.get("model", "")
 
     async def create(user: User, owner_channel: str) -> StartedGeneration:
-        choice = await _chosen(model)
-        kind, images = await made_by(request, *choice)
+        answerer = await answerer_for(request, *await _chosen(model))
         return await persistence.on_record_thread_from_view(
-            create_edit, user, pk, text, choice, owner_channel, kind, images
+            create_edit,
+            user=user,
+            message_pk=pk,
+            text=text,
+            answerer=answerer,
+            owner_channel=owner_channel,
         )
 
     return await start_version(request, create)

@@ -31,11 +31,13 @@ from chatapp.conversations.request_options import (
 )
 from chatapp.conversations.tree import ShownMessage, in_comparison, shown, shown_path
 from chatapp.conversations.turns import (
+    Answerer,
     AnswerRunning,
     EarlyRequest,
     NewerMessages,
     StartedGeneration,
     TurnError,
+    TurnRequest,
     checked_message,
     create_continuation,
     create_retry,
@@ -250,13 +252,15 @@ def _early_request(
     return follow_up_request(user, pk, text, model, config, after)
 
 
-async def made_by(
-    request: HttpRequest, config: GatewayConfig, model: str
-) -> tuple[Generation.Kind, int]:
-    """What `model` makes of a turn (an image generation for an image model, else a chat
-    answer), and how many images the composer asks for."""
-    kind = image_models.kind_of(config, model, await listed_models(config, model))
-    return kind, image_models.image_count(request.POST.get("images", ""))
+async def answerer_for(request: HttpRequest, config: GatewayConfig, model: str) -> Answerer:
+    """`model` on `config`, with what it makes of a turn (an image generation for an image
+    model, else a chat answer) and how many images the composer asks for."""
+    return Answerer(
+        gateway=config,
+        model=model,
+        kind=image_models.kind_of(config, model, await listed_models(config, model)),
+        image_count=image_models.image_count(request.POST.get("images", "")),
+    )
 
 
 def _answer_model(user: User, pk: int) -> tuple[int | None, str] | None:
@@ -328,13 +332,17 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
         if posted:  # refused before its files are read: a PDF holds a render process for seconds
             await sync_to_async(_check_may_start)(user, config)
         attached = await uploads.checked_uploads(posted)
-        kind, images = await made_by(request, config, model)
+        answerer = await answerer_for(request, config, model)
         after = _after(request)
-        _check_attached(attached, config, model, kind)
+        _check_attached(attached, config, model, answerer.kind)
         # A new chat's Settings, chosen beside its composer (None: the user's defaults).
         chosen = await sync_to_async(chosen_options)(request.POST) if pk is None else None
         # Files: the context is read from the rows, files included, once they are written.
-        if not attached and kind == Generation.Kind.CHAT and (pk is None or after is not None):
+        if (
+            not attached
+            and answerer.kind == Generation.Kind.CHAT
+            and (pk is None or after is not None)
+        ):
             # A new chat's context is its one message; a follow-up's is read ahead (one thread
             # hop, nothing written). Either is sent upstream now, once every check that could
             # refuse it has passed: the rows are written while the gateway prepares its first
@@ -347,20 +355,16 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
                 early = worker.open_early(
                     config, model, ahead.messages, options=ahead.options, tools=ahead.tools
                 )
+        turn = TurnRequest(
+            text=text,
+            answerer=answerer,
+            conversation_pk=pk,
+            after=after,
+            attached=tuple(attached),
+            options=chosen,
+        )
         started = await persistence.on_record_thread_from_view(
-            create_turn,
-            user,
-            pk,
-            text,
-            model,
-            owner_channel,
-            config,
-            after,
-            kind,
-            images,
-            attached,
-            chosen,
-            admission=admission,
+            create_turn, user=user, turn=turn, owner_channel=owner_channel, admission=admission
         )
     except BaseException as exc:
         if admission is not None:
@@ -375,7 +379,7 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
     if admission is not None:
         admission.release()  # the generation is on record, and counts from now on
     worker.start(started.job, early=early)
-    return await turn_response(request, pk, started, images)
+    return await turn_response(request, pk, started, answerer.image_count)
 
 
 async def turn_response(
@@ -424,15 +428,13 @@ async def retry(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     value = request.POST.get("model", "")
 
     async def create(user: User, owner_channel: str) -> StartedGeneration:
-        if not value:
+        answerer = None  # the answer's own
+        if value:
+            answerer = await answerer_for(request, *await _chosen(value))
+        else:
             await check_answer_model(user, pk)
-            return await persistence.on_record_thread_from_view(
-                create_retry, user, pk, None, owner_channel
-            )
-        choice = await _chosen(value)
-        kind, images = await made_by(request, *choice)
         return await persistence.on_record_thread_from_view(
-            create_retry, user, pk, choice, owner_channel, kind, images
+            create_retry, user=user, message_pk=pk, owner_channel=owner_channel, answerer=answerer
         )
 
     return await start_version(request, create)
@@ -446,7 +448,7 @@ async def continue_answer(request: AuthenticatedRequest, pk: int) -> HttpRespons
     async def create(user: User, owner_channel: str) -> StartedGeneration:
         await check_answer_model(user, pk)
         return await persistence.on_record_thread_from_view(
-            create_continuation, user, pk, owner_channel
+            create_continuation, user=user, message_pk=pk, owner_channel=owner_channel
         )
 
     return await start_version(request, create)

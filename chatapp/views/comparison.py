@@ -32,7 +32,6 @@ from chatapp.views.answer_settings import chosen_options
 if TYPE_CHECKING:
     from django.http import HttpRequest, HttpResponse
 
-    from chatapp.gateways.configs import GatewayConfig
     from chatapp.views.authenticated import AuthenticatedRequest
 
 NOT_CHAT = "Only chat models can be compared; {model} makes images."
@@ -57,22 +56,21 @@ async def send(request: AuthenticatedRequest, pk: int | None = None) -> HttpResp
             raise TurnError(NO_FILES)
         # A new chat's Settings, chosen beside its composer (None: the user's defaults).
         options = await sync_to_async(chosen_options)(request.POST) if pk is None else None
-        choices: list[tuple[GatewayConfig, str]] = []
+        answerers = []
         for value in [request.POST.get("model", ""), *compare]:
-            choice = await chat._chosen(value)
-            kind, _ = await chat.made_by(request, *choice)
-            if kind != Generation.Kind.CHAT:
-                raise TurnError(NOT_CHAT.format(model=choice[1]))
-            choices.append(choice)
+            answerer = await chat.answerer_for(request, *await chat._chosen(value))
+            if answerer.kind != Generation.Kind.CHAT:
+                raise TurnError(NOT_CHAT.format(model=answerer.model))
+            answerers.append(answerer)
         started = await persistence.on_record_thread_from_view(
             create_comparison,
-            user,
-            pk,
-            request.POST.get("content", ""),
-            choices,
-            owner_channel,
-            chat._after(request),
-            options,
+            user=user,
+            conversation_pk=pk,
+            text=request.POST.get("content", ""),
+            answerers=answerers,
+            owner_channel=owner_channel,
+            after=chat._after(request),
+            options=options,
         )
     except NewerMessages as exc:
         if pk is None:

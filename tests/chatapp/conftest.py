@@ -15,7 +15,7 @@ from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model
 from django.test import AsyncClient
 
-from chatapp.conversations.turns import StartedGeneration, create_turn
+from chatapp.conversations.turns import Answerer, StartedGeneration, TurnRequest, create_turn
 from chatapp.streaming import worker
 from chatapp.ws import protocol
 from gateway_client.emulator import EmulatorURL, GenerationRecord
@@ -56,11 +56,20 @@ def bob(django_user_model: Any, password: str) -> Any:
     return django_user_model.objects.create_user("bob", password=password)
 
 
+def asked(
+    text: str, model: str, conversation_pk: int | None = None, *, after: int | None = None
+) -> TurnRequest:
+    """A turn's request with `text` for `model` on the default gateway."""
+    return TurnRequest(
+        text=text, answerer=Answerer(model=model), conversation_pk=conversation_pk, after=after
+    )
+
+
 async def start_turn(
     user: Any, text: str, model: str, conversation_pk: int | None = None
 ) -> StartedGeneration:
     owner = await worker.owner_channel()
-    return await sync_to_async(create_turn)(user, conversation_pk, text, model, owner)
+    return await sync_to_async(create_turn)(user, asked(text, model, conversation_pk), owner)
 
 
 class UpstreamLog:

@@ -11,9 +11,9 @@ from django.http import Http404
 from chatapp.access.rate_limits import RateLimited
 from chatapp.conversations.comparison import TOO_MANY, choose_answer, create_comparison
 from chatapp.conversations.tree import Versions, shown_path
-from chatapp.conversations.turns import BUSY, NewerMessages, TurnError, create_turn
-from chatapp.gateways.configs import config_for
+from chatapp.conversations.turns import BUSY, Answerer, NewerMessages, TurnError, create_turn
 from chatapp.models import Conversation, Generation, Message
+from tests.chatapp.conftest import asked
 
 pytestmark = [pytest.mark.django_db]
 
@@ -21,15 +21,15 @@ OWNER = "owner-channel!1"
 MODELS = ["emulator/chat", "emulator/echo", "emulator/long"]
 
 
-def choices(*models: str) -> list[Any]:
-    return [(config_for(None), model) for model in models]
+def answerers(*models: str) -> list[Answerer]:
+    return [Answerer(model=model) for model in models]
 
 
 def compared(
     user: Any, *models: str, conversation_pk: int | None = None, after: int | None = None
 ) -> list[Any]:
     return create_comparison(
-        user, conversation_pk, "Which is better?", choices(*models), OWNER, after
+        user, conversation_pk, "Which is better?", answerers(*models), OWNER, after=after
     )
 
 
@@ -78,7 +78,7 @@ def test_one_model_or_more_than_three_are_refused(alice: Any, models: list[str])
 
 def test_each_answer_counts_in_the_answers_started_per_minute(alice: Any, settings: Any) -> None:
     settings.CHAT_GENERATIONS_PER_MINUTE = 3
-    create_turn(alice, None, "first", "emulator/chat", OWNER)
+    create_turn(alice, asked("first", "emulator/chat"), OWNER)
     Generation.objects.update(status="completed")
     with pytest.raises(RateLimited) as caught:
         compared(alice, *MODELS)
@@ -120,7 +120,9 @@ def test_a_follow_up_waits_for_every_answer_of_the_comparison(alice: Any) -> Non
     question = started[0].user_message
     with pytest.raises(TurnError) as caught:
         create_turn(
-            alice, question.conversation_id, "next", "emulator/chat", OWNER, after=question.pk
+            alice,
+            asked("next", "emulator/chat", question.conversation_id, after=question.pk),
+            OWNER,
         )
     assert str(caught.value) == BUSY
 
@@ -141,7 +143,7 @@ def test_a_follow_up_sent_without_choosing_goes_on_from_the_default(
         end(each, status)
     question = started[0].user_message
     turn = create_turn(
-        alice, question.conversation_id, "next", "emulator/chat", OWNER, after=question.pk
+        alice, asked("next", "emulator/chat", question.conversation_id, after=question.pk), OWNER
     )
     default = started[continued_from]
     assert turn.user_message.parent_id == default.assistant.pk
@@ -162,19 +164,21 @@ def test_a_follow_up_to_a_comparison_chosen_from_in_another_tab_is_caught_up(ali
         end(each)
     choose_answer(alice, started[1].assistant.pk)
     other_tab = create_turn(
-        alice, started[0].conversation.pk, "from the other tab", "emulator/chat", OWNER
+        alice, asked("from the other tab", "emulator/chat", started[0].conversation.pk), OWNER
     )
     end(other_tab)
     question = started[0].user_message
     with pytest.raises(NewerMessages) as caught:
         create_turn(
-            alice, question.conversation_id, "late", "emulator/chat", OWNER, after=question.pk
+            alice,
+            asked("late", "emulator/chat", question.conversation_id, after=question.pk),
+            OWNER,
         )
     assert caught.value.leaf_pk == other_tab.assistant.pk
 
 
 def test_a_comparison_can_follow_on_from_an_answer(alice: Any) -> None:
-    first = create_turn(alice, None, "hello", "emulator/chat", OWNER)
+    first = create_turn(alice, asked("hello", "emulator/chat"), OWNER)
     end(first)
     started = compared(
         alice,

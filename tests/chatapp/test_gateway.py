@@ -13,7 +13,7 @@ from channels.layers import get_channel_layer
 from django.test import AsyncClient
 from django.urls import reverse
 
-from chatapp.conversations.turns import create_turn
+from chatapp.conversations.turns import Answerer, TurnRequest, create_turn
 from chatapp.costs.units import default_unit
 from chatapp.gateways import catalog, configs, key_vault
 from chatapp.gateways.configs import GatewayConfig
@@ -43,7 +43,9 @@ async def gateway_at(base_url: str, dialect: str = "", unit: str = "credits") ->
 async def run(user: Any, model: str, base_url: str, dialect: str = "") -> Generation:
     config = await gateway_at(base_url, dialect)
     owner = await worker.owner_channel()
-    started = await sync_to_async(create_turn)(user, None, "hello there", model, owner, config)
+    started = await sync_to_async(create_turn)(
+        user, TurnRequest(text="hello there", answerer=Answerer(model=model, gateway=config)), owner
+    )
     await asyncio.wait_for(worker.start(started.job), 30)
     return await Generation.objects.select_related("message").aget(pk=started.generation.pk)
 
@@ -181,7 +183,9 @@ async def test_tiny_with_a_price_is_estimated_from_the_text(alice: Any, emulator
     )
     owner = await worker.owner_channel()
     started = await sync_to_async(create_turn)(
-        alice, None, "hello there", "emulator/chat", owner, config
+        alice,
+        TurnRequest(text="hello there", answerer=Answerer(model="emulator/chat", gateway=config)),
+        owner,
     )
     await asyncio.wait_for(worker.start(started.job), 30)
     generation = await Generation.objects.select_related("message").aget(pk=started.generation.pk)
@@ -247,7 +251,9 @@ async def test_keys_never_reach_a_log_or_a_page(
 async def cancelled_midway(user: Any, config: GatewayConfig) -> Generation:
     owner = await worker.owner_channel()
     model = "emulator/long?tokens_per_second=200"
-    started = await sync_to_async(create_turn)(user, None, "otters", model, owner, config)
+    started = await sync_to_async(create_turn)(
+        user, TurnRequest(text="otters", answerer=Answerer(model=model, gateway=config)), owner
+    )
     listener = await GroupListener(started.conversation.pk).join()
     task = worker.start(started.job)
     await listener.until("delta")

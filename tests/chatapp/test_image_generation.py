@@ -15,7 +15,7 @@ from channels.layers import get_channel_layer
 from django.test import AsyncClient
 from django.urls import reverse
 
-from chatapp.conversations.turns import StartedGeneration, create_turn
+from chatapp.conversations.turns import Answerer, StartedGeneration, TurnRequest, create_turn
 from chatapp.gateways import catalog, configs
 from chatapp.models import Generation, Message
 from chatapp.streaming import worker
@@ -34,7 +34,12 @@ PROMPT = "a lighthouse at dusk"
 async def image_turn(user: Any, model: str = "emulator/image", count: int = 2) -> StartedGeneration:
     owner = await worker.owner_channel()
     return await sync_to_async(create_turn)(
-        user, None, PROMPT, model, owner, kind=Generation.Kind.IMAGE, image_count=count
+        user,
+        TurnRequest(
+            text=PROMPT,
+            answerer=Answerer(model=model, kind=Generation.Kind.IMAGE, image_count=count),
+        ),
+        owner,
     )
 
 

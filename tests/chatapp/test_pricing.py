@@ -16,7 +16,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
-from chatapp.conversations.turns import create_turn
+from chatapp.conversations.turns import Answerer, TurnRequest, create_turn
 from chatapp.costs import pricing
 from chatapp.gateways import catalog, configs, key_vault
 from chatapp.gateways.configs import GatewayConfig
@@ -113,7 +113,11 @@ async def test_a_stopped_answer_through_litellm_is_estimated_at_its_model_info_p
     async with litellm_gateway() as config:
         await catalog.list_models(config)  # learns the prices, as the picker's page does
         owner = await worker.owner_channel()
-        started = await sync_to_async(create_turn)(alice, None, "otters", "gpt-4o", owner, config)
+        started = await sync_to_async(create_turn)(
+            alice,
+            TurnRequest(text="otters", answerer=Answerer(model="gpt-4o", gateway=config)),
+            owner,
+        )
         listener = await GroupListener(started.conversation.pk).join()
         task = worker.start(started.job)
         await listener.until("delta")

@@ -21,7 +21,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from chatapp.asgi import application
-from chatapp.conversations.turns import create_turn, first_context
+from chatapp.conversations.turns import Answerer, TurnRequest, create_turn, first_context
 from chatapp.costs import spending_limits
 from chatapp.costs.spending_limits import Ceiling, SpendingLimitReached, ceiling_for, period_bounds
 from chatapp.costs.units import CostUnit, Money
@@ -460,7 +460,12 @@ async def test_an_image_generation_is_checked_before_it_is_sent(
     owner = await worker.owner_channel()
     with pytest.raises(SpendingLimitReached, match=r"^This image generation cannot be priced"):
         await sync_to_async(create_turn)(
-            alice, None, "a lighthouse", "emulator/image", owner, kind=Generation.Kind.IMAGE
+            alice,
+            TurnRequest(
+                text="a lighthouse",
+                answerer=Answerer(model="emulator/image", kind=Generation.Kind.IMAGE),
+            ),
+            owner,
         )
     assert upstream.new() == []
     assert await Message.objects.acount() == 0
@@ -555,7 +560,14 @@ async def test_twenty_reservations_at_once_start_only_what_the_limit_allows(alic
     owner = await worker.owner_channel()
     results = await asyncio.gather(
         *(
-            persistence.on_record_thread(create_turn, alice, c.pk, "hi", "emulator/echo", owner)
+            persistence.on_record_thread(
+                create_turn,
+                alice,
+                TurnRequest(
+                    text="hi", answerer=Answerer(model="emulator/echo"), conversation_pk=c.pk
+                ),
+                owner,
+            )
             for c in conversations
         ),
         return_exceptions=True,

@@ -15,6 +15,7 @@ from chatapp.conversations.tree import Versions, context_for, shown_path
 from chatapp.conversations.turns import (
     BUSY,
     MAX_MESSAGE_CHARS,
+    Answerer,
     NewerMessages,
     TurnError,
     create_continuation,
@@ -25,8 +26,8 @@ from chatapp.conversations.turns import (
     select_version,
     title_from,
 )
-from chatapp.gateways.configs import config_for
 from chatapp.models import Conversation, Generation, Message
+from tests.chatapp.conftest import asked
 
 pytestmark = [pytest.mark.django_db]
 
@@ -84,37 +85,37 @@ def texts(conversation: Conversation) -> list[str]:
 @pytest.mark.parametrize("text", ["", "   ", "\n\t \n"])
 def test_an_empty_message_is_refused(alice: Any, text: str) -> None:
     with pytest.raises(TurnError) as caught:
-        create_turn(alice, None, text, "emulator/chat", OWNER)
+        create_turn(alice, asked(text, "emulator/chat"), OWNER)
     assert str(caught.value) == "Write a message first."
     assert not Conversation.objects.exists()
 
 
 def test_a_message_over_the_limit_is_refused(alice: Any) -> None:
     with pytest.raises(TurnError) as caught:
-        create_turn(alice, None, "x" * (MAX_MESSAGE_CHARS + 1), "emulator/chat", OWNER)
+        create_turn(alice, asked("x" * (MAX_MESSAGE_CHARS + 1), "emulator/chat"), OWNER)
     assert str(caught.value) == "The message is too long (at most 100,000 characters)."
     assert not Message.objects.exists()
 
 
 def test_a_message_at_the_limit_is_accepted_and_stripped_first(alice: Any) -> None:
     text = "x" * MAX_MESSAGE_CHARS
-    started = create_turn(alice, None, f"  {text}\n\n", "emulator/chat", OWNER)
+    started = create_turn(alice, asked(f"  {text}\n\n", "emulator/chat"), OWNER)
     assert started.user_message is not None
     assert started.user_message.content == text
 
 
 def test_no_model_is_refused(alice: Any) -> None:
     with pytest.raises(TurnError) as caught:
-        create_turn(alice, None, "hello", "", OWNER)
+        create_turn(alice, asked("hello", ""), OWNER)
     assert str(caught.value) == "Choose a model first."
     assert not Conversation.objects.exists()
 
 
 def test_a_retry_while_the_answer_is_running_is_refused(alice: Any) -> None:
-    started = create_turn(alice, None, "hello", "emulator/chat", OWNER)
+    started = create_turn(alice, asked("hello", "emulator/chat"), OWNER)
     assert started.generation.status == "streaming"
     with pytest.raises(TurnError) as caught:
-        create_retry(alice, started.assistant.pk, None, OWNER)
+        create_retry(alice, started.assistant.pk, OWNER)
     assert str(caught.value) == "This answer is still being written."
     assert Generation.objects.count() == 1
 
@@ -138,7 +139,7 @@ def test_title_from(text: str, title: str) -> None:
 
 
 def test_the_first_message_titles_a_new_conversation(alice: Any) -> None:
-    started = create_turn(alice, None, "Otters\nand rivers", "emulator/chat", OWNER)
+    started = create_turn(alice, asked("Otters\nand rivers", "emulator/chat"), OWNER)
     conversation = Conversation.objects.get(pk=started.conversation.pk)
     assert conversation.user == alice
     assert conversation.title == "Otters"
@@ -148,8 +149,8 @@ def test_the_first_message_titles_a_new_conversation(alice: Any) -> None:
 def test_a_later_message_titles_only_an_untitled_conversation(alice: Any) -> None:
     titled = Conversation.objects.create(user=alice, title="Kept")
     untitled = Conversation.objects.create(user=alice)
-    create_turn(alice, titled.pk, "Something else", "emulator/chat", OWNER)
-    create_turn(alice, untitled.pk, "Now titled\nbody", "emulator/chat", OWNER)
+    create_turn(alice, asked("Something else", "emulator/chat", titled.pk), OWNER)
+    create_turn(alice, asked("Now titled\nbody", "emulator/chat", untitled.pk), OWNER)
     assert Conversation.objects.get(pk=titled.pk).title == "Kept"
     assert Conversation.objects.get(pk=untitled.pk).title == "Now titled"
 
@@ -158,7 +159,7 @@ def test_a_later_message_titles_only_an_untitled_conversation(alice: Any) -> Non
 
 
 def test_a_turn_is_a_question_a_placeholder_and_a_streaming_generation(alice: Any) -> None:
-    started = create_turn(alice, None, "  hello  ", "emulator/echo", OWNER)
+    started = create_turn(alice, asked("  hello  ", "emulator/echo"), OWNER)
     question, answer = Message.objects.filter(conversation=started.conversation)
     assert (question.role, question.content) == ("user", "hello")
     assert (answer.role, answer.content) == ("assistant", "")
@@ -182,7 +183,7 @@ def test_a_retry_is_a_new_generation_with_the_failed_ones_model_by_default(alice
     conversation = Conversation.objects.create(user=alice, title="t")
     question = said(conversation, "user", "hello")
     failed = answered(conversation, "", status="failed")
-    started = create_retry(alice, failed.pk, None, OWNER)
+    started = create_retry(alice, failed.pk, OWNER)
     assert started.user_message is None
     assert started.generation.model == "emulator/chat"
     assert started.assistant.pk > failed.pk
@@ -190,7 +191,7 @@ def test_a_retry_is_a_new_generation_with_the_failed_ones_model_by_default(alice
     # The failed attempt is not context for its retry.
     assert started.job.messages == [{"role": "user", "content": "hello"}]
     finish(started)
-    other = create_retry(alice, failed.pk, "emulator/echo", OWNER)
+    other = create_retry(alice, failed.pk, OWNER, Answerer(model="emulator/echo"))
     assert other.generation.model == "emulator/echo"
     assert Conversation.objects.get(pk=conversation.pk).model == "emulator/echo"
 
@@ -250,7 +251,7 @@ def test_a_retry_asks_for_the_gateways_budget(alice: Any) -> None:
     conversation = Conversation.objects.create(user=alice, title="t")
     said(conversation, "user", "hello")
     failed = answered(conversation, "", status="failed")
-    started = create_retry(alice, failed.pk, None, OWNER)
+    started = create_retry(alice, failed.pk, OWNER)
     assert started.generation.max_tokens is None
     assert started.job.max_tokens is None
 
@@ -266,7 +267,7 @@ def test_only_an_answer_that_ran_out_of_budget_is_continued(alice: Any) -> None:
         assert str(caught.value) == (
             "Only an answer that ran out of its token budget gets a larger one."
         )
-    running = create_turn(alice, conversation.pk, "more", "emulator/length", OWNER)
+    running = create_turn(alice, asked("more", "emulator/length", conversation.pk), OWNER)
     with pytest.raises(TurnError, match=r"^This answer is still being written\.$"):
         create_continuation(alice, running.assistant.pk, OWNER)
     assert Generation.objects.count() == 3
@@ -415,9 +416,9 @@ def test_messages_from_the_answer_on_are_not_context(alice: Any) -> None:
 def test_another_users_conversation_is_not_found(alice: Any, bob: Any) -> None:
     conversation = Conversation.objects.create(user=alice, title="private")
     with pytest.raises(Http404, match=r"^No such conversation\.$"):
-        create_turn(bob, conversation.pk, "hello", "emulator/chat", OWNER)
+        create_turn(bob, asked("hello", "emulator/chat", conversation.pk), OWNER)
     with pytest.raises(Http404, match=r"^No such conversation\.$"):
-        create_turn(alice, conversation.pk + 1, "hello", "emulator/chat", OWNER)
+        create_turn(alice, asked("hello", "emulator/chat", conversation.pk + 1), OWNER)
     assert not Message.objects.exists()
 
 
@@ -426,9 +427,9 @@ def test_another_users_message_cannot_be_retried(alice: Any, bob: Any) -> None:
     question = said(conversation, "user", "q")
     failed = answered(conversation, "", status="failed")
     with pytest.raises(Http404, match=r"^No such message\.$"):
-        create_retry(bob, failed.pk, None, OWNER)
+        create_retry(bob, failed.pk, OWNER)
     with pytest.raises(Http404, match=r"^No such message\.$"):
-        create_retry(alice, question.pk, None, OWNER)  # only answers are retried
+        create_retry(alice, question.pk, OWNER)  # only answers are retried
     assert Generation.objects.count() == 1
 
 
@@ -446,9 +447,9 @@ def test_another_users_answer_cannot_be_continued(alice: Any, bob: Any) -> None:
 
 def two_turns(user: Any) -> tuple[Conversation, list[Message]]:
     """A conversation "one" → "re: one" → "two" → "re: two", finished: its four messages."""
-    first = create_turn(user, None, "one", "emulator/echo", OWNER)
+    first = create_turn(user, asked("one", "emulator/echo"), OWNER)
     finish(first)
-    second = create_turn(user, first.conversation.pk, "two", "emulator/echo", OWNER)
+    second = create_turn(user, asked("two", "emulator/echo", first.conversation.pk), OWNER)
     finish(second)
     messages = list(Message.objects.filter(conversation=first.conversation).order_by("pk"))
     return Conversation.objects.get(pk=first.conversation.pk), messages
@@ -479,9 +480,9 @@ def test_context_is_the_path_of_the_branch_down_to_the_answers_question(alice: A
 def test_a_follow_up_comes_after_the_current_leaf_and_becomes_it(alice: Any) -> None:
     conversation, (_one, _re_one, two, re_two) = two_turns(alice)
     assert conversation.current_leaf == re_two
-    finish(create_edit(alice, two.pk, "deux", (config_for(None), "emulator/echo"), OWNER))
+    finish(create_edit(alice, two.pk, "deux", Answerer(model="emulator/echo"), OWNER))
     Conversation.objects.filter(pk=conversation.pk).update(current_leaf=re_two)  # shown again
-    started = create_turn(alice, conversation.pk, "three", "emulator/echo", OWNER)
+    started = create_turn(alice, asked("three", "emulator/echo", conversation.pk), OWNER)
     assert started.user_message is not None
     assert started.user_message.parent == re_two
     assert started.assistant.parent == started.user_message
@@ -500,7 +501,7 @@ def test_a_follow_up_comes_after_the_current_leaf_and_becomes_it(alice: Any) -> 
 def test_a_follow_up_without_a_leaf_set_comes_after_the_newest_message(alice: Any) -> None:
     conversation, (_, _, _, re_two) = two_turns(alice)
     Conversation.objects.filter(pk=conversation.pk).update(current_leaf=None)
-    started = create_turn(alice, conversation.pk, "three", "emulator/echo", OWNER)
+    started = create_turn(alice, asked("three", "emulator/echo", conversation.pk), OWNER)
     assert started.user_message is not None
     assert started.user_message.parent == re_two
 
@@ -509,22 +510,24 @@ def test_a_leaf_with_descendants_is_read_as_its_newest_one(alice: Any) -> None:
     conversation, (one, _, _, re_two) = two_turns(alice)
     Conversation.objects.filter(pk=conversation.pk).update(current_leaf=one)
     assert texts(conversation) == ["one", "re: one", "two", "re: two"]
-    started = create_turn(alice, conversation.pk, "three", "emulator/echo", OWNER)
+    started = create_turn(alice, asked("three", "emulator/echo", conversation.pk), OWNER)
     assert started.user_message is not None
     assert started.user_message.parent == re_two
 
 
 def test_a_follow_up_comes_after_the_message_the_page_shows(alice: Any, bob: Any) -> None:
     conversation, (_, _, two, re_two) = two_turns(alice)
-    finish(create_edit(alice, two.pk, "deux", (config_for(None), "emulator/echo"), OWNER))
+    finish(create_edit(alice, two.pk, "deux", Answerer(model="emulator/echo"), OWNER))
     # A page showing the first branch (the leaf is the edit's answer now) goes on from its end.
-    started = create_turn(alice, conversation.pk, "trois", "emulator/echo", OWNER, after=re_two.pk)
+    started = create_turn(
+        alice, asked("trois", "emulator/echo", conversation.pk, after=re_two.pk), OWNER
+    )
     assert started.user_message is not None
     assert started.user_message.parent == re_two
     finish(started)
     _others, (_, bobs, *_) = two_turns(bob)
     with pytest.raises(Http404, match=r"^No such message\.$"):
-        create_turn(alice, conversation.pk, "x", "emulator/echo", OWNER, after=bobs.pk)
+        create_turn(alice, asked("x", "emulator/echo", conversation.pk, after=bobs.pk), OWNER)
     assert not Message.objects.filter(content="x").exists()
 
 
@@ -534,24 +537,24 @@ def test_a_follow_up_to_a_message_gone_on_from_is_refused_with_the_newest_after_
     conversation, (one, re_one, _, re_two) = two_turns(alice)
     # Another tab went on from "re: one" since this page showed it, then switched to another
     # version of the first question: what went on after "re: one" still stands.
-    finish(create_edit(alice, one.pk, "un", (config_for(None), "emulator/echo"), OWNER))
+    finish(create_edit(alice, one.pk, "un", Answerer(model="emulator/echo"), OWNER))
     with pytest.raises(NewerMessages) as refused:
-        create_turn(alice, conversation.pk, "x", "emulator/echo", OWNER, after=re_one.pk)
+        create_turn(alice, asked("x", "emulator/echo", conversation.pk, after=re_one.pk), OWNER)
     assert str(refused.value) == (
         "This conversation has new messages: they are shown now; send again to continue."
     )
     assert refused.value.leaf_pk == re_two.pk
     assert not Message.objects.filter(content="x").exists()
     # An edit and a retry of what came before are new branches, asked for.
-    finish(create_retry(alice, re_one.pk, "emulator/chat", OWNER))
-    finish(create_edit(alice, one.pk, "uno", (config_for(None), "emulator/echo"), OWNER))
+    finish(create_retry(alice, re_one.pk, OWNER, Answerer(model="emulator/chat")))
+    finish(create_edit(alice, one.pk, "uno", Answerer(model="emulator/echo"), OWNER))
     assert texts(conversation) == ["uno", "re: uno"]
 
 
 def test_a_follow_up_comes_after_an_answer_never_after_a_question(alice: Any) -> None:
     conversation, (one, *_) = two_turns(alice)
     with pytest.raises(Http404, match=r"^No such message\.$"):
-        create_turn(alice, conversation.pk, "x", "emulator/echo", OWNER, after=one.pk)
+        create_turn(alice, asked("x", "emulator/echo", conversation.pk, after=one.pk), OWNER)
     assert not Message.objects.filter(content="x").exists()
 
 
@@ -559,7 +562,7 @@ def test_regenerating_an_earlier_answer_makes_a_sibling_from_the_context_before_
     alice: Any,
 ) -> None:
     conversation, (one, re_one, _two, _re_two) = two_turns(alice)
-    started = create_retry(alice, re_one.pk, "emulator/chat", OWNER)
+    started = create_retry(alice, re_one.pk, OWNER, Answerer(model="emulator/chat"))
     assert started.assistant.parent == one
     assert started.generation.model == "emulator/chat"
     assert started.job.messages == [{"role": "user", "content": "one"}]
@@ -577,7 +580,7 @@ def test_regenerating_an_earlier_answer_makes_a_sibling_from_the_context_before_
 
 def test_an_edit_is_a_sibling_question_answered_from_the_context_before_it(alice: Any) -> None:
     conversation, (one, re_one, two, _re_two) = two_turns(alice)
-    choice = (config_for(None), "emulator/chat")
+    choice = Answerer(model="emulator/chat")
     started = create_edit(alice, two.pk, "  deux  ", choice, OWNER)
     question = started.user_message
     assert question is not None
@@ -610,11 +613,11 @@ def test_an_edit_is_checked_like_a_message_and_only_of_ones_own_question(
     alice: Any, bob: Any
 ) -> None:
     conversation, (_, re_one, two, _) = two_turns(alice)
-    choice = (config_for(None), "emulator/echo")
+    choice = Answerer(model="emulator/echo")
     with pytest.raises(TurnError, match=r"^Write a message first\.$"):
         create_edit(alice, two.pk, "  ", choice, OWNER)
     with pytest.raises(TurnError, match=r"^Choose a model first\.$"):
-        create_edit(alice, two.pk, "deux", (config_for(None), ""), OWNER)
+        create_edit(alice, two.pk, "deux", Answerer(model=""), OWNER)
     with pytest.raises(Http404, match=r"^No such message\.$"):
         create_edit(bob, two.pk, "deux", choice, OWNER)
     with pytest.raises(Http404, match=r"^No such message\.$"):
@@ -624,7 +627,7 @@ def test_an_edit_is_checked_like_a_message_and_only_of_ones_own_question(
 
 def test_switching_to_a_version_shows_its_newest_descendants(alice: Any, bob: Any) -> None:
     conversation, (one, _re_one, two, re_two) = two_turns(alice)
-    edit = create_edit(alice, two.pk, "deux", (config_for(None), "emulator/echo"), OWNER)
+    edit = create_edit(alice, two.pk, "deux", Answerer(model="emulator/echo"), OWNER)
     assert edit.user_message is not None
     # Allowed while that answer is written: switching only changes what is shown.
     shown_conversation, leaf = select_version(alice, two.pk)
@@ -643,26 +646,26 @@ def test_switching_to_a_version_shows_its_newest_descendants(alice: Any, bob: An
 def test_an_answer_whose_worker_died_does_not_hold_up_the_next_turn(alice: Any) -> None:
     # Its process crashed: it is still `streaming` until the sweep comes by, but beats no more.
     conversation, _ = two_turns(alice)
-    dead = create_turn(alice, conversation.pk, "three", "emulator/echo", OWNER)
+    dead = create_turn(alice, asked("three", "emulator/echo", conversation.pk), OWNER)
     silent = timezone.now() - timedelta(seconds=settings.CHAT_STALE_AFTER + 1)
     Generation.objects.filter(pk=dead.generation.pk).update(heartbeat_at=silent)
-    started = create_turn(alice, conversation.pk, "four", "emulator/echo", OWNER)
+    started = create_turn(alice, asked("four", "emulator/echo", conversation.pk), OWNER)
     assert started.user_message is not None
     assert Generation.objects.get(pk=dead.generation.pk).status == "streaming"
     # One that beat a moment ago is waited for.
     Generation.objects.filter(pk=started.generation.pk).update(heartbeat_at=timezone.now())
     with pytest.raises(TurnError, match="still being written"):
-        create_turn(alice, conversation.pk, "five", "emulator/echo", OWNER)
+        create_turn(alice, asked("five", "emulator/echo", conversation.pk), OWNER)
 
 
 def test_no_second_turn_starts_while_an_answer_is_written(alice: Any) -> None:
     conversation, (_one, re_one, two, _re_two) = two_turns(alice)
-    running = create_turn(alice, conversation.pk, "three", "emulator/echo", OWNER)
-    choice = (config_for(None), "emulator/echo")
+    running = create_turn(alice, asked("three", "emulator/echo", conversation.pk), OWNER)
+    choice = Answerer(model="emulator/echo")
     Generation.objects.filter(message=re_one).update(finish_reason="length")
     for start in (
-        lambda: create_turn(alice, conversation.pk, "four", "emulator/echo", OWNER),
-        lambda: create_retry(alice, re_one.pk, None, OWNER),
+        lambda: create_turn(alice, asked("four", "emulator/echo", conversation.pk), OWNER),
+        lambda: create_retry(alice, re_one.pk, OWNER),
         lambda: create_edit(alice, two.pk, "deux", choice, OWNER),
         lambda: create_continuation(alice, re_one.pk, OWNER),
     ):
@@ -674,6 +677,6 @@ def test_no_second_turn_starts_while_an_answer_is_written(alice: Any) -> None:
     )
     assert Message.objects.filter(conversation=conversation).count() == 6
     # Another conversation is not held up, and once the answer ends the next turn starts.
-    create_turn(alice, None, "elsewhere", "emulator/echo", OWNER)
+    create_turn(alice, asked("elsewhere", "emulator/echo"), OWNER)
     finish(running, status="cancelled")
-    create_turn(alice, conversation.pk, "four", "emulator/echo", OWNER)
+    create_turn(alice, asked("four", "emulator/echo", conversation.pk), OWNER)

@@ -23,7 +23,7 @@ from channels.testing import WebsocketCommunicator
 from django.test import AsyncClient, Client
 
 from chatapp.asgi import application
-from chatapp.conversations.turns import create_turn
+from chatapp.conversations.turns import Answerer, TurnRequest, create_turn
 from chatapp.gateways import configs
 from chatapp.models import Generation
 from chatapp.streaming import persistence, worker
@@ -143,7 +143,9 @@ async def run_answer(
         settings.LLM_BASE_URL = f"{proxy.url}/numes/api/v1"  # the default gateway's row
         configs.forget_configs()
         owner = await worker.owner_channel()
-        started = await sync_to_async(create_turn)(user, None, text, model, owner)
+        started = await sync_to_async(create_turn)(
+            user, TurnRequest(text=text, answerer=Answerer(model=model)), owner
+        )
         ws = await page_socket(user, started.conversation.pk)
         try:
             page = ShownAnswer(started.generation.pk)

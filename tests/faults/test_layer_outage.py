@@ -15,7 +15,7 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from chatapp.conversations.turns import create_turn
+from chatapp.conversations.turns import Answerer, TurnRequest, create_turn
 from chatapp.gateways import configs
 from chatapp.models import Generation
 from chatapp.streaming import worker
@@ -62,7 +62,9 @@ async def test_an_answer_ending_while_the_layer_is_down_is_saved_and_its_end_tol
 
     as_redis(layer, monkeypatch, flaky_group_send)
     owner = await worker.owner_channel()
-    started = await sync_to_async(create_turn)(alice, None, "A short story", PACED, owner)
+    started = await sync_to_async(create_turn)(
+        alice, TurnRequest(text="A short story", answerer=Answerer(model=PACED)), owner
+    )
     page = ShownAnswer(started.generation.pk)
     ws = await page_socket(alice, started.conversation.pk)
     try:
@@ -111,7 +113,9 @@ async def test_deltas_lost_mid_stream_are_a_gap_the_page_fills_by_snapshot(
 
     as_redis(layer, monkeypatch, flaky_group_send)
     owner = await worker.owner_channel()
-    started = await sync_to_async(create_turn)(alice, None, "A long story", SLOWER, owner)
+    started = await sync_to_async(create_turn)(
+        alice, TurnRequest(text="A long story", answerer=Answerer(model=SLOWER)), owner
+    )
     page = ShownAnswer(started.generation.pk)
     ws = await page_socket(alice, started.conversation.pk)
     try:
@@ -151,7 +155,9 @@ async def test_a_cost_update_the_layer_cannot_carry_is_a_warning_not_a_crash(
 
     as_redis(layer, monkeypatch, no_updates)
     owner = await worker.owner_channel()
-    started = await sync_to_async(create_turn)(alice, None, "A short story", "emulator/drop", owner)
+    started = await sync_to_async(create_turn)(
+        alice, TurnRequest(text="A short story", answerer=Answerer(model="emulator/drop")), owner
+    )
     await worker.start(started.job)  # raises if the worker died
     generation = await Generation.objects.aget(pk=started.generation.pk)
     assert generation.status == "incomplete"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from chatapp.conversations.turns import create_turn
+from chatapp.conversations.turns import Answerer, TurnRequest, create_turn
 from chatapp.gateways import configs
 from chatapp.models import Generation
 from chatapp.streaming import worker
@@ -34,7 +34,9 @@ async def test_a_socket_dropped_and_reopened_mid_stream_sees_no_gap_and_no_dupli
     settings.LLM_BASE_URL = f"{fault_emulator}/numes/api/v1"
     configs.forget_configs()
     owner = await worker.owner_channel()
-    started = await sync_to_async(create_turn)(alice, None, "A long story", PACED, owner)
+    started = await sync_to_async(create_turn)(
+        alice, TurnRequest(text="A long story", answerer=Answerer(model=PACED)), owner
+    )
     page = ShownAnswer(started.generation.pk)
     first = await page_socket(alice, started.conversation.pk)
     task = worker.start(started.job)

@@ -13,7 +13,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
-from chatapp.conversations.turns import create_turn
+from chatapp.conversations.turns import Answerer, TurnRequest, create_turn
 from chatapp.costs.units import default_unit
 from chatapp.gateways import catalog, configs, detected, key_vault
 from chatapp.models import ChatDefaults, Gateway, Generation, ModelPrice
@@ -46,7 +46,9 @@ class Turn:
         await catalog.listed_models(config, self.model)
         owner = await worker.owner_channel()
         self.started = await sync_to_async(create_turn)(
-            self.user, None, self.text, self.model, owner, gateway=config
+            self.user,
+            TurnRequest(text=self.text, answerer=Answerer(model=self.model, gateway=config)),
+            owner,
         )
         listener = await GroupListener(self.started.conversation.pk).join()
         self.task = worker.start(self.started.job)
