@@ -9,11 +9,16 @@ adds to what the stream already reported.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 from .events import Cost
 
-__all__ = ["GenerationRecord", "parse_generation_record"]
+__all__ = ["GenerationRecord", "RecordOutcome", "parse_generation_record"]
+
+# What a generation record says of its request (its `outcome` field): the gateway's word, unlike
+# `accumulator.Outcome`, which is how a stream read by the client ended. The emulator writes it.
+type RecordOutcome = Literal["completed", "cancelled", "error", "in_progress"]
+OUTCOMES: tuple[RecordOutcome, ...] = get_args(RecordOutcome.__value__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,7 +26,7 @@ class GenerationRecord:
     """The gateway's own record of a generation: what was delivered and charged."""
 
     id: str
-    outcome: str  # completed | cancelled | error | in_progress
+    outcome: RecordOutcome
     finish_reason: str | None
     prompt_tokens: int | None
     completion_tokens: int | None
@@ -38,7 +43,9 @@ def parse_generation_record(generation_id: str, payload: Any) -> GenerationRecor
     if not isinstance(data, dict):
         data = {}
     amount = data.get("total_cost")
-    outcome = data.get("outcome") or ("cancelled" if data.get("cancelled") else "completed")
+    said = data.get("outcome") or ("cancelled" if data.get("cancelled") else "completed")
+    # A word we do not know is a settled outcome that is not a completion (`raw` keeps it).
+    outcome: RecordOutcome = next((known for known in OUTCOMES if known == said), "error")
 
     def count(key: str) -> int | None:
         value = data.get(key)
@@ -46,7 +53,7 @@ def parse_generation_record(generation_id: str, payload: Any) -> GenerationRecor
 
     return GenerationRecord(
         id=str(data.get("id") or generation_id),
-        outcome=str(outcome),
+        outcome=outcome,
         finish_reason=data.get("finish_reason"),
         prompt_tokens=count("tokens_prompt"),
         completion_tokens=count("tokens_completion"),

@@ -11,11 +11,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from ..generation_record import RecordOutcome
 from .channel import Channel
 from .dialects import Dialect, Ids
 from .options import Options
 from .parsing import ChatRequest
-from .records import GenerationRecord, RecordOutcome, Registry
+from .records import GenerationRecord, Registry
 from .scenarios import Piece, Script
 
 __all__ = ["Generation"]

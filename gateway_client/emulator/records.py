@@ -17,13 +17,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
-__all__ = ["GenerationRecord", "RecordOutcome", "Registry"]
+from ..generation_record import RecordOutcome
 
-# What a Numes generation record says of its request (its `outcome` field): the gateway's word,
-# unlike `accumulator.Outcome`, which is how a stream read by the client ended.
-RecordOutcome = Literal["completed", "cancelled", "error", "in_progress"]
+__all__ = ["GenerationRecord", "Registry"]
 
 
 @dataclass(slots=True)
