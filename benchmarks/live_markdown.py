@@ -139,7 +139,7 @@ async def run(tokens: int, tokens_per_delta: int, tokens_per_second: float) -> d
     from chatapp.rendering.markdown import render_markdown
     from chatapp.streaming.live_blocks import BlockSettler
     from chatapp.streaming.live_state import LiveState
-    from chatapp.ws import protocol
+    from chatapp.ws import socket_messages
     from gateway_client.emulator.text import split_tokens
     from gateway_client.events import TextDelta
 
@@ -183,7 +183,7 @@ async def run(tokens: int, tokens_per_delta: int, tokens_per_second: float) -> d
         clock.tick(ticks, covered if not last else arrived, arrived)
         cpu_deltas += spent
         deltas += 1
-        message = protocol.group_message(protocol.delta(1, fields))["text"]
+        message = socket_messages.group_message(socket_messages.delta(1, fields))["text"]
         wire += frame(message)
         deflated += deflater.frame(message)
         settled = fields.pop("settled", None)
@@ -192,7 +192,7 @@ async def run(tokens: int, tokens_per_delta: int, tokens_per_second: float) -> d
             cpu_settling += spent
             html.append(str(settled[2]))  # type: ignore[index]
         if "content" in fields:
-            plain = protocol.group_message(protocol.delta(1, fields))["text"]
+            plain = socket_messages.group_message(socket_messages.delta(1, fields))["text"]
             wire_without_html += frame(plain)
 
     for i, piece in enumerate(pieces, 1):

@@ -37,7 +37,7 @@ import httpx
 import orjson
 
 from gateway_client.accumulator import Accumulator
-from gateway_client.protocol import EventStreamParser
+from gateway_client.stream_parser import EventStreamParser
 
 ROOT = Path(__file__).resolve().parent.parent
 READ = 1024

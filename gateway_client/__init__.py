@@ -1,9 +1,9 @@
 """Async client for OpenAI-compatible gateway streams: framework-free, typed, fast.
 
 Layers, each usable alone: `sse` (bytes → events), `chunks` (a chunk → typed `events`),
-`accumulator` (events → `Completion`), `protocol` (all three, plus `[DONE]` and terminal state),
-`client` (`GatewayClient` over httpx, with deadlines, caps and cancel by closing), `retries` (one
-`RetryBudget` per answer, which every layer that could send it again draws on).
+`accumulator` (events → `Completion`), `stream_parser` (all three, plus `[DONE]` and terminal
+state), `client` (`GatewayClient` over httpx, with deadlines, caps and cancel by closing), `retries`
+(one `RetryBudget` per answer, which every layer that could send it again draws on).
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from .errors import (
     StreamFailed,
     TransportError,
 )
-from .protocol import EventStreamParser
 from .retries import RetryBudget
 from .speech import SpeechStream
 from .sse import ServerSentEvent, SSEDecoder
 from .stream import EventStream
+from .stream_parser import EventStreamParser
 
 __all__ = [
     "Accumulator",

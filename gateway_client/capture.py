@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from .accumulator import Accumulator, Completion
 from .harmony_tags import HarmonyTags
-from .protocol import EventStreamParser, is_event_stream, parse_retry_after, status_error
+from .stream_parser import EventStreamParser, is_event_stream, parse_retry_after, status_error
 from .think_tags import ThinkTags
 
 __all__ = ["Capture", "CaptureError", "parse_capture", "replay"]

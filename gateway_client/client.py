@@ -42,11 +42,11 @@ from .model_list import (
     parse_models,
     with_details,
 )
-from .protocol import parse_retry_after, status_error
 from .redaction import Redactor
 from .retries import EXTENSION, RetryBudget, retry_wait
 from .speech import SpeechStream
 from .stream import EventStream
+from .stream_parser import parse_retry_after, status_error
 from .transport import GatewayTransport
 
 __all__ = ["GatewayClient", "GenerationRecord", "ModelInfo"]

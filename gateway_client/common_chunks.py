@@ -4,7 +4,7 @@ path (orjson, then `chunks.parse_chunk`) would give, for less.
 The common shape (one choice's text, role or finish reason, nothing else) is decoded straight
 from bytes into msgspec Structs that admit nothing else; once one such chunk has been read, the
 bytes around its text become a `Template`, and a chunk with the same bytes around its text needs
-only that string decoded. `protocol.EventStreamParser` uses both and falls back to the general
+only that string decoded. `stream_parser.EventStreamParser` uses both and falls back to the general
 path for anything else.
 """
 

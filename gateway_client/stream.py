@@ -36,9 +36,9 @@ from .events import (
     ToolCallDelta,
 )
 from .harmony_tags import HarmonyTags
-from .protocol import EventStreamParser, is_event_stream
 from .retries import RetryBudget
 from .stream_client import StreamClient
+from .stream_parser import EventStreamParser, is_event_stream
 from .think_tags import ThinkTags
 
 __all__ = ["EventStream"]

@@ -134,7 +134,7 @@ def test_the_graph_is_read_from_every_module() -> None:
     assert "chatapp.models" in graph
     assert "gateway_client.emulator.app" in graph
     # A relative import inside a package resolves against that package.
-    assert "gateway_client.errors" in graph["gateway_client.protocol"]
+    assert "gateway_client.errors" in graph["gateway_client.stream_parser"]
     assert any(i.source == "gateway_client" for i in imports)
 
 

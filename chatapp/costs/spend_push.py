@@ -8,8 +8,8 @@ every `PUSH_INTERVAL`, and it covers every cost settled before it starts. Render
 settled cost, a crowd of answers ending together (200 at once) queued 200 renders of month
 totals on one thread, behind which each later cost waited: a heavy user's tabs got figures
 seconds late, and the renders took a fifth of the server's time. Each tab's socket joins its
-user's group (`protocol.user_group_name`); the message carries the two partials rendered here,
-which the page swaps in by their ids. The rendering queries span the user's month, so it runs
+user's group (`socket_messages.user_group_name`); the message carries the two partials rendered
+here, which the page swaps in by their ids. The rendering queries span the user's month, so it runs
 on a thread of its own, one at a time: it never waits behind, or holds up, the records thread
 that writes turns and final states.
 """
@@ -29,7 +29,7 @@ from django.template.loader import render_to_string
 
 from chatapp.costs.spend import month_spend
 from chatapp.costs.spending_limits import standings_for
-from chatapp.ws import layer_errors, protocol
+from chatapp.ws import layer_errors, socket_messages
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -115,8 +115,10 @@ async def _push(pushes: _Pushes, user_pk: int) -> None:
         html = await loop.run_in_executor(_executor, render_spend, user_pk)
         if html is None:
             return
-        message = protocol.group_message(protocol.spend(html))
-        await protocol.channel_layer().group_send(protocol.user_group_name(user_pk), message)
+        message = socket_messages.group_message(socket_messages.spend(html))
+        await socket_messages.channel_layer().group_send(
+            socket_messages.user_group_name(user_pk), message
+        )
     except layer_errors.LAYER_DOWN as exc:
         logger.warning("User %s: their spend update was not sent (%s)", user_pk, exc)
     except Exception:

@@ -7,7 +7,7 @@ second (expiry is a minute, so a second's delay changes nothing) and a group sen
 queue directly. Messages are still copied per recipient, as the base layer does, so a consumer
 cannot change what another one receives. Semantics are otherwise the base layer's: at-most-once,
 bounded queues, `ChannelFull` dropped for group sends. `group_send_now` is the same send as a
-plain call, for the ticker (`protocol.immediate_group_send`).
+plain call, for the ticker (`socket_messages.immediate_group_send`).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from chatapp.models import Generation, Message
-from chatapp.ws import protocol
+from chatapp.ws import socket_messages
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -59,7 +59,7 @@ def _below(parents: Mapping[int, int | None], pk: int | None, ancestor: int) -> 
 
 async def cancel(generations: Iterable[tuple[int, str]]) -> None:
     """Tell each `(generation pk, owner channel)` to stop, in whichever process runs it."""
-    layer = protocol.channel_layer()
+    layer = socket_messages.channel_layer()
     for pk, owner in generations:
         if owner:
-            await layer.send(owner, protocol.cancel(pk))
+            await layer.send(owner, socket_messages.cancel(pk))

@@ -25,7 +25,7 @@ from chatapp.gateways.configs import GatewayUnavailable, config_for
 from chatapp.models import Generation
 from chatapp.read_aloud import stream
 from chatapp.streaming import persistence, titles, worker
-from chatapp.ws import protocol
+from chatapp.ws import socket_messages
 
 logger = logging.getLogger(__name__)
 
@@ -50,15 +50,15 @@ async def sweep_stale_generations(stale_after: float | None = None) -> int:
     answers = [pk for pk, kind in candidates if kind not in answerless and pk not in alive]
     stopped = await persistence.mark_answerless_interrupted(others) if others else 0
     interrupted = await persistence.mark_interrupted(answers)
-    layer = protocol.channel_layer()
+    layer = socket_messages.channel_layer()
     for generation_pk, conversation_pk, seq in interrupted:
         logger.warning("Generation %s interrupted (its worker stopped)", generation_pk)
         if conversation_pk is None:  # deleted: no page shows it
             continue
         await layer.group_send(
-            protocol.group_name(conversation_pk),
-            protocol.group_message(
-                protocol.done(generation_pk, seq, Generation.Status.INTERRUPTED)
+            socket_messages.group_name(conversation_pk),
+            socket_messages.group_message(
+                socket_messages.done(generation_pk, seq, Generation.Status.INTERRUPTED)
             ),
         )
     return len(interrupted) + stopped

@@ -24,7 +24,7 @@ from django.conf import settings
 from chatapp.streaming import writer
 from chatapp.streaming.jobs import Job
 from chatapp.streaming.live_state import LiveState
-from chatapp.ws import layer_errors, protocol
+from chatapp.ws import layer_errors, socket_messages
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class TickedWorker(Protocol):
 
 
 class Ticker:
-    def __init__(self, channel: str, layer: protocol.ChannelLayer) -> None:
+    def __init__(self, channel: str, layer: socket_messages.ChannelLayer) -> None:
         self.channel = channel
         self.layer = layer
         self.workers: dict[int, TickedWorker] = {}
@@ -149,12 +149,12 @@ class Ticker:
     async def _control(self, message: dict[str, Any]) -> None:
         worker = self.workers.get(message.get("g", -1))
         match message.get("type"):
-            case protocol.CANCEL:
+            case socket_messages.CANCEL:
                 if worker is not None:
                     worker.cancel()
                 elif isinstance(message.get("g"), int):
                     self._remember_cancel(message["g"])
-            case protocol.SNAPSHOT_REQUEST:
+            case socket_messages.SNAPSHOT_REQUEST:
                 reply_to = message.get("reply_to")
                 if worker is not None and reply_to:
                     await worker.send_snapshot(reply_to)
@@ -174,7 +174,7 @@ async def ticker() -> Ticker:
     if found is None:
         for old in [old for old in _tickers if old.is_closed()]:
             del _tickers[old]
-        layer = protocol.channel_layer()
+        layer = socket_messages.channel_layer()
         # Named like the consumers' channels on purpose: channels_redis reads all of a process's
         # channels that share a prefix through one Redis list, one reader at a time, so a second
         # prefix would let the control listener and the consumers starve each other.

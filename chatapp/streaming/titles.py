@@ -30,7 +30,7 @@ from chatapp.models import Conversation, Generation, Message
 from chatapp.streaming import persistence
 from chatapp.streaming.jobs import JobEnd
 from chatapp.streaming.ticker import current_ticker
-from chatapp.ws import layer_errors, protocol
+from chatapp.ws import layer_errors, socket_messages
 from gateway_client.errors import GatewayError, IncompleteStream, StatusError
 
 __all__ = ["TITLE_MAX_TOKENS", "clean_title", "running_pks", "start_after"]
@@ -241,9 +241,11 @@ async def _ask(start: TitleStart) -> tuple[JobEnd, str]:
 async def _conversation_total_changed(answer_generation_pk: int, conversation_pk: int) -> None:
     """The conversation's pages: its running total changed. They hear it as the first answer
     being `updated`, whose refresh brings the header's total (`final_patch.js`)."""
-    message = protocol.group_message(protocol.updated(answer_generation_pk))
+    message = socket_messages.group_message(socket_messages.updated(answer_generation_pk))
     try:
-        await protocol.channel_layer().group_send(protocol.group_name(conversation_pk), message)
+        await socket_messages.channel_layer().group_send(
+            socket_messages.group_name(conversation_pk), message
+        )
     except layer_errors.LAYER_DOWN as exc:
         logger.warning("Conversation %s: its new total was not sent (%s)", conversation_pk, exc)
 
@@ -251,9 +253,11 @@ async def _conversation_total_changed(answer_generation_pk: int, conversation_pk
 async def _tell(start: TitleStart, title: str) -> None:
     """Every tab of the user: the conversation's new title (the sidebar's, and the header's
     where it is on screen). Never raises: a page that misses it shows it at its next load."""
-    message = protocol.group_message(protocol.retitled(start.conversation_pk, title))
+    message = socket_messages.group_message(socket_messages.retitled(start.conversation_pk, title))
     try:
-        await protocol.channel_layer().group_send(protocol.user_group_name(start.user_pk), message)
+        await socket_messages.channel_layer().group_send(
+            socket_messages.user_group_name(start.user_pk), message
+        )
     except layer_errors.LAYER_DOWN as exc:
         logger.warning(
             "Conversation %s: its new title was not sent (%s)", start.conversation_pk, exc

@@ -43,7 +43,7 @@ from chatapp.streaming.writer import PartialRow
 from chatapp.tools import tool_loop
 from chatapp.tools.base import ToolContext
 from chatapp.tools.tool_loop import CallRun
-from chatapp.ws import layer_errors, protocol
+from chatapp.ws import layer_errors, socket_messages
 from gateway_client import EventStream, GatewayClient, RetryBudget
 from gateway_client.errors import (
     ConnectError,
@@ -150,9 +150,9 @@ class GenerationWorker:
         self._early = early
         # The answer's one budget for sending its request again, whichever layer would.
         self.retries = early.retries if early is not None else RetryBudget()
-        self.layer: protocol.ChannelLayer = ticker.layer
-        self._send_now = protocol.immediate_group_send(self.layer)
-        self.group = protocol.group_name(job.conversation_pk)
+        self.layer: socket_messages.ChannelLayer = ticker.layer
+        self._send_now = socket_messages.immediate_group_send(self.layer)
+        self.group = socket_messages.group_name(job.conversation_pk)
         self.state = LiveState.for_answer(doc_id_for(job.message_pk))
         self.flushed_seq = 0  # the last seq the writer has on disk
         self.request_id: str | None = None
@@ -274,7 +274,7 @@ class GenerationWorker:
             return JobEnd(status, exc.info, completion=exc.completion)
         except GatewayTimeout as exc:
             logger.warning("Generation %s timed out (%s): %s", job.generation_pk, exc.phase, exc)
-            message = protocol.timeout_message(exc.phase, exc.message)
+            message = socket_messages.timeout_message(exc.phase, exc.message)
             info = dataclasses.replace(exc.info, message=message)
             return JobEnd(Status.FAILED, info, completion=exc.completion)
         except GatewayError as exc:
@@ -362,7 +362,9 @@ class GenerationWorker:
     async def _send_delta(self, delta: dict[str, object] | None) -> None:
         if delta is None:
             return
-        message = protocol.group_message(protocol.delta(self.job.generation_pk, delta))
+        message = socket_messages.group_message(
+            socket_messages.delta(self.job.generation_pk, delta)
+        )
         if self._send_now is not None:  # in process: nothing to wait for, nothing to cut short
             self._send_now(self.group, message)
             return
@@ -376,8 +378,8 @@ class GenerationWorker:
     async def send_snapshot(self, reply_to: str) -> None:
         async with self._sending:  # exact at its seq: no delta is between taken and sent
             now = asyncio.get_running_loop().time()
-            snapshot = protocol.snapshot(self.job.generation_pk, self.state.snapshot(now))
-        await self.layer.send(reply_to, protocol.group_message(snapshot))
+            snapshot = socket_messages.snapshot(self.job.generation_pk, self.state.snapshot(now))
+        await self.layer.send(reply_to, socket_messages.group_message(snapshot))
 
     def partial_row(self) -> PartialRow:
         state = self.state
@@ -429,9 +431,9 @@ class GenerationWorker:
             if self._cancel.is_set():  # Stop came while this round was written: never asked
                 _running[final.next_job.generation_pk].cancel()
             next_url = reverse("chat:message", args=[final.next_job.message_pk])
-        done = protocol.done(self.job.generation_pk, self.state.seq, end.status, next_url)
+        done = socket_messages.done(self.job.generation_pk, self.state.seq, end.status, next_url)
         await layer_errors.send_retrying(  # no later message would tell a page it was lost
-            lambda: self.layer.group_send(self.group, protocol.group_message(done)),
+            lambda: self.layer.group_send(self.group, socket_messages.group_message(done)),
             f"the end of generation {self.job.generation_pk}",
         )
         return final
@@ -444,7 +446,7 @@ class GenerationWorker:
             logger.exception("Settling the cost of generation %s failed", self.job.generation_pk)
             return
         if settled.changed:
-            updated = protocol.group_message(protocol.updated(self.job.generation_pk))
+            updated = socket_messages.group_message(socket_messages.updated(self.job.generation_pk))
             try:
                 await self.layer.group_send(self.group, updated)
             except layer_errors.LAYER_DOWN as exc:  # the cost is saved; a reload shows it

@@ -34,7 +34,7 @@ from chatapp.conversations import export, user_text
 from chatapp.conversations.search import RESULTS
 from chatapp.conversations.search import search as find
 from chatapp.models import Conversation, Generation
-from chatapp.ws import protocol
+from chatapp.ws import socket_messages
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -137,12 +137,12 @@ async def delete(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     conversation = await Conversation.objects.filter(pk=pk, user=user).afirst()
     if conversation is None:
         raise Http404("No such conversation.")
-    layer = protocol.channel_layer()
+    layer = socket_messages.channel_layer()
     async for generation_pk, owner in Generation.objects.filter(
         conversation=conversation, status=Generation.Status.STREAMING
     ).values_list("pk", "owner_channel"):
         if owner:
-            await layer.send(owner, protocol.cancel(generation_pk))
+            await layer.send(owner, socket_messages.cancel(generation_pk))
     await conversation.adelete()
     url = reverse("chat:home")
     return HttpResponseClientRedirect(url) if request.htmx else HttpResponseRedirect(url)

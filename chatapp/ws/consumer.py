@@ -28,7 +28,7 @@ from django.urls import reverse
 
 from chatapp.models import Conversation, Generation, Message
 from chatapp.streaming import stopping, sweep, worker
-from chatapp.ws import layer_errors, message_limits, protocol, session_sockets
+from chatapp.ws import layer_errors, message_limits, session_sockets, socket_messages
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser, User
@@ -44,7 +44,7 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
     # and the configured layer.
     scope: dict[str, Any]
     channel_name: str
-    channel_layer: protocol.ChannelLayer
+    channel_layer: socket_messages.ChannelLayer
 
     user: User
     group: str | None = None
@@ -72,7 +72,9 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
         sweep.ensure_sweeper()
         await self.accept()
         # Whatever the page shows, its spend follows the user's costs as they settle.
-        await self.channel_layer.group_add(protocol.user_group_name(user.pk), self.channel_name)
+        await self.channel_layer.group_add(
+            socket_messages.user_group_name(user.pk), self.channel_name
+        )
 
     async def disconnect(self, code: int) -> None:
         if self.group is not None:
@@ -80,13 +82,13 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
         user = getattr(self, "user", None)
         if user is not None:
             await self.channel_layer.group_discard(
-                protocol.user_group_name(user.pk), self.channel_name
+                socket_messages.user_group_name(user.pk), self.channel_name
             )
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         # Forwarding is most of the traffic and touches no database: skip the base class's
         # `aclose_old_connections` thread hop for it (it ran once per delta per socket).
-        if message["type"] == protocol.FORWARD:
+        if message["type"] == socket_messages.FORWARD:
             await self.send(text_data=message["text"])
         else:
             await super().dispatch(message)
@@ -115,7 +117,7 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
             await self._generation_request(kind, pk)
 
     async def _error(self, text: str) -> None:
-        await self.send(text_data=orjson.dumps(protocol.error(text)).decode())
+        await self.send(text_data=orjson.dumps(socket_messages.error(text)).decode())
 
     async def session_check(self, message: session_sockets.CheckMessage) -> None:
         """The user signed out, changed password or was deactivated (`session_sockets`)."""
@@ -139,9 +141,11 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
             await self.close(code=session_sockets.CLOSE_SIGNED_OUT)
             return
         if not owned:
-            await self.send(text_data=orjson.dumps(protocol.not_found(conversation_pk)).decode())
+            await self.send(
+                text_data=orjson.dumps(socket_messages.not_found(conversation_pk)).decode()
+            )
             return
-        group = protocol.group_name(conversation_pk)
+        group = socket_messages.group_name(conversation_pk)
         if group != self.group:
             if self.group is not None:
                 await self.channel_layer.group_discard(self.group, self.channel_name)
@@ -151,9 +155,9 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
             conversation_id=conversation_pk, status=Generation.Status.STREAMING
         ).values_list("pk", "owner_channel"):
             if owner:
-                request = protocol.snapshot_request(generation_pk, self.channel_name)
+                request = socket_messages.snapshot_request(generation_pk, self.channel_name)
                 await self.channel_layer.send(owner, request)
-        await self.send(text_data=orjson.dumps(protocol.watching(conversation_pk)).decode())
+        await self.send(text_data=orjson.dumps(socket_messages.watching(conversation_pk)).decode())
 
     async def _generation_request(
         self, kind: Literal["snapshot", "stop"], generation_pk: int
@@ -171,7 +175,7 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
             .afirst()
         )
         if row is None:
-            gone = protocol.generation_not_found(generation_pk)
+            gone = socket_messages.generation_not_found(generation_pk)
             await self.send(text_data=orjson.dumps(gone).decode())
             return
         status, owner, seq, message_pk = row
@@ -180,10 +184,10 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
         if status != Generation.Status.STREAMING:
             # Finished before this socket heard of it: tell the page to fetch the final render.
             next_url = await _next_round_url(message_pk)
-            done = protocol.done(generation_pk, seq, Generation.Status(status), next_url)
+            done = socket_messages.done(generation_pk, seq, Generation.Status(status), next_url)
             await self.send(text_data=orjson.dumps(done).decode())
         elif kind == "snapshot" and owner:
-            request = protocol.snapshot_request(generation_pk, self.channel_name)
+            request = socket_messages.snapshot_request(generation_pk, self.channel_name)
             await self.channel_layer.send(owner, request)
 
 

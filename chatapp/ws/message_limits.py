@@ -6,7 +6,7 @@ bucket per socket (a burst, then a steady rate): a message beyond it is dropped 
 say so, and a socket that keeps sending a burst's worth more is closed with `CLOSE_TOO_FAST`. A
 message that is too large or malformed is dropped with an error; the socket stays open, since one
 bad message says nothing about the next. Errors go to the browser as `{"t": "error", "error"}`
-(`protocol.error`). Past Daphne's own cap (1 MiB, `--websocket_max_message_size`) a message
+(`socket_messages.error`). Past Daphne's own cap (1 MiB, `--websocket_max_message_size`) a message
 never reaches the consumer: Daphne fails the connection (1009, "message too big") by dropping it.
 """
 

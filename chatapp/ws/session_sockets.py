@@ -2,7 +2,7 @@
 
 A socket is authenticated once, at its handshake; after that, signing out, a password change or
 an account turned inactive (or deleted) ends the session for HTTP, and must end it for the socket
-too. Each of those sends `session.check` to the user's group (`protocol.user_group_name`,
+too. Each of those sends `session.check` to the user's group (`socket_messages.user_group_name`,
 which every socket of the user joins, in every process), after the change is committed:
 
 - a sign-out names the session it ends (by digest: the key itself is a credential and the
@@ -35,7 +35,7 @@ from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.http import HttpRequest
 
-from chatapp.ws import layer_errors, protocol
+from chatapp.ws import layer_errors, socket_messages
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ def check_sockets(user_pk: int, ended_session: str | None = None) -> None:
     message: CheckMessage = {"type": CHECK}
     if ended_session is not None:
         message["ended"] = digest(ended_session)
-    group = protocol.user_group_name(user_pk)
+    group = socket_messages.user_group_name(user_pk)
     transaction.on_commit(lambda: _send(group, message))
 
 

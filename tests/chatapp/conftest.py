@@ -17,7 +17,7 @@ from django.test import AsyncClient
 
 from chatapp.conversations.turns import Answerer, StartedGeneration, TurnRequest, create_turn
 from chatapp.streaming import worker
-from chatapp.ws import protocol
+from chatapp.ws import socket_messages
 from gateway_client.emulator import EmulatorURL, GenerationRecord
 from tests.django_fixtures import (  # noqa: F401 (used by name: pytest finds fixtures here)
     closed_clients,
@@ -113,7 +113,7 @@ class GroupListener:
 
     def __init__(self, conversation_pk: int) -> None:
         self.layer = get_channel_layer()
-        self.group = protocol.group_name(conversation_pk)
+        self.group = socket_messages.group_name(conversation_pk)
         self.channel = ""
         self.received: list[dict[str, Any]] = []
 
@@ -127,7 +127,7 @@ class GroupListener:
         # took over 10 s to start while parallel test workers shared two cores.
         async with asyncio.timeout(30):
             message = await self.layer.receive(self.channel)
-        payload = protocol.decode(message["text"])
+        payload = socket_messages.decode(message["text"])
         self.received.append(payload)
         return payload
 

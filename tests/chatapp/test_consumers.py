@@ -15,7 +15,7 @@ from django.test import Client
 from chatapp.asgi import application
 from chatapp.models import Generation, Message
 from chatapp.streaming import worker
-from chatapp.ws import protocol
+from chatapp.ws import socket_messages
 from chatapp.ws.consumer import CLOSE_UNAUTHENTICATED
 from tests.waiting import eventually
 
@@ -59,7 +59,7 @@ async def connect(ws: WebsocketCommunicator, *, owned: bool = True) -> tuple[boo
 
 
 async def receive(ws: WebsocketCommunicator) -> dict[str, Any]:
-    return protocol.decode(await ws.receive_from(timeout=10))
+    return socket_messages.decode(await ws.receive_from(timeout=10))
 
 
 async def collect_until_done(ws: WebsocketCommunicator) -> list[dict[str, Any]]:
@@ -100,7 +100,7 @@ async def test_another_users_conversation_is_refused(alice: Any, bob: Any) -> No
     assert await receive(ws) == {"t": "gone", "c": started.conversation.pk}
     assert await ws.receive_nothing(timeout=0.3)  # none of alice's deltas reach bob
     await get_channel_layer().send(
-        started.job.owner_channel, protocol.cancel(started.job.generation_pk)
+        started.job.owner_channel, socket_messages.cancel(started.job.generation_pk)
     )
     await asyncio.wait_for(task, 10)
     await ws.disconnect()
@@ -222,6 +222,6 @@ async def test_malformed_and_foreign_requests_are_refused(alice: Any, bob: Any) 
     assert generation.status == "streaming"
     await ws.disconnect()
     await get_channel_layer().send(
-        theirs.job.owner_channel, protocol.cancel(theirs.job.generation_pk)
+        theirs.job.owner_channel, socket_messages.cancel(theirs.job.generation_pk)
     )
     await asyncio.wait_for(task, 10)

@@ -20,7 +20,7 @@ from chatapp.gateways.configs import GatewayConfig
 from chatapp.models import Conversation, Gateway, Generation, ModelPrice
 from chatapp.rendering.presentation import error_text
 from chatapp.streaming import worker
-from chatapp.ws import protocol
+from chatapp.ws import socket_messages
 from gateway_client import ModelInfo
 
 from .conftest import GroupListener
@@ -257,7 +257,7 @@ async def cancelled_midway(user: Any, config: GatewayConfig) -> Generation:
     listener = await GroupListener(started.conversation.pk).join()
     task = worker.start(started.job)
     await listener.until("delta")
-    await get_channel_layer().send(owner, protocol.cancel(started.job.generation_pk))
+    await get_channel_layer().send(owner, socket_messages.cancel(started.job.generation_pk))
     await asyncio.wait_for(task, 30)
     return await Generation.objects.select_related("message").aget(pk=started.generation.pk)
 

@@ -19,7 +19,7 @@ from chatapp.conversations.turns import Answerer, StartedGeneration, TurnRequest
 from chatapp.gateways import catalog, configs
 from chatapp.models import Generation, Message
 from chatapp.streaming import worker
-from chatapp.ws import protocol
+from chatapp.ws import socket_messages
 from gateway_client.emulator.media import png_b64
 from gateway_client.emulator.numes_media import IMAGE_PRICE
 
@@ -107,7 +107,7 @@ async def test_stop_closes_the_image_stream(alice: Any, upstream: UpstreamLog) -
     first = await listener.until("delta")
     assert [partial for _, _, partial in first["previews"]] == [True]
     await get_channel_layer().send(
-        started.job.owner_channel, protocol.cancel(started.job.generation_pk)
+        started.job.owner_channel, socket_messages.cancel(started.job.generation_pk)
     )
     done = await listener.until("done", within=2)
     assert done["status"] == "cancelled"
@@ -130,14 +130,15 @@ async def test_a_reload_mid_generation_gets_the_newest_preview_in_the_snapshot(
     layer = get_channel_layer()
     reply_to = await layer.new_channel()
     await layer.send(
-        started.job.owner_channel, protocol.snapshot_request(started.job.generation_pk, reply_to)
+        started.job.owner_channel,
+        socket_messages.snapshot_request(started.job.generation_pk, reply_to),
     )
     async with asyncio.timeout(5):
-        snapshot = protocol.decode((await layer.receive(reply_to))["text"])
+        snapshot = socket_messages.decode((await layer.receive(reply_to))["text"])
     assert snapshot["t"] == "snapshot"
     assert snapshot["previews"] == shown
     assert snapshot["attachments"] == []
-    await layer.send(started.job.owner_channel, protocol.cancel(started.job.generation_pk))
+    await layer.send(started.job.owner_channel, socket_messages.cancel(started.job.generation_pk))
     await asyncio.wait_for(task, 10)
 
 

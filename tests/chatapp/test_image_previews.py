@@ -8,7 +8,7 @@ import base64
 from chatapp.rendering import attachments
 from chatapp.rendering.image_checks import MAX_PREVIEW_BYTES, MAX_PREVIEW_IMAGES
 from chatapp.streaming.live_state import LiveState
-from chatapp.ws import protocol
+from chatapp.ws import socket_messages
 from gateway_client.accumulator import Accumulator, Completion
 from gateway_client.emulator.media import png_b64
 from gateway_client.events import ImageOutput
@@ -70,9 +70,9 @@ def test_svg_and_oversized_pictures_are_never_sent() -> None:
 def test_previews_travel_in_the_compact_delta() -> None:
     state = LiveState()
     state.apply(picture(0, "a"))
-    payload = protocol.delta(7, state.take_delta() or {})
+    payload = socket_messages.delta(7, state.take_delta() or {})
     assert payload == [7, 1, "", "", {"previews": [[0, url("a"), True]]}]
-    assert protocol.decode(protocol.group_message(payload)["text"])["previews"] == [
+    assert socket_messages.decode(socket_messages.group_message(payload)["text"])["previews"] == [
         [0, url("a"), True]
     ]
 

@@ -22,7 +22,7 @@ from chatapp.gateways import catalog, configs, key_vault
 from chatapp.gateways.configs import GatewayConfig
 from chatapp.models import Gateway, Generation, ModelPrice
 from chatapp.streaming import worker
-from chatapp.ws import protocol
+from chatapp.ws import socket_messages
 from gateway_client.model_list import parse_model_info, parse_models, with_details
 from tests.gateway_client.rawserver import Peer, raw_server
 
@@ -121,7 +121,7 @@ async def test_a_stopped_answer_through_litellm_is_estimated_at_its_model_info_p
         listener = await GroupListener(started.conversation.pk).join()
         task = worker.start(started.job)
         await listener.until("delta")
-        await get_channel_layer().send(owner, protocol.cancel(started.job.generation_pk))
+        await get_channel_layer().send(owner, socket_messages.cancel(started.job.generation_pk))
         await asyncio.wait_for(task, 30)
     generation = await Generation.objects.select_related("message").aget(pk=started.generation.pk)
     assert generation.status == "cancelled"

@@ -13,7 +13,7 @@ from django.utils import timezone
 from chatapp.models import Conversation, Generation, Message
 from chatapp.streaming import worker
 from chatapp.streaming.sweep import sweep_stale_generations
-from chatapp.ws import protocol
+from chatapp.ws import socket_messages
 
 from .conftest import GroupListener, start_turn
 
@@ -48,7 +48,7 @@ async def test_a_generation_running_in_this_process_is_left_alone(alice: Any) ->
     task = worker.start(started.job)
     assert await sweep_stale_generations(stale_after=0) == 0
     assert (await Generation.objects.aget(pk=started.generation.pk)).status == "streaming"
-    cancel = protocol.cancel(started.job.generation_pk)
+    cancel = socket_messages.cancel(started.job.generation_pk)
     await get_channel_layer().send(started.job.owner_channel, cancel)
     await asyncio.wait_for(task, 10)
 

@@ -15,7 +15,7 @@ from chatapp.gateways import configs
 from chatapp.models import Conversation, Gateway, Generation
 from chatapp.streaming import titles, worker
 from chatapp.streaming.titles import clean_title
-from chatapp.ws import protocol
+from chatapp.ws import socket_messages
 from tests.waiting import eventually
 
 from .conftest import GroupListener, UpstreamLog, logged_in, start_turn
@@ -73,7 +73,7 @@ async def test_the_first_answer_brings_a_title_written_by_the_title_model(
     alice: Any, upstream: UpstreamLog
 ) -> None:
     tabs = GroupListener(0)
-    tabs.group = protocol.user_group_name(alice.pk)  # every tab of the user's
+    tabs.group = socket_messages.user_group_name(alice.pk)  # every tab of the user's
     await tabs.join()
     await titled_by("emulator/title")
     started = await answered(alice, QUESTION)

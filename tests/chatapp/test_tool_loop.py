@@ -23,7 +23,7 @@ from chatapp.rendering import presentation
 from chatapp.streaming import persistence, stopping, worker
 from chatapp.tools import tool_loop
 from chatapp.tools.base import ToolContext
-from chatapp.ws import protocol
+from chatapp.ws import socket_messages
 from gateway_client.accumulator import ToolCall
 from gateway_client.emulator import EmulatorURL
 from tests.emulator_requests import record_chat_bodies
@@ -272,7 +272,9 @@ async def test_a_stop_sent_before_the_next_round_runs_is_kept_for_it(alice: Any)
     """The cancel reaches the process between the next round's rows and its worker."""
     started = await start_turn(alice, "hi", "emulator/echo")
     ticker = worker.current_ticker()
-    await get_channel_layer().send(ticker.channel, protocol.cancel(started.job.generation_pk))
+    await get_channel_layer().send(
+        ticker.channel, socket_messages.cancel(started.job.generation_pk)
+    )
     await eventually(
         lambda: started.job.generation_pk in ticker._early_cancels, what="the cancel to arrive"
     )

@@ -19,7 +19,7 @@ from chatapp.gateways import configs, key_vault
 from chatapp.models import Gateway, Generation, Message
 from chatapp.streaming import worker
 from chatapp.streaming.jobs import Job
-from chatapp.ws import protocol
+from chatapp.ws import socket_messages
 from gateway_client.emulator import GenerationRecord
 from gateway_client.events import TextDelta
 from tests.waiting import eventually
@@ -200,7 +200,7 @@ async def test_cancel_before_the_first_token_closes_upstream(
     record = await upstream.one(scenario="slow-start")
     clicked = time.time()
     await get_channel_layer().send(
-        started.job.owner_channel, protocol.cancel(started.job.generation_pk)
+        started.job.owner_channel, socket_messages.cancel(started.job.generation_pk)
     )
     done = await listener.until("done")
     assert done["status"] == "cancelled"
@@ -232,7 +232,7 @@ async def test_cancel_mid_stream_keeps_partial_text(alice: Any, upstream: Upstre
     await listener.until("delta")
     await listener.until("delta")
     await get_channel_layer().send(
-        started.job.owner_channel, protocol.cancel(started.job.generation_pk)
+        started.job.owner_channel, socket_messages.cancel(started.job.generation_pk)
     )
     done = await listener.until("done", within=2)
     assert done["status"] == "cancelled"
@@ -260,7 +260,8 @@ async def test_snapshot_plus_later_deltas_rebuild_the_text(alice: Any) -> None:
     layer = get_channel_layer()
     reply = await layer.new_channel()
     await layer.send(
-        started.job.owner_channel, protocol.snapshot_request(started.job.generation_pk, reply)
+        started.job.owner_channel,
+        socket_messages.snapshot_request(started.job.generation_pk, reply),
     )
     snapshot = orjson.loads((await asyncio.wait_for(layer.receive(reply), 5))["text"])
     assert snapshot["t"] == "snapshot"
@@ -299,7 +300,7 @@ async def test_partial_text_is_flushed_while_streaming(alice: Any, settings: Any
         lambda: len(running.state.content) > len(flushed) or None, what="text past the flush"
     )
     await get_channel_layer().send(
-        started.job.owner_channel, protocol.cancel(started.job.generation_pk)
+        started.job.owner_channel, socket_messages.cancel(started.job.generation_pk)
     )
     await asyncio.wait_for(task, 30)
     final = await Message.objects.aget(pk=started.assistant.pk)
@@ -433,7 +434,8 @@ async def test_the_end_of_the_text_is_shown_before_the_final_render_is_ready(
     layer = get_channel_layer()
     reply = await layer.new_channel()
     await layer.send(
-        started.job.owner_channel, protocol.snapshot_request(started.job.generation_pk, reply)
+        started.job.owner_channel,
+        socket_messages.snapshot_request(started.job.generation_pk, reply),
     )
     snapshot = orjson.loads((await asyncio.wait_for(layer.receive(reply), 10))["text"])
     assert snapshot["content"] == text
@@ -452,7 +454,7 @@ async def test_a_delta_reaches_the_sockets_queues_without_a_pass_of_the_loop(ali
     running = worker.GenerationWorker(started.job, await ticker())
     layer = get_channel_layer()
     channel = await layer.new_channel()
-    await layer.group_add(protocol.group_name(started.conversation.pk), channel)
+    await layer.group_add(socket_messages.group_name(started.conversation.pk), channel)
     running.state.apply(TextDelta("hi"))
     ran: list[bool] = []
     asyncio.get_running_loop().call_soon(ran.append, True)

@@ -51,7 +51,7 @@ class ShownAnswer:
         self.state = page_model.watch_sent(self.state, self.clock() * 1000).state
 
     def handle(self, message: dict[str, Any]) -> list[dict[str, Any]]:
-        """Apply one decoded server message (`protocol.decode`); what the page sends back."""
+        """Apply one decoded server message (`socket_messages.decode`); what the page sends back."""
         if message.get("g") != self.generation_pk:
             return []
         self.dones += message["t"] == "done"

@@ -27,7 +27,7 @@ from chatapp.conversations.turns import Answerer, TurnRequest, create_turn
 from chatapp.gateways import configs
 from chatapp.models import Generation
 from chatapp.streaming import persistence, worker
-from chatapp.ws import protocol
+from chatapp.ws import socket_messages
 from gateway_client.emulator import EmulatorURL
 
 from .browser_model import ShownAnswer
@@ -101,7 +101,7 @@ async def page_socket(
     await ws.send_to(text_data=orjson.dumps({"t": "watch", "c": conversation_pk}).decode())
     if page is not None:
         page.watch_sent()
-    assert protocol.decode(await ws.receive_from(timeout=10)) == {
+    assert socket_messages.decode(await ws.receive_from(timeout=10)) == {
         "t": "watching",
         "c": conversation_pk,
     }
@@ -114,7 +114,7 @@ async def follow(
     """Apply what the socket receives until `done`, sending what the page would send back."""
     async with asyncio.timeout(within):
         while page.done is None:
-            message = protocol.decode(await ws.receive_from(timeout=within))
+            message = socket_messages.decode(await ws.receive_from(timeout=within))
             for reply in page.handle(message):
                 await ws.send_to(text_data=orjson.dumps(reply).decode())
     return page

@@ -19,7 +19,7 @@ from chatapp.conversations.turns import Answerer, TurnRequest, create_turn
 from chatapp.gateways import configs
 from chatapp.models import Generation
 from chatapp.streaming import worker
-from chatapp.ws import protocol
+from chatapp.ws import socket_messages
 from gateway_client.emulator import EmulatorURL
 from tests.waiting import eventually
 
@@ -37,7 +37,7 @@ def as_redis(layer: Any, monkeypatch: pytest.MonkeyPatch, group_send: Any) -> No
     redis-py's does: without this its deltas skip `group_send` (`group_send_now`, a plain call
     the worker takes only from a layer with no network behind it)."""
     monkeypatch.setattr(layer, "group_send", group_send)
-    monkeypatch.setattr(protocol, "immediate_group_send", lambda layer: None)
+    monkeypatch.setattr(socket_messages, "immediate_group_send", lambda layer: None)
 
 
 async def test_an_answer_ending_while_the_layer_is_down_is_saved_and_its_end_told(
@@ -70,7 +70,7 @@ async def test_an_answer_ending_while_the_layer_is_down_is_saved_and_its_end_tol
     try:
         task = worker.start(started.job)
         while not page.applied:
-            page.handle(protocol.decode(await ws.receive_from(timeout=10)))
+            page.handle(socket_messages.decode(await ws.receive_from(timeout=10)))
         down = True
         await eventually(
             lambda: writes.calls[started.generation.pk], what="the final write", within=10
@@ -121,7 +121,7 @@ async def test_deltas_lost_mid_stream_are_a_gap_the_page_fills_by_snapshot(
     try:
         task = worker.start(started.job)
         while len(page.applied) < 2:
-            page.handle(protocol.decode(await ws.receive_from(timeout=10)))
+            page.handle(socket_messages.decode(await ws.receive_from(timeout=10)))
         state = worker._running[started.generation.pk].state
         lost_from = state.seq + 1
         down = True

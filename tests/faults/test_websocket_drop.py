@@ -16,7 +16,7 @@ from chatapp.conversations.turns import Answerer, TurnRequest, create_turn
 from chatapp.gateways import configs
 from chatapp.models import Generation
 from chatapp.streaming import worker
-from chatapp.ws import protocol
+from chatapp.ws import socket_messages
 from gateway_client.emulator import EmulatorURL
 from tests.waiting import eventually
 
@@ -42,7 +42,7 @@ async def test_a_socket_dropped_and_reopened_mid_stream_sees_no_gap_and_no_dupli
     task = worker.start(started.job)
     try:
         while len(page.applied) < 3:
-            page.handle(protocol.decode(await first.receive_from(timeout=10)))
+            page.handle(socket_messages.decode(await first.receive_from(timeout=10)))
     finally:
         await first.disconnect()
     seq_at_drop = page.seq

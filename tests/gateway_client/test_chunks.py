@@ -12,7 +12,7 @@ import pytest
 from gateway_client.accumulator import MAX_UNREAD, Accumulator
 from gateway_client.chunks import citation_url, error_info, parse_annotation, parse_chunk
 from gateway_client.events import Annotation, ErrorEvent, ReasoningDelta, TextDelta, Unread
-from gateway_client.protocol import EventStreamParser
+from gateway_client.stream_parser import EventStreamParser
 
 
 def delta(**fields: Any) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from chatapp.costs.units import default_unit
 from chatapp.gateways import catalog, configs, detected, key_vault
 from chatapp.models import ChatDefaults, Gateway, Generation, ModelPrice
 from chatapp.streaming import worker
-from chatapp.ws import protocol
+from chatapp.ws import socket_messages
 from tests.chatapp.conftest import GroupListener
 
 from .conftest import MASTER_KEY, PRICES, Proxy, RecordingProxy, Upstream
@@ -56,7 +56,7 @@ class Turn:
 
     async def stop(self) -> None:
         job = self.started.job
-        await get_channel_layer().send(job.owner_channel, protocol.cancel(job.generation_pk))
+        await get_channel_layer().send(job.owner_channel, socket_messages.cancel(job.generation_pk))
 
     async def generation(self) -> Generation:
         await asyncio.wait_for(self.task, 60)

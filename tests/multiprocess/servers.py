@@ -28,7 +28,7 @@ from psycopg.rows import dict_row
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.typing import Origin
 
-from chatapp.ws import page_model, protocol
+from chatapp.ws import page_model, socket_messages
 from deploy import processes
 from deploy.processes import free_port
 from tests.static_root import collected_static_root
@@ -228,7 +228,7 @@ class Socket:
         """The next message about what this socket watches or asked (spend pushes kept apart)."""
         async with asyncio.timeout(within):
             while True:
-                message: dict[str, Any] = protocol.decode(await self.connection.recv())
+                message: dict[str, Any] = socket_messages.decode(await self.connection.recv())
                 if message.get("t") != "spend":
                     break
                 self.spend_pushes.append(message)

@@ -8,18 +8,21 @@ import orjson
 import pytest
 
 from chatapp.streaming.live_state import LiveState
-from chatapp.ws import protocol
+from chatapp.ws import socket_messages
 from gateway_client.events import ReasoningDelta, TextDelta, ToolCallDelta
 
 
 def test_group_name() -> None:
-    assert protocol.group_name(42) == "conversation.42"
+    assert socket_messages.group_name(42) == "conversation.42"
 
 
 def test_group_message_is_encoded_once_as_compact_json() -> None:
-    message = protocol.group_message({"t": "updated", "g": 3, "text": "é ✓"})
+    message = socket_messages.group_message({"t": "updated", "g": 3, "text": "é ✓"})
     assert message == {"type": "chat.forward", "text": '{"t":"updated","g":3,"text":"é ✓"}'}
-    assert protocol.group_message([3, 1, "Hi"]) == {"type": "chat.forward", "text": '[3,1,"Hi"]'}
+    assert socket_messages.group_message([3, 1, "Hi"]) == {
+        "type": "chat.forward",
+        "text": '[3,1,"Hi"]',
+    }
 
 
 @pytest.mark.parametrize(
@@ -45,10 +48,10 @@ def test_group_message_is_encoded_once_as_compact_json() -> None:
 def test_delta_is_a_bare_array_without_trailing_empty_parts(
     fields: dict[str, Any], payload: list[Any]
 ) -> None:
-    assert protocol.delta(7, fields) == payload
-    text = protocol.group_message(protocol.delta(7, fields))["text"]
-    assert protocol.decode(text) == {"t": "delta", "g": 7, **fields}
-    assert protocol.decode(text.encode()) == {"t": "delta", "g": 7, **fields}
+    assert socket_messages.delta(7, fields) == payload
+    text = socket_messages.group_message(socket_messages.delta(7, fields))["text"]
+    assert socket_messages.decode(text) == {"t": "delta", "g": 7, **fields}
+    assert socket_messages.decode(text.encode()) == {"t": "delta", "g": 7, **fields}
 
 
 def test_a_live_states_delta_decodes_to_what_it_took() -> None:
@@ -58,19 +61,19 @@ def test_a_live_states_delta_decodes_to_what_it_took() -> None:
     state.apply(ToolCallDelta(0, "call_1", "get_weather", '{"city"'))
     taken = state.take_delta()
     assert taken is not None
-    text = protocol.group_message(protocol.delta(9, taken))["text"]
+    text = socket_messages.group_message(socket_messages.delta(9, taken))["text"]
     assert orjson.loads(text)[:4] == [9, 1, "Hello ", "thinking"]
-    assert protocol.decode(text) == {"t": "delta", "g": 9, **taken}
+    assert socket_messages.decode(text) == {"t": "delta", "g": 9, **taken}
 
 
 def test_objects_decode_as_they_are() -> None:
-    done = protocol.done(5, 12, "completed")
-    assert protocol.decode(protocol.group_message(done)["text"]) == done
+    done = socket_messages.done(5, 12, "completed")
+    assert socket_messages.decode(socket_messages.group_message(done)["text"]) == done
 
 
 def test_browser_bound_payloads() -> None:
     fields = {"seq": 4, "content": "so far", "reasoning": "", "tool_calls": []}
-    assert protocol.snapshot(5, fields) == {
+    assert socket_messages.snapshot(5, fields) == {
         "t": "snapshot",
         "g": 5,
         "seq": 4,
@@ -78,20 +81,20 @@ def test_browser_bound_payloads() -> None:
         "reasoning": "",
         "tool_calls": [],
     }
-    assert protocol.done(5, 12, "cancelled") == {
+    assert socket_messages.done(5, 12, "cancelled") == {
         "t": "done",
         "g": 5,
         "seq": 12,
         "status": "cancelled",
     }
-    assert protocol.updated(5) == {"t": "updated", "g": 5}
-    assert protocol.not_found(8) == {"t": "gone", "c": 8}
-    assert protocol.watching(8) == {"t": "watching", "c": 8}
+    assert socket_messages.updated(5) == {"t": "updated", "g": 5}
+    assert socket_messages.not_found(8) == {"t": "gone", "c": 8}
+    assert socket_messages.watching(8) == {"t": "watching", "c": 8}
 
 
 def test_worker_bound_messages_name_the_generation() -> None:
-    assert protocol.cancel(5) == {"type": "generation.cancel", "g": 5}
-    assert protocol.snapshot_request(5, "specific.abc!def") == {
+    assert socket_messages.cancel(5) == {"type": "generation.cancel", "g": 5}
+    assert socket_messages.snapshot_request(5, "specific.abc!def") == {
         "type": "generation.snapshot",
         "g": 5,
         "reply_to": "specific.abc!def",
@@ -108,4 +111,4 @@ def test_worker_bound_messages_name_the_generation() -> None:
     ],
 )
 def test_timeout_message_per_phase(phase: Any, words: str) -> None:
-    assert protocol.timeout_message(phase, "no first token in 5 s") == words
+    assert socket_messages.timeout_message(phase, "no first token in 5 s") == words

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway_client.events import Event, Meta, TextDelta
-from gateway_client.protocol import EventStreamParser
+from gateway_client.stream_parser import EventStreamParser
 
 
 class GeneralPath(EventStreamParser):
