@@ -49,7 +49,7 @@ function audioElement() {
 function buttonOf(reading) {
   if (!reading) return null;
   for (const button of document.querySelectorAll("button.read-aloud")) {
-    if (button.dataset.speechUrl === reading.url) return button;
+    if (button.dataset.readAloudUrl === reading.url) return button;
   }
   return null;
 }
@@ -247,7 +247,7 @@ function stop() {
 }
 
 function start(button) {
-  const url = button.dataset.speechUrl;
+  const url = button.dataset.readAloudUrl;
   const stateUrl = button.dataset.stateUrl;
   if (!url || !url.startsWith("/") || url.startsWith("//")) return;
   if (current) stop();
@@ -276,7 +276,7 @@ document.addEventListener("click", (event) => {
   }
   const button = target.closest("button.read-aloud");
   if (!button) return;
-  if (current && current.url === button.dataset.speechUrl) stop();
+  if (current && current.url === button.dataset.readAloudUrl) stop();
   else start(button);
 });
 

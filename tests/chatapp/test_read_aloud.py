@@ -136,7 +136,7 @@ async def an_answer(user: Any, speech_model: str, text: str = ANSWER) -> Message
     return await sync_to_async(make)()
 
 
-def speech_url(answer: Message) -> str:
+def read_aloud_url(answer: Message) -> str:
     return reverse("chat:read_aloud", args=[answer.pk])
 
 
@@ -161,7 +161,7 @@ async def test_audio_streams_before_it_has_all_arrived_and_completes_on_the_reco
     alice: Any, upstream: UpstreamLog
 ) -> None:
     answer = await an_answer(alice, PACED)
-    request = AsgiRequest(speech_url(answer), await session_headers(alice)).start()
+    request = AsgiRequest(read_aloud_url(answer), await session_headers(alice)).start()
     await asyncio.wait_for(request.first_chunk.wait(), 10)
     record = await upstream.one(endpoint="audio/speech")
     assert record.finished_at is None, "the first bytes reached the browser mid-stream"
@@ -189,9 +189,9 @@ async def test_playing_again_serves_the_stored_audio_and_costs_nothing(
 ) -> None:
     answer = await an_answer(alice, PACED)
     headers = await session_headers(alice)
-    first = await AsgiRequest(speech_url(answer), headers).start().finish()
+    first = await AsgiRequest(read_aloud_url(answer), headers).start().finish()
     await read_aloud_of(answer, status="completed")
-    again = await AsgiRequest(speech_url(answer), headers).start().finish()
+    again = await AsgiRequest(read_aloud_url(answer), headers).start().finish()
     assert again.status == 200
     assert again.body == first.body
     assert again.headers["content-type"] == "audio/wav"
@@ -204,25 +204,27 @@ async def test_the_stored_audio_is_served_in_the_byte_range_asked_for(
 ) -> None:
     answer = await an_answer(alice, PACED)
     headers = await session_headers(alice)
-    whole = await AsgiRequest(speech_url(answer), headers).start().finish()
+    whole = await AsgiRequest(read_aloud_url(answer), headers).start().finish()
     assert "accept-ranges" not in whole.headers, "a streamed read aloud cannot be sought in"
     await read_aloud_of(answer, status="completed")
     size = len(whole.body)
 
-    again = await AsgiRequest(speech_url(answer), headers).start().finish()
+    again = await AsgiRequest(read_aloud_url(answer), headers).start().finish()
     assert again.status == 200
     assert again.headers["accept-ranges"] == "bytes"
     part = (
-        await AsgiRequest(speech_url(answer), {**headers, "range": "bytes=100-"}).start().finish()
+        await AsgiRequest(read_aloud_url(answer), {**headers, "range": "bytes=100-"})
+        .start()
+        .finish()
     )
     assert part.status == 206
     assert part.headers["content-range"] == f"bytes 100-{size - 1}/{size}"
     assert part.body == whole.body[100:]
     tail_headers = {**headers, "range": "bytes=-300", "accept-encoding": "gzip"}
-    tail = await AsgiRequest(speech_url(answer), tail_headers).start().finish()
+    tail = await AsgiRequest(read_aloud_url(answer), tail_headers).start().finish()
     assert (tail.status, tail.body) == (206, whole.body[-300:]), "a range is never compressed"
     assert "content-encoding" not in tail.headers
-    past = AsgiRequest(speech_url(answer), {**headers, "range": f"bytes={size}-"}).start()
+    past = AsgiRequest(read_aloud_url(answer), {**headers, "range": f"bytes={size}-"}).start()
     await past.finish()
     assert past.status == 416
     assert past.headers["content-range"] == f"bytes */{size}"
@@ -233,7 +235,7 @@ async def test_a_disconnect_closes_the_upstream_and_keeps_the_audio_so_far(
     alice: Any, upstream: UpstreamLog
 ) -> None:
     answer = await an_answer(alice, SLOW)
-    request = AsgiRequest(speech_url(answer), await session_headers(alice)).start()
+    request = AsgiRequest(read_aloud_url(answer), await session_headers(alice)).start()
     await asyncio.wait_for(request.first_chunk.wait(), 10)
     left_at = request.disconnect()
     await request.finish()
@@ -257,7 +259,7 @@ async def test_audio_that_ends_early_is_incomplete_and_not_reused(
 ) -> None:
     answer = await an_answer(alice, "emulator/error-midstream")
     headers = await session_headers(alice)
-    request = await AsgiRequest(speech_url(answer), headers).start().finish()
+    request = await AsgiRequest(read_aloud_url(answer), headers).start().finish()
     assert request.status == 200
     assert 0 < len(request.body) < len(wav_bytes(ANSWER)), "the body ended early"
 
@@ -275,7 +277,7 @@ async def test_audio_that_ends_early_is_incomplete_and_not_reused(
     assert state.json()["status"] == "incomplete"
     assert "broke off" in state.json()["error"]
 
-    await AsgiRequest(speech_url(answer), headers).start().finish()
+    await AsgiRequest(read_aloud_url(answer), headers).start().finish()
     assert len(upstream.new(endpoint="audio/speech")) == 2, "an incomplete reading is not reused"
 
 
@@ -283,7 +285,9 @@ async def test_a_refusal_before_audio_fails_unbilled_with_the_reason(
     alice: Any, upstream: UpstreamLog
 ) -> None:
     answer = await an_answer(alice, "emulator/error-before")
-    request = await AsgiRequest(speech_url(answer), await session_headers(alice)).start().finish()
+    request = (
+        await AsgiRequest(read_aloud_url(answer), await session_headers(alice)).start().finish()
+    )
     assert request.status == 502
     assert request.body.decode().startswith("The gateway refused to read it aloud: ")
     read_aloud = await read_aloud_of(answer, status="failed")
@@ -298,7 +302,7 @@ async def test_a_request_not_from_this_site_is_refused(
 ) -> None:
     answer = await an_answer(alice, PACED)
     headers = await session_headers(alice, site=site)
-    request = await AsgiRequest(speech_url(answer), headers).start().finish()
+    request = await AsgiRequest(read_aloud_url(answer), headers).start().finish()
     assert request.status == 403
     assert request.body.decode() == "Read aloud plays only on this site's own pages."
     assert not upstream.new(endpoint="audio/speech")
@@ -309,7 +313,7 @@ async def test_another_users_answer_is_not_found(
     alice: Any, bob: Any, upstream: UpstreamLog
 ) -> None:
     answer = await an_answer(alice, PACED)
-    request = await AsgiRequest(speech_url(answer), await session_headers(bob)).start().finish()
+    request = await AsgiRequest(read_aloud_url(answer), await session_headers(bob)).start().finish()
     assert request.status == 404
     assert not upstream.new(endpoint="audio/speech")
 
@@ -325,7 +329,7 @@ async def test_the_button_is_offered_only_where_a_gateway_speaks(alice: Any, set
     settings.CHAT_KEY_ENV_ALLOWED = ("HOME",)  # a variable always set, as the Osmexo row's key
     spoken = await an_answer(alice, "emulator/audio")
     assert ">Read aloud</button>" in await fragment(alice, spoken)
-    assert f'data-speech-url="{speech_url(spoken)}"' in await fragment(alice, spoken)
+    assert f'data-read-aloud-url="{read_aloud_url(spoken)}"' in await fragment(alice, spoken)
 
     silent = await an_answer(alice, "")
     assert "Read aloud" not in await fragment(alice, silent)
@@ -374,7 +378,7 @@ async def test_the_sweep_interrupts_a_dead_read_aloud_and_settles_its_cost(alice
 
 async def test_a_read_aloud_is_in_the_cost_ledger(alice: Any, django_user_model: Any) -> None:
     answer = await an_answer(alice, PACED)
-    await AsgiRequest(speech_url(answer), await session_headers(alice)).start().finish()
+    await AsgiRequest(read_aloud_url(answer), await session_headers(alice)).start().finish()
     read_aloud = await read_aloud_of(answer, status="completed")
     admin = await sync_to_async(django_user_model.objects.create_superuser)("root", password="x")
     client = AsyncClient()

@@ -41,7 +41,7 @@ from tests.waiting import eventually
 
 from .conftest import UpstreamLog, start_turn
 from .test_consumers import receive, session_cookie
-from .test_read_aloud import AsgiRequest, an_answer, session_headers, speech_url
+from .test_read_aloud import AsgiRequest, an_answer, read_aloud_url, session_headers
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -476,7 +476,9 @@ async def test_a_read_aloud_is_refused_unbilled_and_says_why(
 ) -> None:
     answer = await an_answer(alice, "emulator/audio")
     await limit("5", user=alice, unknown_price=SpendingLimit.UnknownPrice.REFUSE)
-    request = await AsgiRequest(speech_url(answer), await session_headers(alice)).start().finish()
+    request = (
+        await AsgiRequest(read_aloud_url(answer), await session_headers(alice)).start().finish()
+    )
     assert request.status == 409
     assert request.body.decode().startswith("This read aloud cannot be priced")
     assert upstream.new() == []

@@ -36,8 +36,8 @@ from tests.chatapp.test_read_aloud import (
     AsgiRequest,
     an_answer,
     read_aloud_of,
+    read_aloud_url,
     session_headers,
-    speech_url,
 )
 from tests.waiting import eventually
 
@@ -63,7 +63,7 @@ async def test_thirty_requests_at_once_make_one_read_aloud(
 ) -> None:
     answer = await an_answer(alice, PACED)
     headers = await session_headers(alice)
-    requests = [AsgiRequest(speech_url(answer), headers).start() for _ in range(30)]
+    requests = [AsgiRequest(read_aloud_url(answer), headers).start() for _ in range(30)]
     await asyncio.gather(*(request.finish(within=30) for request in requests))
 
     assert [request.status for request in requests] == [200] * 30
@@ -116,7 +116,7 @@ async def test_a_read_aloud_under_way_in_another_process_is_refused_in_words(
         heartbeat_at=timezone.now(),
     )
     headers = await session_headers(alice)
-    request = await AsgiRequest(speech_url(answer), headers).start().finish()
+    request = await AsgiRequest(read_aloud_url(answer), headers).start().finish()
     assert request.status == 409
     assert request.body.decode() == read_aloud_records.IN_FLIGHT
     assert not upstream.new(endpoint="audio/speech")
@@ -124,7 +124,7 @@ async def test_a_read_aloud_under_way_in_another_process_is_refused_in_words(
     # Once that process is gone (its heartbeat stale), a read aloud starts.
     stale = timezone.now() - timedelta(seconds=settings.CHAT_STALE_AFTER + 1)
     await Generation.objects.filter(pk=elsewhere.pk).aupdate(heartbeat_at=stale)
-    request = await AsgiRequest(speech_url(answer), headers).start().finish()
+    request = await AsgiRequest(read_aloud_url(answer), headers).start().finish()
     assert request.status == 200
     assert len(upstream.new(endpoint="audio/speech")) == 1
 
@@ -134,12 +134,12 @@ async def test_hanging_up_and_asking_again_does_not_bill_twice(
 ) -> None:
     answer = await an_answer(alice, SLOW)
     headers = await session_headers(alice)
-    first = AsgiRequest(speech_url(answer), headers).start()
+    first = AsgiRequest(read_aloud_url(answer), headers).start()
     await asyncio.wait_for(first.first_chunk.wait(), 10)
     first.disconnect()
     await first.finish()
     for _ in range(3):  # at once, and again once the stop is on record
-        again = await AsgiRequest(speech_url(answer), headers).start().finish()
+        again = await AsgiRequest(read_aloud_url(answer), headers).start().finish()
         assert again.status == 409
         assert again.body.decode().startswith(COOLING)
         await read_aloud_of(answer, status="cancelled")
@@ -149,7 +149,7 @@ async def test_hanging_up_and_asking_again_does_not_bill_twice(
     # After the cool-down it may be read again.
     earlier = timezone.now() - read_aloud_records.COOL_DOWN - timedelta(seconds=1)
     await Generation.objects.filter(read_aloud=answer).aupdate(finished_at=earlier)
-    later = AsgiRequest(speech_url(answer), headers).start()
+    later = AsgiRequest(read_aloud_url(answer), headers).start()
     await asyncio.wait_for(later.first_chunk.wait(), 10)
     assert later.status == 200
     later.disconnect()
@@ -163,14 +163,14 @@ async def test_read_alouds_count_in_the_answer_limit(
     answer = await an_answer(alice, PACED)  # its own generation was started just now
     settings.CHAT_GENERATIONS_PER_MINUTE = 2
     headers = await session_headers(alice)
-    first = await AsgiRequest(speech_url(answer), headers).start().finish()
+    first = await AsgiRequest(read_aloud_url(answer), headers).start().finish()
     assert first.status == 200
     await read_aloud_of(answer, status="completed")
     # Its audience leaves as the last byte is sent; until the read aloud has ended here too, a new
     # request would join it (and be told it was stopped), not start one the limit counts.
     await eventually(lambda: not stream.running_pks(), what="the reading to end")
     await Generation.objects.filter(read_aloud=answer).aupdate(status="incomplete")  # not reused
-    second = await AsgiRequest(speech_url(answer), headers).start().finish()
+    second = await AsgiRequest(read_aloud_url(answer), headers).start().finish()
     assert second.status == 429
     assert second.body.decode().startswith("You have started 2 answers in the last minute")
     assert second.headers["retry-after"].isdigit()
@@ -186,7 +186,7 @@ async def test_the_page_is_told_in_words_why_a_read_aloud_is_refused(
     state_url = reverse("chat:read_aloud_state", args=[answer.pk])
     client = AsyncClient()
     await client.aforce_login(alice)
-    first = AsgiRequest(speech_url(answer), headers).start()
+    first = AsgiRequest(read_aloud_url(answer), headers).start()
     await asyncio.wait_for(first.first_chunk.wait(), 10)
     assert (await client.get(state_url)).json()["refused"] == read_aloud_records.IN_FLIGHT
     first.disconnect()
