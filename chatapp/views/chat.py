@@ -16,7 +16,6 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
-from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import push_url, reswap, retarget
 
@@ -57,8 +56,6 @@ from chatapp.gateways.catalog import (
 )
 from chatapp.gateways.configs import GatewayConfig, GatewayUnavailable, aconfig_for
 from chatapp.models import Conversation, Generation, Message, Upload
-from chatapp.rendering import attachments
-from chatapp.rendering.image_checks import sniffed_type
 from chatapp.streaming import persistence, stopping, sweep, worker
 from chatapp.views import library
 from chatapp.views.answer_settings import chosen_options, new_chat_context
@@ -514,53 +511,3 @@ def rename(request: AuthenticatedRequest, pk: int) -> HttpResponse:
         "sidebar": library.sidebar(request.user, shown_pk),
     }
     return render(request, "chatapp/_renamed.html", context)
-
-
-@login_required
-@require_GET
-def attachment(request: AuthenticatedRequest, pk: int, index: int) -> HttpResponse:
-    """A file, audio clip or generated image the gateway sent, from our origin and never rendered
-    as a page here: an image in the raster type its bytes say, audio in a playable type for the
-    page's player, anything else as bytes to download; always with nosniff and a sandboxing CSP
-    in case a browser is talked into showing it as something else."""
-    message = get_object_or_404(Message, pk=pk, conversation__user=request.user)
-    items = message.attachments if isinstance(message.attachments, list) else []
-    item = items[index] if index < len(items) and isinstance(items[index], dict) else {}
-    data = attachments.decoded(item)
-    if data is None:
-        raise Http404("No such attachment.")
-    image_type = attachments.served_image_type(item, data)
-    media_type = image_type or attachments.playable_type(item) or "application/octet-stream"
-    filename = attachments.safe_filename(item.get("filename"), f"attachment-{index}")
-    response = HttpResponse(data, content_type=media_type)
-    # A checked raster image opens in a tab when clicked through; everything else downloads.
-    disposition = content_disposition_header(image_type is None, filename)
-    if disposition is not None:
-        response["Content-Disposition"] = disposition
-    response["X-Content-Type-Options"] = "nosniff"
-    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
-    return response
-
-
-@login_required
-@require_GET
-def upload(request: AuthenticatedRequest, pk: int) -> HttpResponse:
-    """A file the user attached to a message, to its owner only (another user's is a 404): an
-    image inline in the raster type its bytes say, a document as a download; never rendered as
-    a page here (nosniff and a sandboxing CSP)."""
-    found = get_object_or_404(Upload, pk=pk, message__conversation__user=request.user)
-    data = bytes(found.data)
-    image_type = sniffed_type(data) if found.kind == Upload.Kind.IMAGE else None
-    if image_type is not None:
-        response = HttpResponse(data, content_type=image_type)
-    elif found.media_type == "application/pdf":
-        response = HttpResponse(data, content_type="application/pdf")
-    else:
-        response = HttpResponse(data, content_type="text/plain; charset=utf-8")
-    disposition = content_disposition_header(image_type is None, found.filename)
-    if disposition is not None:
-        response["Content-Disposition"] = disposition
-    response["X-Content-Type-Options"] = "nosniff"
-    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
-    response["Cache-Control"] = "private, max-age=3600"
-    return response

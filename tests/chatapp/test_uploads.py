@@ -173,6 +173,8 @@ async def test_a_file_is_served_to_its_owner_only(alice: Any, bob: Any) -> None:
     assert got["Content-Disposition"].startswith("attachment;")
     assert got["X-Content-Type-Options"] == "nosniff"
     assert got["Content-Security-Policy"] == "default-src 'none'; sandbox"
+    # The user's own files: kept by no cache, not even the browser's disk (`NoStore`).
+    assert (shown["Cache-Control"], got["Cache-Control"]) == ("no-store", "no-store")
     other = await logged_in(bob)
     assert (await other.get(reverse("chat:upload", args=[image.pk]))).status_code == 404
     page = await client.get(reverse("chat:conversation", args=[image.message.conversation_id]))
