@@ -378,8 +378,9 @@ class Generation(models.Model):
         related_name="generations",
     )
     user_name = models.CharField(max_length=150, blank=True)
-    # The answer it wrote (chat and image generations); a read aloud has none of its own. The text
-    # goes with its conversation; the generation stays (SET_NULL here and below).
+    # The answer it wrote (chat and image generations); a read aloud and a title have none of
+    # their own. The text goes with its conversation; the generation stays (SET_NULL here and
+    # below).
     message = models.OneToOneField(
         Message, on_delete=models.SET_NULL, null=True, blank=True, related_name="generation"
     )
@@ -495,7 +496,10 @@ class Generation(models.Model):
 
     @property
     def answer(self) -> Message:
-        """The answer this generation wrote, or the one it read aloud: every row has one."""
+        """The answer this generation wrote (a chat answer or an image generation), or the one it
+        read aloud. Not every row has one: a title generation writes only the conversation's
+        title, and an answer deleted with its conversation leaves its generation behind; for
+        those this raises `Message.DoesNotExist`. Only what renders an answer asks for it."""
         found = self.read_aloud if self.kind == self.Kind.READ_ALOUD else self.message
         if found is None:
             raise Message.DoesNotExist(f"generation {self.pk} has no answer")
