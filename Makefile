@@ -9,7 +9,7 @@ PORT ?= 8000
 PYTHON ?= $(shell for p in python3.12 python3.13 python3 /root/.pyenv/versions/3.12*/bin/python3.12 /root/.pyenv/versions/3.13*/bin/python3.13 /usr/bin/python3.12 /usr/bin/python3.13; do \
 	$$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 && { echo $$p; break; }; done)
 
-.PHONY: install lock run cluster test test-quick lint format bench test-packages chromium litellm clean
+.PHONY: install lock run cluster test test-quick test-js lint format bench test-packages chromium litellm clean
 
 # The exact versions in requirements.lock, then the app itself without resolving anything again;
 # `pip check` fails when pyproject.toml asks for something the lock lacks (run `make lock`).
@@ -41,8 +41,8 @@ run: install
 	$(BIN)/daphne -b 127.0.0.1 -p $(PORT) chatapp.asgi:application
 
 # Debian packages the tests drive: Chromium (browser tests), Node (the browser code's unit tests,
-# `node --test tests/js/`), and the Redis and PostgreSQL servers and nginx with its brotli_static
-# module (tests/multiprocess and `make cluster` start private instances of each; the cluster's
+# `make test-js`), and the Redis and PostgreSQL servers and nginx with its brotli_static module
+# (tests/multiprocess and `make cluster` start private instances of each; the cluster's
 # nginx sends gzip alone without the module). Only what is missing is installed, in one
 # apt-get run (needs root, as on CI); with everything present this is a few file checks.
 MISSING_PACKAGES = $(strip \
@@ -105,6 +105,11 @@ test: install test-packages litellm
 # The in-process tests alone: no Chromium, no PostgreSQL, Redis or nginx, no fault injection.
 test-quick: install
 	$(PYTEST) -m "not browser and not multiprocess and not faults"
+
+# The browser code's unit tests alone (the suite runs them too: tests/js/test_node.py). The shell
+# expands the glob: Node 21 and later read --test's arguments as patterns and search no directory.
+test-js:
+	node --test tests/js/*.test.mjs
 
 lint: install
 	$(BIN)/ruff check .
