@@ -17,7 +17,13 @@ from .expectations import mismatches, replayed
 STREAMS = Path(__file__).resolve().parents[3] / "shared" / "real-streams"
 
 if not (STREAMS / "expected.json").is_file():
-    pytest.skip(f"no recorded streams at {STREAMS}", allow_module_level=True)
+    pytest.skip(
+        f"the recordings of real providers' streams are missing: {STREAMS}/expected.json and its "
+        "*.sse files, kept outside the repository in shared/real-streams beside the checkout "
+        "(../shared/real-streams). They check that streams as real gateways sent them parse to "
+        "the fields expected, whole and in 7- and 1-byte pieces, no warning, nothing unread",
+        allow_module_level=True,
+    )
 
 EXPECTED = json.loads((STREAMS / "expected.json").read_text())
 FILES = sorted(path.name for path in STREAMS.glob("*.sse"))
