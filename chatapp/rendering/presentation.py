@@ -141,7 +141,8 @@ def _tool_note(message: Message) -> FinishNote | None:
 
 @dataclass(frozen=True, slots=True)
 class ToolCallView:
-    """One tool call as its pane shows it (chat.js draws a live one the same way)."""
+    """One tool call as its pane shows it (`_tool_call.html`, whose markup live_render.js clones
+    for a live one)."""
 
     name: str
     status: str  # "" while the model is still writing it; then `tool_loop.CallRun.status`

@@ -109,6 +109,14 @@ def tool_call(call: Mapping[str, object]) -> presentation.ToolCallView:
     return presentation.tool_call_view(call)
 
 
+@register.inclusion_tag("chatapp/_tool_call.html")
+def blank_tool_call() -> dict[str, object]:
+    """The markup of a tool call the model has only begun, flag and result included, for the
+    page's `<template>`: live_render.js clones it for a call still streaming, so that it is the
+    final render's markup (`_tool_call.html`), written once."""
+    return {"call": {}, "blank": True}
+
+
 @register.filter
 def tools_ran(calls: list[Mapping[str, object]]) -> bool:
     """Whether the app ran (or settled not to run) any of an answer's tool calls."""

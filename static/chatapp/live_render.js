@@ -243,27 +243,23 @@ export function clearDraft(view) {
 
 // --- The panes: reasoning, tool calls, citations, attachments --------------------------------
 
+// A part of a tool call's markup, as the server renders it (templates/chatapp/_tool_call.html,
+// in the page's <template class="tool-call-template">): the final render brings the same.
+function toolCallPart(selector) {
+  const blank = document.querySelector("template.tool-call-template").content;
+  return blank.querySelector(selector).cloneNode(true);
+}
+
 function toolCallEl(view, index) {
   const pane = part(view, ".tool-calls-pane");
   pane.hidden = false;
   let call = pane.querySelector(`.tool-call[data-index="${Number(index)}"]`);
   if (!call) {
-    // The structure of templates/chatapp/_tool_call.html, which the final render brings.
-    call = document.createElement("div");
-    call.className = "tool-call";
+    call = toolCallPart(".tool-call");
+    // A run adds its flag and its result when it has them (`applyToolRun`).
+    call.querySelector(":scope > .tool-flag").remove();
+    call.querySelector(":scope > .tool-result").remove();
     call.dataset.index = String(Number(index));
-    call.dataset.status = "";
-    const head = document.createElement("div");
-    head.className = "tool-head";
-    const name = document.createElement("code");
-    name.className = "tool-name";
-    name.textContent = "tool";
-    const status = document.createElement("span");
-    status.className = "tool-status";
-    head.append(name, status);
-    const args = document.createElement("pre");
-    args.className = "tool-args";
-    call.append(head, args);
     pane.querySelector(".tool-calls").append(call);
   }
   return call;
@@ -279,21 +275,14 @@ function applyToolRun(view, run) {
   const args = el.querySelector(".tool-args");
   args.textContent = run.pretty;
   args.classList.toggle("invalid", !run.valid);
-  let flag = el.querySelector(":scope > .tool-flag");
-  if (run.flag && !flag) {
-    flag = document.createElement("p");
-    flag.className = "tool-flag";
+  if (run.flag && !el.querySelector(":scope > .tool-flag")) {
+    const flag = toolCallPart(".tool-flag");
     flag.textContent = run.flag;
     args.after(flag);
   }
   if (run.result && !el.querySelector(":scope > .tool-result")) {
-    const details = document.createElement("details");
-    details.className = "tool-result";
-    const summary = document.createElement("summary");
-    summary.textContent = "Result";
-    const pre = document.createElement("pre");
-    pre.textContent = run.result;
-    details.append(summary, pre);
+    const details = toolCallPart(".tool-result");
+    details.querySelector("pre").textContent = run.result;
     el.append(details);
   }
 }

@@ -63,6 +63,18 @@ async def test_home_has_model_picker_message_box_and_send(alice: Any) -> None:
     assert "test-key" not in html  # the API key never reaches the browser
 
 
+async def test_the_page_carries_the_tool_call_markup_that_live_calls_are_cloned_from(
+    alice: Any,
+) -> None:
+    client = await logged_in(alice)
+    html = (await client.get(reverse("chat:home"))).content.decode()
+    blank = html.split('<template class="tool-call-template">', 1)[1].split("</template>", 1)[0]
+    # `_tool_call.html` with every part, which live_render.js takes each of from here.
+    parts = ["tool-call", "tool-head", "tool-name", "tool-status", "tool-args", "tool-flag"]
+    assert re.findall(r'class="([\w-]+)"', blank) == [*parts, "tool-result"]
+    assert '<code class="tool-name">tool</code>' in blank
+
+
 async def test_two_gateways_serve_one_users_conversations_side_by_side(
     alice: Any, emulator_url: EmulatorURL
 ) -> None:
