@@ -9,7 +9,8 @@ PORT ?= 8000
 PYTHON ?= $(shell for p in python3.12 python3.13 python3 /root/.pyenv/versions/3.12*/bin/python3.12 /root/.pyenv/versions/3.13*/bin/python3.13 /usr/bin/python3.12 /usr/bin/python3.13; do \
 	$$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 && { echo $$p; break; }; done)
 
-.PHONY: install lock run cluster test test-quick test-js lint format bench test-packages chromium litellm clean
+.PHONY: install lock run cluster test test-quick test-js lint format bench screenshots test-packages \
+	chromium litellm clean
 
 # The exact versions in requirements.lock, then the app itself without resolving anything again;
 # `pip check` fails when pyproject.toml asks for something the lock lacks (run `make lock`).
@@ -125,6 +126,17 @@ bench: install
 	$(BIN)/python -m benchmarks load
 	$(BIN)/python -m benchmarks admin
 	$(BIN)/python -m benchmarks markdown
+
+# docs/screenshot-desktop.png and docs/screenshot-phone.png, from the app as it is (docs/screenshots.py),
+# with Debian's Noto fonts for the answer's CJK and emoji (without them Chromium draws boxes).
+SCREENSHOT_FONTS = $(strip \
+	$(if $(wildcard /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc),,fonts-noto-cjk) \
+	$(if $(wildcard /usr/share/fonts/truetype/noto/NotoColorEmoji.ttf),,fonts-noto-color-emoji))
+
+screenshots: install test-packages
+	@test -z "$(SCREENSHOT_FONTS)" || { apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(SCREENSHOT_FONTS); }
+	$(BIN)/python docs/screenshots.py
 
 clean:
 	rm -rf $(VENV) $(LITELLM_VENV) staticfiles .pytest_cache

@@ -3,7 +3,7 @@
 Embedded defaults make `make run` work on a fresh machine with nothing else running: SQLite, the
 in-memory channel layer and the built-in gateway emulator. Setting `DATABASE_URL`, `REDIS_URL` or
 `LLM_BASE_URL` swaps in PostgreSQL, the Redis channel layer or a real gateway; `DJANGO_HTTPS=1`
-is the production mode behind a TLS-terminating proxy (README, "Running in production").
+is the production mode behind a TLS-terminating proxy (docs/deployment.md, "Running in production").
 """
 
 from __future__ import annotations
@@ -229,7 +229,8 @@ USE_TZ = True
 LLM_BASE_URL = os.environ.get("LLM_BASE_URL", "").rstrip("/") or None
 LLM_API_KEY = os.environ.get("LLM_API_KEY", "")
 LLM_DEFAULT_MODEL = os.environ.get("LLM_DEFAULT_MODEL", "")
-# numes | osmexo | tiny | nodul; unset: guessed from the URL, then from the response headers.
+# A name of gateway_client.dialects.DIALECTS (numes, osmexo, tiny, nodul, litellm, ...); unset:
+# guessed from the URL, then from the response headers.
 LLM_DIALECT = os.environ.get("LLM_DIALECT") or None
 # What the default gateway's usage.cost counts in (usd, sat, pnp, credits); unset: the dialect's.
 LLM_COST_UNIT = os.environ.get("LLM_COST_UNIT", "")
@@ -315,7 +316,7 @@ LOGGING = {
 
 # --- Production: HTTPS behind a proxy -------------------------------------------------------------
 
-# On behind a TLS-terminating proxy (deploy/nginx-site.conf): `manage.py check --deploy` is clean.
+# On behind a TLS-terminating proxy (deploy/nginx/site.conf): `manage.py check --deploy` is clean.
 # The proxy must set X-Forwarded-Proto itself, overwriting what a client sent, and Daphne must be
 # reachable only through it; otherwise a client could claim https.
 DJANGO_HTTPS = env_bool("DJANGO_HTTPS")

@@ -3,8 +3,8 @@
 PostgreSQL, Redis, a gateway emulator (unless `LLM_BASE_URL` names a gateway), N Daphne
 processes and nginx in front of them, each a private instance in one temporary directory that
 is deleted on exit, so nothing is kept (it shows the setup; it is not where to keep
-conversations). Every process gets the settings a real host gives it (README, "Running in
-production"): the same `DATABASE_URL`, `REDIS_URL`, `DJANGO_SECRET_KEY` and gateway.
+conversations). Every process gets the settings a real host gives it (docs/deployment.md,
+"Running in production"): the same `DATABASE_URL`, `REDIS_URL`, `DJANGO_SECRET_KEY` and gateway.
 
 Each child runs in a session of its own, so a Ctrl-C in the terminal reaches only this process,
 which then stops them in order (nginx; Daphne and the emulator; PostgreSQL; Redis) instead of
@@ -56,9 +56,10 @@ DAPHNE_OPTIONS = ("-v", "0")
 # each arena keeps what was freed in it. A Daphne process has dozens of threads (the render
 # pool's waiting threads, a new one per request for Django's sync code), so it soon uses every
 # arena it may, and its RSS grows with the generations served, the more the more cores the host
-# has (README, "Memory": 345 MB after 1,500 answers with an eight-core host's 64 arenas, about
-# 230 MB, level, with 2); deploy/systemd/gateway-chat@.service sets the same. Defaults: a
-# variable of the caller's environment wins (`MALLOC_ARENA_MAX=16 make cluster` to compare).
+# has (docs/deployment.md, "Memory": 345 MB after 1,500 answers with an eight-core host's 64
+# arenas, about 230 MB, level, with 2); deploy/systemd/gateway-chat@.service sets the same.
+# Defaults: a variable of the caller's environment wins (`MALLOC_ARENA_MAX=16 make cluster` to
+# compare).
 DAPHNE_ENVIRONMENT = {"MALLOC_ARENA_MAX": "2"}
 
 # One Django start, not three (each costs a second or two): the schema, the static files for

@@ -131,8 +131,8 @@ def app_name(*, plain: bool) -> str:
 
 
 def server_env(db: Path, emulator_port: int, source: Path) -> dict[str, str]:
-    """The app's settings, from the environment as the README documents them; nothing else of
-    the caller's environment that could point the app elsewhere (Redis, another gateway)."""
+    """The app's settings, from the environment as docs/configuration.md documents them; nothing
+    else of the caller's environment that could point the app elsewhere (Redis, another gateway)."""
     env = {
         k: v
         for k, v in child_env(source).items()

@@ -406,7 +406,9 @@ def render_markdown(
     return html
 
 
-MAX_HTML_RATIO = 12  # characters of HTML per character of text; highlighted code makes about 10
+# Characters of HTML per character of text: highlighted code makes about 10 and a task list of
+# one-word items about 14; footnote back-references, 30 to 50.
+MAX_HTML_RATIO = 16
 HTML_ALLOWANCE = 16_384  # characters, so that a short answer's markup is never counted against it
 
 PLAIN_TEXT_NOTES = {

@@ -164,6 +164,7 @@ class GenerationWorker:
         self._extending: asyncio.Task[None] | None = None
         self._limit_note: str | None = None
         self._sending = asyncio.Lock()  # one send at a time, so deltas leave in seq order
+        self._done: dict[str, object] | None = None  # the `done` sent to the group, once it is
 
     # --- Lifecycle --------------------------------------------------------------------------------
 
@@ -376,6 +377,12 @@ class GenerationWorker:
             logger.warning("Generation %s: delta %s lost (%s)", pk, delta["seq"], exc)
 
     async def send_snapshot(self, reply_to: str) -> None:
+        """The answer so far to the socket `reply_to`; once the answer has ended (the worker stays
+        on to settle its cost), its `done`, which a socket that joined the group after it was
+        sent never heard."""
+        if self._done is not None:
+            await self.layer.send(reply_to, socket_messages.group_message(self._done))
+            return
         async with self._sending:  # exact at its seq: no delta is between taken and sent
             now = asyncio.get_running_loop().time()
             snapshot = socket_messages.snapshot(self.job.generation_pk, self.state.snapshot(now))
@@ -432,6 +439,7 @@ class GenerationWorker:
                 _running[final.next_job.generation_pk].cancel()
             next_url = reverse("chat:message", args=[final.next_job.message_pk])
         done = socket_messages.done(self.job.generation_pk, self.state.seq, end.status, next_url)
+        self._done = done  # from now on, a snapshot asked is answered by the end itself
         await layer_errors.send_retrying(  # no later message would tell a page it was lost
             lambda: self.layer.group_send(self.group, socket_messages.group_message(done)),
             f"the end of generation {self.job.generation_pk}",

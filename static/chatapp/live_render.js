@@ -6,6 +6,7 @@
 // that goes quiet says so, and the reasoning pane's summary counts the thinking time.
 
 import { showImagePreviews } from "./generated_images.js";
+import { placeTail } from "./tail_text.js";
 
 // One answer's element and what it shows; `tail` is the text the tail element holds.
 export function createView(el, tail) {
@@ -87,42 +88,41 @@ export function scrollToBottom() {
 // code (it is highlighted once its fence closes and the block settles).
 const FENCE_OPEN = /^ {0,3}(`{3,}|~{3,})[ \t]*([^\s`]*)[^\n]*\n/;
 
-// Text after a draft runs on in the draft's last block, until a line ends: what follows a line
-// break may be a block of its own (a quote after a table's last cell), shown after the draft.
-function tailElement(view, box, shown) {
-  const inline = view.tailHost && view.tailHost.isConnected && !shown.includes("\n");
-  const inside = inline ? view.tailHost : null;
-  const holder = inside || box;
-  let el = box.querySelector(".live-tail");
-  if (el && el.parentElement !== holder) {
+// The text the draft's last block holds after it (`placeTail`'s `inline`), as a span in it.
+function drawRun(box, host, text) {
+  let el = box.querySelector("span.live-tail");
+  if (el && (!text || el.parentElement !== host)) {
     el.remove();
     el = null;
   }
+  if (!text) return null;
   if (!el) {
-    el = document.createElement(inside ? "span" : "div"); // inline in the draft's last block
-    holder.append(el);
+    el = document.createElement("span");
+    el.className = "live-tail";
+    host.append(el);
   }
+  el.textContent = text;
   return el;
 }
 
 export function drawTail(view) {
   const box = part(view, ".content");
-  if (!view.tail) {
-    box.querySelector(".live-tail")?.remove();
-    view.tailEl = null;
+  const host = view.tailHost && view.tailHost.isConnected ? view.tailHost : null;
+  const { inline, below, runsOn } = placeTail(view.tail, view.drafted, host?.tagName);
+  const run = drawRun(box, host, inline);
+  let el = box.querySelector(":scope > .live-tail");
+  if (!below) {
+    el?.remove();
+    view.tailOpened = false;
+    view.tailEl = runsOn ? run : null; // else new text places the tail again
     return;
   }
-  const rest = view.tail.slice(view.drafted);
-  const el = tailElement(view, box, rest);
-  // Blank lines before a block show as space.
-  const shown = rest.replace(/^([ \t]*\r?\n)+/, "");
-  if (!shown) {
-    el.remove();
-    view.tailEl = null;
-    return;
+  if (!el) {
+    el = document.createElement("div");
+    box.append(el);
   }
-  const fence = el.localName === "span" ? null : FENCE_OPEN.exec(shown); // inline: text
-  view.tailOpened = shown.includes("\n"); // its first line, which says what it is, is complete
+  const fence = FENCE_OPEN.exec(below);
+  view.tailOpened = below.includes("\n"); // its first line, which says what it is, is complete
   if (fence) {
     el.className = "live-tail code-block";
     const head = document.createElement("div");
@@ -133,20 +133,20 @@ export function drawTail(view) {
     head.append(label);
     const pre = document.createElement("pre");
     const code = document.createElement("code");
-    code.textContent = shown.slice(fence[0].length);
+    code.textContent = below.slice(fence[0].length);
     pre.append(code);
     el.replaceChildren(head, pre);
     view.tailEl = code;
   } else {
     el.className = "live-tail";
-    el.textContent = shown;
+    el.textContent = below;
     view.tailEl = el;
   }
 }
 
 function appendTail(view, text) {
   view.tail += text;
-  if (!view.tailEl || (!view.tailOpened && text.includes("\n"))) drawTail(view);
+  if (!view.tailEl || (!view.tailOpened && /[\r\n]/.test(text))) drawTail(view);
   else appendText(view.tailEl, text);
 }
 

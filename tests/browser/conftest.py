@@ -26,6 +26,7 @@ from playwright.sync_api import expect
 
 from tests.emulator_requests import record_chat_bodies
 from tests.static_root import collected_static_root
+from tests.waiting import poll
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -191,6 +192,50 @@ def sign_in(browser: Any, server_url: str, username: str) -> Any:
     else:
         page.goto(f"{server_url}/")
     return page
+
+
+@contextlib.contextmanager
+def added_gateway(
+    browser: Any, server_url: str, server_env: dict[str, str], name: str, fields: dict[str, object]
+) -> Iterator[int]:
+    """A gateway row `name` with `fields` and a key of its own, written by another process as an
+    admin would; afterwards disabled, and waited for until the server's picker no longer lists
+    it (the server caches its gateways for `CONFIGS_TTL`), so that the modules after this one see
+    the pickers as they were."""
+    pk = int(
+        manage_shell(
+            server_env,
+            "from chatapp.gateways import key_vault; from chatapp.models import Gateway; "
+            f"row, _ = Gateway.objects.update_or_create(name={name!r}, defaults={fields!r} | "
+            f"{{'api_key_encrypted': key_vault.encrypt({'sk-' + name!r})}}); print(row.pk)",
+        )
+    )
+    try:
+        yield pk
+    finally:
+        manage_shell(
+            server_env,
+            f"from chatapp.models import Gateway; Gateway.objects.filter(pk={pk}).update("
+            "enabled=False)",
+        )
+        page = sign_in(browser, server_url, "alice")
+        try:
+
+            def withdrawn() -> bool:
+                page.goto(f"{server_url}/")
+                return not page.locator(f'#model option[value^="g{pk}:"]').count()
+
+            poll(withdrawn, what=f"the picker to drop gateway {name}", within=60)
+        finally:
+            page.context.close()
+
+
+def manage_shell(env: dict[str, str], code: str) -> str:
+    """`code` run by `manage.py shell` on the server's database; what it printed."""
+    command = [sys.executable, str(ROOT / "manage.py"), "shell", "-v0", "-c", code]
+    return subprocess.run(
+        command, env=env, cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout
 
 
 @pytest.fixture

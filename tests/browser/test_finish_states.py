@@ -9,8 +9,6 @@ With `CHAT_SCREENSHOTS` set to a directory, the states are saved there at deskto
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,7 +17,7 @@ from playwright.sync_api import expect
 
 from tests.waiting import poll
 
-from .conftest import ROOT, screenshots, send
+from .conftest import added_gateway, screenshots, send
 
 pytestmark = [pytest.mark.browser]
 
@@ -27,36 +25,19 @@ CUT_OFF = "The answer was cut off at the token budget"
 THOUGHT_ONLY = "The token budget ran out while the model was thinking, before it answered."
 
 
-def _manage_shell(env: dict[str, str], code: str) -> str:
-    command = [sys.executable, str(ROOT / "manage.py"), "shell", "-v0", "-c", code]
-    return subprocess.run(
-        command, env=env, cwd=ROOT, check=True, capture_output=True, text=True
-    ).stdout
-
-
 @pytest.fixture(scope="module")
-def tiny_gateway(server_env: dict[str, str], paced_emulator: str) -> Iterator[int]:
-    """A tiny-3b gateway on the paced emulator (with a key of its own), disabled
-    again afterwards so that other modules' pickers are as they were."""
+def tiny_gateway(
+    browser: Any, server_url: str, server_env: dict[str, str], paced_emulator: str
+) -> Iterator[int]:
+    """A tiny-3b gateway on the paced emulator (with a key of its own), withdrawn afterwards."""
     fields = {
         "base_url": f"{paced_emulator}/tiny/v1",
         "dialect": "tiny",
         "cost_unit": "credits",
         "enabled": True,
     }
-    pk = _manage_shell(
-        server_env,
-        "from chatapp.gateways import key_vault; from chatapp.models import Gateway; "
-        f"row, _ = Gateway.objects.update_or_create(name='tiny-3b', defaults={fields!r} | "
-        "{'api_key_encrypted': key_vault.encrypt('sk-tiny')}); "
-        "print(row.pk)",
-    )
-    yield int(pk)
-    _manage_shell(
-        server_env,
-        f"from chatapp.models import Gateway; Gateway.objects.filter(pk={int(pk)}).update("
-        "enabled=False)",
-    )
+    with added_gateway(browser, server_url, server_env, "tiny-3b", fields) as pk:
+        yield pk
 
 
 def finished(answer: Any) -> Any:

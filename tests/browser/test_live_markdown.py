@@ -3,6 +3,7 @@ changes nothing, thinking and quiet streams are shown for what they are."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any
 
@@ -11,7 +12,7 @@ from playwright.sync_api import expect
 
 from tests.waiting import poll
 
-from .conftest import screenshots, send
+from .conftest import finished, screenshots, send
 
 pytestmark = [pytest.mark.browser]
 
@@ -484,3 +485,77 @@ def test_a_page_that_lost_its_connection_says_it_is_reconnecting(alice: Any) -> 
     expect(answer).to_have_attribute("data-status", "completed")
     expect(answer.locator(".content")).to_contain_text("t200")
     expect(meta).not_to_contain_text("reconnecting")
+
+
+# A table of eight rows and a list of long sentences, as the echo model streams them: a few
+# characters a delta, each row and item over many deltas (#37).
+ROWS_AND_ITEMS = (
+    "## Results\n\nThe figures, then what to make of them.\n\n"
+    "| name | score | note |\n|---|--:|---|\n"
+    + "".join(
+        f"| {name} | {n * 7} | the {name} row of the table, with a note |\n"
+        for n, name in enumerate(
+            ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"], 1
+        )
+    )
+    + "\n- The first finding is that the two measures are closely related, and worth a second"
+    " look.\n- The second finding is that the slow runs share one cause, which the table shows"
+    " plainly.\n- The third finding is that nothing else in these figures stands out against the"
+    " rest of them.\n\nThat is all.\n"
+)
+
+# Every animation frame of the newest answer while it streams: its content's height, the text
+# shown after its blocks (a `.live-tail` child of the content) with how much of the answer had
+# arrived, and whether a table cell shows a pipe (the cells after it run into it).
+WATCH_LAYOUT = """() => {
+    window.layout = [];
+    function frame() {
+        const answer = [...document.querySelectorAll("article.assistant")].pop();
+        const content = answer && answer.querySelector(":scope > .content");
+        if (content && answer.dataset.status === "streaming") {
+            const below = content.querySelector(":scope > .live-tail");
+            window.layout.push({
+                height: content.getBoundingClientRect().height,
+                below: below ? below.textContent : null,
+                arrived: (window.arrived[answer.dataset.generation] || { total: 0 }).total,
+                rows: content.querySelectorAll("td").length,
+                cell_pipe: [...content.querySelectorAll("td, th")]
+                    .some((cell) => !cell.closest("[hidden]") && cell.textContent.includes("|")),
+            });
+        }
+        requestAnimationFrame(frame);
+    }
+    requestAnimationFrame(frame);
+}"""
+
+
+def test_rows_and_items_stay_in_place_while_they_stream(alice: Any) -> None:
+    """Text after the draft (the unsettled tail rendered) stays in the draft's last row or item
+    when its line ends, and the next row or item waits for its draft rather than showing as a
+    raw line below the block: the answer only grows, row by row, while a table streams."""
+    alice.set_viewport_size({"width": 1280, "height": 800})
+    alice.add_init_script(COUNT_ARRIVALS)
+    alice.reload()
+    finished(alice, "A **warm** render pool.")  # so that drafts keep up from the first row
+    alice.evaluate(WATCH_LAYOUT)
+    answer = streaming_answer(alice, ROWS_AND_ITEMS)
+    alice.wait_for_function(  # rows show as rows while the answer is written
+        """el => el.dataset.status === "streaming"
+            && el.querySelectorAll(".content table td").length >= 6""",
+        arg=answer.element_handle(),
+    )
+    expect(answer).to_have_attribute("data-status", "completed")
+    frames = list(alice.evaluate("window.layout"))
+    split = [
+        frame["below"]
+        for frame in frames
+        if frame["below"] and ROWS_AND_ITEMS[frame["arrived"] - len(frame["below"]) - 1] != "\n"
+    ]
+    assert not split, f"text of a line shown below its block: {split[:3]}"
+    shrunk = [
+        round(before["height"] - after["height"], 1)
+        for before, after in itertools.pairwise(frames)
+        if before["rows"] and before["height"] - after["height"] > 4
+    ]
+    assert not shrunk, f"the answer shrank (px) while its table and list streamed: {shrunk}"
+    assert not any(frame["cell_pipe"] for frame in frames), "a cell showed the next one's pipe"

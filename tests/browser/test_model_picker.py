@@ -10,8 +10,6 @@ phone sizes.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,7 +20,7 @@ from playwright.sync_api import expect
 
 from tests.waiting import poll
 
-from .conftest import ROOT, screenshots
+from .conftest import ROOT, added_gateway, screenshots
 
 pytestmark = [pytest.mark.browser]
 
@@ -44,15 +42,8 @@ class _Lists(BaseHTTPRequestHandler):
         pass
 
 
-def _manage_shell(env: dict[str, str], code: str) -> str:
-    command = [sys.executable, str(ROOT / "manage.py"), "shell", "-v0", "-c", code]
-    return subprocess.run(
-        command, env=env, cwd=ROOT, check=True, capture_output=True, text=True
-    ).stdout
-
-
 @pytest.fixture(scope="module")
-def litellm_gateway(server_env: dict[str, str]) -> Iterator[int]:
+def litellm_gateway(browser: Any, server_url: str, server_env: dict[str, str]) -> Iterator[int]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Lists)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     fields = {
@@ -61,20 +52,12 @@ def litellm_gateway(server_env: dict[str, str]) -> Iterator[int]:
         "cost_unit": "usd",
         "enabled": True,
     }
-    pk = _manage_shell(
-        server_env,
-        "from chatapp.gateways import key_vault; from chatapp.models import Gateway; "
-        f"row, _ = Gateway.objects.update_or_create(name='LiteLLM', defaults={fields!r} | "
-        "{'api_key_encrypted': key_vault.encrypt('sk-litellm')}); print(row.pk)",
-    )
-    yield int(pk)
-    _manage_shell(
-        server_env,
-        f"from chatapp.models import Gateway; Gateway.objects.filter(pk={int(pk)}).update("
-        "enabled=False)",
-    )
-    server.shutdown()
-    server.server_close()
+    try:
+        with added_gateway(browser, server_url, server_env, "LiteLLM", fields) as pk:
+            yield pk
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_the_picker_groups_litellm_routes_by_provider_and_leaves_out_non_chat_ones(

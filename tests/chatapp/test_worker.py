@@ -462,3 +462,33 @@ async def test_a_delta_reaches_the_sockets_queues_without_a_pass_of_the_loop(ali
     assert ran == [], "the send let the loop run something else"
     message = layer.channels[channel].get_nowait()[1]
     assert orjson.loads(message["text"]) == [started.job.generation_pk, 1, "hi"]
+
+
+async def test_a_snapshot_asked_after_the_end_while_the_cost_settles_is_answered_by_done(
+    alice: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A socket that joins after `done` was sent, while the worker still settles the cost, learns
+    of the end: from memory it would otherwise get a snapshot and wait for a `done` long gone."""
+    settling = asyncio.Event()
+    release = asyncio.Event()
+
+    async def held(*_: Any) -> None:
+        settling.set()
+        await release.wait()
+
+    monkeypatch.setattr(worker.GenerationWorker, "_reconcile", held)
+    monkeypatch.setattr(worker.spend_push, "cost_settled", held)
+    started = await start_turn(alice, "hello", "emulator/echo")
+    listener = await GroupListener(started.conversation.pk).join()
+    task = worker.start(started.job)
+    done = await listener.until("done")
+    await asyncio.wait_for(settling.wait(), 10)
+    running = worker.running_here(started.job.generation_pk, alice.pk)
+    assert running is not None  # still settling: the case at hand
+    layer = get_channel_layer()
+    reply = await layer.new_channel()
+    await running.send_snapshot(reply)
+    answer = orjson.loads((await asyncio.wait_for(layer.receive(reply), 5))["text"])
+    assert answer == done
+    release.set()
+    await asyncio.wait_for(task, 10)
