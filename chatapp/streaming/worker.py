@@ -376,17 +376,20 @@ class GenerationWorker:
             pk = self.job.generation_pk
             logger.warning("Generation %s: delta %s lost (%s)", pk, delta["seq"], exc)
 
-    async def send_snapshot(self, reply_to: str) -> None:
-        """The answer so far to the socket `reply_to`; once the answer has ended (the worker stays
-        on to settle its cost), its `done`, which a socket that joined the group after it was
-        sent never heard."""
+    async def snapshot_message(self) -> dict[str, object]:
+        """What a socket that asks is told: the answer so far; once the answer has ended (the
+        worker stays on to settle its cost), its `done`, which a socket that joined the group
+        after it was sent never heard."""
         if self._done is not None:
-            await self.layer.send(reply_to, socket_messages.group_message(self._done))
-            return
+            return self._done
         async with self._sending:  # exact at its seq: no delta is between taken and sent
             now = asyncio.get_running_loop().time()
-            snapshot = socket_messages.snapshot(self.job.generation_pk, self.state.snapshot(now))
-        await self.layer.send(reply_to, socket_messages.group_message(snapshot))
+            return socket_messages.snapshot(self.job.generation_pk, self.state.snapshot(now))
+
+    async def send_snapshot(self, reply_to: str) -> None:
+        """`snapshot_message` to the socket `reply_to`, in any process (the ticker's control)."""
+        message = await self.snapshot_message()
+        await self.layer.send(reply_to, socket_messages.group_message(message))
 
     def partial_row(self) -> PartialRow:
         state = self.state

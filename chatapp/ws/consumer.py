@@ -167,7 +167,10 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
             # streams, pages that saw a gap asked ~300 times, each a query and a layer hop).
             running = worker.running_here(generation_pk, self.user.pk)
             if running is not None:
-                await running.send_snapshot(self.channel_name)
+                # Straight onto this socket: through the layer to its own channel, a channel
+                # full at a crowd's peak raised ChannelFull here and took the socket down.
+                snapshot = await running.snapshot_message()
+                await self.send(text_data=orjson.dumps(snapshot).decode())
                 return
         row = (
             await Generation.objects.filter(pk=generation_pk, user=self.user)

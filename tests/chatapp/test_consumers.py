@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 import pytest
 from asgiref.sync import sync_to_async
+from channels.exceptions import ChannelFull
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.test import Client
@@ -225,3 +226,34 @@ async def test_malformed_and_foreign_requests_are_refused(alice: Any, bob: Any) 
         theirs.job.owner_channel, socket_messages.cancel(theirs.job.generation_pk)
     )
     await asyncio.wait_for(task, 10)
+
+
+async def test_a_snapshot_asked_of_an_answer_running_here_comes_even_when_channels_are_full(
+    alice: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At a crowd's peak a tab's channel fills. The snapshot it asks for must still come, and the
+    socket must live: sent through the layer to its own channel, ChannelFull killed the consumer
+    and the tab reconnected into the same storm."""
+    started = await start_turn(
+        alice, "otters", "emulator/long?tokens_per_second=100&long_tokens=300"
+    )
+    ws = await socket(started.conversation.pk, alice)
+    assert (await connect(ws))[0]
+    task = worker.start(started.job)
+    await receive(ws)
+    layer = get_channel_layer()
+
+    async def full(channel: str, message: dict[str, Any]) -> None:
+        raise ChannelFull(channel)
+
+    monkeypatch.setattr(layer, "send", full)  # deltas still come: they are group sends
+    await ws.send_to(text_data=orjson.dumps({"t": "snapshot", "g": started.generation.pk}).decode())
+    while (message := await receive(ws))["t"] != "snapshot":
+        assert message["t"] == "delta"
+    assert message["g"] == started.generation.pk
+    assert message["content"]
+    monkeypatch.undo()
+    received = await collect_until_done(ws)  # the socket lives on to the end
+    assert received[-1]["status"] == "completed"
+    await asyncio.wait_for(task, 30)
+    await ws.disconnect()
