@@ -114,8 +114,9 @@ async def _round(
 
 async def run(job: dict[str, Any]) -> dict[str, Any]:
     base = job["base"]
+    names = job["usernames"]
     cookies = [
-        await sign_in(base, job["username"], job["password"]) for _ in range(job["browsers"])
+        await sign_in(base, names[n % len(names)], job["password"]) for n in range(job["browsers"])
     ]
     size = max(spec["tabs"] for spec in job["rounds"])
     tabs = [Tab(base, cookies[i % len(cookies)]) for i in range(size)]

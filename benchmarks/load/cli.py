@@ -51,6 +51,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     add("--ttft-ms", type=int, default=400, help="the emulator's time to first token")
     add("--follow-ups", action="store_true", help="send follow-ups, not new chats")
     add("--browsers", type=int, default=4, help="signed-in browsers the tabs share")
+    add("--accounts", type=int, default=1, help="users the browsers sign in as (default: one)")
     add("--level-timeout", type=float, default=180.0, help="seconds for one level's answers")
     add("--deadline", type=float, default=1800.0, help="hard cap on the whole run, seconds")
     add("--app-rev", help="run the app as of this git revision (e.g. HEAD) instead of the tree")
@@ -139,9 +140,10 @@ def main(argv: list[str]) -> int:
         settings = Settings(
             workdir=workdir,
             source=source,
-            template=prepare_template(workdir, source),
+            template=prepare_template(workdir, source, args.accounts),
             emulator=EmulatorConfig(args.tokens_per_second, args.ttft_ms, args.tokens),
             browsers=args.browsers,
+            accounts=args.accounts,
             level_timeout=args.level_timeout,
             plain=args.plain,
             cpus=os.cpu_count() or 1,

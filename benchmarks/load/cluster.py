@@ -26,6 +26,7 @@ from deploy.services import postgres_server, redis_server
 from .stack import (
     BIN,
     EmulatorConfig,
+    add_accounts,
     app_name,
     free_port,
     server_env,
@@ -50,12 +51,14 @@ class ClusterStack:
         processes: int,
         *,
         plain: bool = False,
+        accounts: int = 1,
     ) -> None:
         self.dir = workdir
         self.source = source
         self.emulator_config = emulator
         self.processes = processes
         self.plain = plain
+        self.accounts = accounts
         self.emulator: subprocess.Popen[bytes] | None = None
         self.servers: list[subprocess.Popen[bytes]] = []
         self.ports: list[int] = []
@@ -128,6 +131,7 @@ class ClusterStack:
         )  # fmt: skip
         if result.returncode:
             raise ServiceError(f"migrate / collectstatic failed:\n{result.stdout}{result.stderr}")
+        add_accounts(self.source, env, self.accounts)
 
     @property
     def server_pids(self) -> dict[str, int]:

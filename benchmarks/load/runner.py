@@ -29,7 +29,6 @@ from .sampler import Sampler, read_counters, total_rss_kb
 from .stack import (
     PASSWORD,
     ROOT,
-    USERNAME,
     EmulatorConfig,
     Stack,
     cpu_seconds,
@@ -38,6 +37,7 @@ from .stack import (
     proc_status_kb,
     stop,
     tail,
+    usernames,
 )
 
 MODEL = "emulator/long"
@@ -92,12 +92,18 @@ class Settings:
     quiet_wait: float
     follow_ups: bool = False  # each tab sends a follow-up in a conversation it started
     processes: int = 1  # 2 or more: `ClusterStack` (PostgreSQL, Redis, nginx), as `make cluster`
+    accounts: int = 1  # the users the browsers are (browser i is account i mod `accounts`)
 
 
 def level_stack(settings: Settings, workdir: Path) -> Stack | ClusterStack:
     if settings.processes > 1:
         return ClusterStack(
-            workdir, settings.source, settings.emulator, settings.processes, plain=settings.plain
+            workdir,
+            settings.source,
+            settings.emulator,
+            settings.processes,
+            plain=settings.plain,
+            accounts=settings.accounts,
         )
     return Stack(
         workdir, settings.source, settings.template, settings.emulator, plain=settings.plain
@@ -185,7 +191,7 @@ def _job(
 ) -> dict[str, Any]:
     return {
         "base": stack.base_url,
-        "username": USERNAME,
+        "usernames": usernames(settings.accounts),
         "password": PASSWORD,
         "browsers": min(settings.browsers, max(spec["tabs"] for spec in rounds)),
         "rounds": rounds,

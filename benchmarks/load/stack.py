@@ -155,9 +155,41 @@ def server_env(db: Path, emulator_port: int, source: Path) -> dict[str, str]:
     return env
 
 
-def prepare_template(workdir: Path, source: Path) -> Path:
-    """`manage.py migrate` and `ensure_admin` into a database every level copies, and the static
-    files collected, as `make run` does (the server refuses to start without them)."""
+def usernames(accounts: int) -> list[str]:
+    """The accounts the crowd's browsers sign in as: `ensure_admin`'s, then `add_accounts`'."""
+    return [USERNAME, *(f"{USERNAME}-{n}" for n in range(2, accounts + 1))]
+
+
+# Every account but the first (`ensure_admin` makes it) with the one password, hashed once.
+ADD_ACCOUNTS = """
+import os
+from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import make_password
+User = get_user_model()
+hashed = make_password(os.environ["BENCH_PASSWORD"])
+names = os.environ["BENCH_ACCOUNTS"].split(",")
+User.objects.bulk_create([User(username=name, password=hashed) for name in names])
+"""
+
+
+def add_accounts(source: Path, env: dict[str, str], accounts: int) -> None:
+    """`usernames(accounts)` beyond the first, in the database `env` names."""
+    names = ",".join(usernames(accounts)[1:])
+    if not names:
+        return
+    result = subprocess.run(
+        [sys.executable, "manage.py", "shell", "--no-imports", "-c", ADD_ACCOUNTS],
+        cwd=source, env=env | {"BENCH_ACCOUNTS": names, "BENCH_PASSWORD": PASSWORD},
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    if result.returncode:
+        raise RuntimeError(f"adding the accounts failed:\n{result.stdout}{result.stderr}")
+
+
+def prepare_template(workdir: Path, source: Path, accounts: int = 1) -> Path:
+    """`manage.py migrate` and `ensure_admin` into a database every level copies, the crowd's
+    other accounts, and the static files collected, as `make run` does (the server refuses to
+    start without them)."""
     template = workdir / "template.sqlite3"
     env = server_env(template, 9, source)
     for command in (
@@ -176,6 +208,7 @@ def prepare_template(workdir: Path, source: Path) -> Path:
         )
         if result.returncode:
             raise RuntimeError(f"manage.py {command[0]} failed:\n{result.stdout}{result.stderr}")
+    add_accounts(source, env, accounts)
     return template
 
 
