@@ -183,7 +183,17 @@ if os.environ.get("REDIS_URL"):
                 # redis-py 8 gives up reading after 5 s by default, as long as the layer's
                 # blocking pops wait: an idle socket or worker would fail. Longer, a dead server
                 # still shows.
-                "hosts": [{"address": os.environ["REDIS_URL"], "socket_timeout": 15}],
+                # redis-py's pool refuses (MaxConnectionsError, "Too many connections") past 100
+                # connections in use at once, and a process with 200 sockets and their answers'
+                # group sends needs several hundred at a burst's peak: each refusal closed a
+                # socket or lost a delta. They are opened only as needed and reused.
+                "hosts": [
+                    {
+                        "address": os.environ["REDIS_URL"],
+                        "socket_timeout": 15,
+                        "max_connections": int(os.environ.get("CHAT_REDIS_CONNECTIONS", "1000")),
+                    }
+                ],
                 "capacity": int(os.environ.get("CHAT_CHANNEL_CAPACITY", "200")),
                 "expiry": int(os.environ.get("CHAT_CHANNEL_EXPIRY", "60")),
                 "group_expiry": int(os.environ.get("CHAT_GROUP_EXPIRY", "86400")),
