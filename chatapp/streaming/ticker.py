@@ -19,6 +19,7 @@ import contextvars
 import logging
 from typing import Any, Protocol
 
+from channels.exceptions import ChannelFull
 from django.conf import settings
 
 from chatapp.streaming import writer
@@ -138,6 +139,8 @@ class Ticker:
                 pause = 0.0
             except asyncio.CancelledError:
                 raise
+            except ChannelFull:  # the asking socket is behind: it asks again at its next gap
+                logger.info("A snapshot was not sent: the socket's channel is full")
             except layer_errors.LAYER_DOWN as exc:
                 if not pause:
                     logger.warning("The channel layer is down; control messages wait (%s)", exc)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 from channels.db import database_sync_to_async
+from channels.exceptions import ChannelFull
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.urls import reverse
@@ -151,27 +152,24 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
                 await self.channel_layer.group_discard(self.group, self.channel_name)
             self.group = group
             await self.channel_layer.group_add(group, self.channel_name)
-        async for generation_pk, owner in Generation.objects.filter(
-            conversation_id=conversation_pk, status=Generation.Status.STREAMING
-        ).values_list("pk", "owner_channel"):
-            if owner:
-                request = socket_messages.snapshot_request(generation_pk, self.channel_name)
-                await self.channel_layer.send(owner, request)
+        running = [
+            row
+            async for row in Generation.objects.filter(
+                conversation_id=conversation_pk, status=Generation.Status.STREAMING
+            ).values_list("pk", "owner_channel")
+        ]
+        # `watching` first, as when every snapshot came back through the layer after it.
         await self.send(text_data=orjson.dumps(socket_messages.watching(conversation_pk)).decode())
+        for generation_pk, owner in running:
+            await self._snapshot(generation_pk, owner)
 
     async def _generation_request(
         self, kind: Literal["snapshot", "stop"], generation_pk: int
     ) -> None:
-        if kind == "snapshot":
-            # Running in this process, the user's: from its memory, with no query (at 200
-            # streams, pages that saw a gap asked ~300 times, each a query and a layer hop).
-            running = worker.running_here(generation_pk, self.user.pk)
-            if running is not None:
-                # Straight onto this socket: through the layer to its own channel, a channel
-                # full at a crowd's peak raised ChannelFull here and took the socket down.
-                snapshot = await running.snapshot_message()
-                await self.send(text_data=orjson.dumps(snapshot).decode())
-                return
+        if kind == "snapshot" and worker.running_here(generation_pk, self.user.pk) is not None:
+            # From memory, with no query (at 200 streams, pages that saw a gap asked ~300 times).
+            await self._snapshot(generation_pk, None)
+            return
         row = (
             await Generation.objects.filter(pk=generation_pk, user=self.user)
             .values_list("status", "owner_channel", "last_seq", "message_id")
@@ -189,9 +187,28 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
             next_url = await _next_round_url(message_pk)
             done = socket_messages.done(generation_pk, seq, Generation.Status(status), next_url)
             await self.send(text_data=orjson.dumps(done).decode())
-        elif kind == "snapshot" and owner:
+        elif kind == "snapshot":
+            await self._snapshot(generation_pk, owner)
+
+    async def _snapshot(self, generation_pk: int, owner: str | None) -> None:
+        """The running answer `generation_pk` so far, onto this socket: from memory when it runs
+        in this process, else asked of the ticker of its `owner` process.
+
+        From memory it goes straight onto the socket, and an ask its owner's channel has no room
+        for is let go (the page asks again at its next gap): at 400 streams on Redis, both
+        through the layer raised ChannelFull and closed the socket, and its tab reconnected
+        into the same storm.
+        """
+        running = worker.running_here(generation_pk, self.user.pk)
+        if running is not None:
+            snapshot = await running.snapshot_message()
+            await self.send(text_data=orjson.dumps(snapshot).decode())
+        elif owner:
             request = socket_messages.snapshot_request(generation_pk, self.channel_name)
-            await self.channel_layer.send(owner, request)
+            try:
+                await self.channel_layer.send(owner, request)
+            except ChannelFull:
+                logger.info("Generation %s: its process is behind on snapshots", generation_pk)
 
 
 async def _next_round_url(message_pk: int | None) -> str | None:

@@ -231,29 +231,54 @@ async def test_malformed_and_foreign_requests_are_refused(alice: Any, bob: Any) 
 async def test_a_snapshot_asked_of_an_answer_running_here_comes_even_when_channels_are_full(
     alice: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """At a crowd's peak a tab's channel fills. The snapshot it asks for must still come, and the
-    socket must live: sent through the layer to its own channel, ChannelFull killed the consumer
-    and the tab reconnected into the same storm."""
+    """At a crowd's peak a tab's channel fills. The snapshots it gets as it watches and asks must
+    still come, and the socket must live: sent through the layer to its own channel, ChannelFull
+    closed the socket and its tab reconnected into the same storm."""
     started = await start_turn(
         alice, "otters", "emulator/long?tokens_per_second=100&long_tokens=300"
     )
-    ws = await socket(started.conversation.pk, alice)
-    assert (await connect(ws))[0]
     task = worker.start(started.job)
-    await receive(ws)
+    running = worker._running[started.job.generation_pk]
+    await eventually(lambda: running.state.seq > 2, what="a few deltas sent")
     layer = get_channel_layer()
 
     async def full(channel: str, message: dict[str, Any]) -> None:
         raise ChannelFull(channel)
 
     monkeypatch.setattr(layer, "send", full)  # deltas still come: they are group sends
-    await ws.send_to(text_data=orjson.dumps({"t": "snapshot", "g": started.generation.pk}).decode())
-    while (message := await receive(ws))["t"] != "snapshot":
-        assert message["t"] == "delta"
-    assert message["g"] == started.generation.pk
-    assert message["content"]
+    ws = await socket(started.conversation.pk, alice)
+    assert (await connect(ws))[0]
+    for ask in (False, True):  # as it starts watching, then asked after a gap
+        if ask:
+            request = {"t": "snapshot", "g": started.generation.pk}
+            await ws.send_to(text_data=orjson.dumps(request).decode())
+        while (message := await receive(ws))["t"] != "snapshot":
+            assert message["t"] == "delta"
+        assert message["g"] == started.generation.pk
+        assert message["seq"] > 2
+        assert message["content"]
     monkeypatch.undo()
     received = await collect_until_done(ws)  # the socket lives on to the end
     assert received[-1]["status"] == "completed"
     await asyncio.wait_for(task, 30)
+    await ws.disconnect()
+
+
+async def test_a_snapshot_ask_its_owners_channel_has_no_room_for_leaves_the_socket_open(
+    alice: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An answer running in another process whose control channel is full: the watch is still
+    answered and the socket lives (the ask is let go; the page asks again at its next gap)."""
+    started = await start_turn(alice, "otters", "emulator/echo")  # on record, run nowhere here
+    layer = get_channel_layer()
+
+    async def full(channel: str, message: dict[str, Any]) -> None:
+        raise ChannelFull(channel)
+
+    monkeypatch.setattr(layer, "send", full)
+    ws = await socket(started.conversation.pk, alice)
+    assert (await connect(ws))[0]  # answered `watching`
+    await ws.send_to(text_data=orjson.dumps({"t": "snapshot", "g": started.generation.pk}).decode())
+    await ws.send_to(text_data=orjson.dumps({"t": "watch", "c": started.conversation.pk}).decode())
+    assert await receive(ws) == {"t": "watching", "c": started.conversation.pk}
     await ws.disconnect()
