@@ -152,16 +152,18 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
                 await self.channel_layer.group_discard(self.group, self.channel_name)
             self.group = group
             await self.channel_layer.group_add(group, self.channel_name)
-        running = [
-            row
-            async for row in Generation.objects.filter(
-                conversation_id=conversation_pk, status=Generation.Status.STREAMING
-            ).values_list("pk", "owner_channel")
-        ]
-        # `watching` first, as when every snapshot came back through the layer after it.
+        here = []
+        async for generation_pk, owner in Generation.objects.filter(
+            conversation_id=conversation_pk, status=Generation.Status.STREAMING
+        ).values_list("pk", "owner_channel"):
+            if worker.running_here(generation_pk, self.user.pk) is None:
+                await self._snapshot(generation_pk, owner)  # asked of its process, answered later
+            else:
+                here.append(generation_pk)
+        # `watching` comes before any snapshot, as when every snapshot came through the layer.
         await self.send(text_data=orjson.dumps(socket_messages.watching(conversation_pk)).decode())
-        for generation_pk, owner in running:
-            await self._snapshot(generation_pk, owner)
+        for generation_pk in here:
+            await self._snapshot(generation_pk, None)
 
     async def _generation_request(
         self, kind: Literal["snapshot", "stop"], generation_pk: int
