@@ -71,11 +71,17 @@ def test_unknown_scheme_is_an_error() -> None:
 
 
 def test_the_redis_layer_has_explicit_capacity_and_expiry_from_the_environment() -> None:
-    env = {"REDIS_URL": "redis://127.0.0.1:6390/0", "CHAT_CHANNEL_CAPACITY": "500"}
+    env = {
+        "REDIS_URL": "redis://127.0.0.1:6390/0",
+        "CHAT_CHANNEL_CAPACITY": "500",
+        "CHAT_REDIS_CONNECTIONS": "700",
+    }
     (layer,) = settings_in_subprocess(env, "CHANNEL_LAYERS")["CHANNEL_LAYERS"].values()
     config = layer["CONFIG"]
     assert layer["BACKEND"] == "channels_redis.core.RedisChannelLayer"
-    assert config["hosts"] == [{"address": "redis://127.0.0.1:6390/0", "socket_timeout": 15}]
+    assert config["hosts"] == [
+        {"address": "redis://127.0.0.1:6390/0", "socket_timeout": 15, "max_connections": 700}
+    ]
     assert (config["capacity"], config["expiry"], config["group_expiry"]) == (500, 60, 86400)
 
 
