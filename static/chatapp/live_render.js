@@ -6,7 +6,7 @@
 // that goes quiet says so, and the reasoning pane's summary counts the thinking time.
 
 import { showImagePreviews } from "./generated_images.js";
-import { placeTail, writtenCell } from "./tail_text.js";
+import { placeTail } from "./tail_text.js";
 
 // One answer's element and what it shows; `tail` is the text the tail element holds.
 export function createView(el, tail) {
@@ -212,7 +212,7 @@ export function showDraft(view, draft) {
   place(draft.rest, box, tail);
   view.draftNodes = nodes;
   view.drafted = draft.end - draft.start;
-  view.tailHost = runOnBlock(nodes, view.tail, view.drafted);
+  view.tailHost = lastBlock(nodes);
   drawTail(view);
   return true;
 }
@@ -228,15 +228,6 @@ function lastBlock(nodes) {
     el = el.lastElementChild;
   }
   return el && /^(P|H[1-6]|LI|TD|TH)$/.test(el.tagName) ? el : null;
-}
-
-// The block that the text after a draft of `tail`'s first `drafted` units runs on in: its last
-// block, or for a table's row the cell its line is writing (the cells after it are padding).
-function runOnBlock(nodes, tail, drafted) {
-  const el = lastBlock(nodes);
-  if (!el || !(el.tagName === "TD" || el.tagName === "TH")) return el;
-  const cells = el.parentElement.cells;
-  return cells[Math.min(writtenCell(tail, drafted), cells.length - 1)];
 }
 
 export function clearDraft(view) {

@@ -16,10 +16,6 @@
 // break is one such line (or two rows: a table's header line under its first row), it waits
 // for that draft (or its settle, once the line has ended); so do the cells after a table's last
 // drafted cell, and the pipe that ends its row.
-//
-// A draft's row that its line has not finished is padded with empty cells up to the header's
-// count, so the row's last cell is most often not the one being written: the text runs on in the
-// cell that the drafted part of the line has reached (`writtenCell`).
 
 const LINE_BREAK = /\r\n?|\n/;
 const ENDS_LINE = /[\r\n]$/;
@@ -29,7 +25,6 @@ const ITEM = /^[ \t]*([-+*]|\d{1,9}[.)]|\d{1,9}$)([ \t]|$)/;
 // What waits, by the tag of the draft's last block: at most this many lines, each like this.
 const NEXT_LINES = { TD: [2, ROW], TH: [2, ROW], LI: [1, ITEM] };
 const CELL_END = /(^|[^\\])\|/; // an unescaped pipe
-const LEADING_PIPE = /^[ \t]*\|/; // opens the row's first cell, rather than ending it
 
 // `tail` split by where it shows, when its first `drafted` UTF-16 units are a draft's and
 // `host` is the tag name of the draft's last block (null when the page has none):
@@ -64,18 +59,4 @@ function held(host, after) {
   const lines = after.split(LINE_BREAK);
   if (lines.at(-1) === "") lines.pop(); // the last line ended
   return lines.length <= most && lines.every((line) => like.test(line));
-}
-
-// The index of the table cell that the last line of `tail`'s first `drafted` UTF-16 units is
-// writing: each unescaped pipe begins the next cell, except a leading one, which begins the first.
-// A line that ends with a pipe has begun the cell after it, which the draft holds when the row
-// has fewer cells than its header (the caller keeps to the cells the row has).
-export function writtenCell(tail, drafted) {
-  const head = tail.slice(0, drafted);
-  const line = head.slice(Math.max(head.lastIndexOf("\n"), head.lastIndexOf("\r")) + 1);
-  let pipes = 0;
-  for (let at = 0; at < line.length; at++) {
-    if (line[at] === "|" && line[at - 1] !== "\\") pipes++;
-  }
-  return Math.max(0, pipes - (LEADING_PIPE.test(line) ? 1 : 0));
 }

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { placeTail, writtenCell } from "../../static/chatapp/tail_text.js";
+import { placeTail } from "../../static/chatapp/tail_text.js";
 
 // A tail whose first part is a draft's: `drafted` is that part's length.
 const place = (drafted, rest, host) => placeTail(drafted + rest, drafted.length, host);
@@ -55,35 +55,6 @@ test("a cell shows its own text, not the cells after it or the row's closing pip
   assert.equal(place("| a \\| b", " c \\| d | e", "TD").inline, " c \\| d ");
   // Text appended next may hold a pipe: a cell's is placed again each time.
   assert.equal(place(row, " row", "TD").runsOn, false);
-});
-
-test("a partial row's text runs on in the cell its line is writing, not the row's last", () => {
-  const header = "| name | score | note |\n|---|--:|---|\n";
-  const cell = (drafted) =>
-    writtenCell(`${header}${drafted}er 2 |`, header.length + drafted.length);
-  assert.equal(cell("| 2 | item numb"), 1);
-  assert.equal(cell("| 2"), 0);
-  assert.equal(cell("| 4 | item number 4 | of the table"), 2);
-  assert.equal(cell("  | 2 | item"), 1); // an indented leading pipe
-  assert.equal(cell("2 | item numb"), 1); // no leading pipe: the first cell is before the first
-  assert.equal(cell("2"), 0);
-  assert.equal(cell("| a \\| b | c"), 1); // an escaped pipe is the cell's text
-  assert.equal(cell("| a || c"), 2); // an empty cell
-});
-
-test("a line that ends with a pipe has begun the next cell", () => {
-  const tail = "| 2 | item number 2 |";
-  assert.equal(writtenCell(`${tail} and more`, tail.length), 2);
-  assert.equal(writtenCell("|", 1), 0);
-  // Past the header's cells: the caller keeps to the row's last cell.
-  assert.equal(writtenCell("| a | b | c | d", 13), 3);
-});
-
-test("only the drafted part's last line counts", () => {
-  assert.equal(writtenCell("| a | b |\n| c | d |", 12), 0);
-  assert.equal(writtenCell("| a | b |\r\n| c", 13), 0);
-  assert.equal(writtenCell("| a | b |\n", 10), 0);
-  assert.equal(writtenCell("", 0), 0);
 });
 
 test("a draft that ends with its line leaves the next line below", () => {
