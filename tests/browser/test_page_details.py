@@ -315,3 +315,18 @@ def test_a_new_chat_and_its_follow_up_log_no_error_and_trip_no_csp(
     expect(alice.locator("article.assistant")).to_have_count(2)
     assert errors == []
     assert alice.evaluate("window.cspViolations") == []
+
+
+def test_a_resized_message_box_trips_no_csp_when_the_new_conversation_swaps_in(
+    alice: Any, server_url: str
+) -> None:
+    """Dragging the message box's corner makes Chromium write its size into a `style` attribute.
+    htmx's settle step copied that attribute onto the swapped-in box of the same id with
+    `setAttribute`, which the CSP (`style-src 'self'`) refuses: seen as htmx's "inline style"
+    violations on a first send."""
+    alice.add_init_script(RECORD_CSP)
+    alice.goto(f"{server_url}/")
+    alice.evaluate("document.getElementById('message').style.height = '140px'")  # as a drag does
+    assert alice.get_attribute("#message", "style")
+    finished(alice, "A first question")
+    assert alice.evaluate("window.cspViolations") == []
