@@ -34,6 +34,7 @@ from django.views.decorators.http import require_GET
 
 from chatapp.access.rate_limits import RateLimited
 from chatapp.errors import ChatAppError
+from chatapp.middleware import sandboxed
 from chatapp.read_aloud import records, stream
 from chatapp.read_aloud.byte_ranges import Unsatisfiable, requested_range
 from chatapp.read_aloud.records import NoSuchAnswer, ReadAloudRefused
@@ -58,9 +59,7 @@ def _audio(
         response = HttpResponse(content, content_type=media_type)
     else:
         response = StreamingHttpResponse(content, content_type=media_type)
-    response["X-Content-Type-Options"] = "nosniff"
-    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
-    return response
+    return sandboxed(response)
 
 
 def _stored(data: bytes, media_type: str, range_header: str | None) -> HttpResponseBase:

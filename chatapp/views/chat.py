@@ -55,6 +55,7 @@ from chatapp.gateways.catalog import (
     takes_images,
 )
 from chatapp.gateways.configs import GatewayConfig, GatewayUnavailable, aconfig_for
+from chatapp.middleware import sandboxed
 from chatapp.models import Conversation, Generation, Message, Upload
 from chatapp.streaming import persistence, stopping, sweep, worker
 from chatapp.views import library
@@ -488,9 +489,7 @@ def message_source(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     """A message's text as written (the model's markdown), for the answer's Copy button."""
     message = get_object_or_404(Message, pk=pk, conversation__user=request.user)
     response = HttpResponse(message.content, content_type="text/plain; charset=utf-8")
-    response["X-Content-Type-Options"] = "nosniff"
-    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
-    return response
+    return sandboxed(response)
 
 
 @login_required

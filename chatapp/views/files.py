@@ -17,6 +17,7 @@ from django.shortcuts import get_object_or_404
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET
 
+from chatapp.middleware import sandboxed
 from chatapp.models import Message, Upload
 from chatapp.rendering import attachments
 from chatapp.rendering.image_checks import sniffed_type
@@ -46,9 +47,7 @@ def attachment(request: AuthenticatedRequest, pk: int, index: int) -> HttpRespon
     disposition = content_disposition_header(image_type is None, filename)
     if disposition is not None:
         response["Content-Disposition"] = disposition
-    response["X-Content-Type-Options"] = "nosniff"
-    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
-    return response
+    return sandboxed(response)
 
 
 @login_required
@@ -69,6 +68,4 @@ def upload(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     disposition = content_disposition_header(image_type is None, found.filename)
     if disposition is not None:
         response["Content-Disposition"] = disposition
-    response["X-Content-Type-Options"] = "nosniff"
-    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
-    return response
+    return sandboxed(response)

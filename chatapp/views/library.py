@@ -33,6 +33,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from chatapp.conversations import export, user_text
 from chatapp.conversations.search import RESULTS
 from chatapp.conversations.search import search as find
+from chatapp.middleware import sandboxed
 from chatapp.models import Conversation, Generation
 from chatapp.ws import socket_messages
 
@@ -190,6 +191,4 @@ def _owned(request: AuthenticatedRequest, pk: int) -> Conversation:
 def _download(text: str, content_type: str, filename: str) -> HttpResponse:
     response = HttpResponse(text.encode(), content_type=content_type)
     response["Content-Disposition"] = content_disposition_header(True, filename)
-    response["X-Content-Type-Options"] = "nosniff"
-    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
-    return response
+    return sandboxed(response)

@@ -26,6 +26,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST, require_safe
 
 from chatapp.conversations import shared_links
+from chatapp.middleware import sandboxed
 from chatapp.models import SharedLink
 from chatapp.rendering import attachments
 
@@ -79,9 +80,7 @@ def shared_image(request: HttpRequest, token: str, position: int, index: int) ->
         not_found = HttpResponse("No such image.", status=404, content_type="text/plain")
         return _public(not_found)
     response = HttpResponse(data, content_type=image_type)
-    response["X-Content-Type-Options"] = "nosniff"
-    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
-    return _public(response)
+    return sandboxed(_public(response))
 
 
 @login_required
