@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
-from django.db import close_old_connections
+from django.db import DatabaseError, close_old_connections
 from django.template.loader import render_to_string
 
 from chatapp.costs.spend import month_spend
@@ -121,5 +121,7 @@ async def _push(pushes: _Pushes, user_pk: int) -> None:
         )
     except layer_errors.LAYER_DOWN as exc:
         logger.warning("User %s: their spend update was not sent (%s)", user_pk, exc)
+    except DatabaseError as exc:  # the database is away: one line; the next settle or a reload
+        logger.warning("User %s: their spend update was not read (%s)", user_pk, exc)
     except Exception:
         logger.exception("User %s: their spend update failed", user_pk)

@@ -704,3 +704,22 @@ async def test_costs_settling_together_push_the_spend_once_and_a_later_one_again
     assert "$0.75" in (await receive(socket))["html"]
     assert renders == [alice.pk] * 3
     await socket.disconnect()
+
+
+async def test_a_spend_push_the_database_cannot_read_is_one_warning_with_no_traceback(
+    alice: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A push waits out its interval, so it can fall inside a database outage: an infrastructure
+    condition said in one line (the next settle or a reload shows the spend), not an error."""
+    from django.db import OperationalError
+
+    from chatapp.costs import spend_push
+
+    def away(user_pk: int) -> str | None:
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(spend_push, "render_spend", away)
+    await spend_push.cost_settled(alice.pk)
+    pushed = [r for r in caplog.records if r.name == "chatapp.costs.spend_push"]
+    assert [(r.levelname, r.exc_info) for r in pushed] == [("WARNING", None)]
+    assert "server closed the connection" in pushed[0].getMessage()
