@@ -5,6 +5,8 @@ small allow-list of tags; links keep only absolute http(s) URLs (and a footnote'
 `#fn…` anchors), markdown images only raster `data:image/*` URLs (never SVG, which can carry
 script; a remote image becomes a link). Links get `rel="noopener nofollow"`; web links open in a
 new tab. A citation's page form is made here too, so the page and the live stream agree on it.
+Formulas (`$…$`, `$$…$$`, `\\(…\\)`, `\\[…\\]`) become MathML (`math.py`), kept by the same
+sanitizer with MathML's tags and a few of its attributes allowed.
 
 Everything below is a render rule or a token rule of markdown-it, never a rewrite of its HTML,
 and a pure function of the text, the citations and the `doc_id`, so a part of an answer renders
@@ -43,9 +45,17 @@ from markdown_it.utils import EnvType, OptionsDict
 from mdit_py_plugins.footnote import footnote_plugin
 
 from chatapp.rendering.highlight import highlighted
+from chatapp.rendering.math import (
+    MATH_ATTRIBUTES,
+    MATH_BLOCK_CLASS,
+    MATH_SOURCE_CLASS,
+    MATH_TAGS,
+    MATH_VALUE,
+    math_plugin,
+)
 from gateway_client.events import Annotation
 
-RENDERER_VERSION = 3
+RENDERER_VERSION = 4
 
 
 def _highlight(code: str, language: str, attributes: str) -> str:
@@ -59,6 +69,7 @@ _md = (
     )
     .enable(["table", "strikethrough"])
     .use(footnote_plugin, inline=False)
+    .use(math_plugin)
 )
 
 _TASK_MARK = re.compile(r"\[[ xX]\][ \t\n\v\f\r]")
@@ -272,7 +283,7 @@ ALLOWED_TAGS = frozenset(
         "table", "thead", "tbody", "tr", "th", "td", "span",
         "div", "button", "input", "sup", "section",
     }
-)  # fmt: skip
+) | MATH_TAGS  # fmt: skip
 ALLOWED_ATTRIBUTES = {
     "a": {"href", "title", "class", "id"},
     "p": {"class"},
@@ -291,7 +302,7 @@ ALLOWED_ATTRIBUTES = {
     "sup": {"class"},
     "section": {"class"},
     "hr": {"class"},
-}
+} | {tag: set(attributes) for tag, attributes in MATH_ATTRIBUTES.items()}
 # Attributes kept only with one of these values, and ones set on every such tag whatever it said:
 # a button cannot submit a form, nor a checkbox be ticked or typed into.
 _ALLOWED_VALUES = {
@@ -310,7 +321,8 @@ _CLASSES = {  # besides the patterns below
     "ol": {"footnotes-list"},
     "ul": {"contains-task-list"},
     "li": {"footnote-item", "task-list-item"},
-    "div": {"code-block", "code-head"},
+    "div": {"code-block", "code-head", MATH_BLOCK_CLASS},
+    "code": {MATH_SOURCE_CLASS},
     "button": {"copy-code", "copy-answer"},
     "input": {"task-list-item-checkbox"},
     "sup": {"footnote-ref"},
@@ -355,6 +367,8 @@ def citation(annotation: Annotation) -> dict[str, str | None]:
 
 
 def _filter(tag: str, attribute: str, value: str) -> str | None:
+    if tag in MATH_TAGS:
+        return value if MATH_VALUE.fullmatch(value) else None
     if attribute == "href":
         return value if _NOTE_HREF.fullmatch(value) else linkable_url(value)
     if attribute == "src":

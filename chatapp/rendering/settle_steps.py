@@ -27,7 +27,7 @@ type Join = Literal["", "ul", "ol", "blockquote", "p", "table", "tbody", "="]
 LINE_BREAK = re.compile(r"\r\n?|\n")  # what markdown-it counts as a line break
 _FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*$")
 # Top-level blocks that no later line can extend, once their lines are complete.
-_FINAL_BLOCKS = frozenset({"heading_open", "hr"})
+_FINAL_BLOCKS = frozenset({"heading_open", "hr", "math_block"})  # a `$$` block is parsed closed
 _LISTS = {"bullet_list_open": "ul", "ordered_list_open": "ol"}
 PARAGRAPH_CUT_LINES = 8  # a paragraph's lines settle one by one once it has this many
 MAX_TABLE_HEADER = 2_000  # characters; a table with a longer header settles whole
@@ -372,12 +372,16 @@ def _last_child(parsed: _Parsed, index: int, close: int) -> int | None:
 
 def _paragraph_cut(parsed: _Parsed, index: int) -> int | None:
     """The line before which a long paragraph may be cut: its last, when the lines before it
-    hold no inline markup left open (a code span, emphasis) and end in no hard break."""
+    hold no inline markup left open (a code span, emphasis) and end in no hard break. One with
+    a formula anywhere is not cut: a formula may span lines, and `$$` may end the paragraph."""
     start, end = parsed.tokens[index].map or (0, 0)
     if end - start < PARAGRAPH_CUT_LINES:
         return None
     before = parsed.text[parsed.lines[start] : parsed.lines[end - 1]]
     if before.count("`") % 2 or before.count("*") % 2 or before.count("_") % 2:
+        return None
+    whole = parsed.text[parsed.lines[start] : parsed.offset(end) + parsed.prefix]
+    if "$" in whole or "\\(" in whole:
         return None
     if before.rstrip("\r\n").endswith(("  ", "\\")) or "[" in before:
         return None

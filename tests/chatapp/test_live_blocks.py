@@ -77,6 +77,15 @@ CORPUS = {
     "long paragraph": "".join(f"line {n} of it\n" for n in range(20)) + "\nnext\n",
     "long paragraph that turns setext": "".join(f"line {n}\n" for n in range(10)) + "===\n\nx\n",
     "long task list": "".join(f"- [{' x'[n % 2]}] task {n}\n" for n in range(25)) + "\ndone\n",
+    "formulas": (
+        "Euler: $e^{i\\pi} + 1 = 0$, and it costs $5 and $10.\n\n"
+        "So:\n$$\n\\frac{a}{b} = \\sqrt{x^2}\n$$\nthen \\(x_1\\) and\n\\[\n\\sum_{i=1}^n i\n\\]\n\n"
+        "- item $a^2$\n- bad $\\frac{$\n\n| $x$ | y |\n|---|---|\n| $\\alpha$ | 2 |\n\nend\n"
+    ),
+    "long paragraph with a formula across lines": (
+        "".join(f"line {n} of it\n" for n in range(9)) + "a $x +\ny$ b\n$$\nz\n$$\n"
+        + "".join(f"more {n}\n" for n in range(9)) + "\\(p +\nq\\)\n\nnext\n"
+    ),
 }
 
 
