@@ -157,7 +157,8 @@ def _render_block(
 ) -> str:
     """A `$$` block on its own lines: in a block of its own, which scrolls when it is wider than
     the answer (a phone)."""
-    return f'<div class="{MATH_BLOCK_CLASS}">{formula_html(tokens[idx].content, "$$", True)}</div>\n'
+    formula = formula_html(tokens[idx].content, "$$", True)
+    return f'<div class="{MATH_BLOCK_CLASS}">{formula}</div>\n'
 
 
 def _without_effects_when_silent(rule: BlockRule) -> BlockRule:

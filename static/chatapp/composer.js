@@ -4,7 +4,7 @@
 // Stop (the button, or Esc) is the answers' business: the composer says so with a `chat:stop`
 // event on the document, which chat.js acts on.
 
-import { scrollToBottom } from "./live_render.js";
+import { scrollToBottom, showJump } from "./live_render.js";
 
 function stopAnswers() {
   document.dispatchEvent(new CustomEvent("chat:stop"));
@@ -34,6 +34,7 @@ export function syncComposer(running) {
     stop.hidden = !running;
     if (focused) (running ? stop : sendButton).focus();
   }
+  showJump(running);
   const last = [...document.querySelectorAll("#messages > article.message:not(.pending)")].pop();
   const after = form.querySelector('input[name="after"]');
   if (after) after.value = last ? last.dataset.message : "";

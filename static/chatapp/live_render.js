@@ -46,10 +46,25 @@ document.addEventListener(
     const box = event.target;
     if (box instanceof Element && box.id === "messages") {
       following = box.scrollHeight - box.scrollTop - box.clientHeight < FOLLOW_MARGIN_PX;
+      showJump();
     }
   },
   { capture: true, passive: true },
 );
+
+// Scrolled up while an answer streams, the "↓" button (templates/chatapp/_chat_main.html) shows:
+// it brings the end back into view and follows it again, as scrolling down does.
+const STREAMING = '#messages article.assistant[data-status="streaming"]';
+// `streaming` when the caller knows (chat.js: an answer that has ended may not be patched yet).
+export function showJump(streaming = document.querySelector(STREAMING) !== null) {
+  const button = document.getElementById("jump-latest");
+  if (!button) return;
+  const hide = following || !streaming;
+  if (button.hidden !== hide) button.hidden = hide;
+}
+document.addEventListener("click", (event) => {
+  if (event.target instanceof Element && event.target.closest("#jump-latest")) scrollToBottom();
+});
 
 // The box itself can shrink after the end was scrolled to (the composer below it grows: the
 // picker's filter appears, a note or attached files show): a page that follows the end keeps it
@@ -73,6 +88,7 @@ if (typeof ResizeObserver === "function") {
 }
 
 export function followingBottom() {
+  showJump(); // asked before each change an answer makes: the button comes and goes with it
   return following && document.getElementById("messages") !== null;
 }
 
@@ -80,6 +96,7 @@ export function scrollToBottom() {
   const box = document.getElementById("messages");
   following = true;
   if (box) box.scrollTop = box.scrollHeight;
+  showJump();
 }
 
 // --- The content: settled blocks, then the tail ------------------------------------------------

@@ -559,3 +559,77 @@ def test_rows_and_items_stay_in_place_while_they_stream(alice: Any) -> None:
     ]
     assert not shrunk, f"the answer shrank (px) while its table and list streamed: {shrunk}"
     assert not any(frame["cell_pipe"] for frame in frames), "a cell showed the next one's pipe"
+
+
+FORMULAS = r"""Euler: $e^{i\pi} + 1 = 0$, and it costs $5 and $10.
+
+So:
+$$
+x = \frac{-b \pm \sqrt{b^2 - 4ac}}{2a}
+$$
+
+then \(x_1\) and \[\sum_{i=1}^n i = \frac{n(n+1)}{2}\] and a bad one: $\frac{$
+
+"""
+
+
+def test_formulas_render_while_they_stream_and_end_as_last_shown(alice: Any) -> None:
+    answer = streaming_answer(alice, FORMULAS + LONG_TAIL)
+    answer.evaluate(RECORD_LIVE_DOM)
+    alice.wait_for_function(
+        """el => {
+            const box = el.querySelector(".content");
+            return el.dataset.status === "streaming"
+                && box.querySelectorAll("math").length === 4
+                && box.querySelectorAll('math[display="block"]').length === 2
+                && box.querySelector("code.math-source")?.textContent === "$\\\\frac{$";
+        }""",
+        arg=answer.element_handle(),
+    )
+    expect(answer).to_have_attribute("data-status", "completed", timeout=30_000)
+    expect(answer.locator(".content.rendered")).to_be_attached()
+    box = answer.locator(".content")
+    final = box.inner_html()
+    assert alice.evaluate("window.liveViews")[-1] == final  # live and final are one render
+    assert "it costs $5 and $10." in box.inner_text()  # prose dollars stay text
+    assert box.locator("math mfrac").count() == 2
+    # MathML is drawn by the browser: a fraction is taller than a line of text
+    height = box.locator(".math-block math").evaluate("m => m.getBoundingClientRect().height")
+    line = box.locator("p").first.evaluate("p => parseFloat(getComputedStyle(p).lineHeight)")
+    assert height > line
+    screenshots(alice, "math", lambda page: box.locator(".math-block").scroll_into_view_if_needed())
+
+
+def test_scrolled_up_while_it_streams_a_button_jumps_to_the_end_and_follows(alice: Any) -> None:
+    alice.set_viewport_size({"width": 390, "height": 844})
+    jump = alice.get_by_role("button", name="Jump to the latest")
+    answer = streaming_answer(alice, MARKDOWN + LONG_TAIL)
+    alice.wait_for_function(
+        """el => el.dataset.status === "streaming" && el.querySelector(".content table")""",
+        arg=answer.element_handle(),
+    )
+    expect(jump).to_be_hidden()  # the page follows the end: nothing to jump to
+    poll(
+        lambda: alice.evaluate(SCROLL_UP_AND_SETTLE) == 0,
+        what="the page scrolled to the top and left there",
+    )
+    expect(jump).to_be_visible()
+    screenshots(alice, "jump-to-latest")
+    jump.click()
+    alice.wait_for_function(AT_END)
+    expect(jump).to_be_hidden()
+    length = len(answer.locator(".content").inner_text())
+    alice.wait_for_function(  # more arrives, and the page follows it again
+        """([el, n]) => el.querySelector(".content").innerText.length > n + 100""",
+        arg=[answer.element_handle(), length],
+    )
+    alice.wait_for_function(AT_END)
+
+    poll(
+        lambda: alice.evaluate(SCROLL_UP_AND_SETTLE) == 0,
+        what="the page scrolled to the top and left there",
+    )
+    expect(jump).to_be_visible()
+    expect(answer).to_have_attribute("data-status", "completed", timeout=30_000)
+    expect(jump).to_be_hidden()  # an answer that has ended has no end to follow
+    assert alice.evaluate("document.getElementById('messages').scrollTop") == 0

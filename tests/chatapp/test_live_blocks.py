@@ -83,8 +83,10 @@ CORPUS = {
         "- item $a^2$\n- bad $\\frac{$\n\n| $x$ | y |\n|---|---|\n| $\\alpha$ | 2 |\n\nend\n"
     ),
     "long paragraph with a formula across lines": (
-        "".join(f"line {n} of it\n" for n in range(9)) + "a $x +\ny$ b\n$$\nz\n$$\n"
-        + "".join(f"more {n}\n" for n in range(9)) + "\\(p +\nq\\)\n\nnext\n"
+        "".join(f"line {n} of it\n" for n in range(9))
+        + "a $x +\ny$ b\n$$\nz\n$$\n"
+        + "".join(f"more {n}\n" for n in range(9))
+        + "\\(p +\nq\\)\n\nnext\n"
     ),
 }
 

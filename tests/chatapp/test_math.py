@@ -24,13 +24,14 @@ def test_each_delimiter_renders_mathml(text: str, display: str) -> None:
     html = render_markdown(text)
     found = Elements(html).found
     assert ("math", {"display": display}) in found
-    assert "$" not in html and "\\(" not in html and "\\[" not in html
+    for delimiter in ("$", "\\(", "\\["):
+        assert delimiter not in html
 
 
 def test_a_block_formula_interrupts_a_paragraph_and_renders_once() -> None:
     html = render_markdown("So:\n$$\nx^2\n$$\nafter")
     assert html.count("<math") == 1
-    assert html.startswith("<p>So:</p>\n<div class=\"math-block\"><math display=\"block\">")
+    assert html.startswith('<p>So:</p>\n<div class="math-block"><math display="block">')
     assert html.endswith("<p>after</p>\n")
 
 
@@ -69,7 +70,7 @@ def test_a_formula_that_does_not_convert_shows_as_its_source_in_code(
 
 def test_symbols_are_characters_and_text_is_escaped() -> None:
     assert mathml("\\alpha < \\text{a & b}", False) == (
-        '<math display="inline"><mrow><mi>α</mi><mo>&lt;</mo>'
+        '<math display="inline"><mrow><mi>\u03b1</mi><mo>&lt;</mo>'
         "<mtext>a\xa0&amp;\xa0b</mtext></mrow></math>"
     )
 
