@@ -38,6 +38,14 @@ INJECTIONS: dict[str, list[str]] = {
         "[link](javascript:window.__xss='href') <a href=\"javascript:window.__xss='a'\">a</a>",
         "\r<img src=x onerror=window.__xss='cr'>\r\n`</code><img src=x onerror=window.__xss=2>`",
     ],
+    # Formulas become MathML: what LaTeX can make of links, styles and HTML must stay inert.
+    "inject-math": [
+        "Math $\\href{javascript:window.__xss='href'}{click}$ and ",
+        "\\(\\text{</mtext></math><img src=x onerror=window.__xss='mtext'>}\\) and ",
+        "$\\style{background:url(javascript:window.__xss=1)}{x}$ $\\class{copy-code}{y}$\n\n",
+        "$$\n\\html{<script>window.__xss='html'</script>}\n$$\n\n",
+        "\\[\\mathrm{<svg/onload=window.__xss='svg'>}\\] $\\color{red}{z}$ end.",
+    ],
 }
 
 SSE = "text/event-stream"
