@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from chatapp import tools
 from chatapp.costs import (
+    feedback_admin,  # noqa: F401  (registers FeedbackAdmin)
     generation_admin,  # noqa: F401  (registers GenerationAdmin)
     limits_admin,  # noqa: F401  (registers SpendingLimitAdmin)
 )

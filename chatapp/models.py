@@ -30,6 +30,7 @@ Glossary (the code uses these words for these things, and no other):
   attachments above, which a gateway sent with an answer.
 - shared link: a read-only link to one branch of a conversation (`SharedLink`), by an
   unguessable token of which only a digest is kept.
+- feedback: a user's thumbs up or down on an answer (`Feedback`), with an optional comment.
 - keys: `*_pk` holds one of our primary keys; `*_id` is a gateway's ID (generation, request, tool
   call) or Django's foreign-key attribute (`conversation_id`).
 """
@@ -653,3 +654,41 @@ class LedgerDay(models.Model):
         whole = int(amount.to_integral_value(ROUND_FLOOR))
         steps = int(((amount - whole) * 10**15).to_integral_value(ROUND_FLOOR))
         return whole, steps // 10**8, steps % 10**8
+
+
+class Feedback(models.Model):
+    """A user's thumbs up or down on an answer, with an optional comment: one per user and
+    answer, changed in place. Kept with the answer's generation rather than its message, so that
+    it outlives the conversation's text as the generation does, and the cost ledger can be
+    filtered by it (what did the answers people disliked cost, per model); folding a
+    generation away (`ledger.fold`) takes its feedback with it. A deleted user's stays, unnamed."""
+
+    class Rating(models.TextChoices):
+        UP = "up", "liked"
+        DOWN = "down", "disliked"
+
+    MAX_COMMENT = 2_000  # characters
+
+    generation = models.ForeignKey(Generation, on_delete=models.CASCADE, related_name="feedback")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    rating = models.CharField(max_length=8, choices=Rating.choices)
+    comment = models.TextField(blank=True, max_length=MAX_COMMENT)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "feedback"
+        ordering = ["-updated_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["generation", "user"], name="one_feedback_per_user"),
+        ]
+        indexes = [models.Index(fields=["rating", "generation"])]
+
+    def __str__(self) -> str:
+        return f"{self.get_rating_display()} on generation {self.generation_id}"

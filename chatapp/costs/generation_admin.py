@@ -6,7 +6,8 @@ Generations are the record of what a gateway billed, so no one adds, edits or de
 the CSV export are views of `GenerationAdmin`: they build the same `ChangeList` the list does, so
 they take the same filters and search, and a link between the three keeps its query string. The
 daily totals that retention folded generations into (`LedgerDay`) are filtered the same way and
-counted in all three: every filter is on a field both tables have, a date range on their day.
+counted in all three: every filter is on a field both tables have, a date range on their day;
+feedback (`FeedbackGiven`), which folded rows no longer have, leaves them out when it is chosen.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.core.handlers.asgi import ASGIRequest
-from django.db.models import Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import (
     HttpRequest,
     HttpResponse,
@@ -40,7 +41,7 @@ from chatapp.costs import csv_file
 from chatapp.costs import summary as cost_summary
 from chatapp.costs.summary import DELETED_USER, GroupTotals
 from chatapp.costs.units import CostUnit, Money
-from chatapp.models import Generation, LedgerDay
+from chatapp.models import Feedback, Generation, LedgerDay
 
 if TYPE_CHECKING:  # generic in django-stubs only: Django's admin classes are not subscriptable
     _GenerationAdmin = admin.ModelAdmin[Generation]
@@ -151,6 +152,40 @@ class DeletedUserName(admin.ListFilter):
         return ()
 
 
+class FeedbackGiven(admin.SimpleListFilter):
+    """Generations by what their users said of the answer (`Feedback`): with the summary's per
+    model table, what the answers people disliked cost. Folded generations' daily totals kept no
+    feedback, so a choice here leaves them out."""
+
+    title = "feedback"
+    parameter_name = "feedback"
+    _CHOICES = {
+        "down": ("disliked", Q(rating=Feedback.Rating.DOWN)),
+        "up": ("liked", Q(rating=Feedback.Rating.UP)),
+        "comment": ("with a comment", ~Q(comment="")),
+        "any": ("any", Q()),
+    }
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(key, label) for key, (label, _) in self._CHOICES.items()] + [("none", "none")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if value is None:
+            return queryset
+        if queryset.model is LedgerDay:
+            # No row meets it, yet it is SQL: the summary's statement is built from its SQL,
+            # which `none()` would not give.
+            return queryset.filter(pk__isnull=True)
+        if value == "none":
+            return queryset.filter(~Exists(Feedback.objects.filter(generation=OuterRef("pk"))))
+        _, only = self._CHOICES.get(value, ("", None))
+        if only is None:
+            raise IncorrectLookupParameters(f"not a feedback choice: {value!r}")
+        given = Feedback.objects.filter(only, generation=OuterRef("pk"))
+        return queryset.filter(Exists(given))
+
+
 def _user_shown(user: Any, kept_name: str) -> str:
     """The user's name now, or the name kept on the row when the user was deleted."""
     return user.get_username() if user is not None else f"{kept_name} (deleted)"
@@ -193,6 +228,7 @@ class GenerationAdmin(_GenerationAdmin):
         "status",
         "cost_source",
         "cost_unit",
+        FeedbackGiven,
     )
     search_fields = ("upstream_id", "request_id", "user__username", "user_name")
     search_help_text = "Generation ID, request ID or user name."

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from django import template
 from django.utils.safestring import SafeString, mark_safe
 
-from chatapp.conversations import uploads
-from chatapp.models import Generation, Message, Upload
+from chatapp.conversations import feedback, uploads
+from chatapp.models import Feedback, Generation, Message, Upload
 from chatapp.read_aloud import offer
 from chatapp.rendering import answer_html as answer_render
 from chatapp.rendering import attachments, presentation
@@ -126,3 +126,15 @@ def tools_ran(calls: list[Mapping[str, object]]) -> bool:
 @register.filter
 def can_read_aloud(message: Message) -> bool:
     return offer.can_read_aloud(message)
+
+
+@register.filter
+def takes_feedback(message: Message) -> bool:
+    return feedback.can_rate(message)
+
+
+@register.simple_tag(takes_context=True)
+def feedback_on(context: template.Context, message: Message) -> Feedback | None:
+    """The signed-in user's feedback on `message` (read once per page: `feedback.given`)."""
+    request = context.get("request")
+    return feedback.given(request, message) if request is not None else None
