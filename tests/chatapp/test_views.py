@@ -604,7 +604,8 @@ async def test_media_are_shown_safely(alice: Any) -> None:
     audio_url = reverse("chat:attachment", args=[message.pk, 4])
     assert html.count('<img class="image"') == 1
     assert '<img class="image" src="data:image/png;base64,iVBORw0KGgo="' in html
-    assert "svg" not in html
+    assert "image/svg" not in html  # the SVG image (the footer's icons are our own SVG)
+    assert "PHN2Zz4" not in html
     assert "plain.example" not in html
     assert "javascript:" not in html
     assert f'<audio controls preload="metadata" src="{audio_url}"></audio>' in html
