@@ -20,6 +20,7 @@ deadline (`pool.py`).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from xml.etree.ElementTree import Element, tostring
@@ -37,6 +38,7 @@ from mdit_py_plugins.dollarmath.index import math_block_dollar, math_inline_doll
 type BlockRule = Callable[[StateBlock, int, int, bool], bool]
 
 MAX_FORMULA = 2_000  # characters of LaTeX in one formula; a longer one shows as its source
+MATH_CACHE = 512  # conversions a render process keeps (at most about 30 KB of MathML each)
 
 MATH_TAGS = frozenset(
     {
@@ -87,8 +89,11 @@ def _unknown_command(element: Element) -> bool:
     return any((node.text or "").startswith("\\") for node in element.iter())
 
 
+@functools.lru_cache(maxsize=MATH_CACHE)
 def mathml(latex: str, display: bool) -> str | None:
-    """MathML for `latex` (escaped, not yet sanitized), or None when it does not convert."""
+    """MathML for `latex` (escaped, not yet sanitized), or None when it does not convert.
+    Cached: a streaming answer's draft renders its tail's formulas again and again, and answers
+    repeat short ones (`$x$`); a conversion takes about 0.3 ms for `$a$`, 80 for a long sum."""
     latex = latex.strip()
     if not latex or len(latex) > MAX_FORMULA:
         return None
@@ -108,12 +113,15 @@ def mathml(latex: str, display: bool) -> str | None:
 
 
 def formula_html(latex: str, markup: str, display: bool) -> str:
-    """A formula as MathML, or as its source (with its delimiters) in code style."""
+    """A formula as MathML, or as its source (with its delimiters) in code style; delimiters
+    around nothing but spaces (`$$ $$`) are text."""
+    closing = {"\\(": "\\)", "\\[": "\\]"}.get(markup, markup)
+    source = escapeHtml(markup + latex + closing)
+    if not latex.strip():
+        return source
     converted = mathml(latex, display)
     if converted is None:
-        closing = {"\\(": "\\)", "\\[": "\\]"}.get(markup, markup)
-        source = escapeHtml(markup + latex + closing)
-        converted = f'<code class="{MATH_SOURCE_CLASS}">{source}</code>'
+        return f'<code class="{MATH_SOURCE_CLASS}">{source}</code>'
     return converted
 
 

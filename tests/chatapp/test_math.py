@@ -42,6 +42,7 @@ def test_a_block_formula_interrupts_a_paragraph_and_renders_once() -> None:
         "From $5 to $10 a month",
         "$5/$10 or $5-$6, $ 5 and 5$",
         "A \\$ sign and $x $ and $ y$.",
+        "Nothing between: $$ $$ and $$\n$$",
         "`$x$` in code",
         "```\n$$\nx\n$$\n```",
     ],
