@@ -88,6 +88,12 @@ CORPUS = {
         + "".join(f"more {n}\n" for n in range(9))
         + "\\(p +\nq\\)\n\nnext\n"
     ),
+    "long paragraph ending in a display formula": (
+        "".join(f"line {n} of it\n" for n in range(9))
+        + "\\[\na +\nb\n\\]\n"
+        + "".join(f"then {n}\n" for n in range(9))
+        + "so $$x$$ and $y\n$ end\n\nnext\n"
+    ),
 }
 
 
