@@ -27,6 +27,7 @@ from chatapp.rendering import pool_jobs
 from chatapp.rendering.answer_html import render_key
 from chatapp.rendering.highlight import LEXERS, highlighted
 from chatapp.rendering.markdown import PLAIN_TEXT_NOTES, doc_id_for
+from chatapp.rendering.math import MAX_FORMULA
 from chatapp.rendering.pool import RenderPool
 from chatapp.streaming.live_blocks import BlockSettler, PartialAnswer
 from chatapp.templatetags.chat import answer_html, partial_answer
@@ -90,6 +91,26 @@ def test_every_allowed_lexer_is_quick_on_the_shapes_that_break_others(
     assert isinstance(html, str), html
 
 
+# Formulas at the longest converted (`MAX_FORMULA`), of the shapes that nest deepest.
+FORMULAS = {
+    "braces": "{" * 999 + "x" + "}" * 999,
+    "fractions": "\\frac{" * 300 + "x" + "}{y}" * 300,
+    "roots": "\\sqrt{" * 330 + "x" + "}" * 330,
+    "scripts": "x" + "^{x" * 600 + "}" * 600,
+    "delimiters": "\\left(" * 300 + "x" + "\\right)" * 300,
+    "matrix": "\\begin{matrix}" + "\\\\".join(["&".join(["a"] * 40)] * 40) + "\\end{matrix}",
+}
+
+
+@pytest.mark.parametrize("shape", FORMULAS)
+def test_deeply_nested_formulas_render_in_the_pool_within_its_deadline(
+    pool: RenderPool, shape: str
+) -> None:
+    latex = FORMULAS[shape][:MAX_FORMULA]
+    html = pool.run_sync(pool_jobs.render, f"$${latex}$$\n\n" * 5, [], "m1")
+    assert isinstance(html, str), html  # converted, or shown as its source: not stopped
+
+
 def test_a_12500_item_task_list_renders_in_linear_time() -> None:
     roomy = RenderPool(workers=1, deadline=20.0, queue=1)  # ~4 s here; the old plugin took 42
     try:
@@ -151,6 +172,11 @@ STRUCTURES = {
     "quote of paragraphs": lambda n: "".join(f"> para {i}\n>\n" for i in range(n)),
     "table": lambda n: "| a | b |\n|---|---|\n" + "".join(f"| {i} | x |\n" for i in range(n)),
     "paragraph": lambda n: "".join(f"a line of prose {i}\n" for i in range(n)),
+    # Not cut line by line (a formula may span lines): settled whole, parsed a bounded number
+    # of times all the same.
+    "paragraph of formulas": lambda n: "".join(
+        f"a line with $x_{{{i}}}^2$ in it\n" for i in range(n)
+    ),
 }
 
 
