@@ -25,7 +25,9 @@ def stored(env: dict[str, str], message_pk: str) -> list[list[str]]:
 
 
 @pytest.mark.parametrize(
-    "size", [{"width": 1280, "height": 900}, {"width": 390, "height": 844}], ids=["desktop", "phone"]
+    "size",
+    [{"width": 1280, "height": 900}, {"width": 390, "height": 844}],
+    ids=["desktop", "phone"],
 )
 def test_a_thumb_and_a_comment_are_kept_and_changeable(
     alice: Any, server_env: dict[str, str], size: dict[str, int]
