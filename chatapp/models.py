@@ -653,3 +653,6 @@ class LedgerDay(models.Model):
         whole = int(amount.to_integral_value(ROUND_FLOOR))
         steps = int(((amount - whole) * 10**15).to_integral_value(ROUND_FLOOR))
         return whole, steps // 10**8, steps % 10**8
+
+
+from chatapp.mcp.models import McpServer  # noqa: E402, F401  (an app model in its own module)
