@@ -329,6 +329,9 @@ LOGGING = {
     "loggers": {
         "chatapp": {"level": os.environ.get("CHAT_LOG_LEVEL", "INFO")},
         "django": {"level": "INFO"},
+        # The MCP SDK's lines per session (its session ID, stream reconnects) are noise; what
+        # goes wrong with a server is said by chatapp.mcp, once, with the server's name.
+        "mcp": {"level": "WARNING"},
     },
 }
 

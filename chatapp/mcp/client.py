@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 from django.conf import settings
-from mcp import ClientSession, types
+from mcp import ClientSession, McpError, types
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.session import RequestResponder
@@ -39,6 +39,10 @@ type ListChanged = Callable[[], Awaitable[None]]
 
 class Unreachable(ChatAppError):
     """The server could not be talked to: the reason, in words fit for an admin and a model."""
+
+
+class Garbled(ChatAppError):
+    """The server answered with what the SDK could not read as MCP."""
 
 
 class TooLarge(ChatAppError):
@@ -151,14 +155,16 @@ def _http_client(access: ServerAccess, budget: Budget) -> httpx.AsyncClient:
     )
 
 
-def _message_handler(on_list_changed: ListChanged | None) -> Any:
+def _message_handler(budget: Budget, on_list_changed: ListChanged | None) -> Any:
     async def handle(
         message: RequestResponder[types.ServerRequest, types.ClientResult]
         | types.ServerNotification
         | Exception,
     ) -> None:
         if isinstance(message, Exception):
-            logger.info("MCP server sent what the SDK could not read: %s", type(message).__name__)
+            # What the SDK could not read (a web page where JSON-RPC was expected, a message
+            # that is not one): no answer will come, so the session ends at once.
+            budget.fail(Garbled(f"it answered with what is not MCP ({str(message)[:80]})"))
             return
         if (
             on_list_changed is not None
@@ -203,11 +209,17 @@ async def session(
             ClientSession(
                 read,
                 write,
-                message_handler=_message_handler(on_list_changed),
+                message_handler=_message_handler(budget, on_list_changed),
                 client_info=types.Implementation(name="chatapp", version="1"),
             )
         )
-        await raced(client.initialize(), budget)
+        try:
+            await raced(client.initialize(), budget)
+        except McpError as exc:
+            # The SDK's word for a 404 to a POST: before a session exists, no endpoint here.
+            if exc.error.message == "Session terminated":
+                raise Unreachable("it answered HTTP 404 (is this its MCP endpoint?)") from exc
+            raise
         yield client
 
 

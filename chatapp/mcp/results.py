@@ -72,6 +72,7 @@ def _image(
             "media_type": image.media_type,
             "filename": f"{_SAFE_NAME.sub('-', tool)[:40]}-{number}.{image.extension}",
             "data": image.b64,
+            "tool": tool[:64],  # the page says which tool returned it (autoescaped)
         }
     )
     return f"[An image ({image.media_type}, {image.size:,} bytes), shown to the user.]"

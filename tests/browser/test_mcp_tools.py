@@ -91,7 +91,7 @@ def test_an_admin_adds_a_server_a_user_ticks_its_tool_and_the_model_calls_it(
     expect(group).to_contain_text("<b>Descriptions are shown escaped.</b>")
     expect(group.locator("b")).to_have_count(0)
     screenshots(alice, "mcp-settings-tools")
-    tick_tools(alice, "lookup", "slow", "fail")
+    tick_tools(alice, "lookup", "slow", "fail", "picture")
     answer = send(alice, "Please use test__lookup on trams", "emulator/tools")
     call = pane_call(answer)
     expect(call.locator(".tool-name")).to_have_text("test__lookup")
@@ -102,6 +102,14 @@ def test_an_admin_adds_a_server_a_user_ticks_its_tool_and_the_model_calls_it(
     expect(final).to_have_attribute("data-status", "completed", timeout=30_000)
     expect(final.locator(".content")).to_contain_text("lookup-result-42")
     screenshots(alice, "mcp-tool-call")
+
+    # An image the tool returned is shown with the answer, checked and served from our origin.
+    alice.goto(origin(alice) + "/")
+    answer = send(alice, "use test__picture", "emulator/tools")
+    expect(pane_call(answer).locator(".tool-status")).to_have_text(re.compile(r"^done"))
+    image = answer.get_by_role("img", name="Image returned by the tool picture")
+    expect(image).to_be_visible(timeout=30_000)
+    assert image.evaluate("img => img.naturalWidth") == 1
 
     # The failing tool: its error is the result, and the model reads it.
     alice.goto(origin(alice) + "/")

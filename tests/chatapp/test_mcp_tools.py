@@ -7,12 +7,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import orjson
 import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import Group
+from django.utils import timezone
 
 from chatapp import tools
 from chatapp.gateways import key_vault
@@ -181,6 +183,27 @@ async def test_a_server_that_is_away_is_a_reason_not_a_hang(alice: Any) -> None:
     assert (await McpServer.objects.aget(pk=server.pk)).tools == server.tools
 
 
+@pytest.mark.parametrize(
+    ("path", "problem"),
+    [
+        ("/garbage", "it answered with what is not MCP (Unexpected content type: text/html"),
+        ("/broken", "it answered HTTP 500"),
+        ("/nothing", "it answered HTTP 404 (is this its MCP endpoint?)"),
+    ],
+)
+async def test_a_server_that_answers_garbage_is_said_so_at_once(
+    mcp_server: RunningServer, path: str, problem: str
+) -> None:
+    server = await McpServer.objects.acreate(
+        name="Odd", prefix="odd", url=f"http://127.0.0.1:{mcp_server.port}{path}"
+    )
+    begun = time.monotonic()
+    said = await catalog.refresh(server.pk)
+    assert time.monotonic() - begun < 3  # not the connect deadline: the SDK's error ends it
+    assert said.startswith(problem)
+    assert (await McpServer.objects.aget(pk=server.pk)).problem == said
+
+
 async def test_a_server_killed_mid_call_ends_the_call_with_a_reason(alice: Any) -> None:
     with serve() as doomed:
         await add_server(doomed.url)
@@ -273,3 +296,32 @@ def test_schemas_out_of_bounds_leave_their_tool_out() -> None:
     assert [entry["name"] for entry in kept] == ["ok"]
     assert len(refused) == 5
     assert client.reason(TimeoutError()) == "it did not answer in time"
+
+
+async def test_listings_are_refreshed_when_due_and_a_server_with_a_problem_sooner(
+    mcp_server: RunningServer, settings: Any
+) -> None:
+    settings.CHAT_MCP_REFRESH_INTERVAL = 300
+    settings.CHAT_MCP_RETRY_INTERVAL = 30
+    now = timezone.now()
+    fresh = await McpServer.objects.acreate(
+        name="Fresh", prefix="fresh", url=mcp_server.url, checked_at=now
+    )
+    await McpServer.objects.acreate(
+        name="Stale", prefix="stale", url=mcp_server.url, checked_at=now - timedelta(seconds=301)
+    )
+    await McpServer.objects.acreate(
+        name="Failing",
+        prefix="failing",
+        url=mcp_server.url,
+        problem="it answered HTTP 502",
+        checked_at=now - timedelta(seconds=31),
+    )
+    await McpServer.objects.acreate(name="New", prefix="new", url=mcp_server.url)
+    await catalog.refresh_due()
+    rows = {row.prefix: row async for row in McpServer.objects.all()}
+    assert rows["fresh"].tools == []
+    assert rows["fresh"].checked_at == fresh.checked_at
+    for prefix in ("stale", "failing", "new"):
+        assert len(rows[prefix].tools) >= 6, prefix
+        assert rows[prefix].problem == ""

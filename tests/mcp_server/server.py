@@ -3,10 +3,11 @@ Streamable HTTP at /mcp (and the older SSE transport at /sse) on loopback by uvi
 
     python tests/mcp_server/server.py --port 8765
 
-Its tools are the cases the app must survive: `lookup` answers, `slow` takes its time and reports
-progress, `fail` fails, `picture` returns a PNG, `huge` returns 2 MB of text, `grow` adds a tool
-and says the list changed. `slow` writes a line to stdout when it starts and when it is cancelled
-(`notifications/cancelled`), so a test can see the cancellation reach the server.
+Its tools are the cases the app must survive: `lookup` answers, `slow` takes its time and
+reports progress, `fail` fails, `picture` returns a PNG, `huge` returns 2 MB of text, `grow` adds
+a tool and says the list changed. `slow` writes a line to stdout when it starts and when it is
+cancelled (`notifications/cancelled`), so a test can see the cancellation reach the server.
+`/garbage` answers a web page and `/broken` HTTP 500: servers that are not what they claim.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import sys
 import uvicorn
 from mcp.server.fastmcp import Context, FastMCP, Image
 from starlette.applications import Starlette
-from starlette.routing import Mount
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, Response
+from starlette.routing import Mount, Route
 
 # A 1x1 red PNG.
 PNG = base64.b64decode(
@@ -81,12 +84,28 @@ async def grow(ctx: Context) -> str:  # type: ignore[type-arg]
     return "Added the tool grown."
 
 
+async def garbage(request: Request) -> Response:
+    """Not an MCP server: a web page, with 200 OK."""
+    return HTMLResponse("<html><body>Welcome to my homepage</body></html>")
+
+
+async def broken(request: Request) -> Response:
+    """An MCP endpoint that fails."""
+    return PlainTextResponse("internal error", status_code=500)
+
+
 def app() -> Starlette:
     server.settings.streamable_http_path = "/mcp"
     streamable = server.streamable_http_app()
     sse = server.sse_app()
+    anything = ["GET", "POST", "DELETE"]
     return Starlette(
-        routes=[Mount("/sse-transport", app=sse), Mount("/", app=streamable)],
+        routes=[
+            Route("/garbage", garbage, methods=anything),
+            Route("/broken", broken, methods=anything),
+            Mount("/sse-transport", app=sse),
+            Mount("/", app=streamable),
+        ],
         lifespan=lambda _app: server.session_manager.run(),
     )
 
