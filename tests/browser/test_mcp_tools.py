@@ -90,7 +90,7 @@ def test_an_admin_adds_a_server_a_user_ticks_its_tool_and_the_model_calls_it(
     group = alice.get_by_role("group", name="Tools of the MCP server Test tools")
     expect(group).to_contain_text("<b>Descriptions are shown escaped.</b>")
     expect(group.locator("b")).to_have_count(0)
-    screenshots(alice, "mcp-settings-tools")
+    screenshots(alice, "mcp-settings-tools", lambda page: group.scroll_into_view_if_needed())
     tick_tools(alice, "lookup", "slow", "fail", "picture")
     answer = send(alice, "Please use test__lookup on trams", "emulator/tools")
     call = pane_call(answer)

@@ -1,5 +1,6 @@
 """A real MCP server for the tests, written with the SDK's server side (FastMCP), served over
-Streamable HTTP at /mcp (and the older SSE transport at /sse) on loopback by uvicorn:
+Streamable HTTP at /mcp (and the older SSE transport at /sse-transport/sse) on loopback by
+uvicorn:
 
     python tests/mcp_server/server.py --port 8765
 
