@@ -1,9 +1,10 @@
 """The admin of MCP servers: where each is, its headers (write-only, stored encrypted like a
 gateway's key), who may use it, and what it last listed or why it cannot be used.
 
-Saving a server, and the "Refresh" action, list its tools at once: in the admin's request, on
-the server's event loop, bounded by `CHAT_MCP_CONNECT_TIMEOUT` per server, so a server that does
-not answer costs the admin that long and nobody else anything.
+Saving a server, and the "Refresh" action, list its tools at once: the admin's request waits on
+its own thread (Django gives each request under ASGI its own) while the listings run side by
+side on the event loop, all within `CHAT_MCP_CONNECT_TIMEOUT`, so a server that does not answer
+costs the admin that long and nobody else anything.
 """
 
 from __future__ import annotations
@@ -138,8 +139,8 @@ class McpServerAdmin(_McpServerAdmin):
             self._refresh(request, [server])
 
     def _refresh(self, request: HttpRequest, servers: list[McpServer]) -> None:
-        for server in servers:
-            problem = async_to_sync(catalog.refresh)(server.pk)
+        problems = async_to_sync(catalog.refresh_all)([server.pk for server in servers])
+        for server, problem in zip(servers, problems, strict=True):
             if problem:
                 messages.warning(request, f"{server.name}: its tools are unavailable: {problem}.")
             else:

@@ -39,6 +39,7 @@ __all__ = [
     "access_for",
     "listed",
     "refresh",
+    "refresh_all",
     "refresh_due",
     "server_tools",
     "usable_tools",
@@ -251,6 +252,11 @@ async def refresh(server_pk: int) -> str:
     return ""
 
 
+async def refresh_all(server_pks: list[int]) -> list[str]:
+    """`refresh` each of `server_pks` side by side; their problems, in order."""
+    return list(await asyncio.gather(*(refresh(pk) for pk in server_pks)))
+
+
 async def mark_unreachable(server_pk: int, problem: str) -> None:
     """A call found the server away: its tools are not offered until a listing succeeds (which
     `refresh_due` tries again soon)."""
@@ -276,7 +282,7 @@ async def refresh_due() -> None:
             checked_at=now
         ):
             claimed.append(server.pk)
-    await asyncio.gather(*(refresh(pk) for pk in claimed))
+    await refresh_all(claimed)
 
 
 _refreshing: dict[asyncio.AbstractEventLoop, asyncio.Task[None]] = {}

@@ -325,3 +325,12 @@ async def test_listings_are_refreshed_when_due_and_a_server_with_a_problem_soone
     for prefix in ("stale", "failing", "new"):
         assert len(rows[prefix].tools) >= 6, prefix
         assert rows[prefix].problem == ""
+
+
+def test_an_mcp_tool_s_result_is_kept_back_from_shared_links() -> None:
+    """What a server returns may be its account's data or the user's: private, like a search of
+    the user's conversations."""
+    from chatapp.conversations import shared_links
+
+    assert shared_links._private({"name": "docs__lookup", "result": "secret"})
+    assert not shared_links._private({"name": "calculator", "result": "42"})
