@@ -104,3 +104,25 @@ async def test_a_tool_of_a_server_with_a_problem_is_not_offered(
     [only] = await run_loop(alice, "use test__lookup", "emulator/tools", "test__lookup")
     [call] = only.message.tool_calls
     assert call["name"] == "get_weather"  # no tools were offered: the emulator's demo tool
+
+
+async def test_a_slow_mcp_call_holds_up_no_one_else_s_answer(
+    alice: Any, bob: Any, connected: McpServer, mcp_server: RunningServer
+) -> None:
+    started_before = mcp_server.lines.count("slow: started")
+    conversation = await conversation_with(alice, "test__slow")
+    slow = await start_turn(alice, "use test__slow", "emulator/tools", conversation.pk)
+    slow_task = worker.start(slow.job)
+    await eventually(
+        lambda: mcp_server.lines.count("slow: started") > started_before,
+        what="alice's slow call to start",
+    )
+    # Bob's answer streams and ends while alice's call still runs on the same event loop.
+    other = await start_turn(bob, "hello there", "emulator/echo")
+    await asyncio.wait_for(worker.start(other.job), 10)
+    [answer] = await turn_generations(other.conversation)
+    assert answer.status == "completed"
+    assert not slow_task.done()
+    await stopping.stop_turn(alice, slow.job.generation_pk)
+    await asyncio.wait_for(slow_task, 10)
+    await workers_done()
