@@ -204,9 +204,13 @@ async def test_a_server_that_answers_garbage_is_said_so_at_once(
     assert (await McpServer.objects.aget(pk=server.pk)).problem == said
 
 
-async def test_a_server_killed_mid_call_ends_the_call_with_a_reason(alice: Any) -> None:
+@pytest.mark.parametrize("transport", ["streamable_http", "sse"])
+async def test_a_server_killed_mid_call_ends_the_call_with_a_reason(
+    alice: Any, transport: str
+) -> None:
     with serve() as doomed:
-        await add_server(doomed.url)
+        url = doomed.sse_url if transport == "sse" else doomed.url
+        await add_server(url, transport=transport)
         task = asyncio.create_task(call("test__slow", {"seconds": 30}, alice.pk))
         await eventually(lambda: doomed.said("slow: started"), what="the call to start")
         doomed.kill()
