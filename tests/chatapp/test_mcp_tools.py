@@ -26,7 +26,8 @@ from tests.waiting import eventually
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 ALL = frozenset(
-    f"test__{name}" for name in ("lookup", "slow", "fail", "picture", "huge", "grow", "grown")
+    f"test__{name}"
+    for name in ("lookup", "slow", "fail", "picture", "document", "huge", "grow", "grown")
 )
 
 
@@ -103,6 +104,20 @@ async def test_an_image_is_kept_as_a_checked_attachment(
     assert image["kind"] == "image"
     assert image["media_type"] == "image/png"
     assert image["filename"] == "picture-1.png"
+
+
+async def test_an_embedded_resource_is_a_file_to_download_and_a_link_is_named(
+    mcp_server: RunningServer, alice: Any
+) -> None:
+    await add_server(mcp_server.url)
+    ran = await call("test__document", {}, alice.pk)
+    assert ran.status == "done"
+    assert "[A file, scores.csv (17 bytes), attached for the user.]" in ran.result
+    assert "[A link to the resource 'notes': https://example.org/notes]" in ran.result
+    [file] = ran.attachments
+    assert file["kind"] == "file"
+    assert file["filename"] == "scores.csv"
+    assert file["media_type"] == "application/octet-stream"  # served as bytes, never as a page
 
 
 async def test_two_megabytes_are_cut_for_the_model_and_said_so(
@@ -327,7 +342,7 @@ async def test_listings_are_refreshed_when_due_and_a_server_with_a_problem_soone
     assert rows["fresh"].tools == []
     assert rows["fresh"].checked_at == fresh.checked_at
     for prefix in ("stale", "failing", "new"):
-        assert len(rows[prefix].tools) >= 6, prefix
+        assert len(rows[prefix].tools) >= 7, prefix
         assert rows[prefix].problem == ""
 
 

@@ -5,10 +5,11 @@ uvicorn:
     python tests/mcp_server/server.py --port 8765
 
 Its tools are the cases the app must survive: `lookup` answers, `slow` takes its time and
-reports progress, `fail` fails, `picture` returns a PNG, `huge` returns 2 MB of text, `grow` adds
-a tool and says the list changed. `slow` writes a line to stdout when it starts and when it is
-cancelled (`notifications/cancelled`), so a test can see the cancellation reach the server.
-`/garbage` answers a web page and `/broken` HTTP 500: servers that are not what they claim.
+reports progress, `fail` fails, `picture` returns a PNG, `document` a CSV file and a resource
+link, `huge` returns 2 MB of text, `grow` adds a tool and says the list changed. `slow` writes a
+line to stdout when it starts and when it is cancelled (`notifications/cancelled`), so a test can
+see the cancellation reach the server. `/garbage` answers a web page and `/broken` HTTP 500:
+servers that are not what they claim.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import base64
 import sys
 
 import uvicorn
+from mcp import types
 from mcp.server.fastmcp import Context, FastMCP, Image
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -64,6 +66,17 @@ def fail(reason: str) -> str:
 def picture() -> Image:
     """A one-pixel red PNG."""
     return Image(data=PNG, format="png")
+
+
+@server.tool()
+def document() -> list[types.ContentBlock]:
+    """A CSV file as an embedded resource, and a link to another resource."""
+    csv = base64.b64encode(b"name,score\nada,3\n").decode()
+    blob = types.BlobResourceContents(
+        uri="file:///reports/scores.csv", mimeType="text/csv", blob=csv
+    )
+    link = types.ResourceLink(type="resource_link", name="notes", uri="https://example.org/notes")
+    return [types.EmbeddedResource(type="resource", resource=blob), link]
 
 
 @server.tool()
