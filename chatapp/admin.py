@@ -24,6 +24,8 @@ from chatapp.costs import (
 )
 from chatapp.costs.units import CostUnit, Money
 from chatapp.gateways import configs, detected, key_vault
+from chatapp.mcp import admin as mcp_admin  # noqa: F401  (registers McpServerAdmin)
+from chatapp.mcp import catalog as mcp_catalog
 from chatapp.models import (
     ChatDefaults,
     Conversation,
@@ -130,8 +132,9 @@ class ChatDefaultsAdmin(_ChatDefaultsAdmin):
 
 @admin.register(ToolSwitch)
 class ToolSwitchAdmin(_ToolSwitchAdmin):
-    """Every built-in tool, on or off for everyone: a row per tool, made when the list is shown
-    (a tool without one is on), so turning one off is a tick and Save."""
+    """Every built-in tool and every tool an MCP server listed, on or off for everyone: a row per
+    tool, made when the list is shown (a tool without one is on), so turning one off is a tick
+    and Save."""
 
     list_display = ("name", "title", "enabled", "updated_at")
     list_display_links = None
@@ -142,7 +145,8 @@ class ToolSwitchAdmin(_ToolSwitchAdmin):
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
         if self.has_change_permission(request):
-            rows = [ToolSwitch(name=name) for name in tools.registry()]
+            names = [*tools.registry(), *(tool.name for tool in mcp_catalog.all_tools())]
+            rows = [ToolSwitch(name=name) for name in names]
             ToolSwitch.objects.bulk_create(rows, ignore_conflicts=True)
         return super().changelist_view(request, extra_context)
 
@@ -152,7 +156,17 @@ class ToolSwitchAdmin(_ToolSwitchAdmin):
     @admin.display(description="tool")
     def title(self, obj: ToolSwitch) -> str:
         tool = tools.registry().get(obj.name)
-        return tool.title if tool is not None else "(no longer built in)"
+        if tool is not None:
+            return tool.title
+        mcp_tool = next((t for t in self._mcp_tools() if t.name == obj.name), None)
+        if mcp_tool is not None:
+            return f"{mcp_tool.title} (MCP server {mcp_tool.server_name})"
+        if mcp_catalog.SEPARATOR in obj.name:
+            return "(no longer listed by an MCP server)"
+        return "(no longer built in)"
+
+    def _mcp_tools(self) -> list[mcp_catalog.McpTool]:
+        return mcp_catalog.all_tools()
 
     @admin.action(description="Turn the selected tools off", permissions=["change"])
     def turn_off(self, request: HttpRequest, queryset: Any) -> None:

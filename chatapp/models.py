@@ -692,3 +692,6 @@ class Feedback(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_rating_display()} on generation {self.generation_id}"
+
+
+from chatapp.mcp.models import McpServer  # noqa: E402, F401  (an app model in its own module)

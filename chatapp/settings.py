@@ -280,6 +280,14 @@ CHAT_STALL_NOTICE = float(os.environ.get("CHAT_STALL_NOTICE", "6"))
 # without end); a tool that runs longer than CHAT_TOOL_TIMEOUT seconds is reported as failed.
 CHAT_TOOL_ROUNDS = int(os.environ.get("CHAT_TOOL_ROUNDS", "8"))
 CHAT_TOOL_TIMEOUT = float(os.environ.get("CHAT_TOOL_TIMEOUT", "20"))
+# MCP servers' tools (`chatapp/mcp`): a call's deadline, a connection's (and a listing's), the
+# bytes one session may receive, and how often a server's tool list is asked for again (sooner
+# when it has a problem).
+CHAT_MCP_TIMEOUT = float(os.environ.get("CHAT_MCP_TIMEOUT", "60"))
+CHAT_MCP_CONNECT_TIMEOUT = float(os.environ.get("CHAT_MCP_CONNECT_TIMEOUT", "10"))
+CHAT_MCP_MAX_BYTES = int(os.environ.get("CHAT_MCP_MAX_BYTES", str(8 * 1024 * 1024)))
+CHAT_MCP_REFRESH_INTERVAL = float(os.environ.get("CHAT_MCP_REFRESH_INTERVAL", "300"))
+CHAT_MCP_RETRY_INTERVAL = float(os.environ.get("CHAT_MCP_RETRY_INTERVAL", "30"))
 # Off: new conversations keep their first line as title, and no title is asked of a model.
 CHAT_TITLES = env_bool("CHAT_TITLES", default=True)
 
@@ -321,6 +329,9 @@ LOGGING = {
     "loggers": {
         "chatapp": {"level": os.environ.get("CHAT_LOG_LEVEL", "INFO")},
         "django": {"level": "INFO"},
+        # The MCP SDK's lines per session (its session ID, stream reconnects) are noise; what
+        # goes wrong with a server is said by chatapp.mcp, once, with the server's name.
+        "mcp": {"level": "WARNING"},
     },
 }
 

@@ -143,12 +143,15 @@ def stream_arguments(
     return arguments
 
 
-def upstream_tools(options: RequestOptions, dialect: str) -> tuple[dict[str, Any], ...]:
-    """The `tools` a request under `options` offers on a gateway of `dialect`: the tools chosen
-    that an admin has not turned off, in the gateways' schema. Database work."""
+def upstream_tools(
+    options: RequestOptions, dialect: str, user_pk: int
+) -> tuple[dict[str, Any], ...]:
+    """The `tools` a request of user `user_pk` under `options` offers on a gateway of `dialect`:
+    the tools chosen that an admin has not turned off (and, of an MCP server, that the user may
+    use and that can be called now), in the gateways' schema. Database work."""
     if not options.tools or not _takes_tools(dialect):
         return ()
-    return tuple(tools.upstream_tools(tools.offered(options.tools)))
+    return tuple(tools.upstream_tools(tools.offered(options.tools, user_pk)))
 
 
 def dialect_of(gateway_pk: int | None) -> str:

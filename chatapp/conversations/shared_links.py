@@ -32,6 +32,7 @@ from django.utils import timezone
 
 from chatapp import tools
 from chatapp.conversations.tree import MessageTree, shown_path
+from chatapp.mcp import catalog
 from chatapp.models import Conversation, Message, SharedLink
 
 if TYPE_CHECKING:
@@ -121,8 +122,12 @@ class SharedMessage:
 
 
 def _private(call: dict[str, object]) -> bool:
-    tool = tools.registry().get(str(call.get("name")))
-    return tool is not None and tool.private and bool(call.get("result"))
+    """A result that holds what the link's reader should not see: a private built-in's, or any
+    MCP tool's (what a server returns may be its account's data, or the user's)."""
+    name = str(call.get("name"))
+    tool = tools.registry().get(name)
+    private = tool.private if tool is not None else catalog.SEPARATOR in name
+    return private and bool(call.get("result"))
 
 
 def _left_out(message: Message) -> str:

@@ -164,7 +164,8 @@ def _start(
     if kind == Generation.Kind.IMAGE:
         tools = ()
     elif tools is None:
-        tools = request_options.upstream_tools(options, request_options.dialect_of(gateway.pk))
+        dialect = request_options.dialect_of(gateway.pk)
+        tools = request_options.upstream_tools(options, dialect, conversation.user_id)
     assistant = Message.objects.create(
         conversation=conversation, role=Message.Role.ASSISTANT, parent_id=parent_pk
     )
@@ -335,7 +336,7 @@ def follow_up_request(
     conversation = _idle_conversation(user, conversation_pk, lock=False)
     parent_pk = _follow_up_parent(conversation, after)
     options = request_options.options_for(conversation)
-    tools = request_options.upstream_tools(options, request_options.dialect_of(gateway.pk))
+    tools = request_options.upstream_tools(options, request_options.dialect_of(gateway.pk), user.pk)
     history = context_through(conversation.pk, parent_pk, images=takes_images(gateway, model))
     messages = [*history, {"role": "user", "content": text}]
     return EarlyRequest(messages, options, tools, rate_limits.admit(user))

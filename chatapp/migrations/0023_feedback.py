@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("chatapp", "0019_plural_names_of_chat_defaults_and_tool_switches"),
+        ("chatapp", "0022_mcp_servers"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -240,7 +240,9 @@ def _write_answer(
     message.annotations = (
         [{**citation(a), "raw": a.raw} for a in completion.annotations] if completion else []
     )
-    message.attachments = attachments.from_completion(completion)
+    message.attachments = attachments.from_completion(completion) + [
+        dict(item) for run in tool_runs or () for item in run.attachments
+    ]
     message.reasoning_details = list(completion.reasoning_details) if completion else []
     answer_html.keep(message, rendered)  # the final render, made as the answer ended
     message.save()

@@ -22,6 +22,7 @@ from chatapp.costs import reconcile, spend_push
 from chatapp.costs.costing import record_expected
 from chatapp.gateways.clients import shared_client
 from chatapp.gateways.configs import GatewayUnavailable, config_for
+from chatapp.mcp import catalog as mcp_catalog
 from chatapp.models import Generation
 from chatapp.read_aloud import stream
 from chatapp.streaming import persistence, titles, worker
@@ -100,6 +101,7 @@ async def _sweep_forever() -> None:
         try:
             await sweep_stale_generations()
             await reconcile_pending()
+            mcp_catalog.start_refresh_due()  # a task of its own: a slow server delays no sweep
         except asyncio.CancelledError:
             raise
         except DatabaseError as exc:

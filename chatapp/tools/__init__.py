@@ -1,8 +1,9 @@
 """The built-in tools a model may call, and running one call safely.
 
-`registry` is every tool by name; `offered` narrows a conversation's choice to what an admin has
-not switched off (`ToolSwitch`); `upstream_tools` is the request's `tools` field, in the OpenAI
-function-tool shape every gateway takes (the gateway docs stream calls back as
+`registry` is every built-in tool by name; `offered` narrows a conversation's choice, among them
+and the tools of the MCP servers the user may use (`chatapp.mcp.catalog`), to what an admin has
+not switched off (`ToolSwitch`) and what can run now; `upstream_tools` is the request's `tools`
+field, in the OpenAI function-tool shape every gateway takes (the gateway docs stream calls back as
 `delta.tool_calls[].function`). `run_call` is the one way a call runs, and it never raises:
 whatever is wrong (an unknown tool, arguments that are not a JSON object or break the schema, a
 tool's own failure, a crash) is an `error` run whose text tells the model what to fix, because the
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 import orjson
@@ -30,6 +31,9 @@ __all__ = [
     "ToolContext",
     "ToolFailure",
     "ToolRun",
+    "capped",
+    "checked_call",
+    "choosable",
     "offered",
     "pretty_arguments",
     "registry",
@@ -59,11 +63,30 @@ def registry() -> dict[str, Tool]:
     return {tool.name: tool for tool in _BUILT_IN}
 
 
-def offered(names: Iterable[str]) -> list[Tool]:
-    """The registered tools among `names`, but those an admin switched off. Reads the database."""
+def offered(names: Iterable[str], user_pk: int | None = None) -> list[Tool]:
+    """The tools among `names` that may be offered: built-in, or of an MCP server user `user_pk`
+    may use (None: any server; only what builds no request passes None) that can be asked now;
+    but those an admin switched off. Reads the database."""
+    from chatapp.mcp import catalog  # its models import this package's base
+
     chosen = set(names)
     off = set(ToolSwitch.objects.filter(enabled=False).values_list("name", flat=True))
-    return [tool for name, tool in registry().items() if name in chosen and name not in off]
+    every: dict[str, Tool] = registry()
+    if any(catalog.SEPARATOR in name for name in chosen):
+        every |= {tool.name: tool for tool in catalog.usable_tools(user_pk)}
+    return [tool for name, tool in every.items() if name in chosen and name not in off]
+
+
+def choosable(user_pk: int | None) -> list[Tool]:
+    """Every tool user `user_pk` may choose in Settings → Tools: the built-ins and the tools of
+    the MCP servers they may use, but those an admin switched off. An MCP tool whose server has a
+    problem is among them (`McpTool.problem` says it), so an outage does not drop it from a
+    user's choice; `offered` leaves it out of requests until the server is back."""
+    from chatapp.mcp import catalog
+
+    off = set(ToolSwitch.objects.filter(enabled=False).values_list("name", flat=True))
+    every: list[Tool] = [*registry().values(), *catalog.all_tools(user_pk)]
+    return [tool for tool in every if tool.name not in off]
 
 
 def upstream_tools(tools: Iterable[Tool]) -> list[dict[str, Any]]:
@@ -98,7 +121,7 @@ def run_call(
         result = f"The tool {name} failed (an internal error). Answer without it."
         status = "error"
     duration_ms = round((time.monotonic() - started) * 1000)
-    return ToolRun(status=status, result=_capped(result), duration_ms=duration_ms)
+    return ToolRun(status=status, result=capped(result), duration_ms=duration_ms)
 
 
 def pretty_arguments(arguments: str) -> tuple[str, bool]:
@@ -112,7 +135,16 @@ def pretty_arguments(arguments: str) -> tuple[str, bool]:
 
 
 def _run(name: str, arguments: str, context: ToolContext, offered_names: Collection[str]) -> str:
-    tool = registry().get(name)
+    tool, parsed = checked_call(name, arguments, offered_names, registry())
+    return tool.run(parsed, context)
+
+
+def checked_call(
+    name: str, arguments: str, offered_names: Collection[str], known: Mapping[str, Tool]
+) -> tuple[Tool, dict[str, Any]]:
+    """The tool `name` among `known` and the call's arguments as an object that matches its
+    schema, if the request offered it; `ToolFailure` saying what to fix when not."""
+    tool = known.get(name)
     if tool is None or name not in offered_names:
         available = ", ".join(sorted(offered_names)) or "none"
         raise ToolFailure(
@@ -125,7 +157,7 @@ def _run(name: str, arguments: str, context: ToolContext, offered_names: Collect
         raise ToolFailure(
             f"The arguments do not match the parameters of {name}{where}: {error.message[:300]}."
         )
-    return tool.run(parsed, context)
+    return tool, parsed
 
 
 def _object(arguments: str) -> dict[str, Any]:
@@ -143,7 +175,8 @@ def _object(arguments: str) -> dict[str, Any]:
     return parsed
 
 
-def _capped(result: str) -> str:
+def capped(result: str) -> str:
+    """`result` cut at `MAX_RESULT` characters, saying so."""
     if len(result) <= MAX_RESULT:
         return result
     return (

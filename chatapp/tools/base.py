@@ -43,12 +43,37 @@ class ToolFailure(ChatAppError):
 
 
 class Tool(Protocol):
-    name: str  # what the model calls: ^[a-zA-Z0-9_-]{1,64}$
-    title: str  # what the Tools control lists
-    about: str  # what the Tools control says it does, to the user, in a line
-    description: str  # what the model is told it does
-    parameters: dict[str, Any]  # JSON Schema of the arguments object
-    private: bool  # its results hold the user's other data, which a shared link does not show
+    """Read-only members: a built-in's class attributes, or an MCP tool's frozen fields."""
+
+    @property
+    def name(self) -> str:
+        """What the model calls: ^[a-zA-Z0-9_-]{1,64}$."""
+        ...
+
+    @property
+    def title(self) -> str:
+        """What the Tools control lists."""
+        ...
+
+    @property
+    def about(self) -> str:
+        """What the Tools control says it does, to the user, in a line."""
+        ...
+
+    @property
+    def description(self) -> str:
+        """What the model is told it does."""
+        ...
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """JSON Schema of the arguments object."""
+        ...
+
+    @property
+    def private(self) -> bool:
+        """Its results hold the user's other data, which a shared link does not show."""
+        ...
 
     def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
         """The result as text for the model (JSON or prose); `ToolFailure` for a readable error."""

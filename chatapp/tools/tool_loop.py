@@ -27,6 +27,7 @@ from django.conf import settings
 from django.db import connections
 
 from chatapp import tools
+from chatapp.mcp import calls as mcp_calls
 from chatapp.streaming.jobs import Job, JobEnd, Status
 from chatapp.tools.base import ENDED, CallStatus, ToolContext, ToolRun
 from gateway_client.accumulator import ToolCall
@@ -50,11 +51,14 @@ _STATUS_WORDS = {
 INVALID_ARGUMENTS = "These arguments are not a JSON object."
 
 
-def status_text(status: str, duration_ms: object) -> str:
-    """A run's status as the pane says it: "done · 12 ms", "running…" ("" before it runs)."""
+def status_text(status: str, duration_ms: object, progress: str = "") -> str:
+    """A run's status as the pane says it: "done · 12 ms", "running…", "running… · step 2 of 4"
+    (an MCP server's progress), "" before it runs."""
     words = _STATUS_WORDS.get(status, "")
     if status in ("done", "error") and isinstance(duration_ms, int):
         words += f" · {duration_ms:,} ms"
+    if status == "running" and progress:
+        words += f" · {progress}"
     return words
 
 
@@ -72,6 +76,10 @@ class CallRun:
     valid: bool
     result: str = ""
     duration_ms: int | None = None
+    progress: str = ""  # while running: the server's last progress (MCP tools)
+    # What the result brought for the user (an MCP tool's images and files), as
+    # `Message.attachments` keeps them: added to the round's answer.
+    attachments: tuple[dict[str, Any], ...] = ()
 
     @property
     def ended(self) -> bool:
@@ -83,7 +91,7 @@ class CallRun:
             "index": self.index,
             "id": self.call_id,
             "status": self.status,
-            "status_text": status_text(self.status, self.duration_ms),
+            "status_text": status_text(self.status, self.duration_ms, self.progress),
             "pretty": self.pretty,
             "valid": self.valid,
             "flag": "" if self.valid else INVALID_ARGUMENTS,
@@ -155,7 +163,8 @@ async def run_calls(
 ) -> list[CallRun]:
     """Run a round's calls side by side; `on_change` hears each start and end. A call still
     running after `CHAT_TOOL_TIMEOUT` is reported as failed (its thread cannot be stopped, and
-    its late result is dropped)."""
+    its late result is dropped); an MCP tool's call runs on this loop instead, cancelled with
+    the turn or at its own deadline (`chatapp.mcp.calls`)."""
     timeout = settings.CHAT_TOOL_TIMEOUT
     loop = asyncio.get_running_loop()
     runs = {call.index: _started(call, generation_pk) for call in calls}
@@ -164,6 +173,9 @@ async def run_calls(
 
     async def one(call: ToolCall) -> None:
         started = runs[call.index]
+        if mcp_calls.is_mcp(call.name):
+            await _one_mcp(call, started)
+            return
         future = loop.run_in_executor(_executor, _run_on_thread, call, context, offered)
         try:
             ran = await asyncio.wait_for(future, timeout)
@@ -173,6 +185,26 @@ async def run_calls(
             ran = ToolRun("error", message, round(timeout * 1000))
         runs[call.index] = replace(
             started, status=ran.status, result=ran.result, duration_ms=ran.duration_ms
+        )
+        await on_change(runs[call.index])
+
+    async def _one_mcp(call: ToolCall, started: CallRun) -> None:
+        """An MCP tool's call: on this loop, under its own deadline (`CHAT_MCP_TIMEOUT`)."""
+
+        async def progress(text: str) -> None:
+            if not runs[call.index].ended:
+                runs[call.index] = replace(started, progress=text)
+                await on_change(runs[call.index])
+
+        ran = await mcp_calls.run(
+            call.name or "", call.arguments, offered, context.user_pk, progress
+        )
+        runs[call.index] = replace(
+            started,
+            status=ran.status,
+            result=ran.result,
+            duration_ms=ran.duration_ms,
+            attachments=ran.attachments,
         )
         await on_change(runs[call.index])
 

@@ -15,6 +15,7 @@ applies again (`new_chat_settings`), which saves nothing.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django import forms
@@ -72,6 +73,16 @@ class ToolsField(forms.MultipleChoiceField):
         return [tool.name for tool in self.offered if tool.name in chosen]
 
 
+@dataclass(frozen=True, slots=True)
+class ToolGroup:
+    """The tools of one source in Settings → Tools: `server` "" for the built-ins, else an MCP
+    server's name, with its `problem` ("" when its tools can be called)."""
+
+    server: str
+    problem: str
+    options: list[tuple[Any, str]]
+
+
 SYSTEM_PROMPT_PLACEHOLDER = "Optional, e.g. Answer briefly, in plain English."
 
 
@@ -124,11 +135,12 @@ class AnswerSettingsForm(forms.Form):
         help_text="The model may call these while it answers.",
     )
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, user_pk: int | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("label_suffix", "")
         kwargs.setdefault("auto_id", "settings-%s")
         super().__init__(*args, **kwargs)
-        self.tools_field.offer(tools.offered(tools.registry()))  # reads the switches
+        # Reads the switches and the MCP servers `user_pk` may use (None: every server's tools).
+        self.tools_field.offer(tools.choosable(user_pk))
 
     @property
     def tools_field(self) -> ToolsField:
@@ -142,10 +154,22 @@ class AnswerSettingsForm(forms.Form):
         offered = self.tools_field.offered
         return [(box, tool.about) for box, tool in zip(self["tools"], offered, strict=True)]
 
+    @property
+    def tool_groups(self) -> list[ToolGroup]:
+        """The checkboxes grouped as Settings → Tools shows them: the built-ins, then each MCP
+        server's (every text in them is the server's, shown escaped by the template)."""
+        groups: list[ToolGroup] = []
+        for box, tool in zip(self["tools"], self.tools_field.offered, strict=True):
+            server = getattr(tool, "server_name", "")
+            if not groups or groups[-1].server != server:
+                groups.append(ToolGroup(server, getattr(tool, "problem", ""), []))
+            groups[-1].options.append((box, tool.about))
+        return groups
+
     @classmethod
-    def of(cls, row: AnswerSettings) -> AnswerSettingsForm:
+    def of(cls, row: AnswerSettings, user_pk: int | None = None) -> AnswerSettingsForm:
         """An unbound form showing `row`'s values."""
-        return cls(initial={name: getattr(row, name) for name in FIELDS})
+        return cls(initial={name: getattr(row, name) for name in FIELDS}, user_pk=user_pk)
 
     def options(self) -> RequestOptions:
         """The valid form's values as the options a request is sent with."""
@@ -175,11 +199,11 @@ def header_context(
     options = options_for(conversation)
     return {
         "conversation": conversation,
-        "settings_form": form or AnswerSettingsForm.of(conversation),
+        "settings_form": form or AnswerSettingsForm.of(conversation, conversation.user_id),
         "settings_open": form is not None and bool(form.errors),
         "settings_applied": summary(options, dialect_of(conversation.gateway_id)),
         "settings_default": options.is_default,
-        "tools_on": bool(options.tools and tools.offered(options.tools)),
+        "tools_on": bool(options.tools and tools.offered(options.tools, conversation.user_id)),
     }
 
 
@@ -188,13 +212,13 @@ NEW_CHAT_FIELD = "new_chat_settings"
 make the conversation."""
 
 
-def chosen_options(data: QueryDict) -> RequestOptions | None:
+def chosen_options(data: QueryDict, user_pk: int) -> RequestOptions | None:
     """The settings a new chat's composer posts with its first message; None when it posts none
     (the user's defaults then apply), `TurnError` in words when they are not valid. Reads the tool
     switches: call off the event loop."""
     if data.get(NEW_CHAT_FIELD) != "1":
         return None
-    form = AnswerSettingsForm(data)
+    form = AnswerSettingsForm(data, user_pk=user_pk)
     if not form.is_valid():
         raise TurnError(form.first_error())
     return form.options()
@@ -213,7 +237,7 @@ def new_chat_context(user: User, picker_value: str) -> dict[str, Any]:
     row = ChatDefaults.objects.filter(user=user).first() or ChatDefaults(user=user)
     options = options_for(row)
     return {
-        "settings_form": AnswerSettingsForm.of(row),
+        "settings_form": AnswerSettingsForm.of(row, user.pk),
         "settings_applied": summary(options, _dialect_picked(picker_value)),
         "settings_default": options.is_default,
         "new_chat_field": NEW_CHAT_FIELD,
@@ -225,7 +249,7 @@ def new_chat_context(user: User, picker_value: str) -> dict[str, Any]:
 def new_chat_settings(request: AuthenticatedRequest) -> HttpResponse:
     """The line of what a new chat's Settings, as the composer posts them, apply (or what is wrong
     with them), for the model picked. Nothing is saved: they go with the first message."""
-    form = AnswerSettingsForm(request.POST)
+    form = AnswerSettingsForm(request.POST, user_pk=request.user.pk)
     if form.is_valid():
         options = form.options()
         context = {
@@ -241,7 +265,7 @@ def new_chat_settings(request: AuthenticatedRequest) -> HttpResponse:
 @require_POST
 def conversation_settings(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     conversation = get_object_or_404(Conversation, pk=pk, user=request.user)
-    form = AnswerSettingsForm(request.POST)
+    form = AnswerSettingsForm(request.POST, user_pk=request.user.pk)
     if form.is_valid():
         form.save_to(conversation)
         if not request.htmx:
@@ -256,12 +280,12 @@ def defaults(request: AuthenticatedRequest) -> HttpResponse:
     """The user's settings for new conversations."""
     row = ChatDefaults.objects.filter(user=request.user).first() or ChatDefaults(user=request.user)
     if request.method == "POST":
-        form = AnswerSettingsForm(request.POST)
+        form = AnswerSettingsForm(request.POST, user_pk=request.user.pk)
         if form.is_valid():
             form.save_to(row)
             messages.success(request, "Saved. New chats start with these settings.")
             return HttpResponseRedirect(reverse("chat:defaults"))
     else:
-        form = AnswerSettingsForm.of(row)
+        form = AnswerSettingsForm.of(row, request.user.pk)
     context = {"settings_form": form, "settings_applied": summary(options_for(row), None)}
     return render(request, "chatapp/defaults.html", context)

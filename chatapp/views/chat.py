@@ -148,7 +148,7 @@ def _page(
         "selected_model": selected,
         # A new chat's Settings, beside its composer, and whether any tool can be turned on.
         **(new_chat_context(request.user, selected) if conversation is None else {}),
-        "tools_offered": bool(tools.offered(tools.registry())),
+        "tools_offered": bool(tools.choosable(request.user.pk)),
         "image_counts": image_models.IMAGE_COUNTS,
         "image_count": image_count,  # the composer's, kept when a new conversation swaps in
         "stall_notice_ms": round(settings.CHAT_STALL_NOTICE * 1000),
@@ -230,7 +230,7 @@ def _new_chat_request(
     if spending_limits.any_apply(user.pk, config.pk):
         return None
     options = chosen if chosen is not None else default_options(user)
-    tools = upstream_tools(options, dialect_of(config.pk))
+    tools = upstream_tools(options, dialect_of(config.pk), user.pk)
     return EarlyRequest(context, options, tools, rate_limits.admit(user))
 
 
@@ -334,7 +334,7 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
         after = _after(request)
         _check_attached(attached, config, model, answerer.kind)
         # A new chat's Settings, chosen beside its composer (None: the user's defaults).
-        chosen = await sync_to_async(chosen_options)(request.POST) if pk is None else None
+        chosen = await sync_to_async(chosen_options)(request.POST, user.pk) if pk is None else None
         # Files: the context is read from the rows, files included, once they are written.
         if (
             not attached

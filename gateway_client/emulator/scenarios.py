@@ -196,10 +196,18 @@ def _function_name(tool: dict[str, Any]) -> str:
     return str(function.get("name", "tool")) if isinstance(function, dict) else "tool"
 
 
+def _named_tools(request: ChatRequest) -> list[dict[str, Any]]:
+    """The request's tools whose names the last user message says, in the order it says them
+    ("use docs__lookup"): how a test picks one tool among many (an MCP server's, say)."""
+    said = [(request.last_user.find(_function_name(t)), t) for t in request.tools]
+    return [tool for at, tool in sorted(said, key=lambda pair: pair[0]) if at >= 0]
+
+
 def _call_pieces(request: ChatRequest, call: int, invalid: bool) -> list[Piece]:
     """Call number `call` of a round: its opening, then its arguments in fragments."""
     if request.tools:
-        tool = request.tools[call % len(request.tools)]
+        tools = _named_tools(request) or request.tools
+        tool = tools[call % len(tools)]
         arguments = tool_arguments(tool, request.last_user, call)
     else:
         tool = DEMO_TOOL

@@ -81,7 +81,7 @@ def test_a_fifth_dialect_is_sent_its_effort_in_its_own_field_and_no_tools(
     arguments = stream_arguments(options, "quinto", [])
     assert arguments["reasoning_effort"] == "high"
     assert "reasoning" not in arguments
-    assert upstream_tools(options, "quinto") == ()
+    assert upstream_tools(options, "quinto", 1) == ()
 
 
 def test_without_an_effort_field_a_fifth_dialect_is_sent_no_effort(

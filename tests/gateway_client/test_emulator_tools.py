@@ -234,3 +234,18 @@ async def test_without_request_tools_every_call_is_the_demo_tool(emulator_url: s
         ("get_weather", {"city": "Oslo", "unit": "celsius"}),
         ("get_weather", {"city": "Oslo", "unit": "celsius"}),
     ]
+
+
+async def test_the_tool_the_prompt_names_is_the_one_called(emulator_url: str) -> None:
+    """An MCP server's tools come many at a time; a test picks one by naming it."""
+    slow = function_tool("docs__slow", {"seconds": {"type": "number", "default": 30}})
+    lookup = function_tool("docs__lookup", {"word": {"type": "string"}})
+    messages = [{"role": "user", "content": "Please use docs__lookup on Lisbon"}]
+    body = chat_body("tools", tools=[CALCULATOR, slow, lookup], messages=messages)
+    [call] = calls(await stream(emulator_url, "numes", body))
+    assert call.name == "docs__lookup"
+    body = chat_body("tools", model=tools_model(calls=2), tools=[CALCULATOR, slow, lookup])
+    body["messages"] = [{"role": "user", "content": "docs__slow, then docs__lookup"}]
+    made = calls(await stream(emulator_url, "numes", body))
+    assert [c.name for c in made] == ["docs__slow", "docs__lookup"]
+    assert json.loads(made[0].arguments) == {"seconds": 30}
