@@ -38,7 +38,7 @@ class AssistantAdminForm(_AssistantForm):
         super().__init__(*args, **kwargs)
         field = self.fields["tools"]
         assert isinstance(field, forms.MultipleChoiceField)
-        field.choices = [(tool.name, tool.title) for tool in tools.registry()]
+        field.choices = [(tool.name, tool.title) for tool in tools.registry().values()]
 
 
 def _sharing(obj: Assistant | Prompt) -> str:

@@ -59,7 +59,7 @@ class AssistantForm(AnswerSettingsForm):
     ) -> None:
         super().__init__(*args, **kwargs)
         choices: list[Any] = [("", PICKER_MODEL)]
-        listed = set()
+        listed: set[str] = set()
         for group in groups:
             options = [(choice.value, choice.label) for choice in group.choices]
             listed.update(value for value, _ in options)
