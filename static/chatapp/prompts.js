@@ -121,7 +121,10 @@ function askVariables(box, entry) {
   const title = document.createElement("h2");
   title.id = "prompt-variables-title";
   title.textContent = `Fill in /${entry.name}`;
-  form.append(title);
+  const preview = document.createElement("p");
+  preview.className = "prompt-variables-text";
+  preview.textContent = entry.text;
+  form.append(title, preview);
   entry.variables.forEach((name, index) => {
     const id = `prompt-variable-${index}`;
     const label = document.createElement("label");
