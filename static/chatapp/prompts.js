@@ -2,11 +2,9 @@
 // whose names match (a listbox under the box: arrows move, Enter or Tab inserts, Esc closes);
 // one with {{variables}} asks for each in a small dialog first, then the box holds its text with
 // them filled. The prompts come with the page (`#prompt-menu-data`, views.prompts.menu_data);
-// the variable pattern is `chatapp/starting/prompt_text.py`'s.
+// which names match and how variables are filled are prompt_text.js's.
 
-const VARIABLE = /\{\{\s*([A-Za-z0-9_][A-Za-z0-9_ -]{0,39}?)\s*\}\}/g;
-const TYPED = /^\/([A-Za-z0-9_-]*)$/;
-const SHOWN = 8;
+import { fill, matching, typedName } from "./prompt_text.js";
 
 let menu = null; // {box, entries, active}
 
@@ -19,14 +17,6 @@ function prompts() {
   } catch {
     return [];
   }
-}
-
-function matching(typed) {
-  const word = typed.toLowerCase();
-  const all = prompts();
-  const starts = all.filter((entry) => entry.name.startsWith(word));
-  const within = all.filter((entry) => !entry.name.startsWith(word) && entry.name.includes(word));
-  return [...starts, ...within].slice(0, SHOWN);
 }
 
 function list() {
@@ -80,12 +70,11 @@ function render() {
 }
 
 function update(box) {
-  const typed = TYPED.exec(box.value);
-  const entries = typed ? matching(typed[1]) : [];
+  const typed = typedName(box.value);
+  const entries = typed === null ? [] : matching(prompts(), typed);
   if (!entries.length) {
     if (menu) close();
-    if (typed && box.value.length > 1) say(`No saved prompt named /${typed[1]}`);
-    else say("");
+    say(typed ? `No saved prompt named /${typed}` : "");
     return;
   }
   const active = menu && menu.entries[menu.active] && entries.includes(menu.entries[menu.active])
@@ -95,13 +84,6 @@ function update(box) {
   render();
   const count = entries.length === 1 ? "1 prompt" : `${entries.length} prompts`;
   say(`${count}: up and down arrows to choose, Enter to insert`);
-}
-
-function fill(text, values) {
-  return text.replace(VARIABLE, (whole, name) => {
-    const key = name.trim();
-    return Object.hasOwn(values, key) ? values[key] : whole;
-  });
 }
 
 function insert(box, text) {

@@ -173,14 +173,8 @@ def test_a_temporary_chat_is_gone_once_its_tab_closes_and_its_cost_stays(
         page.context.close()  # the tab closes
 
     def gone() -> bool:
-        return (
-            manage_shell(
-                server_env,
-                f"from chatapp.models import Conversation\nprint(Conversation.objects.filter(pk={pk})"
-                ".exists())",
-            ).strip()
-            == "False"
-        )
+        code = f"from chatapp.models import Conversation as C; print(C.objects.filter(pk={pk}))"
+        return manage_shell(server_env, code).strip() == "<QuerySet []>"
 
     poll(gone, what="the temporary chat to be deleted", within=30)
     kept = manage_shell(
