@@ -36,9 +36,12 @@ NOT_AVAILABLE = "That assistant is no longer available to you: choose another, o
 TEMPORARY_NOTE = "Temporary chat: not saved; its cost is still recorded."
 
 
+LISTED = 200  # assistants in a new chat's list, by name
+
+
 def assistants_for(user: User) -> list[Assistant]:
     """The assistants `user` may start a chat with, for the new chat's Assistant list."""
-    return list(sharing.visible(Assistant, user))
+    return list(sharing.visible(Assistant, user)[:LISTED])
 
 
 def picker_value(assistant: Assistant) -> str:

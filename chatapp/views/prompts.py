@@ -23,7 +23,10 @@ if TYPE_CHECKING:
 
     from chatapp.views.authenticated import AuthenticatedRequest
 
-MENU_LENGTH = 200
+MENU_LENGTH = 100
+MENU_CHARS = 200_000
+"""The `/` menu comes with every chat page: at most this many prompts, and as many of their
+characters (those past it are left out, by name)."""
 
 
 class PromptForm(forms.Form):
@@ -70,11 +73,16 @@ class PromptForm(forms.Form):
 def menu_entries(user: User) -> list[PromptEntry]:
     """The prompts the composer's `/` menu offers `user`, by name: their own, then the shared
     ones they may use whose name they have not taken."""
-    rows = sharing.visible(Prompt, user).only("name", "text", "owner")[:MENU_LENGTH]
+    rows = sharing.visible(Prompt, user).only("name", "text", "owner")[: 2 * MENU_LENGTH]
     entries: dict[str, PromptEntry] = {}
-    for row in sorted(rows, key=lambda row: row.owner_id is None):  # their own first
-        entry = PromptEntry(row.name, row.text, variables(row.text), row.owner_id is None)
-        entries.setdefault(row.name, entry)
+    budget = MENU_CHARS
+    for row in sorted(rows, key=lambda row: (row.owner_id is None, row.name)):  # theirs first
+        if row.name in entries or len(entries) >= MENU_LENGTH or len(row.text) > budget:
+            continue
+        budget -= len(row.text)
+        entries[row.name] = PromptEntry(
+            row.name, row.text, variables(row.text), row.owner_id is None
+        )
     return sorted(entries.values(), key=lambda entry: entry.name)
 
 

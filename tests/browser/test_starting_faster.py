@@ -184,3 +184,43 @@ def test_a_temporary_chat_is_gone_once_its_tab_closes_and_its_cost_stays(
         ".values_list('conversation_id', 'status', 'user__username'))",
     ).strip()
     assert kept == "(None, 'completed', 'alice')", "its generation stays in the ledger"
+
+
+def test_a_user_makes_an_assistant_and_a_prompt_in_settings(
+    alice: Any, server_env: dict[str, str]
+) -> None:
+    try:
+        alice.get_by_role("link", name="Assistants", exact=True).click()
+        expect(alice.get_by_role("heading", name="Assistants")).to_be_visible()
+        alice.get_by_role("link", name="New assistant").click()
+        alice.get_by_label("Name").fill("Reviewer")
+        alice.get_by_label("What it is for").fill("Reviews code, briefly")
+        option = alice.locator('#settings-model option[value$=":emulator/echo"]').first
+        alice.get_by_label("Model", exact=True).select_option(option.get_attribute("value"))
+        alice.get_by_label("System prompt").fill("Review the code briefly.")
+        alice.get_by_role("button", name="Save assistant").click()
+        expect(alice.get_by_role("status")).to_have_text("Saved the assistant Reviewer.")
+        expect(alice.locator(".starting-list")).to_contain_text("Reviews code, briefly")
+        screenshots(alice, "assistants-page")
+        alice.get_by_role("link", name="Start a chat").click()
+        expect(alice.get_by_label("Assistant")).to_have_value(re.compile(r"^\d+$"))
+        expect(alice.get_by_label("Model")).to_have_value(re.compile(r":emulator/echo$"))
+        expect(alice.locator("#new-chat-applied")).to_have_text("System prompt")
+
+        alice.get_by_role("link", name="Your prompts").click()
+        alice.get_by_role("link", name="New prompt").click()
+        alice.get_by_label("Name").fill("explain")
+        alice.get_by_label("Text").fill("Explain {{topic}} to a child.")
+        alice.get_by_role("button", name="Save prompt").click()
+        expect(alice.get_by_role("status")).to_have_text("Saved the prompt /explain.")
+        screenshots(alice, "prompts-page")
+        alice.once("dialog", lambda dialog: dialog.accept())  # "Delete the prompt /explain?"
+        alice.get_by_role("button", name="Delete /explain").click()
+        expect(alice.get_by_role("status")).to_have_text("Deleted the prompt /explain.")
+        expect(alice.get_by_text("None yet.")).to_be_visible()
+    finally:
+        manage_shell(
+            server_env,
+            "from chatapp.models import Assistant, Prompt\n"
+            "Assistant.objects.all().delete(); Prompt.objects.all().delete()",
+        )

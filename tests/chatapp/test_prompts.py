@@ -114,3 +114,15 @@ def test_no_one_changes_another_users_or_a_shared_one(alice: Any, bob: Any) -> N
     listing = client.get(reverse("chat:prompts")).content.decode()
     assert "/shared" in listing
     assert "/mine" not in listing
+
+
+def test_the_menu_carries_a_bounded_number_of_characters(
+    alice: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chatapp.views import prompts
+
+    monkeypatch.setattr(prompts, "MENU_CHARS", 25)
+    Prompt.objects.create(name="a-long", text="x" * 20, owner=alice)
+    Prompt.objects.create(name="b-longer", text="y" * 20, owner=alice)
+    Prompt.objects.create(name="c-short", text="z" * 5, owner=alice)
+    assert [e.name for e in menu_entries(alice)] == ["a-long", "c-short"]
