@@ -79,6 +79,8 @@ def test_an_assistant_chosen_in_a_new_chat_is_what_answers(
     expect(alice).to_have_url(re.compile(r"/c/\d+/$"))
     finished(alice.locator("article.assistant").last)
     expect(alice.locator("header.chat-header .assistant-badge")).to_have_text("Assistant: Pirate")
+    if size == "desktop":
+        screenshots(alice, "assistant-conversation")
     body = sent_with(received, "Where is the treasure?")
     assert body["model"] == "emulator/echo"
     assert body["messages"][0] == {"role": "system", "content": PIRATE}
@@ -150,6 +152,8 @@ def test_a_temporary_chat_is_gone_once_its_tab_closes_and_its_cost_stays(
         page.get_by_label("Temporary chat").check()
         expect(note).to_have_text(NOTE)
         expect(note).to_be_visible()
+        if size == "desktop":
+            screenshots(page, "temporary-new-chat")
         page.get_by_label("Model").select_option(
             page.locator('#model option[value$=":emulator/echo"]').first.get_attribute("value")
         )
