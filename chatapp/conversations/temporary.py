@@ -5,9 +5,11 @@ of search, and its header says so. The sockets watching it are counted (`joined`
 the last one leaves (its tab closed, or it went to another conversation) it is deleted
 `CHAT_TEMPORARY_GRACE` seconds later unless a page shows it again meanwhile (a reload does), by
 the one delete path (`deleting.py`), which stops its answer if one is still streaming and keeps
-its generations, and so its costs, in the ledger. What a crashed process never counted down, or a
-tab that closed before its socket watched, the periodic sweep deletes (`sweep_left_behind`): a
-temporary chat left that long ago, or idle for `CHAT_TEMPORARY_MAX_IDLE`.
+its generations, and so its costs, in the ledger. A new one counts as left from the start
+(`StartedWith.row_values`) until a socket watches it. What a crashed process never counted down,
+or a tab that closed before its socket watched, the periodic sweep deletes (`sweep_left_behind`):
+a temporary chat left twice the grace ago, or idle for `CHAT_TEMPORARY_MAX_IDLE` (a count a
+crash left too high).
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.utils import timezone
+
 
 @dataclass(frozen=True, slots=True)
 class StartedWith:
@@ -18,9 +20,11 @@ class StartedWith:
     temporary: bool = False
 
     def row_values(self) -> dict[str, Any]:
-        """As the field values of a new `Conversation`."""
+        """As the field values of a new `Conversation`. A temporary one counts as left until a
+        page's socket watches it, so that one whose tab closed before that is swept too."""
         return {
             "assistant_id": self.assistant_pk,
             "assistant_name": self.assistant_name,
             "temporary": self.temporary,
+            "left_at": timezone.now() if self.temporary else None,
         }

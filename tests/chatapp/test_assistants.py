@@ -183,21 +183,22 @@ def test_choosing_one_fills_the_new_chats_settings_and_moves_the_picker(alice: A
     assert "HX-Trigger" not in none
 
 
-def test_the_new_chat_screen_lists_them_and_starts_with_one_from_a_link(
+async def test_the_new_chat_screen_lists_them_and_starts_with_one_from_a_link(
     alice: Any, bob: Any
 ) -> None:
-    mine = french_teacher(alice)
-    Assistant.objects.create(name="Bob's secret", owner=bob, system_prompt="Hidden")
-    html = client_of(alice).get(reverse("chat:home")).content.decode()
+    mine = await sync_to_async(french_teacher)(alice)
+    await Assistant.objects.acreate(name="Bob's secret", owner=bob, system_prompt="Hidden")
+    client = await logged_in(alice)
+    html = (await client.get(reverse("chat:home"))).text
     assert '<select id="assistant" name="assistant"' in html
     assert f'<option value="{mine.pk}">French teacher</option>' in html
     assert "Bob's secret" not in html
     assert 'name="temporary" value="1"' in html
 
-    html = client_of(alice).get(reverse("chat:home"), {"assistant": mine.pk}).content.decode()
+    html = (await client.get(reverse("chat:home"), {"assistant": mine.pk})).text
     assert f'<option value="{mine.pk}" selected>French teacher</option>' in html
     assert "Answer in French.</textarea>" in html
-    value = f"g{config_for(None).pk}:emulator/echo"
+    value = f"g{(await sync_to_async(config_for)(None)).pk}:emulator/echo"
     picker = html.split('id="model"')[1].split("</select>")[0]
     assert re.search(rf'<option value="{re.escape(value)}"[^>]*\bselected>', picker), (
         "the picker shows the assistant's model, not the preferred emulator/chat"
@@ -207,13 +208,14 @@ def test_the_new_chat_screen_lists_them_and_starts_with_one_from_a_link(
 # --- The Settings page ----------------------------------------------------------------------
 
 
-def test_a_user_adds_changes_and_deletes_their_own(alice: Any) -> None:
-    client = client_of(alice)
-    page = client.get(reverse("chat:new_assistant"))
+async def test_a_user_adds_changes_and_deletes_their_own(alice: Any) -> None:
+    client = await logged_in(alice)
+    page = await client.get(reverse("chat:new_assistant"))
     assert page.status_code == 200
-    value = f"g{config_for(None).pk}:emulator/echo"
-    assert f'<option value="{value}">' in page.content.decode()
-    response = client.post(
+    gateway_pk = (await sync_to_async(config_for)(None)).pk
+    value = f"g{gateway_pk}:emulator/echo"
+    assert f'<option value="{value}">' in page.text
+    response = await client.post(
         reverse("chat:new_assistant"),
         {
             "name": "Reviewer",
@@ -225,65 +227,71 @@ def test_a_user_adds_changes_and_deletes_their_own(alice: Any) -> None:
         },
     )
     assert response.status_code == 302
-    row = Assistant.objects.get(owner=alice)
+    row = await Assistant.objects.aget(owner=alice)
     assert (row.name, row.gateway_id, row.model, row.temperature, row.tools) == (
         "Reviewer",
-        config_for(None).pk,
+        gateway_pk,
         "emulator/echo",
         0.4,
         ["calculator"],
     )
-    listing = client.get(reverse("chat:assistants")).content.decode()
+    listing = (await client.get(reverse("chat:assistants"))).text
     assert "Reviewer" in listing
     assert "System prompt · temperature 0.4 · tools: calculator" in listing
 
-    response = client.post(
+    response = await client.post(
         reverse("chat:edit_assistant", args=[row.pk]), {"name": "Reviewer 2", "model": ""}
     )
     assert response.status_code == 302
-    row.refresh_from_db()
+    await row.arefresh_from_db()
     assert (row.name, row.model, row.gateway_id, row.system_prompt) == ("Reviewer 2", "", None, "")
 
-    assert client.post(reverse("chat:delete_assistant", args=[row.pk])).status_code == 302
-    assert not Assistant.objects.exists()
+    response = await client.post(reverse("chat:delete_assistant", args=[row.pk]))
+    assert response.status_code == 302
+    assert not await Assistant.objects.aexists()
 
 
-def test_a_form_with_errors_says_what_is_wrong(alice: Any) -> None:
-    response = client_of(alice).post(
+async def test_a_form_with_errors_says_what_is_wrong(alice: Any) -> None:
+    client = await logged_in(alice)
+    response = await client.post(
         reverse("chat:new_assistant"), {"name": "", "temperature": "5", "model": "gX:nothing"}
     )
-    html = response.content.decode()
     assert response.status_code == 200
-    assert "Give the assistant a name." in html
-    assert "Temperature is a number from 0 to 2" in html
-    assert "Choose a model from the list." in html
-    assert not Assistant.objects.exists()
+    assert "Give the assistant a name." in response.text
+    assert "Temperature is a number from 0 to 2" in response.text
+    assert "Choose a model from the list." in response.text
+    assert not await Assistant.objects.aexists()
 
 
-def test_no_one_changes_another_users_or_a_shared_one(alice: Any, bob: Any) -> None:
-    bobs = Assistant.objects.create(name="Bob's", owner=bob)
-    shared = Assistant.objects.create(name="Shared")
-    client = client_of(alice)
+async def test_no_one_changes_another_users_or_a_shared_one(alice: Any, bob: Any) -> None:
+    bobs = await Assistant.objects.acreate(name="Bob's", owner=bob)
+    shared = await Assistant.objects.acreate(name="Shared")
+    client = await logged_in(alice)
     for row in (bobs, shared):
-        assert client.get(reverse("chat:edit_assistant", args=[row.pk])).status_code == 404
-        assert client.post(reverse("chat:delete_assistant", args=[row.pk])).status_code == 404
-    assert Assistant.objects.count() == 2
-    listing = client.get(reverse("chat:assistants")).content.decode()
+        edit = await client.get(reverse("chat:edit_assistant", args=[row.pk]))
+        assert edit.status_code == 404
+        delete = await client.post(reverse("chat:delete_assistant", args=[row.pk]))
+        assert delete.status_code == 404
+    assert await Assistant.objects.acount() == 2
+    listing = (await client.get(reverse("chat:assistants"))).text
     assert "Shared with you" in listing
     assert "Shared" in listing
     assert "Bob&#x27;s" not in listing
 
 
-def test_a_deleted_assistant_leaves_its_name_on_the_conversations_it_started(alice: Any) -> None:
-    assistant = french_teacher(alice)
-    conversation = Conversation.objects.create(
+async def test_a_deleted_assistant_leaves_its_name_on_the_conversations_it_started(
+    alice: Any,
+) -> None:
+    assistant = await sync_to_async(french_teacher)(alice)
+    conversation = await Conversation.objects.acreate(
         user=alice, title="Salut", assistant=assistant, assistant_name=assistant.name
     )
-    client_of(alice).post(reverse("chat:delete_assistant", args=[assistant.pk]))
-    conversation.refresh_from_db()
+    client = await logged_in(alice)
+    await client.post(reverse("chat:delete_assistant", args=[assistant.pk]))
+    await conversation.arefresh_from_db()
     assert conversation.assistant_id is None
-    page = client_of(alice).get(reverse("chat:conversation", args=[conversation.pk]))
-    assert "Assistant: <strong>French teacher</strong>" in page.content.decode()
+    page = await client.get(reverse("chat:conversation", args=[conversation.pk]))
+    assert "Assistant: <strong>French teacher</strong>" in page.text
 
 
 def test_an_admin_shares_one_with_a_group(alice: Any, bob: Any, django_user_model: Any) -> None:

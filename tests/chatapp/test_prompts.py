@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group
-from django.test import Client
+from django.test import AsyncClient, Client
 from django.urls import reverse
 
 from chatapp.models import Prompt
@@ -59,9 +59,13 @@ def test_the_menu_offers_a_users_own_before_a_shared_one_of_the_same_name(
     assert [e.text for e in menu_entries(bob)] == ["Bob's", "Shared"]
 
 
-def test_the_chat_page_carries_the_menu_as_inert_json(alice: Any) -> None:
-    Prompt.objects.create(name="evil", text="</script><script>alert(1)</script> {{x}}", owner=alice)
-    html = client_of(alice).get(reverse("chat:home")).content.decode()
+@pytest.mark.django_db(transaction=True)
+async def test_the_chat_page_carries_the_menu_as_inert_json(alice: Any) -> None:
+    text = "</script><script>alert(1)</script> {{x}}"
+    await Prompt.objects.acreate(name="evil", text=text, owner=alice)
+    client = AsyncClient()
+    await client.aforce_login(alice)
+    html = (await client.get(reverse("chat:home"))).text
     found = re.search(
         r'<script id="prompt-menu-data" type="application/json">(.*?)</script>', html, re.S
     )

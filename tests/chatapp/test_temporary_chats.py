@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import pytest
 from asgiref.sync import sync_to_async
-from django.test import AsyncClient, Client
+from django.test import AsyncClient
 from django.urls import reverse
 from django.utils import timezone
 
@@ -50,7 +50,9 @@ async def started_temporary(user: Any, text: str = "A secret question") -> Conve
     assert NOTE in response.text, "its header says so"
     assert 'id="conversation-item-' not in response.text, "no sidebar entry is added"
     await workers_finished()
-    return await Conversation.objects.aget(user=user, temporary=True)
+    conversation = await Conversation.objects.aget(user=user, temporary=True)
+    assert conversation.left_at is not None, "left until a socket watches it"
+    return conversation
 
 
 async def test_it_is_neither_listed_nor_found(alice: Any) -> None:
@@ -84,7 +86,7 @@ async def test_it_goes_once_its_last_page_closes_and_its_costs_stay(
     await connect(first)
     await connect(second)
     await conversation.arefresh_from_db()
-    assert conversation.watchers == 2
+    assert (conversation.watchers, conversation.left_at) == (2, None)
     await first.disconnect()
     await asyncio.sleep(1.0)  # past the grace: one page still shows it
     assert await Conversation.objects.filter(pk=conversation.pk).aexists()
@@ -153,10 +155,8 @@ async def test_the_sweep_deletes_those_left_behind_only(alice: Any, settings: An
     assert (ledger.conversation_id, ledger.cost) == (None, Decimal("0.25"))
 
 
-def test_the_new_chat_screen_offers_it_and_says_what_it_means(alice: Any) -> None:
-    client = Client()
-    client.force_login(alice)
-    html = client.get(reverse("chat:home")).content.decode()
+async def test_the_new_chat_screen_offers_it_and_says_what_it_means(alice: Any) -> None:
+    html = (await (await logged_in(alice)).get(reverse("chat:home"))).text
     assert 'aria-describedby="temporary-note"> Temporary chat' in html
     assert f'<p id="temporary-note" class="temporary-note" role="note">{NOTE}</p>' in html
 
