@@ -35,6 +35,7 @@ from chatapp.models import (
     ModelPrice,
     ToolSwitch,
 )
+from chatapp.starting import admin as starting_admin  # noqa: F401  (assistants and prompts)
 from gateway_client.dialects import facts_for
 
 if TYPE_CHECKING:  # generic in django-stubs only: Django's admin classes are not subscriptable

@@ -178,6 +178,76 @@ class ChatDefaults(AnswerSettings):
         return f"Defaults of {self.user}"
 
 
+class SharedOrOwn(models.Model):
+    """Something a user keeps for themselves (`owner`), or an admin shares (no owner) with
+    everyone or, when `groups` names some, with their members only (`starting/sharing.py`)."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="Empty: shared by an admin (with the groups below, or with everyone).",
+    )
+    groups = models.ManyToManyField(
+        "auth.Group",
+        blank=True,
+        related_name="+",
+        help_text="Shared ones only: the groups whose members see it; none: everyone.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+
+
+class Assistant(AnswerSettings, SharedOrOwn):
+    """A way to start a chat (LibreChat's presets, Open WebUI's models): a name, a model and the
+    answer settings a new conversation copies when it is chosen (its system prompt, sampling and
+    tools), as a user's `ChatDefaults` are copied otherwise."""
+
+    name = models.CharField(max_length=100)
+    description = models.CharField(max_length=200, blank=True)
+    # The model picked with it (None and "": whatever the picker shows); a gateway deleted
+    # leaves the default one.
+    gateway = models.ForeignKey(
+        Gateway, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    model = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Prompt(SharedOrOwn):
+    """A saved prompt, inserted by typing `/name` in an empty message box; its `{{variables}}`
+    are asked for first (`starting/prompt_text.py`)."""
+
+    name = models.SlugField(
+        max_length=50, help_text="Typed as /name: letters, digits, - and _ (e.g. summarize)."
+    )
+    text = models.TextField(help_text="{{name}} marks a variable, asked for when it is inserted.")
+
+    class Meta:
+        ordering = ["name", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "name"], name="one_prompt_name_per_owner"),
+            models.UniqueConstraint(
+                fields=["name"],
+                condition=models.Q(owner__isnull=True),
+                name="one_shared_prompt_name",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"/{self.name}"
+
+
 class Conversation(AnswerSettings):
     class TitleSource(models.TextChoices):
         """Who wrote the title: its first line until a model's title replaces it; a user's
@@ -208,6 +278,17 @@ class Conversation(AnswerSettings):
     comparing = models.ForeignKey(
         "Message", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
+    # The assistant it was started with, and its name then (kept if the assistant goes).
+    assistant = models.ForeignKey(
+        Assistant, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    assistant_name = models.CharField(max_length=100, blank=True)
+    # A temporary chat (`conversations/temporary.py`): out of the sidebar and search, and deleted
+    # once no page has shown it for a while; its generations stay in the ledger. `watchers`
+    # counts the sockets watching it, `left_at` is when the last one left.
+    temporary = models.BooleanField(default=False)
+    watchers = models.IntegerField(default=0, editable=False)
+    left_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

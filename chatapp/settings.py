@@ -274,6 +274,10 @@ CHAT_DELTA_INTERVAL = 0.05  # seconds between coalesced deltas on the channel la
 CHAT_FLUSH_INTERVAL = 1.0  # seconds between partial-text writes (and heartbeats)
 CHAT_STALE_AFTER = 15.0  # a streaming generation with an older heartbeat is interrupted
 CHAT_SWEEP_INTERVAL = 10.0
+# A temporary chat is deleted this many seconds after the last page showing it closed (a reload
+# comes back within it), and whatever its pages did, once it has been idle for a day.
+CHAT_TEMPORARY_GRACE = float(os.environ.get("CHAT_TEMPORARY_GRACE", "20"))
+CHAT_TEMPORARY_MAX_IDLE = 24 * 3600
 # Seconds without a token before a streaming answer says "waiting for the gateway… N s".
 CHAT_STALL_NOTICE = float(os.environ.get("CHAT_STALL_NOTICE", "6"))
 # A turn runs at most this many rounds of tool calls (a model calling tools forever would spend

@@ -10,12 +10,15 @@ from chatapp.access import login_limits
 from chatapp.read_aloud import views as read_aloud
 from chatapp.views import (
     answer_settings,
+    assistants,
     branches,
     comparison,
     feedback,
     files,
     library,
+    new_chat,
     not_found,
+    prompts,
     shared_links,
 )
 from chatapp.views import chat as views
@@ -38,6 +41,19 @@ chat_patterns = [
         name="conversation_settings",
     ),
     path("settings/", answer_settings.defaults, name="defaults"),
+    path("c/new/assistant/", new_chat.choose_assistant, name="new_chat_assistant"),
+    path("settings/assistants/", assistants.assistants, name="assistants"),
+    path("settings/assistants/new/", assistants.new_assistant, name="new_assistant"),
+    path("settings/assistants/<int:pk>/", assistants.edit_assistant, name="edit_assistant"),
+    path(
+        "settings/assistants/<int:pk>/delete/",
+        assistants.delete_assistant,
+        name="delete_assistant",
+    ),
+    path("settings/prompts/", prompts.prompts, name="prompts"),
+    path("settings/prompts/new/", prompts.edit_prompt, name="new_prompt"),
+    path("settings/prompts/<int:pk>/", prompts.edit_prompt, name="edit_prompt"),
+    path("settings/prompts/<int:pk>/delete/", prompts.delete_prompt, name="delete_prompt"),
     path("m/<int:pk>/", views.message_fragment, name="message"),
     path("m/<int:pk>/source/", views.message_source, name="message_source"),
     path("m/<int:pk>/retry/", views.retry, name="retry"),

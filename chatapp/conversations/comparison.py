@@ -32,6 +32,7 @@ from chatapp.conversations.turns import (
     title_from,
 )
 from chatapp.models import Conversation, Generation, Message
+from chatapp.starting.new_chat import StartedWith
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -49,12 +50,13 @@ def create_comparison(
     *,
     after: int | None = None,
     options: request_options.RequestOptions | None = None,
+    started_with: StartedWith | None = None,
 ) -> list[StartedGeneration]:
     """The user's message and one generation answering it per chat model of `answerers`,
     in their order, each refused or allowed by the rate and spending limits as a turn's is; the
     first answer is the leaf, and the conversation compares them. A follow-up comes after
     `after` as `create_turn`'s does; a new conversation has the settings `options` (None: the
-    user's defaults)."""
+    user's defaults) and is `started_with` an assistant or as a temporary chat."""
     if not 2 <= len(answerers) <= MAX_MODELS:
         raise TurnError(TOO_MANY if answerers else "Choose a model first.")
     for answerer in answerers:
@@ -68,7 +70,10 @@ def create_comparison(
                 if options is None
                 else request_options.row_values(options)
             )
-            conversation = Conversation.objects.create(user=user, title=title_from(text), **values)
+            how = (started_with or StartedWith()).row_values()
+            conversation = Conversation.objects.create(
+                user=user, title=title_from(text), **values, **how
+            )
         else:
             conversation = _idle_conversation(user, conversation_pk)
             parent_pk = _follow_up_parent(conversation, after)

@@ -218,7 +218,7 @@ def _portable(user: User, text: str, limit: int) -> list[Hit]:
         in_messages = Message.objects.filter(conversation=OuterRef("pk"), content__icontains=term)
         return Q(title__icontains=term) | Q(Exists(in_messages))
 
-    conversations = Conversation.objects.filter(user=user)
+    conversations = Conversation.objects.filter(user=user, temporary=False)
     for term in found:
         conversations = conversations.filter(anywhere(term))
     for term in excluded:
@@ -276,7 +276,10 @@ def _full_text(user: User, text: str, limit: int) -> list[Hit]:
     updated: dict[int, datetime] = {}
     best: dict[int, tuple[int, float]] = {}  # conversation -> its best message and that's rank
     for conversation_pk, pk, rank, updated_at in (
-        matching(Message.objects.filter(conversation__user=user), "content")
+        matching(
+            Message.objects.filter(conversation__user=user, conversation__temporary=False),
+            "content",
+        )
         .order_by("conversation_id", "-rank", "-pk")
         .distinct("conversation_id")
         .values_list("conversation_id", "pk", "rank", "conversation__updated_at")
@@ -285,7 +288,7 @@ def _full_text(user: User, text: str, limit: int) -> list[Hit]:
         updated[conversation_pk] = updated_at
     titled: dict[int, float] = {}
     for pk, rank, updated_at in matching(
-        Conversation.objects.filter(user=user), "title"
+        Conversation.objects.filter(user=user, temporary=False), "title"
     ).values_list("pk", "rank", "updated_at"):
         titled[pk] = rank
         updated[pk] = updated_at

@@ -13,7 +13,7 @@ reasoning model. So `larger_budget` asks for twice what the answer used, at leas
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +30,7 @@ from chatapp.errors import ChatAppError
 from chatapp.gateways.catalog import takes_images
 from chatapp.gateways.configs import GatewayConfig, config_for
 from chatapp.models import Conversation, Generation, Message
+from chatapp.starting.new_chat import StartedWith
 from chatapp.streaming.jobs import Job
 
 if TYPE_CHECKING:
@@ -78,8 +79,9 @@ class Answerer:
 class TurnRequest:
     """A message the user sends, which starts a turn: its `text` and the files `attached` to it,
     answered by `answerer`. A new conversation (`conversation_pk` None) has the settings
-    `options` (None: the user's defaults); a follow-up comes after `after`, the last message the
-    page shows (None: the leaf shown)."""
+    `options` (None: the user's defaults) and is `started_with` an assistant or as a temporary
+    chat; a follow-up comes after `after`, the last message the page shows (None: the leaf
+    shown)."""
 
     text: str
     answerer: Answerer
@@ -87,6 +89,7 @@ class TurnRequest:
     after: int | None = None
     attached: tuple[uploads.CheckedUpload, ...] = ()
     options: request_options.RequestOptions | None = None
+    started_with: StartedWith = field(default_factory=StartedWith)
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,7 +258,9 @@ def create_turn(
                 if turn.options is None
                 else request_options.row_values(turn.options)
             )
-            conversation = Conversation.objects.create(user=user, title=title_from(text), **values)
+            conversation = Conversation.objects.create(
+                user=user, title=title_from(text), **values, **turn.started_with.row_values()
+            )
         else:
             conversation = _idle_conversation(user, turn.conversation_pk)
             parent_pk = _follow_up_parent(conversation, turn.after)

@@ -1,4 +1,4 @@
-"""Finds generations whose worker died, and costs nobody reconciled.
+"""Finds generations whose worker died, costs nobody reconciled, and temporary chats left behind.
 
 A worker beats (`heartbeat_at`) every second while it streams. After a restart, or when a process
 dies, its generations stop beating: the sweep marks them `interrupted`, keeping the text flushed
@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import DatabaseError, close_old_connections
 from django.utils import timezone
 
+from chatapp.conversations import temporary
 from chatapp.costs import reconcile, spend_push
 from chatapp.costs.costing import record_expected
 from chatapp.gateways.clients import shared_client
@@ -102,6 +103,7 @@ async def _sweep_forever() -> None:
             await sweep_stale_generations()
             await reconcile_pending()
             mcp_catalog.start_refresh_due()  # a task of its own: a slow server delays no sweep
+            await temporary.sweep_left_behind()
         except asyncio.CancelledError:
             raise
         except DatabaseError as exc:

@@ -231,10 +231,14 @@ def _dialect_picked(picker_value: str) -> str | None:
     return dialect_of(gateway_pk) if model and gateway_pk is not None else None
 
 
-def new_chat_context(user: User, picker_value: str) -> dict[str, Any]:
-    """What `_new_chat_settings.html` shows: the form, as the user's defaults fill it, and the line
-    of what they apply with the model picked (`picker_value`)."""
-    row = ChatDefaults.objects.filter(user=user).first() or ChatDefaults(user=user)
+def new_chat_context(
+    user: User, picker_value: str, row: AnswerSettings | None = None
+) -> dict[str, Any]:
+    """What `_new_chat_settings.html` shows: the form, as `row` (an assistant chosen) or else the
+    user's defaults fill it, and the line of what they apply with the model picked
+    (`picker_value`)."""
+    if row is None:
+        row = ChatDefaults.objects.filter(user=user).first() or ChatDefaults(user=user)
     options = options_for(row)
     return {
         "settings_form": AnswerSettingsForm.of(row, user.pk),

@@ -57,9 +57,11 @@ from chatapp.gateways.catalog import (
 from chatapp.gateways.configs import GatewayConfig, GatewayUnavailable, aconfig_for
 from chatapp.middleware import sandboxed
 from chatapp.models import Conversation, Generation, Message, Upload
+from chatapp.starting.new_chat import StartedWith
 from chatapp.streaming import persistence, stopping, sweep, worker
-from chatapp.views import library
-from chatapp.views.answer_settings import chosen_options, new_chat_context
+from chatapp.views import library, prompts
+from chatapp.views.answer_settings import new_chat_context
+from chatapp.views.new_chat import TEMPORARY_NOTE, assistants_for, new_chat_choice, picker_value
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -134,6 +136,19 @@ def _page(
     selected = _selected(
         groups, conversation, last_used_model(request.user) if conversation is None else None
     )
+    new_chat: dict[str, object] = {}
+    if conversation is None:  # its Settings, Assistant list and temporary switch
+        assistants = assistants_for(request.user)
+        wanted = request.GET.get("assistant", "")  # a Settings page's "Start a chat"
+        chosen = next((a for a in assistants if str(a.pk) == wanted), None)
+        value = picker_value(chosen) if chosen else ""
+        if value and any(c.value == value for group in groups for c in group.choices):
+            selected = value
+        new_chat = {
+            **new_chat_context(request.user, selected, chosen),
+            "assistants": assistants,
+            "chosen_assistant": chosen,
+        }
     context = {
         "conversation": conversation,
         "sidebar": library.sidebar(request.user, conversation_pk) if sidebar else None,
@@ -147,7 +162,9 @@ def _page(
         "model_groups": groups,
         "selected_model": selected,
         # A new chat's Settings, beside its composer, and whether any tool can be turned on.
-        **(new_chat_context(request.user, selected) if conversation is None else {}),
+        **new_chat,
+        "temporary_note": TEMPORARY_NOTE,
+        "prompt_menu": prompts.menu_data(request.user),  # the composer's "/" menu
         "tools_offered": bool(tools.choosable(request.user.pk)),
         "image_counts": image_models.IMAGE_COUNTS,
         "image_count": image_count,  # the composer's, kept when a new conversation swaps in
@@ -333,8 +350,13 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
         answerer = await answerer_for(request, config, model)
         after = _after(request)
         _check_attached(attached, config, model, answerer.kind)
-        # A new chat's Settings, chosen beside its composer (None: the user's defaults).
-        chosen = await sync_to_async(chosen_options)(request.POST, user.pk) if pk is None else None
+        # A new chat's Settings, chosen beside its composer (None: the user's defaults), and its
+        # assistant and whether it is temporary.
+        chosen, started_with = (
+            await sync_to_async(new_chat_choice)(user, request.POST)
+            if pk is None
+            else (None, StartedWith())
+        )
         # Files: the context is read from the rows, files included, once they are written.
         if (
             not attached
@@ -360,6 +382,7 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
             after=after,
             attached=tuple(attached),
             options=chosen,
+            started_with=started_with,
         )
         started = await persistence.on_record_thread_from_view(
             create_turn, user=user, turn=turn, owner_channel=owner_channel, admission=admission

@@ -27,7 +27,7 @@ from chatapp.gateways.catalog import choice_value
 from chatapp.models import Generation
 from chatapp.streaming import persistence, stopping, worker
 from chatapp.views import chat
-from chatapp.views.answer_settings import chosen_options
+from chatapp.views.new_chat import new_chat_choice
 
 if TYPE_CHECKING:
     from django.http import HttpRequest, HttpResponse
@@ -54,8 +54,10 @@ async def send(request: AuthenticatedRequest, pk: int | None = None) -> HttpResp
             raise TurnError(TOO_MANY)
         if await sync_to_async(chat._posted_files)(request):  # never dropped unsaid
             raise TurnError(NO_FILES)
-        # A new chat's Settings, chosen beside its composer (None: the user's defaults).
-        options = await sync_to_async(chosen_options)(request.POST, user.pk) if pk is None else None
+        # A new chat's Settings (None: the user's defaults), assistant and temporariness.
+        options, started_with = (
+            await sync_to_async(new_chat_choice)(user, request.POST) if pk is None else (None, None)
+        )
         answerers = []
         for value in [request.POST.get("model", ""), *compare]:
             answerer = await chat.answerer_for(request, *await chat._chosen(value))
@@ -71,6 +73,7 @@ async def send(request: AuthenticatedRequest, pk: int | None = None) -> HttpResp
             owner_channel=owner_channel,
             after=chat._after(request),
             options=options,
+            started_with=started_with,
         )
     except NewerMessages as exc:
         if pk is None:

@@ -31,11 +31,11 @@ from django.views.decorators.http import require_GET, require_POST, require_safe
 from django_htmx.http import HttpResponseClientRedirect
 
 from chatapp.conversations import export, user_text
+from chatapp.conversations.deleting import delete_conversation
 from chatapp.conversations.search import RESULTS
 from chatapp.conversations.search import search as find
 from chatapp.middleware import sandboxed
-from chatapp.models import Conversation, Generation
-from chatapp.ws import socket_messages
+from chatapp.models import Conversation
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -88,7 +88,7 @@ def sidebar(user: User, shown_pk: int | None = None) -> Sidebar:
     """The user's newest conversations by date group; `shown_pk` is the one on screen."""
     today = timezone.localdate()
     grouped: dict[str, list[Entry]] = {key: [] for key in GROUPS}
-    rows = Conversation.objects.filter(user=user).only("pk", "title", "updated_at")
+    rows = Conversation.objects.filter(user=user, temporary=False).only("pk", "title", "updated_at")
     for conversation in rows[:SIDEBAR_LENGTH]:
         entry = Entry(conversation, conversation.pk == shown_pk)
         grouped[date_group(conversation.updated_at, today)].append(entry)
@@ -115,7 +115,9 @@ def shown_conversation(request: AuthenticatedRequest) -> int | None:
 
 def moved_to_top(response: HttpResponse, conversation: Conversation) -> HttpResponse:
     """`response` with the shown `conversation`'s sidebar entry moved to the top of Today (out of
-    band). Renders no query: the conversation is loaded."""
+    band). Renders no query: the conversation is loaded. A temporary chat is not listed."""
+    if conversation.temporary:
+        return response
     response.write(render_to_string("chatapp/_sidebar_moved.html", {"item": conversation}))
     return response
 
@@ -138,13 +140,7 @@ async def delete(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     conversation = await Conversation.objects.filter(pk=pk, user=user).afirst()
     if conversation is None:
         raise Http404("No such conversation.")
-    layer = socket_messages.channel_layer()
-    async for generation_pk, owner in Generation.objects.filter(
-        conversation=conversation, status=Generation.Status.STREAMING
-    ).values_list("pk", "owner_channel"):
-        if owner:
-            await layer.send(owner, socket_messages.cancel(generation_pk))
-    await conversation.adelete()
+    await delete_conversation(conversation)
     url = reverse("chat:home")
     return HttpResponseClientRedirect(url) if request.htmx else HttpResponseRedirect(url)
 

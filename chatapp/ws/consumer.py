@@ -27,6 +27,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.urls import reverse
 
+from chatapp.conversations import temporary
 from chatapp.models import Conversation, Generation, Message
 from chatapp.streaming import stopping, sweep, worker
 from chatapp.ws import layer_errors, message_limits, session_sockets, socket_messages
@@ -49,6 +50,7 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
 
     user: User
     group: str | None = None
+    temporary_pk: int | None = None  # the temporary chat watched, counted in (`temporary`)
     budget: message_limits.MessageBudget
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -78,6 +80,9 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
         )
 
     async def disconnect(self, code: int) -> None:
+        if self.temporary_pk is not None:
+            await temporary.left(self.temporary_pk)
+            self.temporary_pk = None
         if self.group is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
         user = getattr(self, "user", None)
@@ -129,14 +134,31 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
             logger.info("Closing a websocket of %s: its session ended", self.user)
             await self.close(code=session_sockets.CLOSE_SIGNED_OUT)
 
-    def _may_watch(self, conversation_pk: int) -> tuple[bool, bool]:
-        """Whether the session still signs the user in, and whether they own the conversation:
-        one thread hop for both, as a watch took before the session was checked."""
+    def _may_watch(self, conversation_pk: int) -> tuple[bool, bool, bool]:
+        """Whether the session still signs the user in, whether they own the conversation, and
+        whether it is a temporary chat: one thread hop for all, as a watch took before the
+        session was checked. A temporary chat newly watched by this socket counts it in."""
         signed_in = session_sockets.signed_in_as(self.scope, self.user.pk)
-        return signed_in, Conversation.objects.filter(pk=conversation_pk, user=self.user).exists()
+        found = (
+            Conversation.objects.filter(pk=conversation_pk, user=self.user)
+            .values_list("temporary", flat=True)
+            .first()
+        )
+        if signed_in and found and self.temporary_pk != conversation_pk:
+            temporary.joined(conversation_pk)
+        return signed_in, found is not None, bool(found)
 
     async def _watch(self, conversation_pk: int) -> None:
-        signed_in, owned = await database_sync_to_async(self._may_watch)(conversation_pk)
+        previous = self.temporary_pk
+        signed_in, owned, is_temporary = await database_sync_to_async(self._may_watch)(
+            conversation_pk
+        )
+        if signed_in and is_temporary:
+            self.temporary_pk = conversation_pk
+        elif previous != conversation_pk:
+            self.temporary_pk = None
+        if previous is not None and previous != conversation_pk:
+            await temporary.left(previous)  # the page went on to another conversation
         if not signed_in:
             logger.info("Closing a websocket of %s on watch: its session ended", self.user)
             await self.close(code=session_sockets.CLOSE_SIGNED_OUT)

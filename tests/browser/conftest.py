@@ -94,6 +94,7 @@ def server_env(tmp_path_factory: pytest.TempPathFactory, paced_emulator: str) ->
         # One server per worker serves module after module as alice: the 30 a minute a real
         # user gets refused a quick module's sends (tests/security tests the limit itself).
         "CHAT_GENERATIONS_PER_MINUTE": "600",
+        "CHAT_TEMPORARY_GRACE": "1",  # a temporary chat goes a second after its tab closes
         "PYTHONUNBUFFERED": "1",
         "SERVER_DIR": str(directory),
         "DJANGO_STATIC_ROOT": str(collected_static_root()),

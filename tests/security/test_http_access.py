@@ -20,7 +20,7 @@ from django.test import AsyncClient
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from chatapp.conversations import shared_links
-from chatapp.models import Conversation, Generation, Message, Upload
+from chatapp.models import Assistant, Conversation, Generation, Message, Prompt, Upload
 from chatapp.streaming import worker
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("closed_clients")]
@@ -32,6 +32,8 @@ OWNED_BY = {
     "g/": "generation",
     "shared/": "shared link",
     "u/": "upload",
+    "settings/assistants/": "assistant",
+    "settings/prompts/": "prompt",
 }
 POST_DATA = {"content": "hello", "model": "ok", "title": "renamed"}
 # As a browser sends it for the page's own fetches (a view may refuse cross-site ones).
@@ -98,6 +100,8 @@ class Owned:
     shared_link: int
     token: str  # the shared link's
     upload: int  # a file attached to the question
+    assistant: int  # the victim's own assistant
+    prompt: int  # and saved prompt
 
 
 def _victims_conversation(user: Any) -> Owned:
@@ -143,6 +147,8 @@ def _victims_conversation(user: Any) -> Owned:
     conversation.current_leaf = answer
     conversation.save()
     shared = shared_links.create(user, conversation.pk, answer.pk)
+    assistant = Assistant.objects.create(owner=user, name="secret", system_prompt="my secret")
+    prompt = Prompt.objects.create(owner=user, name="secret", text="my secret prompt")
     return Owned(
         conversation.pk,
         question.pk,
@@ -151,6 +157,8 @@ def _victims_conversation(user: Any) -> Owned:
         shared.link.pk,
         shared.token,
         upload.pk,
+        assistant.pk,
+        prompt.pk,
     )
 
 
@@ -165,6 +173,10 @@ def _pks(route: Route, owned: Owned) -> list[int]:
             return [owned.shared_link]
         case "upload":
             return [owned.upload]
+        case "assistant":
+            return [owned.assistant]
+        case "prompt":
+            return [owned.prompt]
         case _:
             return [owned.generation]
 
@@ -209,6 +221,8 @@ async def test_another_users_ids_are_not_found(route: Route, alice: Any, bob: An
     assert conversation.title == "private"
     assert await Message.objects.filter(conversation=conversation).acount() == 2
     assert await sync_to_async(shared_links.live)(owned.token) is not None  # not revoked
+    assert await Assistant.objects.filter(pk=owned.assistant, name="secret").aexists()
+    assert await Prompt.objects.filter(pk=owned.prompt, name="secret").aexists()
     # The control: the owner reaches the same URL (an answer is chosen from a comparison).
     if route.name == "chat:choose":
         await Conversation.objects.filter(pk=owned.conversation).aupdate(

@@ -1,0 +1,203 @@
+// Saved prompts in the composer: typing "/" and a name in an empty message box lists the prompts
+// whose names match (a listbox under the box: arrows move, Enter or Tab inserts, Esc closes);
+// one with {{variables}} asks for each in a small dialog first, then the box holds its text with
+// them filled. The prompts come with the page (`#prompt-menu-data`, views.prompts.menu_data);
+// which names match and how variables are filled are prompt_text.js's.
+
+import { fill, matching, typedName } from "./prompt_text.js";
+
+let menu = null; // {box, entries, active}
+
+function prompts() {
+  const data = document.getElementById("prompt-menu-data");
+  if (!data) return [];
+  try {
+    const parsed = JSON.parse(data.textContent);
+    return Array.isArray(parsed) ? parsed : [];
+  } catch {
+    return [];
+  }
+}
+
+function list() {
+  return document.getElementById("prompt-menu");
+}
+
+function say(text) {
+  const status = document.getElementById("prompt-menu-status");
+  if (status && status.textContent !== text) status.textContent = text;
+}
+
+function close() {
+  const box = menu?.box;
+  menu = null;
+  const element = list();
+  if (element) {
+    element.hidden = true;
+    element.replaceChildren();
+  }
+  if (box) box.removeAttribute("aria-activedescendant");
+}
+
+function render() {
+  const element = list();
+  if (!element || !menu) return;
+  element.replaceChildren(
+    ...menu.entries.map((entry, index) => {
+      const option = document.createElement("li");
+      option.id = `prompt-option-${index}`;
+      option.setAttribute("role", "option");
+      option.setAttribute("aria-selected", String(index === menu.active));
+      option.dataset.index = String(index);
+      const name = document.createElement("strong");
+      name.textContent = `/${entry.name}`;
+      const preview = document.createElement("span");
+      preview.className = "prompt-preview";
+      preview.textContent = entry.text.replace(/\s+/g, " ").slice(0, 90);
+      option.append(name, " ", preview);
+      if (entry.shared) {
+        const shared = document.createElement("span");
+        shared.className = "prompt-shared";
+        shared.textContent = "shared";
+        option.append(" ", shared);
+      }
+      return option;
+    }),
+  );
+  element.hidden = false;
+  menu.box.setAttribute("aria-activedescendant", `prompt-option-${menu.active}`);
+  element.querySelector('[aria-selected="true"]')?.scrollIntoView({ block: "nearest" });
+}
+
+function update(box) {
+  const typed = typedName(box.value);
+  const entries = typed === null ? [] : matching(prompts(), typed);
+  if (!entries.length) {
+    if (menu) close();
+    say(typed ? `No saved prompt named /${typed}` : "");
+    return;
+  }
+  const active = menu && menu.entries[menu.active] && entries.includes(menu.entries[menu.active])
+    ? entries.indexOf(menu.entries[menu.active])
+    : 0;
+  menu = { box, entries, active };
+  render();
+  const count = entries.length === 1 ? "1 prompt" : `${entries.length} prompts`;
+  say(`${count}: up and down arrows to choose, Enter to insert`);
+}
+
+function insert(box, text) {
+  box.value = text;
+  box.focus();
+  box.setSelectionRange(text.length, text.length);
+  box.dispatchEvent(new Event("input", { bubbles: true }));
+}
+
+// The dialog asking for each variable; Insert fills them, Cancel (or Esc) puts the box back.
+function askVariables(box, entry) {
+  const dialog = document.createElement("dialog");
+  dialog.className = "prompt-variables";
+  dialog.setAttribute("aria-labelledby", "prompt-variables-title");
+  const form = document.createElement("form");
+  form.method = "dialog";
+  const title = document.createElement("h2");
+  title.id = "prompt-variables-title";
+  title.textContent = `Fill in /${entry.name}`;
+  const preview = document.createElement("p");
+  preview.className = "prompt-variables-text";
+  preview.textContent = entry.text;
+  form.append(title, preview);
+  entry.variables.forEach((name, index) => {
+    const id = `prompt-variable-${index}`;
+    const label = document.createElement("label");
+    label.htmlFor = id;
+    label.textContent = name;
+    const input = document.createElement("input");
+    input.id = id;
+    input.name = name;
+    input.autocomplete = "off";
+    form.append(label, input);
+  });
+  const actions = document.createElement("div");
+  actions.className = "prompt-variables-actions";
+  const cancel = document.createElement("button");
+  cancel.type = "button";
+  cancel.textContent = "Cancel";
+  const submit = document.createElement("button");
+  submit.type = "submit";
+  submit.className = "primary";
+  submit.textContent = "Insert";
+  actions.append(cancel, submit);
+  form.append(actions);
+  dialog.append(form);
+  document.body.append(dialog);
+  const typed = box.value;
+  let inserted = false;
+  form.addEventListener("submit", () => {
+    const values = {};
+    for (const input of form.querySelectorAll("input")) values[input.name] = input.value;
+    inserted = true;
+    insert(box, fill(entry.text, values));
+  });
+  cancel.addEventListener("click", () => dialog.close());
+  dialog.addEventListener("close", () => {
+    dialog.remove();
+    if (!inserted) insert(box, typed);
+  });
+  dialog.showModal();
+  form.querySelector("input")?.focus();
+}
+
+function choose(index) {
+  if (!menu) return;
+  const { box, entries } = menu;
+  const entry = entries[index];
+  close();
+  say("");
+  if (!entry) return;
+  if (entry.variables.length) askVariables(box, entry);
+  else insert(box, entry.text);
+}
+
+document.addEventListener("input", (event) => {
+  if (event.target?.id === "message") update(event.target);
+});
+
+// Capturing, so that Enter inserts the prompt rather than sending "/name" (composer.js).
+document.addEventListener(
+  "keydown",
+  (event) => {
+    if (!menu || event.target !== menu.box || event.isComposing) return;
+    const keys = {
+      ArrowDown: () => {
+        menu.active = (menu.active + 1) % menu.entries.length;
+        render();
+      },
+      ArrowUp: () => {
+        menu.active = (menu.active - 1 + menu.entries.length) % menu.entries.length;
+        render();
+      },
+      Enter: () => choose(menu.active),
+      Tab: () => choose(menu.active),
+      Escape: () => close(),
+    };
+    const act = keys[event.key];
+    if (!act || (event.key === "Enter" && event.shiftKey)) return;
+    event.preventDefault();
+    event.stopImmediatePropagation();
+    act();
+  },
+  true,
+);
+
+document.addEventListener("mousedown", (event) => {
+  const option = event.target.closest?.("#prompt-menu [role=option]");
+  if (option) {
+    event.preventDefault(); // the box keeps its focus
+    choose(Number(option.dataset.index));
+  } else if (menu && event.target !== menu.box) close();
+});
+
+document.addEventListener("focusout", (event) => {
+  if (menu && event.target === menu.box) close();
+});
