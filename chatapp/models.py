@@ -653,3 +653,12 @@ class LedgerDay(models.Model):
         whole = int(amount.to_integral_value(ROUND_FLOOR))
         steps = int(((amount - whole) * 10**15).to_integral_value(ROUND_FLOOR))
         return whole, steps // 10**8, steps % 10**8
+
+
+# Accounts' models live with the code that uses them (chatapp/accounts); imported here so that
+# Django finds them as the chat app's.
+from chatapp.accounts.models import (  # noqa: E402, F401
+    PendingApproval,
+    ProviderGroupMembership,
+    ProviderIdentity,
+)

@@ -39,7 +39,6 @@ from django.conf import settings
 from django.contrib.admin.forms import AdminAuthenticationForm, AdminPasswordChangeForm
 from django.contrib.auth import get_user_model
 from django.contrib.auth.forms import AuthenticationForm, UsernameField
-from django.contrib.auth.views import LoginView
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
@@ -190,6 +189,3 @@ class LimitedAdminPasswordChangeForm(AdminPasswordChangeForm):
             old: str = super().clean_old_password()
             check.passed = True
         return old
-
-
-login = LoginView.as_view(authentication_form=LimitedAuthenticationForm)
