@@ -227,7 +227,8 @@ CHAT_SIGN_UP_APPROVAL = env_bool("CHAT_SIGN_UP_APPROVAL", default=True)
 # says how to point it at Keycloak, Authentik, Entra ID, Google Workspace and Okta). On when the
 # issuer and the client ID are set; the endpoints come from the issuer's discovery document
 # (chatapp/accounts/discovery.py), fetched on the first sign-in.
-CHAT_OIDC_ISSUER = os.environ.get("CHAT_OIDC_ISSUER", "").rstrip("/")
+# The issuer exactly as the provider writes it in its tokens (Authentik's ends in a slash).
+CHAT_OIDC_ISSUER = os.environ.get("CHAT_OIDC_ISSUER", "").strip()
 CHAT_OIDC_CLIENT_ID = os.environ.get("CHAT_OIDC_CLIENT_ID", "")
 CHAT_OIDC = bool(CHAT_OIDC_ISSUER and CHAT_OIDC_CLIENT_ID)
 CHAT_OIDC_LABEL = os.environ.get("CHAT_OIDC_LABEL", "") or "single sign-on"

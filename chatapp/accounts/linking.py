@@ -50,9 +50,7 @@ def by_email(claims: dict[str, Any]) -> User | None:
     if not email or claims.get("email_verified") is not True:
         return None
     found = list(
-        User
-        .objects.filter(email__iexact=email, provider_identities__isnull=True)
-        .distinct()[:2]
+        User.objects.filter(email__iexact=email, provider_identities__isnull=True).distinct()[:2]
     )
     return found[0] if len(found) == 1 else None
 

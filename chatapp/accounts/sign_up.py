@@ -69,7 +69,9 @@ def pending(request: HttpRequest) -> HttpResponse:
     return render(request, "registration/pending_approval.html")
 
 
-def approved(sender: Any, instance: Any, **kwargs: Any) -> None:
+def approved(sender: Any, instance: Any, update_fields: Any = None, **kwargs: Any) -> None:
     """An account made active is approved: its waiting row goes (post_save on the user)."""
+    if update_fields is not None and "is_active" not in update_fields:
+        return  # a sign-in's last_login, a password: not an approval
     if instance.is_active:
         PendingApproval.objects.filter(user_id=instance.pk).delete()
