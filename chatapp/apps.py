@@ -14,6 +14,7 @@ class ChatappConfig(AppConfig):
         from django.contrib.auth import get_user_model
 
         from chatapp import checks  # noqa: F401  (registers them)
+        from chatapp.accounts import checks as account_checks  # noqa: F401  (registers them)
         from chatapp.accounts import deactivation, sign_up
         from chatapp.costs.ledger import forget_read_aloud_audio
         from chatapp.gateways.configs import forget_configs

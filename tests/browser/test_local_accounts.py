@@ -61,8 +61,8 @@ def test_a_sign_up_waits_for_approval_then_signs_in(browser: Any, open_server: s
             admin_page.get_by_role("row", name=re.compile("hopeful")).get_by_role(
                 "checkbox"
             ).check()
-            admin_page.get_by_label("Action").select_option("approve")
-            admin_page.get_by_role("button", name="Run").click()
+            admin_page.locator('select[name="action"]').select_option("approve")
+            admin_page.locator('button[name="index"]').click()
             expect(admin_page.locator(".messagelist")).to_contain_text("Approved 1 account")
         finally:
             admin.close()
