@@ -8,7 +8,8 @@ signature), one for another audience and an expired one (both signed with the pr
 key) and a replayed callback are each refused with a page that says so; no session results.
 With password sign-in off the page offers the provider alone and the admin's form redirects.
 
-With `CHAT_SCREENSHOTS` set, the sign-in page with both ways in is saved at both sizes.
+With `CHAT_SCREENSHOTS` set, the sign-in page with both ways in and a refusal are saved at both
+sizes.
 """
 
 from __future__ import annotations
@@ -186,6 +187,8 @@ def test_an_id_token_that_fails_verification_is_refused_with_a_page(
             "The provider's answer could not be verified, so you were not signed in."
         )
         assert "/oidc/callback/" in page.url
+        if mode == "tampered":
+            screenshots(page, "sign-in-refused")
         log = Path(env["SERVER_DIR"]) / "daphne-sso.log"
         poll(lambda: REFUSED_BY[mode] in log.read_text(), what=f"the log to say {REFUSED_BY[mode]}")
         page.goto(f"{server}/")
