@@ -46,7 +46,8 @@ def failed(request: HttpRequest, reason: str, status: int = 400) -> HttpResponse
 
 class SignInStart(OIDCAuthenticationRequestView):  # type: ignore[misc]  # untyped library
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        # Not the library's, which reads the endpoint from settings at construction.
+        # Django's View.__init__, not the library's, which reads the endpoint from settings.
+        super(OIDCAuthenticationRequestView, self).__init__(*args, **kwargs)
         self.OIDC_RP_CLIENT_ID = settings.OIDC_RP_CLIENT_ID
 
     def get(self, request: HttpRequest) -> HttpResponse:
