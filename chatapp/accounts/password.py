@@ -12,7 +12,6 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import views as auth_views
-from django.contrib.auth.forms import PasswordChangeForm
 from django.http import Http404, HttpRequest, HttpResponseBase
 from django.urls import reverse_lazy
 
@@ -25,16 +24,8 @@ def offered(user: Any) -> bool:
     )
 
 
-class LimitedPasswordChangeForm(PasswordChangeForm):
-    def clean_old_password(self) -> str:
-        with login_limits.limited(self.user.get_username(), None) as check:
-            old: str = super().clean_old_password()
-            check.passed = True
-        return old
-
-
 class PasswordChange(auth_views.PasswordChangeView):
-    form_class = LimitedPasswordChangeForm
+    form_class = login_limits.LimitedPasswordChangeForm
     template_name = "registration/password_change.html"
     success_url = reverse_lazy("password_change_done")
 

@@ -25,6 +25,7 @@ from typing import Any
 import jwt
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.models import User
 from django.core.exceptions import SuspiciousOperation
 from django.db import transaction
@@ -47,6 +48,11 @@ class ProviderBackend(OIDCAuthenticationBackend):  # type: ignore[misc]  # untyp
         self.OIDC_RP_SIGN_ALGO = settings.OIDC_RP_SIGN_ALGO
         self.OIDC_RP_IDP_SIGN_KEY = None
         self.UserModel = get_user_model()
+
+    def get_user(self, user_id: Any) -> Any:
+        """Django's, which refuses an inactive user: the library's returns any user, so a session
+        signed in through the provider would outlive a deactivation (and its sockets with it)."""
+        return ModelBackend.get_user(self, user_id)
 
     def authenticate(self, request: HttpRequest | None, **kwargs: Any) -> Any:
         if request is None or "code" not in request.GET:

@@ -160,3 +160,14 @@ def test_linking_by_email_takes_a_verified_match_when_allowed(settings: Any) -> 
     assert unverified.pk != local.pk
     assert linking.account_for(ISSUER, claims("v1")).pk == local.pk
     assert ProviderIdentity.objects.get(subject="v1").user == local
+
+
+def test_a_session_signed_in_through_the_provider_ends_with_a_deactivation(settings: Any) -> None:
+    from chatapp.accounts.provider_backend import ProviderBackend
+
+    backend = ProviderBackend()
+    user = User.objects.create_user("sso-leaver")
+    assert backend.get_user(user.pk) == user
+    user.is_active = False
+    user.save()
+    assert backend.get_user(user.pk) is None
