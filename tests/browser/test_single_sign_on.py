@@ -26,7 +26,7 @@ from playwright.sync_api import expect
 from tests.oidc import provider as oidc
 from tests.waiting import poll
 
-from .conftest import manage_shell, screenshots, serve
+from .conftest import PASSWORD, manage_shell, screenshots, send, serve, wait_for_text
 
 pytestmark = [pytest.mark.browser]
 
@@ -269,3 +269,47 @@ def test_the_sign_in_page_shows_both_ways_in(
         screenshots(page, "sign-in-single-sign-on")
     finally:
         context.close()
+
+
+def test_deactivating_a_provider_user_in_the_admin_ends_their_page_and_their_answer(
+    browser: Any, sso: tuple[str, oidc.Provider, dict[str, str]], paced_emulator: Any
+) -> None:
+    """The admin unticks Active; the user's page goes to the sign-in page (its socket closed,
+    4401) and their running answer is cancelled upstream."""
+    server, provider, env = sso
+    provider.set(mode=None, users={"sso-fay": {"name": "Fay"}})
+    page = at_provider(browser, server, "sso-fay")
+    admin = browser.new_context()
+    try:
+        expect(page).to_have_url(f"{server}/")
+        answer = send(page, "A very long story", "emulator/long")  # 3,000 tokens at 40 a second
+        expect(page).to_have_url(re.compile(r"/c/\d+/$"))
+        wait_for_text(answer, 20)
+        records = paced_emulator.app.records
+        record = poll(
+            lambda: records.latest(scenario="long", finished_at=None),
+            what="the emulator to stream the answer",
+        )
+        admin_page = admin.new_page()
+        admin_page.goto(f"{server}/accounts/login/")
+        admin_page.get_by_label("Username").fill("alice")
+        admin_page.get_by_label("Password").fill(PASSWORD)
+        admin_page.get_by_role("button", name="Sign in").click()
+        admin_page.goto(f"{server}/admin/auth/user/?q=sso-fay")
+        admin_page.get_by_role("link", name="sso-fay", exact=True).click()
+        admin_page.get_by_label("Active").uncheck()
+        admin_page.get_by_role("button", name="Save", exact=True).click()
+        expect(admin_page.locator(".messagelist")).to_contain_text("was changed successfully")
+
+        page.wait_for_url(re.compile(r"/accounts/login/\?next="))
+        finished = records.wait_finished(record.id)
+        assert finished.final_outcome == "cancelled"
+        status = manage_shell(
+            env,
+            "from chatapp.models import Generation\n"
+            "print(Generation.objects.filter(user__username='sso-fay').latest('pk').status)",
+        )
+        assert status.strip() == "cancelled"
+    finally:
+        admin.close()
+        page.context.close()
