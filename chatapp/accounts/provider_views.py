@@ -31,6 +31,10 @@ REPLAYED = (
     "This sign-in was already used, or was started in another browser or too long ago. Start again."
 )
 UNREACHABLE = "The sign-in provider could not be reached. Try again in a moment."
+UNAVAILABLE = (
+    "Single sign-on is not available: the provider's configuration could not be read. "
+    "Try again in a moment, or tell an administrator."
+)
 CANCELLED = "The sign-in was cancelled or refused by the provider."
 INACTIVE = "Your account is deactivated. Ask an administrator."
 
@@ -55,7 +59,7 @@ class SignInStart(OIDCAuthenticationRequestView):  # type: ignore[misc]  # untyp
             self.OIDC_OP_AUTH_ENDPOINT = discovery.endpoints().authorization
         except discovery.DiscoveryError as exc:
             logger.warning("Single sign-on: %s", exc)
-            return failed(request, UNREACHABLE, status=502)
+            return failed(request, UNAVAILABLE, status=502)
         response: HttpResponse = super().get(request)
         return response
 
@@ -74,7 +78,7 @@ class SignInCallback(OIDCAuthenticationCallbackView):  # type: ignore[misc]  # u
             response: HttpResponse = super().get(request)
         except discovery.DiscoveryError as exc:
             logger.warning("Single sign-on: %s", exc)
-            return failed(request, UNREACHABLE, status=502)
+            return failed(request, UNAVAILABLE, status=502)
         except requests.HTTPError as exc:
             status = exc.response.status_code if exc.response is not None else "?"
             logger.warning("Single sign-on: the token endpoint answered %s", status)

@@ -4,9 +4,11 @@ oidc-provider in Node), in real Chromium, against a Daphne server configured for
 The user signs in on the provider's own page and lands in the chat; the account is made with the
 name, e-mail and groups of the claims, and a later sign-in updates them, removing only the
 groups the provider had given. A forged ID token (its payload changed under the provider's
-signature), one for another audience and an expired one (both signed with the provider's real
-key) and a replayed callback are each refused with a page that says so; no session results.
-With password sign-in off the page offers the provider alone and the admin's form redirects.
+signature), one for another audience, from another issuer, with another sign-in's nonce and an
+expired one (each signed with the provider's real key) and a replayed callback are each refused
+with a page that says so; no session results. A discovery document for another issuer is not
+used. With password sign-in off the page offers the provider alone and the admin's form
+redirects. An admin's deactivation ends a provider user's page and running answer.
 
 With `CHAT_SCREENSHOTS` set, the sign-in page with both ways in and a refusal are saved at both
 sizes.
@@ -167,6 +169,8 @@ REFUSED_BY = {
     "tampered": "The ID token was refused: Signature verification failed",
     "audience": "The ID token was refused: Audience doesn't match",
     "expired": "The ID token was refused: Signature has expired",
+    "issuer": "The ID token was refused: Invalid issuer",
+    "nonce": "JWT Nonce verification failed.",
 }
 
 
@@ -313,3 +317,25 @@ def test_deactivating_a_provider_user_in_the_admin_ends_their_page_and_their_ans
     finally:
         admin.close()
         page.context.close()
+
+
+def test_a_discovery_document_for_another_issuer_is_not_used(
+    browser: Any, server_env: dict[str, str], sso: tuple[str, oidc.Provider, dict[str, str]]
+) -> None:
+    """Configured as `<issuer>/`, the document (which says `<issuer>`) describes another issuer:
+    its keys must not verify anything, so no sign-in starts."""
+    _, provider, _ = sso
+    env = sso_env(server_env, f"{provider.issuer}/")
+    with serve(env, "daphne-sso-mismatch.log") as server:
+        context = browser.new_context()
+        try:
+            page = context.new_page()
+            page.goto(f"{server}/accounts/login/")
+            with page.expect_response(re.compile(r"/oidc/authenticate/")) as started:
+                page.get_by_role("link", name=f"Sign in with {LABEL}").click()
+            assert started.value.status == 502
+            expect(page.get_by_role("alert")).to_contain_text("Single sign-on is not available")
+            log = Path(env["SERVER_DIR"]) / "daphne-sso-mismatch.log"
+            poll(lambda: "describes the issuer" in log.read_text(), what="the log to say why")
+        finally:
+            context.close()

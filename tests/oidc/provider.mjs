@@ -8,8 +8,9 @@
 //
 // The negative tests need an ID token the provider would never issue. `mode` (same endpoint)
 // rewrites the token endpoint's response: "tampered" changes the payload and keeps the
-// signature; "audience" and "expired" re-sign a changed payload with the provider's own key, so
-// that only the claim named is wrong. The app's verification is what refuses each.
+// signature; "audience", "expired", "issuer" and "nonce" re-sign a changed payload with the
+// provider's own key, so that only the claim named is wrong. The app's verification is what
+// refuses each.
 //
 // argv: port, client id, client secret, redirect URI.
 
@@ -82,6 +83,8 @@ const rewrite = {
   expired: (token) => resign(token, (claims) => ({
     ...claims, iat: claims.iat - 7200, exp: claims.iat - 3600,
   })),
+  issuer: (token) => resign(token, (claims) => ({ ...claims, iss: 'https://elsewhere.example' })),
+  nonce: (token) => resign(token, (claims) => ({ ...claims, nonce: 'an-earlier-sign-in' })),
 };
 
 provider.use(async (ctx, next) => {
