@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import jwt
 import requests
 from django.conf import settings
 from django.core.exceptions import SuspiciousOperation
@@ -71,7 +72,7 @@ class SignInCallback(OIDCAuthenticationCallbackView):  # type: ignore[misc]  # u
             logger.warning("Single sign-on: a callback with an unknown or used state")
             return failed(request, REPLAYED)
         if request.GET.get("error"):
-            logger.info("Single sign-on: the provider answered %s", request.GET["error"][:100])
+            logger.info("Single sign-on: the provider answered %r", request.GET["error"][:100])
             super().get(request)  # forgets the state and signs out, as the library does
             return failed(request, CANCELLED)
         try:
@@ -86,7 +87,9 @@ class SignInCallback(OIDCAuthenticationCallbackView):  # type: ignore[misc]  # u
         except requests.RequestException as exc:
             logger.warning("Single sign-on: %s", type(exc).__name__)
             return failed(request, UNREACHABLE, status=502)
-        except SuspiciousOperation as exc:
+        except (SuspiciousOperation, jwt.InvalidTokenError) as exc:
+            # Ours and the library's checks raise the first; a token PyJWT cannot even parse
+            # (in the library's key lookup), the second.
             logger.warning("Single sign-on: %s", exc)
             return failed(request, UNVERIFIED)
         return response
