@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
@@ -83,8 +82,8 @@ urlpatterns = [
         provider_views.SignInCallback.as_view(),
         name="oidc_authentication_callback",
     ),
-    # Without password sign-in the admin's own sign-in form would still take passwords.
-    *([] if settings.CHAT_PASSWORD_SIGN_IN else [path("admin/login/", sign_in.admin_sign_in)]),
+    # The admin's own sign-in form, unless password sign-in is off (decided per request).
+    path("admin/login/", sign_in.admin_sign_in),
     path("admin/", admin.site.urls),
     path("favicon.ico", library.favicon),
 ]

@@ -36,6 +36,13 @@ def test_with_passwords_off_a_posted_password_is_refused(settings: Any) -> None:
     assert response.status_code == 403
     assert PASSWORDS_OFF in response.content.decode()
     assert "_auth_user_id" not in response.client.session
+    admin_page = Client().get("/admin/login/?next=/admin/")
+    assert admin_page.status_code == 302
+    assert admin_page["Location"] == f"{reverse('login')}?next=%2Fadmin%2F"
+
+
+def test_with_passwords_on_the_admin_signs_in_with_its_own_form() -> None:
+    assert 'name="password"' in Client().get("/admin/login/").content.decode()
 
 
 def test_sign_up_is_off_by_default() -> None:
