@@ -10,7 +10,7 @@ PYTHON ?= $(shell for p in python3.12 python3.13 python3 /root/.pyenv/versions/3
 	$$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 && { echo $$p; break; }; done)
 
 .PHONY: install lock run cluster test test-quick test-js lint format bench screenshots test-packages \
-	chromium litellm clean
+	chromium litellm oidc-provider clean
 
 # The exact versions in requirements.lock, then the app itself without resolving anything again;
 # `pip check` fails when pyproject.toml asks for something the lock lacks (run `make lock`).
@@ -42,13 +42,14 @@ run: install
 	$(BIN)/daphne -b 127.0.0.1 -p $(PORT) chatapp.asgi:application
 
 # Debian packages the tests drive: Chromium (browser tests), Node (the browser code's unit tests,
-# `make test-js`), and the Redis and PostgreSQL servers and nginx with its brotli_static module
+# `make test-js`, and the OpenID Connect provider of tests/oidc, installed with npm), and the Redis and PostgreSQL servers and nginx with its brotli_static module
 # (tests/multiprocess and `make cluster` start private instances of each; the cluster's
 # nginx sends gzip alone without the module). Only what is missing is installed, in one
 # apt-get run (needs root, as on CI); with everything present this is a few file checks.
 MISSING_PACKAGES = $(strip \
 	$(if $(wildcard /usr/bin/chromium),,chromium) \
 	$(if $(wildcard /usr/bin/node),,nodejs) \
+	$(if $(wildcard /usr/bin/npm),,npm) \
 	$(if $(wildcard /usr/bin/redis-server),,redis-server) \
 	$(if $(wildcard /usr/lib/postgresql/*/bin/initdb),,postgresql) \
 	$(if $(wildcard /usr/sbin/nginx),,nginx) \
@@ -89,6 +90,24 @@ $(LITELLM_STAMP): | $(STAMP)
 
 litellm: $(LITELLM_STAMP)
 
+# The OpenID Connect provider the sign-in tests start (tests/oidc/provider.mjs: panva's
+# oidc-provider on Debian's Node), installed from its package-lock.json with `npm ci` into
+# tests/oidc/node_modules when the lock changes. As for LiteLLM, an unreachable registry leaves
+# `.unreachable` there instead of failing, and those tests skip saying so.
+OIDC_DIR := tests/oidc
+OIDC_STAMP := $(OIDC_DIR)/node_modules/.installed
+
+$(OIDC_STAMP): $(OIDC_DIR)/package-lock.json | test-packages
+	@rm -rf $(OIDC_DIR)/node_modules
+	@if npm ci --prefix $(OIDC_DIR) --no-audit --no-fund --loglevel=error; then touch $(OIDC_STAMP); \
+	elif ! npm ping >/dev/null 2>&1; then \
+		mkdir -p $(OIDC_DIR)/node_modules; \
+		echo "The npm registry could not be reached: tests/browser/test_single_sign_on.py will skip." \
+			| tee $(OIDC_DIR)/node_modules/.unreachable; \
+	else exit 1; fi
+
+oidc-provider: $(OIDC_STAMP)
+
 # The suite in parallel xdist workers (tests/conftest.py says how it is split). Most of its time
 # is spent waiting (paced streams, Chromium, servers starting), so more workers than cores pay:
 # on two cores 3 workers take about 8 minutes for 2,400 tests where one process took about 17
@@ -98,7 +117,7 @@ litellm: $(LITELLM_STAMP)
 TEST_WORKERS ?= 3
 PYTEST = $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
-test: install test-packages litellm
+test: install test-packages litellm oidc-provider
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(PYTEST)
@@ -139,4 +158,4 @@ screenshots: install test-packages
 	$(BIN)/python docs/screenshots.py
 
 clean:
-	rm -rf $(VENV) $(LITELLM_VENV) staticfiles .pytest_cache
+	rm -rf $(VENV) $(LITELLM_VENV) $(OIDC_DIR)/node_modules staticfiles .pytest_cache

@@ -11,7 +11,11 @@ class ChatappConfig(AppConfig):
     verbose_name = "Chat"
 
     def ready(self) -> None:
+        from django.contrib.auth import get_user_model
+
         from chatapp import checks  # noqa: F401  (registers them)
+        from chatapp.accounts import checks as account_checks  # noqa: F401  (registers them)
+        from chatapp.accounts import deactivation, sign_up
         from chatapp.costs.ledger import forget_read_aloud_audio
         from chatapp.gateways.configs import forget_configs
         from chatapp.gateways.detected import forget_asked
@@ -26,6 +30,14 @@ class ChatappConfig(AppConfig):
         post_delete.connect(forget_asked, sender=Gateway, dispatch_uid="chatapp.gateway.unask")
         # A sign-out, a password change or a deactivation ends the user's sockets too.
         session_sockets.connect_signals()
+        # A deactivation stops the user's running answers; an activation approves a sign-up.
+        user_model = get_user_model()
+        post_save.connect(
+            deactivation.user_saved, sender=user_model, dispatch_uid="chatapp.accounts.deactivated"
+        )
+        post_save.connect(
+            sign_up.approved, sender=user_model, dispatch_uid="chatapp.accounts.approved"
+        )
         # A deleted conversation's text goes, and the audio of its read alouds with it (their
         # generations stay in the ledger).
         pre_delete.connect(

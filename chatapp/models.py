@@ -775,4 +775,11 @@ class Feedback(models.Model):
         return f"{self.get_rating_display()} on generation {self.generation_id}"
 
 
-from chatapp.mcp.models import McpServer  # noqa: E402, F401  (an app model in its own module)
+# Models that live with the code that uses them (chatapp/accounts, chatapp/mcp); imported here so
+# that Django finds them as the chat app's.
+from chatapp.accounts.models import (  # noqa: E402, F401
+    PendingApproval,
+    ProviderGroupMembership,
+    ProviderIdentity,
+)
+from chatapp.mcp.models import McpServer  # noqa: E402, F401

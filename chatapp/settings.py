@@ -138,6 +138,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "chatapp.accounts.password.context",
             ],
         },
     },
@@ -213,6 +214,46 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "chat:home"
 LOGOUT_REDIRECT_URL = "login"
+
+# Local accounts (chatapp/accounts). Off: the sign-in page shows no password form and no password
+# is accepted anywhere, the admin's sign-in included (sign in with the provider instead).
+CHAT_PASSWORD_SIGN_IN = env_bool("CHAT_PASSWORD_SIGN_IN", default=True)
+# Self sign-up (/accounts/sign-up/); with approval on, a new account waits, inactive, until an
+# admin approves it (Admin → Accounts waiting for approval).
+CHAT_SIGN_UP = env_bool("CHAT_SIGN_UP", default=False)
+CHAT_SIGN_UP_APPROVAL = env_bool("CHAT_SIGN_UP_APPROVAL", default=True)
+
+# Single sign-on with an OpenID Connect provider (mozilla-django-oidc; docs/configuration.md
+# says how to point it at Keycloak, Authentik, Entra ID, Google Workspace and Okta). On when the
+# issuer and the client ID are set; the endpoints come from the issuer's discovery document
+# (chatapp/accounts/discovery.py), fetched on the first sign-in.
+# The issuer exactly as the provider writes it in its tokens (Authentik's ends in a slash).
+CHAT_OIDC_ISSUER = os.environ.get("CHAT_OIDC_ISSUER", "").strip()
+CHAT_OIDC_CLIENT_ID = os.environ.get("CHAT_OIDC_CLIENT_ID", "")
+CHAT_OIDC = bool(CHAT_OIDC_ISSUER and CHAT_OIDC_CLIENT_ID)
+CHAT_OIDC_LABEL = os.environ.get("CHAT_OIDC_LABEL", "") or "single sign-on"
+# The claim (in the ID token or from the userinfo endpoint) that lists the user's groups; empty:
+# groups are not taken from the provider.
+CHAT_OIDC_GROUPS_CLAIM = os.environ.get("CHAT_OIDC_GROUPS_CLAIM", "groups")
+# A first sign-in whose verified e-mail matches an existing account without a provider link
+# takes that account over when on; off (the default), it is refused (chatapp/accounts/linking.py).
+CHAT_OIDC_LINK_BY_EMAIL = env_bool("CHAT_OIDC_LINK_BY_EMAIL")
+# mozilla-django-oidc's own settings, derived from the above.
+OIDC_RP_CLIENT_ID = CHAT_OIDC_CLIENT_ID
+OIDC_RP_CLIENT_SECRET = os.environ.get("CHAT_OIDC_CLIENT_SECRET", "")
+OIDC_RP_SCOPES = os.environ.get("CHAT_OIDC_SCOPES", "") or "openid email profile"
+OIDC_RP_SIGN_ALGO = "RS256"
+OIDC_USE_PKCE = True
+OIDC_USE_NONCE = True
+OIDC_TIMEOUT = 10  # seconds, each request to the provider
+OIDC_AUTHENTICATION_CALLBACK_URL = "oidc_authentication_callback"
+
+AUTHENTICATION_BACKENDS = [
+    *(["django.contrib.auth.backends.ModelBackend"] if CHAT_PASSWORD_SIGN_IN else []),
+    *(["chatapp.accounts.provider_backend.ProviderBackend"] if CHAT_OIDC else []),
+]
+if not AUTHENTICATION_BACKENDS:  # no way to sign in: chatapp.checks reports it as an error
+    AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"]
 
 # --- Static files ---------------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from chatapp.access import login_limits
+from chatapp.accounts import password, provider_views, sign_in, sign_up
 from chatapp.read_aloud import views as read_aloud
 from chatapp.views import (
     answer_settings,
@@ -85,8 +86,22 @@ admin.site.password_change_form = login_limits.LimitedAdminPasswordChangeForm
 
 urlpatterns = [
     path("", include((chat_patterns, "chat"))),
-    path("accounts/login/", login_limits.login, name="login"),
+    path("accounts/login/", sign_in.sign_in, name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/password/", password.change, name="password_change"),
+    path("accounts/password/changed/", password.done, name="password_change_done"),
+    path("accounts/sign-up/", sign_up.sign_up, name="sign_up"),
+    path("accounts/waiting/", sign_up.pending, name="pending_approval"),
+    path(
+        "oidc/authenticate/", provider_views.SignInStart.as_view(), name="oidc_authentication_init"
+    ),
+    path(
+        "oidc/callback/",
+        provider_views.SignInCallback.as_view(),
+        name="oidc_authentication_callback",
+    ),
+    # The admin's own sign-in form, unless password sign-in is off (decided per request).
+    path("admin/login/", sign_in.admin_sign_in),
     path("admin/", admin.site.urls),
     path("favicon.ico", library.favicon),
 ]

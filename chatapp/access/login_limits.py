@@ -1,5 +1,5 @@
 """Password checks, limited per account and per client address: one limiter for every form that
-checks a password (the app's sign-in, the admin's, the admin's password change).
+checks a password (the app's sign-in, the admin's, the admin's password change, a user's own).
 
 Failed checks are counted in Django's cache (Redis when `REDIS_URL` is set, so every server
 process sees the same counts) in fixed windows: an account's or an address's first failure opens
@@ -38,8 +38,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.admin.forms import AdminAuthenticationForm, AdminPasswordChangeForm
 from django.contrib.auth import get_user_model
-from django.contrib.auth.forms import AuthenticationForm, UsernameField
-from django.contrib.auth.views import LoginView
+from django.contrib.auth.forms import AuthenticationForm, PasswordChangeForm, UsernameField
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
@@ -192,4 +191,12 @@ class LimitedAdminPasswordChangeForm(AdminPasswordChangeForm):
         return old
 
 
-login = LoginView.as_view(authentication_form=LimitedAuthenticationForm)
+class LimitedPasswordChangeForm(PasswordChangeForm):
+    """A signed-in user's own password change (chatapp/accounts/password.py): a wrong old
+    password counts against the account, so a borrowed session cannot guess it here."""
+
+    def clean_old_password(self) -> str:
+        with limited(self.user.get_username(), None) as check:
+            old: str = super().clean_old_password()
+            check.passed = True
+        return old

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("auth", "0012_alter_user_first_name_max_length"),
-        ("chatapp", "0019_plural_names_of_chat_defaults_and_tool_switches"),
+        ("chatapp", "0020_accounts"),
     ]
 
     operations = [

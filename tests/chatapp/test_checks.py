@@ -33,9 +33,9 @@ def test_a_missing_one_is_named(settings: Any, removed: str, check_id: str) -> N
     assert [m.id for m in required_middleware()] == [check_id]
 
 
-def deploy_check(https: bool) -> str:
+def deploy_check(https: bool, **more: str) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "CHAT_", "LLM_"))}
-    env |= {
+    env |= more | {
         "DJANGO_SETTINGS_MODULE": "chatapp.settings",
         "DJANGO_DEBUG": "0",
         "DJANGO_HTTPS": "1" if https else "0",
@@ -70,3 +70,24 @@ def test_djangos_checks_see_our_subclasses_as_djangos_classes(settings: Any) -> 
     assert "security.W004" in [m.id for m in django_security_checks()]
     settings.SECURE_HSTS_SECONDS = 3600
     assert "security.W004" not in [m.id for m in django_security_checks()]
+
+
+def test_the_deploy_check_is_clean_with_single_sign_on_on() -> None:
+    output = deploy_check(
+        https=True,
+        CHAT_OIDC_ISSUER="https://login.example.test/realms/staff",
+        CHAT_OIDC_CLIENT_ID="gateway-chat",
+        CHAT_OIDC_CLIENT_SECRET=secrets.token_urlsafe(20),
+        CHAT_PASSWORD_SIGN_IN="0",
+    )
+    assert "System check identified no issues" in output, output
+
+
+def test_the_checks_name_a_server_nobody_can_sign_in_to_and_a_plain_http_provider() -> None:
+    off = deploy_check(https=True, CHAT_PASSWORD_SIGN_IN="0")
+    assert "(chatapp.E101)" in off, off
+    plain = deploy_check(
+        https=True, CHAT_OIDC_ISSUER="http://login.example.test", CHAT_OIDC_CLIENT_ID="chat"
+    )
+    assert "(chatapp.W101)" in plain, plain
+    assert "(chatapp.E102)" in plain, plain

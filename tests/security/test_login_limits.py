@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.contrib import admin
-from django.contrib.auth.forms import AuthenticationForm, PasswordChangeForm
+from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.views import LoginView, PasswordChangeView
 from django.core.cache import cache
 from django.test import Client
@@ -299,14 +299,24 @@ def test_every_view_that_checks_a_password_uses_the_limited_forms() -> None:
         if view_class is None:
             continue
         if issubclass(view_class, LoginView):
-            form = view.view_initkwargs.get("authentication_form") or AuthenticationForm
+            form = (
+                view.view_initkwargs.get("authentication_form")
+                or view_class.authentication_form
+                or AuthenticationForm
+            )
             assert issubclass(form, login_limits.LimitedAuthenticationForm), view
             checked.append(view)
         elif issubclass(view_class, PasswordChangeView):
-            form = view.view_initkwargs.get("form_class") or PasswordChangeForm
-            assert issubclass(form, login_limits.LimitedAdminPasswordChangeForm), view
+            form = view.view_initkwargs.get("form_class") or view_class.form_class
+            assert issubclass(
+                form,
+                (
+                    login_limits.LimitedPasswordChangeForm,
+                    login_limits.LimitedAdminPasswordChangeForm,
+                ),
+            ), view
             checked.append(view)
-    assert checked  # the app's sign-in
+    assert len(checked) == 2  # the app's sign-in and its password change
     # The admin builds its views per request, from these two.
     assert issubclass(admin.site.login_form, login_limits.LimitedAuthenticationForm)
     assert issubclass(admin.site.password_change_form, login_limits.LimitedAdminPasswordChangeForm)

@@ -1,0 +1,54 @@
+"""The admin's list of accounts waiting for approval, with the action that approves them, and
+the single sign-on identities (an admin may link an existing account to a subject before its
+owner first signs in with the provider)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.contrib import admin, messages
+from django.db import transaction
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from chatapp.accounts.models import PendingApproval, ProviderIdentity
+
+if TYPE_CHECKING:
+    _PendingAdmin = admin.ModelAdmin[PendingApproval]
+    _IdentityAdmin = admin.ModelAdmin[ProviderIdentity]
+else:
+    _PendingAdmin = _IdentityAdmin = admin.ModelAdmin
+
+
+@admin.register(PendingApproval)
+class PendingApprovalAdmin(_PendingAdmin):
+    list_display = ("user", "email", "requested")
+    actions = ("approve",)
+
+    @admin.display(description="E-mail")
+    def email(self, row: PendingApproval) -> str:
+        return row.user.email
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    @admin.action(description="Approve the selected accounts", permissions=["change"])
+    def approve(self, request: HttpRequest, queryset: QuerySet[PendingApproval]) -> None:
+        with transaction.atomic():
+            users = [row.user for row in queryset.select_related("user")]
+            for user in users:
+                user.is_active = True
+                user.save(update_fields=["is_active"])  # `sign_up.approved` deletes the row
+        self.message_user(
+            request,
+            f"Approved {len(users)} account{'s' if len(users) != 1 else ''}.",
+            messages.SUCCESS,
+        )
+
+
+@admin.register(ProviderIdentity)
+class ProviderIdentityAdmin(_IdentityAdmin):
+    list_display = ("user", "subject", "issuer", "created", "last_sign_in")
+    search_fields = ("user__username", "subject")
+    raw_id_fields = ("user",)
+    readonly_fields = ("created", "last_sign_in")

@@ -1,0 +1,88 @@
+"""Which account a provider's subject signs in as, and what of its claims the account keeps.
+
+A subject is linked to one account by `ProviderIdentity` at its first sign-in, and found by that
+link afterwards. E-mail is not an identity: a provider may let users set an address they do not
+own, and an address moves between people. So an existing account, a local one made before single
+sign-on was turned on included, is never taken over by a matching e-mail unless the admin sets
+`CHAT_OIDC_LINK_BY_EMAIL` (and then only by a verified e-mail that exactly one unlinked account
+has). Otherwise the subject gets an account of its own; an admin who wants the old one kept can
+link it in the admin (Single sign-on identities) before its owner signs in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.utils import timezone
+
+from chatapp.accounts.models import ProviderIdentity
+
+NAME_LENGTH = 150  # Django's username and first_name max length
+
+
+def account_for(issuer: str, claims: dict[str, Any]) -> User:
+    """The account the subject in `claims` signs in as: linked, linked by e-mail, or new."""
+    subject = str(claims["sub"])
+    identity = (
+        ProviderIdentity.objects.select_related("user")
+        .filter(issuer=issuer, subject=subject)
+        .first()
+    )
+    if identity is not None:
+        identity.last_sign_in = timezone.now()
+        identity.save(update_fields=["last_sign_in"])
+        return identity.user
+    user = by_email(claims) if settings.CHAT_OIDC_LINK_BY_EMAIL else None
+    if user is None:
+        user = User.objects.create_user(username=free_username(claims))
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+    ProviderIdentity.objects.create(
+        user=user, issuer=issuer, subject=subject, last_sign_in=timezone.now()
+    )
+    return user
+
+
+def by_email(claims: dict[str, Any]) -> User | None:
+    email = str(claims.get("email") or "")
+    if not email or claims.get("email_verified") is not True:
+        return None
+    found = list(
+        User.objects.filter(email__iexact=email, provider_identities__isnull=True).distinct()[:2]
+    )
+    return found[0] if len(found) == 1 else None
+
+
+def free_username(claims: dict[str, Any]) -> str:
+    """A username for a new account: the provider's preferred one (or the e-mail, or the
+    subject), with a number added when another account has it."""
+    wanted = str(claims.get("preferred_username") or claims.get("email") or claims["sub"])
+    wanted = wanted.strip()[: NAME_LENGTH - 6] or "user"
+    users = User.objects
+    candidate, number = wanted, 1
+    while users.filter(username__iexact=candidate).exists():
+        number += 1
+        candidate = f"{wanted}-{number}"
+    return candidate
+
+
+def update_profile(user: User, claims: dict[str, Any]) -> None:
+    """Name and e-mail as the provider has them now (an empty claim leaves the field as it is)."""
+    values = {
+        "first_name": str(claims.get("given_name") or claims.get("name") or "")[:NAME_LENGTH],
+        "last_name": str(claims.get("family_name") or "")[:NAME_LENGTH],
+        "email": str(claims.get("email") or "")[:254],
+    }
+    if values["first_name"] and not claims.get("given_name"):
+        values["last_name"] = ""  # a full name in `name` alone: all of it is the first name
+    changed = [
+        field
+        for field, value in values.items()
+        if (value or field == "last_name") and getattr(user, field) != value
+    ]
+    for field in changed:
+        setattr(user, field, values[field])
+    if changed:
+        user.save(update_fields=changed)

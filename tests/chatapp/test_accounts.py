@@ -1,0 +1,180 @@
+"""Local accounts and the account rules of single sign-on, through Django's test client:
+passwords off, self sign-up with approval, the password change, groups from the provider's
+claim, and which account a provider's subject signs in as (chatapp/accounts)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.test import Client
+from django.urls import reverse
+from django.utils.html import escape
+
+from chatapp.accounts import linking, provider_groups
+from chatapp.accounts.models import PendingApproval, ProviderGroupMembership, ProviderIdentity
+from chatapp.accounts.sign_in import PASSWORDS_OFF, WAITING
+
+pytestmark = [pytest.mark.django_db]
+
+PASSWORD = "a long enough password"
+ISSUER = "https://login.example.test"
+
+
+@pytest.fixture(autouse=True)
+def fresh_counters() -> None:
+    from django.core.cache import cache
+
+    cache.clear()
+
+
+def test_with_passwords_off_a_posted_password_is_refused(settings: Any) -> None:
+    User.objects.create_user("olga", password=PASSWORD)
+    settings.CHAT_PASSWORD_SIGN_IN = False
+    response = Client().post(reverse("login"), {"username": "olga", "password": PASSWORD})
+    assert response.status_code == 403
+    assert PASSWORDS_OFF in response.content.decode()
+    assert "_auth_user_id" not in response.client.session
+    admin_page = Client().get("/admin/login/?next=/admin/")
+    assert admin_page.status_code == 302
+    assert admin_page["Location"] == f"{reverse('login')}?next=%2Fadmin%2F"
+
+
+def test_with_passwords_on_the_admin_signs_in_with_its_own_form() -> None:
+    assert 'name="password"' in Client().get("/admin/login/").content.decode()
+
+
+def test_sign_up_is_off_by_default() -> None:
+    assert Client().get(reverse("sign_up")).status_code == 404
+
+
+def sign_up(client: Client, username: str) -> Any:
+    return client.post(
+        reverse("sign_up"),
+        {"username": username, "email": "", "password1": PASSWORD, "password2": PASSWORD},
+    )
+
+
+def test_a_sign_up_waits_for_approval_and_then_signs_in(settings: Any) -> None:
+    settings.CHAT_SIGN_UP = True
+    client = Client()
+    response = sign_up(client, "newcomer")
+    assert response.status_code == 302
+    assert response["Location"] == reverse("pending_approval")
+    user = User.objects.get(username="newcomer")
+    assert not user.is_active
+    assert PendingApproval.objects.filter(user=user).exists()
+    # The right password is told the account waits; a wrong one is told nothing of it.
+    waiting = client.post(reverse("login"), {"username": "newcomer", "password": PASSWORD})
+    assert escape(WAITING) in waiting.content.decode()
+    wrong = client.post(reverse("login"), {"username": "newcomer", "password": "wrong one"})
+    assert escape(WAITING) not in wrong.content.decode()
+    # An admin ticks Active: approved, the waiting row goes, and the password signs in.
+    user.is_active = True
+    user.save()
+    assert not PendingApproval.objects.filter(user=user).exists()
+    signed_in = client.post(reverse("login"), {"username": "newcomer", "password": PASSWORD})
+    assert signed_in.status_code == 302
+    assert client.session["_auth_user_id"] == str(user.pk)
+
+
+def test_without_approval_a_sign_up_signs_in_at_once(settings: Any) -> None:
+    settings.CHAT_SIGN_UP = True
+    settings.CHAT_SIGN_UP_APPROVAL = False
+    client = Client()
+    response = sign_up(client, "quick")
+    assert response.status_code == 302
+    assert client.session["_auth_user_id"] == str(User.objects.get(username="quick").pk)
+
+
+def test_sign_ups_from_one_address_are_limited(settings: Any) -> None:
+    settings.CHAT_SIGN_UP = True
+    settings.CHAT_LOGIN_FAILURES_PER_ACCOUNT = 2
+    client = Client()
+    assert sign_up(client, "first").status_code == 302
+    assert sign_up(client, "second").status_code == 302
+    refused = sign_up(client, "third")
+    assert refused.status_code == 200
+    assert "Too many attempts" in refused.content.decode()
+    assert not User.objects.filter(username="third").exists()
+
+
+def test_the_password_change_checks_the_old_password_and_changes_it() -> None:
+    user = User.objects.create_user("pat", password=PASSWORD)
+    client = Client()
+    client.force_login(user)
+    page = client.get(reverse("chat:home"))
+    assert f'href="{reverse("password_change")}"' in page.content.decode()
+    new = "another long password"
+    form = {"old_password": "wrong", "new_password1": new, "new_password2": new}
+    wrong = client.post(reverse("password_change"), form)
+    assert "Your old password was entered incorrectly" in wrong.content.decode()
+    done = client.post(reverse("password_change"), form | {"old_password": PASSWORD})
+    assert done["Location"] == reverse("password_change_done")
+    user.refresh_from_db()
+    assert user.check_password(new)
+
+
+def test_an_account_without_a_password_is_offered_no_change() -> None:
+    user = User.objects.create_user("sso-only")
+    user.set_unusable_password()
+    user.save()
+    client = Client()
+    client.force_login(user)
+    assert reverse("password_change") not in client.get(reverse("chat:home")).content.decode()
+    assert client.get(reverse("password_change")).status_code == 404
+
+
+def test_groups_follow_the_claim_but_an_admins_membership_stays() -> None:
+    user = User.objects.create_user("gus")
+    by_hand = Group.objects.create(name="Managers")
+    user.groups.add(by_hand)
+    provider_groups.sync(user, ["Research", "Ops"])
+    assert set(user.groups.values_list("name", flat=True)) == {"Managers", "Research", "Ops"}
+    provider_groups.sync(user, ["Research"])
+    assert set(user.groups.values_list("name", flat=True)) == {"Managers", "Research"}
+    provider_groups.sync(user, [])
+    assert set(user.groups.values_list("name", flat=True)) == {"Managers"}
+    assert not ProviderGroupMembership.objects.filter(user=user).exists()
+
+
+def test_a_claim_names_groups_as_a_list_or_one_string() -> None:
+    assert provider_groups.names_from(["a", " b ", "a", 3, ""]) == ["a", "b"]
+    assert provider_groups.names_from("staff") == ["staff"]
+    assert provider_groups.names_from({"a": 1}) == []
+    assert provider_groups.names_from(None) == []
+
+
+def claims(subject: str, **more: Any) -> dict[str, Any]:
+    return {"sub": subject, "email": "ann@corp.test", "email_verified": True} | more
+
+
+def test_a_subject_never_takes_over_a_local_account_by_email(settings: Any) -> None:
+    local = User.objects.create_user("ann", email="ann@corp.test", password=PASSWORD)
+    user = linking.account_for(ISSUER, claims("123", preferred_username="ann"))
+    assert user.pk != local.pk
+    assert user.username == "ann-2"
+    assert not user.has_usable_password()
+    # The next sign-in of the same subject is the same account, whatever its claims say.
+    assert linking.account_for(ISSUER, claims("123", email="x@y.test")).pk == user.pk
+
+
+def test_linking_by_email_takes_a_verified_match_when_allowed(settings: Any) -> None:
+    settings.CHAT_OIDC_LINK_BY_EMAIL = True
+    local = User.objects.create_user("ann", email="ANN@corp.test", password=PASSWORD)
+    unverified = linking.account_for(ISSUER, claims("u1", email_verified=False))
+    assert unverified.pk != local.pk
+    assert linking.account_for(ISSUER, claims("v1")).pk == local.pk
+    assert ProviderIdentity.objects.get(subject="v1").user == local
+
+
+def test_a_session_signed_in_through_the_provider_ends_with_a_deactivation(settings: Any) -> None:
+    from chatapp.accounts.provider_backend import ProviderBackend
+
+    backend = ProviderBackend()
+    user = User.objects.create_user("sso-leaver")
+    assert backend.get_user(user.pk) == user
+    user.is_active = False
+    user.save()
+    assert backend.get_user(user.pk) is None
