@@ -50,28 +50,38 @@ document.addEventListener("click", (event) => {
     setSelecting(!selecting());
     return;
   }
-  // In select mode a tap on a conversation checks it rather than opening it.
-  const link = target.closest(`${GROUPS} li[id^="conversation-item-"] > a`);
-  if (link && selecting()) {
-    event.preventDefault();
-    const box = link.parentElement.querySelector(".bulk-check");
-    if (box) box.checked = !box.checked;
-    showCount();
-    return;
-  }
   const toggle = target.closest(".folder-toggle");
   if (toggle) foldFolder(toggle);
 });
+
+// In select mode a tap on a conversation checks it rather than opening it: captured, so that the
+// link's own (boosted) click handler never sees it.
+document.addEventListener(
+  "click",
+  (event) => {
+    const link = event.target instanceof Element && event.target.closest(`${GROUPS} li[id^="conversation-item-"] > a`);
+    if (!link || !selecting()) return;
+    event.preventDefault();
+    event.stopPropagation();
+    const box = link.parentElement.querySelector(".bulk-check");
+    if (box) box.checked = !box.checked;
+    showCount();
+  },
+  true,
+);
 
 document.addEventListener("change", (event) => {
   if (event.target.matches?.(".bulk-check")) showCount();
 });
 
-// Done with the selection once it is archived or deleted.
-document.addEventListener("htmx:afterRequest", (event) => {
-  if (event.target.matches?.("[data-bulk-action]") && event.detail.successful) {
-    setSelecting(false, { focus: false });
-  }
+// Done with the selection once it is archived or deleted. (The button is swapped out with the
+// sidebar by then, so its own events reach no listener here: the request's end says when.)
+document.addEventListener("htmx:beforeRequest", (event) => {
+  if (!event.target.matches?.("[data-bulk-action]")) return;
+  const xhr = event.detail.xhr;
+  xhr.addEventListener("loadend", () => {
+    if (xhr.status === 200) setSelecting(false, { focus: false });
+  });
 });
 
 // --- Folders: folded or open ----------------------------------------------------------------
