@@ -35,7 +35,7 @@ __all__ = [
     "save",
 ]
 
-MAX_BYTES = 50 * 1024 * 1024
+MAX_BYTES = 20 * 1024 * 1024  # parsed, a file takes several times this in memory
 MAX_CONVERSATIONS = 2_000
 MAX_MESSAGES = 100_000  # in one file, all conversations together
 MAX_MESSAGE_CHARS = 200_000

@@ -249,3 +249,19 @@ def test_an_export_is_imported_and_marked(page: Any, server_url: str, size: str)
     expect(page.locator("article.assistant").last).to_contain_text("bake with it within the hour")
     # The edited question's other version is one click away.
     expect(page.locator(".versions").first).to_contain_text("2 / 2")
+
+
+def test_another_tab_of_the_user_sees_the_change_at_once(page: Any, server_url: str) -> None:
+    other = page.context.new_page()
+    other.set_viewport_size(page.viewport_size)
+    other.goto(f"{server_url}/")
+    expect(other.locator("#conversation-groups")).to_contain_text("topic 4")
+    sidebar(page)
+    menu_of(page, "topic 4").get_by_role("button", name="Pin", exact=True).click()
+    expect(page.locator(".pinned-group")).to_contain_text("topic 4")
+    # No reload: the socket's push has the other tab fetch its sidebar.
+    expect(other.locator(".pinned-group")).to_contain_text("topic 4")
+    menu_of(page, "topic 4").get_by_role("button", name="Archive", exact=True).click()
+    expect(other.locator(".pinned-group")).to_have_count(0)
+    expect(other.get_by_role("link", name="Archived (1)")).to_be_attached()
+    other.close()
