@@ -4,17 +4,21 @@ search), folders (create, rename, delete keeping their conversations, move, fold
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import re
 from decimal import Decimal
 from typing import Any
 
+import orjson
 import pytest
-from django.test import Client
+from asgiref.sync import sync_to_async
+from django.test import AsyncClient, Client
 from django.urls import reverse
 from django.utils import timezone
 
 from chatapp.models import Conversation, Folder, Gateway, Generation, Message
+from chatapp.ws import socket_messages
 
 HTMX = {"HX-Request": "true"}
 
@@ -282,3 +286,23 @@ def test_nobody_pins_archives_moves_or_bulk_deletes_anothers_conversations(
     for url in (reverse("chat:home"), reverse("chat:archived"), reverse("chat:sidebar")):
         html = bob_client.get(url).content.decode()
         assert "alice" not in html.lower(), url
+
+
+# --- The user's other tabs ---------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_change_is_pushed_to_the_users_own_tabs_only(alice: Any, bob: Any) -> None:
+    layer = socket_messages.channel_layer()
+    mine, theirs = await layer.new_channel(), await layer.new_channel()
+    await layer.group_add(socket_messages.user_group_name(alice.pk), mine)
+    await layer.group_add(socket_messages.user_group_name(bob.pk), theirs)
+    conversation = await sync_to_async(made)(alice, "to pin")
+    client = AsyncClient()
+    await client.aforce_login(alice)
+    response = await client.post(reverse("chat:pin", args=[conversation.pk]), headers=HTMX)
+    assert response.status_code == 200
+    message = await asyncio.wait_for(layer.receive(mine), 5)
+    assert orjson.loads(message["text"]) == {"t": "sidebar"}
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(layer.receive(theirs), 0.3)
