@@ -142,8 +142,8 @@ def _chatgpt_node(node: dict[str, Any]) -> _Node:
 
 def _attachment_note(part: object) -> str:
     if isinstance(part, dict) and "image" in str(part.get("content_type", "")):
-        return "*(An image was attached here; images are not imported.)*"
-    return "*(An attachment was here; attachments are not imported.)*"
+        return "[An image was attached here; images are not imported.]"
+    return "[An attachment was here; attachments are not imported.]"
 
 
 def _webui_node(message: dict[str, Any], parent: object) -> _Node:

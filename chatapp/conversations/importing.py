@@ -40,7 +40,7 @@ MAX_CONVERSATIONS = 2_000
 MAX_MESSAGES = 100_000  # in one file, all conversations together
 MAX_MESSAGE_CHARS = 200_000
 TITLE_CHARS = 200
-_CUT_NOTE = "\n\n*(Cut here on import: the message was longer than this app keeps.)*"
+_CUT_NOTE = "\n\n[Cut here on import: the message was longer than this app keeps.]"
 
 
 class ImportRefused(ValueError):

@@ -258,6 +258,7 @@ def test_an_export_is_imported_and_marked(page: Any, server_url: str, size: str)
     expect(page.locator("article.assistant").last).to_contain_text("bake with it within the hour")
     # The edited question's other version is one click away.
     expect(page.locator(".versions").first).to_contain_text("2 / 2")
+    screenshots(page, "organise-imported")
 
 
 def test_another_tab_of_the_user_sees_the_change_at_once(page: Any, server_url: str) -> None:

@@ -53,17 +53,17 @@ def test_a_chatgpt_export_comes_in_with_its_branches_and_the_branch_it_showed(al
         ("assistant", bread.messages.get(content__startswith="At 24").content),
         (
             "user",
-            "*(An image was attached here; images are not imported.)*\n\n"
+            "[An image was attached here; images are not imported.]\n\n"
             "Here is my starter this morning: is it ready to bake with?",
         ),
         ("assistant", "It has doubled and is domed: yes, bake with it within the hour."),
     ]
     # The edited question is the other version of the second question.
     first_answer = bread.messages.get(content__startswith="At 24")
-    assert sorted(first_answer.children.values_list("content", flat=True)) == [
-        "*(An image was attached here; images are not imported.)*\n\n"
-        "Here is my starter this morning: is it ready to bake with?",
+    assert list(first_answer.children.order_by("pk").values_list("content", flat=True)) == [
         "And in the fridge?",
+        "[An image was attached here; images are not imported.]\n\n"
+        "Here is my starter this morning: is it ready to bake with?",
     ]
     assert bread.messages.count() == 6
     assert bread.created_at.timestamp() == pytest.approx(1731400000.123456)
@@ -196,7 +196,7 @@ def test_a_cyclic_or_self_parented_mapping_ends_and_keeps_what_is_reachable() ->
 
 def test_a_very_long_message_is_cut_with_a_note() -> None:
     long = "y" * (importing.MAX_MESSAGE_CHARS + 10)
-    assert importing._content(long).endswith("longer than this app keeps.)*")
+    assert importing._content(long).endswith("longer than this app keeps.]")
     assert len(importing._content(long)) < importing.MAX_MESSAGE_CHARS + 100
     assert importing._content("a\x00b") == "ab"
 
