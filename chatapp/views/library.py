@@ -159,7 +159,15 @@ def search(request: AuthenticatedRequest) -> HttpResponse:
     """The sidebar's search results, in place of its list."""
     query = user_text.one_line(request.GET.get("q", ""))
     hits = find(request.user, query) if query else []
-    context = {"query": query, "hits": hits, "more": len(hits) >= RESULTS}
+    archived = Conversation.objects.filter(
+        user=request.user, pk__in=[hit.pk for hit in hits], archived_at__isnull=False
+    )
+    context = {
+        "query": query,
+        "hits": hits,
+        "more": len(hits) >= RESULTS,
+        "archived": set(archived.values_list("pk", flat=True)) if hits else set(),
+    }
     return render(request, "chatapp/_search_results.html", context)
 
 

@@ -103,6 +103,7 @@ def test_an_archived_conversation_leaves_the_sidebar_but_search_finds_it_and_res
     assert '<a href="/archived/">Archived (1)</a>' in home
     found = client.get(reverse("chat:search"), {"q": "kelp"}).content.decode()
     assert f'href="/c/{kept.pk}/"' in found
+    assert '<span class="hit-archived">archived</span>' in found
     archived = client.get(reverse("chat:archived")).content.decode()
     assert "otters in kelp" in archived
     page = client.get(reverse("chat:conversation", args=[kept.pk])).content.decode()
