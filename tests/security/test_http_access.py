@@ -20,7 +20,7 @@ from django.test import AsyncClient
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from chatapp.conversations import shared_links
-from chatapp.models import Conversation, Generation, Message, Upload
+from chatapp.models import Conversation, Folder, Generation, Message, Upload
 from chatapp.streaming import worker
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("closed_clients")]
@@ -32,6 +32,7 @@ OWNED_BY = {
     "g/": "generation",
     "shared/": "shared link",
     "u/": "upload",
+    "folders/": "folder",
 }
 POST_DATA = {"content": "hello", "model": "ok", "title": "renamed"}
 # As a browser sends it for the page's own fetches (a view may refuse cross-site ones).
@@ -98,6 +99,7 @@ class Owned:
     shared_link: int
     token: str  # the shared link's
     upload: int  # a file attached to the question
+    folder: int  # the conversation is in it
 
 
 def _victims_conversation(user: Any) -> Owned:
@@ -141,6 +143,7 @@ def _victims_conversation(user: Any) -> Owned:
         text="secret",
     )
     conversation.current_leaf = answer
+    conversation.folder = Folder.objects.create(user=user, name="my secret folder")
     conversation.save()
     shared = shared_links.create(user, conversation.pk, answer.pk)
     return Owned(
@@ -151,6 +154,7 @@ def _victims_conversation(user: Any) -> Owned:
         shared.link.pk,
         shared.token,
         upload.pk,
+        conversation.folder.pk,
     )
 
 
@@ -165,6 +169,8 @@ def _pks(route: Route, owned: Owned) -> list[int]:
             return [owned.shared_link]
         case "upload":
             return [owned.upload]
+        case "folder":
+            return [owned.folder]
         case _:
             return [owned.generation]
 
