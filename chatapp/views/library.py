@@ -36,7 +36,6 @@ from chatapp.conversations.search import RESULTS
 from chatapp.conversations.search import search as find
 from chatapp.middleware import sandboxed
 from chatapp.models import Conversation, Folder, Generation
-from chatapp.views import sidebar_push
 from chatapp.ws import socket_messages
 
 if TYPE_CHECKING:
@@ -180,7 +179,6 @@ async def delete(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     if conversation is None:
         raise Http404("No such conversation.")
     await delete_conversation(conversation)
-    await sidebar_push.atell(user.pk)
     url = reverse("chat:home")
     return HttpResponseClientRedirect(url) if request.htmx else HttpResponseRedirect(url)
 
