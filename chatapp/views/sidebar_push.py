@@ -1,6 +1,7 @@
 """Every tab of a user hears that their sidebar changed (pinned, filed, archived, several deleted
-or imported in another tab) as `{"t": "sidebar"}` on its socket, and fetches its own (`views.organising.sidebar`):
-the push carries no markup, since each tab's sidebar marks its own conversation on screen.
+or imported in another tab) as `{"t": "sidebar"}` on its socket, and fetches its own
+(`views.organising.sidebar`): the push carries no markup, since each tab's sidebar marks its own
+conversation on screen.
 
 Never raises: the change is saved, and a tab that misses the push shows it at its next load.
 Deleting one conversation from its menu pushes nothing, as before: a tab with a stale link to it

@@ -124,6 +124,7 @@ def test_pin_puts_a_conversation_first_and_archive_takes_it_out_until_restored(
 
     sidebar(page).get_by_role("link", name="Archived (1)").click()
     expect(page.get_by_role("heading", name="Archived conversations")).to_be_visible()
+    screenshots(page, "organise-archived")
     row = page.locator(".archived-list li").filter(has_text="topic 2")
     row.get_by_role("button", name="Restore").click()
     expect(row).to_have_count(0)
