@@ -224,6 +224,24 @@ class Assistant(AnswerSettings, SharedOrOwn):
         return self.name
 
 
+class Folder(models.Model):
+    """A user's named group of conversations in the sidebar (`conversations/organising.py`).
+    Deleting one keeps its conversations: they go back to the date groups."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="folders"
+    )
+    name = models.CharField(max_length=100)
+    collapsed = models.BooleanField(default=False, help_text="Folded shut in the sidebar.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
 class Prompt(SharedOrOwn):
     """A saved prompt, inserted by typing `/name` in an empty message box; its `{{variables}}`
     are asked for first (`starting/prompt_text.py`)."""
@@ -249,6 +267,14 @@ class Prompt(SharedOrOwn):
 
 
 class Conversation(AnswerSettings):
+    class ImportSource(models.TextChoices):
+        """Where an imported conversation came from (`conversations/importing.py`); blank for
+        one written here. Its answers have no generation: nothing was asked of a gateway."""
+
+        NONE = "", "not imported"
+        CHATGPT = "chatgpt", "ChatGPT"
+        OPEN_WEBUI = "open_webui", "Open WebUI"
+
     class TitleSource(models.TextChoices):
         """Who wrote the title: its first line until a model's title replaces it; a user's
         rename always wins, and nothing replaces it."""
@@ -289,6 +315,18 @@ class Conversation(AnswerSettings):
     temporary = models.BooleanField(default=False)
     watchers = models.IntegerField(default=0, editable=False)
     left_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # Keeping many (`conversations/organising.py`): set with `update()`, so that pinning, filing
+    # or archiving does not count as activity (`updated_at`, the sidebar's date groups).
+    folder = models.ForeignKey(
+        Folder, on_delete=models.SET_NULL, null=True, blank=True, related_name="conversations"
+    )
+    pinned_at = models.DateTimeField(null=True, blank=True, help_text="Pinned: listed first.")
+    archived_at = models.DateTimeField(
+        null=True, blank=True, help_text="Archived: out of the sidebar, still searchable."
+    )
+    imported_from = models.CharField(
+        max_length=16, choices=ImportSource.choices, blank=True, editable=False
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

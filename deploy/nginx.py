@@ -110,6 +110,10 @@ http {{
             client_max_body_size 64k;
             include {PROXY_CONF};
         }}
+        location ~ ^/import/$ {{
+            client_max_body_size 21m;
+            include {PROXY_CONF};
+        }}
     }}
 }}
 """

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Final
 
+from chatapp.conversations.importing import MAX_BYTES as MAX_IMPORT_BYTES
 from chatapp.conversations.uploads import MAX_FORM_BYTES, MAX_MESSAGE_UPLOAD_BYTES, size_words
 
 __all__ = ["BODY_LIMITS", "FORM", "BodyLimit", "limit_for", "refusal"]
@@ -46,6 +47,8 @@ BODY_LIMITS: Final = (
         "a message with its files",
     ),
     BodyLimit(r"^/(accounts|admin)/login/$", 64 * 1024, "a sign-in form"),
+    # An export file to import, and its form's framing (`views/importing.py`).
+    BodyLimit(r"^/import/$", MAX_IMPORT_BYTES + 1024 * 1024, "an export file to import"),
 )
 # Every other route: above Django's DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MB), which refuses a larger
 # form, only later. A message's 100,000 characters, percent-encoded, take at most 1.2 MB.

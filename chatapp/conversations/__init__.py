@@ -1,5 +1,6 @@
 """Conversations and their messages.
 
-Making turns, the message tree (branches, the shown path, context), search, export, shared
-links, and what a conversation asks of its answers (request options).
+Making turns, the message tree (branches, the shown path, context), search, export, organising
+(pins, the archive, folders), importing ChatGPT's and Open WebUI's exports, shared links, and
+what a conversation asks of its answers (request options).
 """

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("auth", "0012_alter_user_first_name_max_length"),
-        ("chatapp", "0023_feedback"),
+        ("chatapp", "0024_conversation_organising"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -49,17 +49,23 @@ def answer_html(message: Message) -> SafeString:
 
 
 @register.filter
-def error_text(generation: Generation) -> str:
+def error_text(generation: Generation | str) -> str:
+    if not isinstance(generation, Generation):
+        return ""  # an imported answer: no generation
     return presentation.error_text(generation)
 
 
 @register.filter
-def warning_texts(generation: Generation) -> list[str]:
+def warning_texts(generation: Generation | str) -> list[str]:
+    if not isinstance(generation, Generation):
+        return []  # an imported answer: no generation
     return presentation.warning_texts(generation)
 
 
 @register.filter
-def meta_items(generation: Generation) -> list[str]:
+def meta_items(generation: Generation | str) -> list[str]:
+    if not isinstance(generation, Generation):
+        return []  # an imported answer: no generation
     return presentation.meta_items(generation)
 
 
@@ -100,7 +106,9 @@ def download_name(attachment: Mapping[str, object]) -> str:
 
 
 @register.filter
-def finish_note(generation: Generation) -> presentation.FinishNote | None:
+def finish_note(generation: Generation | str) -> presentation.FinishNote | None:
+    if not isinstance(generation, Generation):
+        return None  # an imported answer: no generation
     return presentation.finish_note(generation)
 
 

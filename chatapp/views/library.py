@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from django.contrib.auth.decorators import login_required
+from django.db.models import F, Q
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
@@ -35,7 +36,7 @@ from chatapp.conversations.deleting import delete_conversation
 from chatapp.conversations.search import RESULTS
 from chatapp.conversations.search import search as find
 from chatapp.middleware import sandboxed
-from chatapp.models import Conversation
+from chatapp.models import Conversation, Folder
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -65,13 +66,24 @@ class DateGroup:
 
 
 @dataclass(frozen=True, slots=True)
+class FolderGroup:
+    folder: Folder
+    entries: list[Entry]  # pinned first, then newest first
+
+
+@dataclass(frozen=True, slots=True)
 class Sidebar:
+    pinned: list[Entry]  # pinned and in no folder, newest pin first
+    folders: list[FolderGroup]  # by name
     groups: list[DateGroup]  # Today first and always; the others when they have entries
     shown_pk: int | None
+    archived: int  # how many are archived (the Archived page lists them)
 
     @property
     def empty(self) -> bool:
-        return not any(group.entries for group in self.groups)
+        """No conversation listed anywhere (archived ones are not listed)."""
+        lists = [self.pinned, *(group.entries for group in self.groups)]
+        return not any(lists) and not any(group.entries for group in self.folders)
 
 
 def date_group(updated_at: datetime.datetime, today: datetime.date) -> str:
@@ -84,12 +96,30 @@ def date_group(updated_at: datetime.datetime, today: datetime.date) -> str:
     return "week" if age <= 7 else "older"
 
 
+SIDEBAR_FIELDS = ("pk", "title", "updated_at", "pinned_at", "folder_id", "imported_from")
+
+
 def sidebar(user: User, shown_pk: int | None = None) -> Sidebar:
-    """The user's newest conversations by date group; `shown_pk` is the one on screen."""
+    """The user's conversations not archived: pinned ones first, then their folders, then the
+    newest of the rest by date group; `shown_pk` is the one on screen."""
     today = timezone.localdate()
+    kept = Conversation.objects.filter(user=user, archived_at__isnull=True, temporary=False).only(
+        *SIDEBAR_FIELDS
+    )
+    placed = kept.filter(Q(pinned_at__isnull=False) | Q(folder__isnull=False))
+    pinned: list[Entry] = []
+    filed: dict[int, list[Entry]] = {}
+    for conversation in placed.order_by(F("pinned_at").desc(nulls_last=True), "-updated_at")[
+        :SIDEBAR_LENGTH
+    ]:
+        entry = Entry(conversation, conversation.pk == shown_pk)
+        if conversation.folder_id is None:
+            pinned.append(entry)
+        else:
+            filed.setdefault(conversation.folder_id, []).append(entry)
     grouped: dict[str, list[Entry]] = {key: [] for key in GROUPS}
-    rows = Conversation.objects.filter(user=user, temporary=False).only("pk", "title", "updated_at")
-    for conversation in rows[:SIDEBAR_LENGTH]:
+    rest = kept.filter(pinned_at__isnull=True, folder__isnull=True)
+    for conversation in rest[:SIDEBAR_LENGTH]:
         entry = Entry(conversation, conversation.pk == shown_pk)
         grouped[date_group(conversation.updated_at, today)].append(entry)
     groups = [
@@ -97,7 +127,11 @@ def sidebar(user: User, shown_pk: int | None = None) -> Sidebar:
         for key, label in GROUPS.items()
         if key == "today" or grouped[key]
     ]
-    return Sidebar(groups, shown_pk)
+    folders = [
+        FolderGroup(folder, filed.get(folder.pk, [])) for folder in Folder.objects.filter(user=user)
+    ]
+    archived = Conversation.objects.filter(user=user, archived_at__isnull=False).count()
+    return Sidebar(pinned, folders, groups, shown_pk, archived)
 
 
 def shown_conversation(request: AuthenticatedRequest) -> int | None:
@@ -128,7 +162,15 @@ def search(request: AuthenticatedRequest) -> HttpResponse:
     """The sidebar's search results, in place of its list."""
     query = user_text.one_line(request.GET.get("q", ""))
     hits = find(request.user, query) if query else []
-    context = {"query": query, "hits": hits, "more": len(hits) >= RESULTS}
+    archived = Conversation.objects.filter(
+        user=request.user, pk__in=[hit.pk for hit in hits], archived_at__isnull=False
+    )
+    context = {
+        "query": query,
+        "hits": hits,
+        "more": len(hits) >= RESULTS,
+        "archived": set(archived.values_list("pk", flat=True)) if hits else set(),
+    }
     return render(request, "chatapp/_search_results.html", context)
 
 

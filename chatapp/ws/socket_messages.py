@@ -41,6 +41,8 @@ message of type `chat.forward`, so a consumer forwards them without decoding or 
 - `{"t": "spend", "html": text}`: to every socket of the user (their group), when one of their
   costs settled: the sidebar's spend and the composer's limit warning, rendered, each an element
   the page swaps for the one with its id (`spend_push.py`).
+- `{"t": "sidebar"}`: to every socket of the user, when their conversations were pinned, filed,
+  archived or deleted (`views/sidebar_push.py`): the page fetches its sidebar again.
 - `{"t": "watching", "c": id}`: the answer to a watch: the socket now gets the conversation's
   messages, and snapshots of its running answers are on their way.
 - `{"t": "gone", "c": id}`: the conversation the page asked to watch is not there (or not the
@@ -212,6 +214,11 @@ def spend(html: str) -> dict[str, object]:
 def retitled(conversation_pk: int, title: str) -> dict[str, object]:
     """A conversation's new title, written by a model (`streaming.titles`)."""
     return {"t": "title", "c": conversation_pk, "title": title}
+
+
+def sidebar_changed() -> dict[str, object]:
+    """The user's conversations were organised or deleted in some tab (`views.sidebar_push`)."""
+    return {"t": "sidebar"}
 
 
 def cancel(generation_pk: int) -> CancelMessage:

@@ -182,7 +182,7 @@ function retitle(conversationPk, title) {
   if (rename) rename.value = title;
   document
     .querySelector(`#conversation-item-${pk} .item-menu summary`)
-    ?.setAttribute("aria-label", `Rename or delete “${title}”`);
+    ?.setAttribute("aria-label", `Options for “${title}”`);
   if (document.querySelector("main.chat")?.dataset.conversation !== String(pk)) return;
   const heading = document.getElementById("conversation-title");
   if (heading) heading.textContent = title;
@@ -195,6 +195,11 @@ function handle(msg) {
   if (msg.t === "watching" || msg.t === "gone") return; // about the conversation, not an answer
   if (msg.t === "spend") {
     if (typeof msg.html === "string") swapSpend(msg.html);
+    return;
+  }
+  if (msg.t === "sidebar") {
+    // Another tab pinned, filed, archived or deleted conversations (organise.js fetches them).
+    document.dispatchEvent(new CustomEvent("chat:sidebar-changed"));
     return;
   }
   if (msg.t === "title") {

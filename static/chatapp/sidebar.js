@@ -35,7 +35,7 @@ function setDrawer(open, { returnFocus = true } = {}) {
 
 // The menus a click outside closes: an entry's, and the header's More. (Settings stays open: it
 // is a form being filled in, closed by Save, Esc or its own button.)
-const POPOVERS = ":is(details.item-menu, details.conversation-actions)[open]";
+const POPOVERS = ":is(details.item-menu, details.new-folder, details.conversation-actions)[open]";
 
 document.addEventListener("click", (event) => {
   const target = event.target;
@@ -60,7 +60,8 @@ phone.addEventListener("change", () => {
 
 // --- Esc: a menu, then the search, then the drawer -------------------------------------------
 
-const MENUS = ":is(details.item-menu, details.settings-menu, details.conversation-actions)[open]";
+const MENUS =
+  ":is(details.item-menu, details.new-folder, details.settings-menu, details.conversation-actions)[open]";
 
 // The open menu Esc closes: the one holding the focus, else the header's (its panel lies over the
 // messages wherever the focus went) unless the drawer is over it.
@@ -128,11 +129,11 @@ document.addEventListener(
   "toggle",
   (event) => {
     const menu = event.target;
-    if (!(menu instanceof HTMLDetailsElement) || !menu.matches(".item-menu") || !menu.open) return;
-    for (const other of document.querySelectorAll("details.item-menu[open]")) {
+    if (!(menu instanceof HTMLDetailsElement) || !menu.matches(".item-menu, .new-folder") || !menu.open) return;
+    for (const other of document.querySelectorAll("details:is(.item-menu, .new-folder)[open]")) {
       if (other !== menu) other.open = false;
     }
-    const input = menu.querySelector("input[name=title]");
+    const input = menu.querySelector("input[name=title], input[name=name]");
     input?.focus();
     input?.select();
     menu.querySelector(".item-menu-panel")?.scrollIntoView({ block: "nearest" });
@@ -145,7 +146,8 @@ document.addEventListener(
 document.addEventListener("htmx:beforeRequest", (event) => {
   const item = event.target.closest?.(".item-menu")?.closest("li");
   if (!item) return;
-  const renamed = event.target.matches("form.item-rename");
+  // A rename, pin or move keeps the entry (wherever it went); a delete or archive, the next.
+  const renamed = event.target.matches("form.item-rename, [data-keeps-focus]");
   const next = renamed ? item : item.nextElementSibling || item.previousElementSibling;
   const id = next?.querySelector("a")?.id;
   if (id) event.detail.xhr.addEventListener("loadend", () => byId(id)?.focus());

@@ -20,7 +20,7 @@ from django.test import AsyncClient
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from chatapp.conversations import shared_links
-from chatapp.models import Assistant, Conversation, Generation, Message, Prompt, Upload
+from chatapp.models import Assistant, Conversation, Folder, Generation, Message, Prompt, Upload
 from chatapp.streaming import worker
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("closed_clients")]
@@ -34,6 +34,7 @@ OWNED_BY = {
     "u/": "upload",
     "settings/assistants/": "assistant",
     "settings/prompts/": "prompt",
+    "folders/": "folder",
 }
 POST_DATA = {"content": "hello", "model": "ok", "title": "renamed"}
 # As a browser sends it for the page's own fetches (a view may refuse cross-site ones).
@@ -102,6 +103,7 @@ class Owned:
     upload: int  # a file attached to the question
     assistant: int  # the victim's own assistant
     prompt: int  # and saved prompt
+    folder: int  # the conversation is in it
 
 
 def _victims_conversation(user: Any) -> Owned:
@@ -145,6 +147,7 @@ def _victims_conversation(user: Any) -> Owned:
         text="secret",
     )
     conversation.current_leaf = answer
+    conversation.folder = Folder.objects.create(user=user, name="my secret folder")
     conversation.save()
     shared = shared_links.create(user, conversation.pk, answer.pk)
     assistant = Assistant.objects.create(owner=user, name="secret", system_prompt="my secret")
@@ -159,6 +162,7 @@ def _victims_conversation(user: Any) -> Owned:
         upload.pk,
         assistant.pk,
         prompt.pk,
+        conversation.folder.pk,
     )
 
 
@@ -177,6 +181,8 @@ def _pks(route: Route, owned: Owned) -> list[int]:
             return [owned.assistant]
         case "prompt":
             return [owned.prompt]
+        case "folder":
+            return [owned.folder]
         case _:
             return [owned.generation]
 
