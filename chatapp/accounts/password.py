@@ -8,6 +8,7 @@ by single sign-on has none, and its password is the provider's business.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -39,7 +40,8 @@ change = PasswordChange.as_view()
 done = auth_views.PasswordChangeDoneView.as_view(template_name="registration/password_changed.html")
 
 
-def context(request: HttpRequest) -> dict[str, bool]:
-    """A template context processor: whether the user menu offers a password change."""
-    user = getattr(request, "user", None)
-    return {"password_change": user is not None and offered(user)}
+def context(request: HttpRequest) -> dict[str, Callable[[], bool]]:
+    """A template context processor: whether the user menu offers a password change. A callable,
+    which the template calls only where it asks: reading `request.user` loads the session, and a
+    page that never shows the menu (a shared link's) must not vary by cookie for it."""
+    return {"password_change": lambda: offered(request.user)}

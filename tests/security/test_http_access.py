@@ -243,8 +243,19 @@ async def test_another_users_ids_are_not_found(route: Route, alice: Any, bob: An
     await _workers_finished()
 
 
-# Routes anyone may reach: signing in and out, and what a shared link opens (its token the key).
-PUBLIC = {"login", "logout", "chat:shared_page", "chat:shared_image"}
+# Routes anyone may reach: signing in and out (with a password or through the OpenID Connect
+# provider), signing up and the page that says an account waits for approval, and what a shared
+# link opens (its token the key).
+PUBLIC = {
+    "login",
+    "logout",
+    "sign_up",
+    "pending_approval",
+    "oidc_authentication_init",
+    "oidc_authentication_callback",
+    "chat:shared_page",
+    "chat:shared_image",
+}
 
 
 @pytest.mark.parametrize(
