@@ -10,7 +10,9 @@ summary's integer sums on SQLite, numeric on PostgreSQL), then deletes those gen
 The rows are taken in batches of primary keys, each locked (`SELECT ... FOR UPDATE` on
 PostgreSQL; SQLite has one writer) before it is summed and deleted, so a cost settled meanwhile
 is either in the sum or waits for the fold. A generation still streaming, or whose cost is still
-pending (it settles later, and a folded row could not take it), is left for a later run.
+pending (it settles later, and a folded row could not take it), is left for a later run. So is
+a generation recorded as a group's (`GenerationGroup`): a daily total has no group, and folding
+it would lose what the group spent, which its budgets and the cost history by group read.
 """
 
 from __future__ import annotations
@@ -62,6 +64,8 @@ class FoldReport:
     dry_run: bool
     pending: int = 0
     """Finished generations before the day left unfolded: their cost is still pending."""
+    of_groups: int = 0
+    """Finished generations before the day left unfolded: recorded as a group's."""
 
 
 @dataclass(slots=True)
@@ -127,7 +131,9 @@ def fold(before: datetime.date, *, dry_run: bool = False) -> FoldReport:
             status=Generation.Status.STREAMING
         )
         pending = started.filter(cost_source=Generation.CostSource.PENDING).count()
-        candidates = started.exclude(cost_source=Generation.CostSource.PENDING)
+        settled = started.exclude(cost_source=Generation.CostSource.PENDING)
+        of_groups = settled.filter(group_links__isnull=False).distinct().count()
+        candidates = settled.filter(group_links__isnull=True)
         pks = list(candidates.order_by("pk").values_list("pk", flat=True))
         for chunk in itertools.batched(pks, BATCH):
             batch = Generation.objects.filter(pk__in=chunk)
@@ -158,6 +164,7 @@ def fold(before: datetime.date, *, dry_run: bool = False) -> FoldReport:
         per_unit=per_unit,
         dry_run=dry_run,
         pending=pending,
+        of_groups=of_groups,
     )
 
 

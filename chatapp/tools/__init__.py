@@ -1,9 +1,10 @@
 """The built-in tools a model may call, and running one call safely.
 
 `registry` is every tool by name; `offered` narrows a conversation's choice to what an admin has
-not switched off (`ToolSwitch`); `upstream_tools` is the request's `tools` field, in the OpenAI
-function-tool shape every gateway takes (the gateway docs stream calls back as
-`delta.tool_calls[].function`). `run_call` is the one way a call runs, and it never raises:
+not switched off (`ToolSwitch`) and the user's groups allow (`access.group_policies`);
+`upstream_tools` is the request's `tools` field, in the OpenAI function-tool shape every gateway
+takes (the gateway docs stream calls back as `delta.tool_calls[].function`). `run_call` is the
+one way a call runs, and it never raises:
 whatever is wrong (an unknown tool, arguments that are not a JSON object or break the schema, a
 tool's own failure, a crash) is an `error` run whose text tells the model what to fix, because the
 model, not the user, is the one who can act on it.
@@ -20,6 +21,7 @@ import orjson
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
+from chatapp.access.group_policies import access_for
 from chatapp.models import ToolSwitch
 from chatapp.tools import calculator, clock, conversation_search
 from chatapp.tools.base import RunStatus, Tool, ToolContext, ToolFailure, ToolRun
@@ -59,11 +61,17 @@ def registry() -> dict[str, Tool]:
     return {tool.name: tool for tool in _BUILT_IN}
 
 
-def offered(names: Iterable[str]) -> list[Tool]:
-    """The registered tools among `names`, but those an admin switched off. Reads the database."""
+def offered(names: Iterable[str], user_pk: int | None) -> list[Tool]:
+    """The registered tools among `names` that the user `user_pk` may enable: not those an admin
+    switched off, nor those their groups' policies leave out. Reads the database."""
     chosen = set(names)
     off = set(ToolSwitch.objects.filter(enabled=False).values_list("name", flat=True))
-    return [tool for name, tool in registry().items() if name in chosen and name not in off]
+    access = access_for(user_pk)
+    return [
+        tool
+        for name, tool in registry().items()
+        if name in chosen and name not in off and access.allows_tool(name)
+    ]
 
 
 def upstream_tools(tools: Iterable[Tool]) -> list[dict[str, Any]]:

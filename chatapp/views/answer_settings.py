@@ -124,11 +124,12 @@ class AnswerSettingsForm(forms.Form):
         help_text="The model may call these while it answers.",
     )
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, user_pk: int | None, **kwargs: Any) -> None:
+        """`user_pk`: whose settings: the tools offered are those their groups allow."""
         kwargs.setdefault("label_suffix", "")
         kwargs.setdefault("auto_id", "settings-%s")
         super().__init__(*args, **kwargs)
-        self.tools_field.offer(tools.offered(tools.registry()))  # reads the switches
+        self.tools_field.offer(tools.offered(tools.registry(), user_pk))  # reads the switches
 
     @property
     def tools_field(self) -> ToolsField:
@@ -143,9 +144,9 @@ class AnswerSettingsForm(forms.Form):
         return [(box, tool.about) for box, tool in zip(self["tools"], offered, strict=True)]
 
     @classmethod
-    def of(cls, row: AnswerSettings) -> AnswerSettingsForm:
+    def of(cls, row: AnswerSettings, user_pk: int | None) -> AnswerSettingsForm:
         """An unbound form showing `row`'s values."""
-        return cls(initial={name: getattr(row, name) for name in FIELDS})
+        return cls(initial={name: getattr(row, name) for name in FIELDS}, user_pk=user_pk)
 
     def options(self) -> RequestOptions:
         """The valid form's values as the options a request is sent with."""
@@ -175,11 +176,13 @@ def header_context(
     options = options_for(conversation)
     return {
         "conversation": conversation,
-        "settings_form": form or AnswerSettingsForm.of(conversation),
+        "settings_form": form or AnswerSettingsForm.of(conversation, conversation.user_id),
         "settings_open": form is not None and bool(form.errors),
-        "settings_applied": summary(options, dialect_of(conversation.gateway_id)),
+        "settings_applied": summary(
+            options, dialect_of(conversation.gateway_id), conversation.user_id
+        ),
         "settings_default": options.is_default,
-        "tools_on": bool(options.tools and tools.offered(options.tools)),
+        "tools_on": bool(options.tools and tools.offered(options.tools, conversation.user_id)),
     }
 
 
@@ -188,13 +191,13 @@ NEW_CHAT_FIELD = "new_chat_settings"
 make the conversation."""
 
 
-def chosen_options(data: QueryDict) -> RequestOptions | None:
+def chosen_options(data: QueryDict, user_pk: int) -> RequestOptions | None:
     """The settings a new chat's composer posts with its first message; None when it posts none
     (the user's defaults then apply), `TurnError` in words when they are not valid. Reads the tool
     switches: call off the event loop."""
     if data.get(NEW_CHAT_FIELD) != "1":
         return None
-    form = AnswerSettingsForm(data)
+    form = AnswerSettingsForm(data, user_pk=user_pk)
     if not form.is_valid():
         raise TurnError(form.first_error())
     return form.options()
@@ -213,8 +216,8 @@ def new_chat_context(user: User, picker_value: str) -> dict[str, Any]:
     row = ChatDefaults.objects.filter(user=user).first() or ChatDefaults(user=user)
     options = options_for(row)
     return {
-        "settings_form": AnswerSettingsForm.of(row),
-        "settings_applied": summary(options, _dialect_picked(picker_value)),
+        "settings_form": AnswerSettingsForm.of(row, user.pk),
+        "settings_applied": summary(options, _dialect_picked(picker_value), user.pk),
         "settings_default": options.is_default,
         "new_chat_field": NEW_CHAT_FIELD,
     }
@@ -225,11 +228,12 @@ def new_chat_context(user: User, picker_value: str) -> dict[str, Any]:
 def new_chat_settings(request: AuthenticatedRequest) -> HttpResponse:
     """The line of what a new chat's Settings, as the composer posts them, apply (or what is wrong
     with them), for the model picked. Nothing is saved: they go with the first message."""
-    form = AnswerSettingsForm(request.POST)
+    form = AnswerSettingsForm(request.POST, user_pk=request.user.pk)
     if form.is_valid():
         options = form.options()
+        picked = _dialect_picked(request.POST.get("model", ""))
         context = {
-            "settings_applied": summary(options, _dialect_picked(request.POST.get("model", ""))),
+            "settings_applied": summary(options, picked, request.user.pk),
             "settings_default": options.is_default,
         }
     else:
@@ -241,7 +245,7 @@ def new_chat_settings(request: AuthenticatedRequest) -> HttpResponse:
 @require_POST
 def conversation_settings(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     conversation = get_object_or_404(Conversation, pk=pk, user=request.user)
-    form = AnswerSettingsForm(request.POST)
+    form = AnswerSettingsForm(request.POST, user_pk=request.user.pk)
     if form.is_valid():
         form.save_to(conversation)
         if not request.htmx:
@@ -256,12 +260,13 @@ def defaults(request: AuthenticatedRequest) -> HttpResponse:
     """The user's settings for new conversations."""
     row = ChatDefaults.objects.filter(user=request.user).first() or ChatDefaults(user=request.user)
     if request.method == "POST":
-        form = AnswerSettingsForm(request.POST)
+        form = AnswerSettingsForm(request.POST, user_pk=request.user.pk)
         if form.is_valid():
             form.save_to(row)
             messages.success(request, "Saved. New chats start with these settings.")
             return HttpResponseRedirect(reverse("chat:defaults"))
     else:
-        form = AnswerSettingsForm.of(row)
-    context = {"settings_form": form, "settings_applied": summary(options_for(row), None)}
+        form = AnswerSettingsForm.of(row, request.user.pk)
+    applied = summary(options_for(row), None, request.user.pk)
+    context = {"settings_form": form, "settings_applied": applied}
     return render(request, "chatapp/defaults.html", context)

@@ -20,7 +20,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import push_url, reswap, retarget
 
 from chatapp import tools
-from chatapp.access import rate_limits
+from chatapp.access import group_policies, rate_limits
 from chatapp.conversations import uploads, user_text
 from chatapp.conversations.request_options import (
     RequestOptions,
@@ -51,6 +51,7 @@ from chatapp.gateways.catalog import (
     GatewayModels,
     catalog,
     listed_models,
+    narrowed,
     parse_choice,
     takes_images,
 )
@@ -77,6 +78,7 @@ REFUSALS = (
     GatewayUnavailable,
     rate_limits.RateLimited,
     spending_limits.SpendingLimitReached,
+    group_policies.ModelNotAllowed,
 )
 
 
@@ -128,6 +130,9 @@ def _page(
 ) -> HttpResponse:
     conversation = None
     messages: list[ShownMessage] = []
+    access = group_policies.access_for(request.user.pk)
+    if access.restricted:  # the picker offers what the user's groups allow (`_start` checks)
+        groups = narrowed(groups, access.allows_model)
     if conversation_pk is not None:
         conversation = get_object_or_404(Conversation, pk=conversation_pk, user=request.user)
         messages = shown_path(conversation)  # the branch shown, with each message's versions
@@ -148,7 +153,7 @@ def _page(
         "selected_model": selected,
         # A new chat's Settings, beside its composer, and whether any tool can be turned on.
         **(new_chat_context(request.user, selected) if conversation is None else {}),
-        "tools_offered": bool(tools.offered(tools.registry())),
+        "tools_offered": bool(tools.offered(tools.registry(), request.user.pk)),
         "image_counts": image_models.IMAGE_COUNTS,
         "image_count": image_count,  # the composer's, kept when a new conversation swaps in
         "stall_notice_ms": round(settings.CHAT_STALL_NOTICE * 1000),
@@ -227,10 +232,11 @@ def _new_chat_request(
     sent). None when a spending limit applies: the request waits for its reservation
     (`spending_limits`), made with the turn."""
     context = first_context(checked_message(text, model))
+    group_policies.check_model(user.pk, config.name, model)  # before anything leaves
     if spending_limits.any_apply(user.pk, config.pk):
         return None
     options = chosen if chosen is not None else default_options(user)
-    tools = upstream_tools(options, dialect_of(config.pk))
+    tools = upstream_tools(options, dialect_of(config.pk), user.pk)
     return EarlyRequest(context, options, tools, rate_limits.admit(user))
 
 
@@ -334,7 +340,7 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
         after = _after(request)
         _check_attached(attached, config, model, answerer.kind)
         # A new chat's Settings, chosen beside its composer (None: the user's defaults).
-        chosen = await sync_to_async(chosen_options)(request.POST) if pk is None else None
+        chosen = await sync_to_async(chosen_options)(request.POST, user.pk) if pk is None else None
         # Files: the context is read from the rows, files included, once they are written.
         if (
             not attached

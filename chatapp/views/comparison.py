@@ -55,7 +55,7 @@ async def send(request: AuthenticatedRequest, pk: int | None = None) -> HttpResp
         if await sync_to_async(chat._posted_files)(request):  # never dropped unsaid
             raise TurnError(NO_FILES)
         # A new chat's Settings, chosen beside its composer (None: the user's defaults).
-        options = await sync_to_async(chosen_options)(request.POST) if pk is None else None
+        options = await sync_to_async(chosen_options)(request.POST, user.pk) if pk is None else None
         answerers = []
         for value in [request.POST.get("model", ""), *compare]:
             answerer = await chat.answerer_for(request, *await chat._chosen(value))
