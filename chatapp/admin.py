@@ -17,6 +17,7 @@ from django.http import (
 from django.utils import timezone
 
 from chatapp import tools
+from chatapp.access import groups_admin  # noqa: F401  (registers GroupAdmin)
 from chatapp.costs import (
     generation_admin,  # noqa: F401  (registers GenerationAdmin)
     limits_admin,  # noqa: F401  (registers SpendingLimitAdmin)

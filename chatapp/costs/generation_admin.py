@@ -1,12 +1,14 @@
 """The cost ledger in the admin: generations read-only, with the filtered rows' totals per unit,
-the cost summary page (per day, model, user and gateway, and a chart) and the CSV export.
+the cost summary page (per day, model, user, gateway and user group, and a chart) and the CSV
+export.
 
 Generations are the record of what a gateway billed, so no one adds, edits or deletes them here
 (no permission grants it; `manage.py fold_ledger` is retention's one way). The cost summary and
 the CSV export are views of `GenerationAdmin`: they build the same `ChangeList` the list does, so
 they take the same filters and search, and a link between the three keeps its query string. The
 daily totals that retention folded generations into (`LedgerDay`) are filtered the same way and
-counted in all three: every filter is on a field both tables have, a date range on their day.
+counted in all three: every filter is on a field both tables have, a date range on their day,
+and a group on none (a folded total is of no group: `ledger.fold`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from django.contrib import admin, messages
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ChangeList
+from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
 from django.core.handlers.asgi import ASGIRequest
 from django.db.models import Q, QuerySet
@@ -36,11 +39,11 @@ from django.utils.html import format_html
 from django.utils.text import smart_split, unescape_string_literal
 
 from chatapp.costs import chart as cost_chart
-from chatapp.costs import csv_file
+from chatapp.costs import csv_file, group_totals
 from chatapp.costs import summary as cost_summary
 from chatapp.costs.summary import DELETED_USER, GroupTotals
 from chatapp.costs.units import CostUnit, Money
-from chatapp.models import Generation, LedgerDay
+from chatapp.models import Generation, GenerationGroup, LedgerDay
 
 if TYPE_CHECKING:  # generic in django-stubs only: Django's admin classes are not subscriptable
     _GenerationAdmin = admin.ModelAdmin[Generation]
@@ -151,6 +154,36 @@ class DeletedUserName(admin.ListFilter):
         return ()
 
 
+class RecordedGroup(admin.SimpleListFilter):
+    """The generations recorded as a user group's (`GenerationGroup`: the groups their user was
+    in when they started), or of no group; a deleted group's by the name kept (the summary's
+    per-group links). Folded daily totals are of no group."""
+
+    title = "user group"
+    parameter_name = "group"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        named = [(str(pk), name) for pk, name in Group.objects.values_list("pk", "name")]
+        return [*named, (group_totals.NO_GROUP, "(no group)")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if value is None:
+            return queryset
+        if queryset.model is LedgerDay:
+            return queryset if value == group_totals.NO_GROUP else queryset.none()
+        if value == group_totals.NO_GROUP:
+            return queryset.filter(group_links__isnull=True)
+        if value.startswith(group_totals.DELETED_GROUP):
+            name = value.removeprefix(group_totals.DELETED_GROUP)
+            found = GenerationGroup.objects.filter(group__isnull=True, group_name=name)
+        elif value.isdigit():
+            found = GenerationGroup.objects.filter(group_id=int(value))
+        else:
+            raise IncorrectLookupParameters(f"No group {value!r}.")
+        return queryset.filter(pk__in=found.values("generation_id"))
+
+
 def _user_shown(user: Any, kept_name: str) -> str:
     """The user's name now, or the name kept on the row when the user was deleted."""
     return user.get_username() if user is not None else f"{kept_name} (deleted)"
@@ -193,6 +226,7 @@ class GenerationAdmin(_GenerationAdmin):
         "status",
         "cost_source",
         "cost_unit",
+        RecordedGroup,
     )
     search_fields = ("upstream_id", "request_id", "user__username", "user_name")
     search_help_text = "Generation ID, request ID or user name."
@@ -311,10 +345,12 @@ class GenerationAdmin(_GenerationAdmin):
         except IncorrectLookupParameters:
             messages.error(request, "Those filters are not valid; showing the default range.")
             return HttpResponseRedirect(reverse("admin:chatapp_generation_summary"))
-        by_model = request.GET.get(SERIES_VAR) == "model"
-        summary = cost_summary.summarize(
-            changelist.queryset, by_model, folded=self._folded(request, changelist)
-        )
+        series = request.GET.get(SERIES_VAR, "")
+        by_model, by_group = series == "model", series == "group"
+        folded = self._folded(request, changelist)
+        summary = cost_summary.summarize(changelist.queryset, by_model, folded=folded)
+        per_group = group_totals.group_spend(changelist.queryset, folded=folded)
+        daily = per_group.daily if by_group else summary.daily
         query = changelist.get_query_string()[1:]
         links = _Links(reverse("admin:chatapp_generation_changelist"), changelist)
         context = {
@@ -325,8 +361,9 @@ class GenerationAdmin(_GenerationAdmin):
             "is_nav_sidebar_enabled": False,
             "cl": changelist,
             "summary": summary,
-            "chart": cost_chart.draw(summary.daily, _days(changelist, summary)),
+            "chart": cost_chart.draw(daily, _days(changelist, summary), per_group=by_group),
             "by_model": by_model,
+            "by_group": by_group,
             "query": query,
             "sources": [(count, links.source(count.source)) for count in summary.sources],
             "tables": [
@@ -335,6 +372,12 @@ class GenerationAdmin(_GenerationAdmin):
                 _Table("Per user", "user", [(g, links.user(g.key)) for g in summary.users]),
                 _Table(
                     "Per gateway", "gateway", [(g, links.gateway(g.key)) for g in summary.gateways]
+                ),
+                _Table(
+                    "Per user group (a generation counts in each group its user was in when it "
+                    "started, so these can add up to more than the total)",
+                    "group",
+                    [(g, links.to({"group": g.key})) for g in per_group.groups],
                 ),
             ],
         }
