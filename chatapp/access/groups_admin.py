@@ -59,7 +59,7 @@ class GroupPolicyForm(_PolicyForm):
 class GroupPolicyInline(_PolicyInline):
     model = GroupPolicy
     form = GroupPolicyForm
-    can_delete = True
+    max_num = 1  # one policy per group
     verbose_name = "policy (what the members may use)"
     verbose_name_plural = "policy (none: the members may use every model and tool)"
 

@@ -88,7 +88,8 @@ def _panel(
 ) -> tuple[str, float]:
     """One unit's panel from `top_y` down, and where it ends."""
     series = _series(bars, OTHER_GROUPS if per_group else OTHER_NAME)
-    legend_rows = math.ceil(len(series) / LEGEND_COLUMNS) if len(series) > 1 else 0
+    named = len(series) > 1 or per_group  # one group is still named: which is it?
+    legend_rows = math.ceil(len(series) / LEGEND_COLUMNS) if named else 0
     plot_top = top_y + TITLE_HEIGHT + legend_rows * LEGEND_ROW + AXIS_GAP
     baseline = plot_top + PLOT_HEIGHT
     plot_width = WIDTH - LEFT - RIGHT

@@ -109,3 +109,28 @@ def test_a_member_sees_the_groups_models_and_budget_and_is_refused_past_it(
         assert page.locator("article.assistant").count() == answers
     finally:
         page.context.close()
+
+
+def test_the_admin_sets_up_a_group_and_reads_its_spend(
+    alice: Any, server_url: str, member: str
+) -> None:
+    """The Group page holds the policy and the limits; the cost summary has the group's table and
+    chart series (alice is the suite's admin)."""
+    alice.set_viewport_size({"width": 1280, "height": 900})
+    alice.goto(f"{server_url}/admin/auth/group/")
+    alice.get_by_role("link", name="Team Research").click()
+    expect(alice.locator("#id_chat_policy-0-model_patterns")).to_have_value(
+        "emulator/chat\nemulator/long"
+    )
+    expect(alice.locator("#id_spending_limits-0-amount")).to_have_value(re.compile(r"^1(\.0+)?$"))
+    screenshots(alice, "admin-group")
+
+    alice.goto(f"{server_url}/admin/chatapp/generation/summary/?series=group")
+    table = alice.locator(".cost-table table", has_text="Per user group")
+    expect(table.locator("th[scope=row]", has_text="Team Research")).to_be_visible()
+    expect(alice.locator("#cost-chart svg")).to_contain_text("added over the groups")
+    screenshots(
+        alice,
+        "admin-cost-summary-groups",
+        lambda page: page.locator("#cost-chart").scroll_into_view_if_needed(),
+    )

@@ -113,6 +113,8 @@ def test_the_chart_folds_many_groups_into_other_groups() -> None:
     svg = str(cost_chart.draw(points, [day], per_group=True))
     assert "other groups" in svg
     assert "other models" not in svg
+    one = str(cost_chart.draw(points[:1], [day], per_group=True))
+    assert ">team 0</text>" in one, "a single group is named in a legend too"
 
 
 def test_the_csv_names_each_generations_groups(admin: Client, spend: dict[str, Any]) -> None:
