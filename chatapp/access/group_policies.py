@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
 
-from django.contrib.auth import get_user_model
-
 from chatapp.errors import ChatAppError
 from chatapp.models import GroupPolicy
 
@@ -74,11 +72,9 @@ def access_for(user_pk: int | None) -> Access:
     """What the user `user_pk` may use (None, or a user since deleted: everything). One query."""
     if user_pk is None:
         return EVERYTHING
-    User = get_user_model()
-    if User.objects.filter(pk=user_pk, is_superuser=True).exists():
-        return EVERYTHING
     policies = list(
-        GroupPolicy.objects.filter(group__user=user_pk)
+        # One filter call: both conditions are on the same membership's user.
+        GroupPolicy.objects.filter(group__user=user_pk, group__user__is_superuser=False)
         .order_by("group__name")
         .values_list("group__name", "model_patterns", "tool_patterns")
     )

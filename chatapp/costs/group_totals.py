@@ -6,8 +6,10 @@ memberships change. The totals are one query over the generations joined to thos
 by day, group and unit: a generation whose user was in two groups is a row of each, so it counts
 once in each group's total, and the groups' totals can add up to more than the overall total
 (the page says so). A generation recorded with no group, and every folded daily total
-(`ledger.fold` folds no group's generation), is the "(no group)" row. Sums are the summary's:
-exact on both databases.
+(`ledger.fold` folds no group's generation), is the "(no group)" row. Sums are the summary's
+own (its `_sums`, `_fold` and the rest, reused rather than written twice): exact on both
+databases. ("Group" in `GroupTotals` is the summary's word for any row of a table; here the rows
+are user groups.)
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import re
 import threading
 from decimal import Decimal
 from typing import Any
@@ -269,6 +270,14 @@ def test_the_group_page_edits_its_policy_and_its_limits(alice: Any, client: Any)
     assert (shared.amount, shared.user_id, shared.gateway_id) == (500, None, None)
     listed = client.get(reverse("admin:auth_group_changelist")).content.decode()
     assert "models: emulator/*" in listed
+    alice.groups.add(group)
+    Generation.objects.create(
+        user=alice, model="m", cost=Decimal("120"), cost_unit="usd", cost_source="stream"
+    )
+    limits = client.get("/admin/chatapp/spendinglimit/").content.decode()
+    assert re.search(r'field-scope"><a href="[^"]+">group Team Research</a>', limits)
+    assert '<td class="field-used_so_far">$120.00</td>' in limits
+    assert '<td class="field-left">$380.00</td>' in limits
     both = {"user": alice.pk, "group": group.pk, "unit": "usd", "period": "month"}
     refused = client.post(
         "/admin/chatapp/spendinglimit/add/", {**both, "amount": "1", "unknown_price": "allow"}
