@@ -30,6 +30,10 @@ Glossary (the code uses these words for these things, and no other):
   attachments above, which a gateway sent with an answer.
 - shared link: a read-only link to one branch of a conversation (`SharedLink`), by an
   unguessable token of which only a digest is kept.
+- group: a user group, Django's `auth.Group` (made in the admin or mapped from a sign-in
+  provider); its `GroupPolicy` says which models and tools its members may use, its
+  `SpendingLimit`s what they may spend together, and `GenerationGroup` which generations were
+  its. (The cost summary's `GroupTotals` are rows of a table, of any kind.)
 - keys: `*_pk` holds one of our primary keys; `*_id` is a gateway's ID (generation, request, tool
   call) or Django's foreign-key attribute (`conversation_id`).
 """
