@@ -49,7 +49,7 @@ class Migration(migrations.Migration):
                     models.TextField(
                         blank=True,
                         default="*",
-                        help_text="One tool name or pattern a line (calculator, clock, conversation_search; * for all). Empty: no tool.",
+                        help_text="One tool name or pattern a line (the names the tool switches list; * for all). Empty: no tool.",
                         verbose_name="tools",
                     ),
                 ),
