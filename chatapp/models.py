@@ -33,7 +33,8 @@ Glossary (the code uses these words for these things, and no other):
 - group: a user group, Django's `auth.Group` (made in the admin or mapped from a sign-in
   provider); its `GroupPolicy` says which models and tools its members may use, its
   `SpendingLimit`s what they may spend together, and `GenerationGroup` which generations were
-  its. (The cost summary's `GroupTotals` are rows of a table, of any kind.)
+  its (`LedgerDayGroup`, once folded). (The cost summary's `GroupTotals` are rows of a table,
+  of any kind.)
 - keys: `*_pk` holds one of our primary keys; `*_id` is a gateway's ID (generation, request, tool
   call) or Django's foreign-key attribute (`conversation_id`).
 """
@@ -738,6 +739,11 @@ class LedgerDay(models.Model):
         return f"{self.day} {self.model}: {self.generations} generation(s)"
 
     @property
+    def group_names(self) -> list[str]:
+        """The groups its generations were spent by (all of them the same: `ledger.fold`)."""
+        return sorted(link.group_name for link in self.group_links.all())
+
+    @property
     def cost(self) -> Decimal:
         """The exact sum of the folded generations' costs, in `cost_unit`."""
         steps = self.cost_high * 10**8 + self.cost_low
@@ -749,3 +755,34 @@ class LedgerDay(models.Model):
         whole = int(amount.to_integral_value(ROUND_FLOOR))
         steps = int(((amount - whole) * 10**15).to_integral_value(ROUND_FLOOR))
         return whole, steps // 10**8, steps % 10**8
+
+
+class LedgerDayGroupQuerySet(models.QuerySet["LedgerDayGroup"]):
+    """Part of the cost ledger, as daily totals are: never deleted."""
+
+    def delete(self) -> NoReturn:
+        raise LedgerIsAppendOnly()
+
+
+class LedgerDayGroup(models.Model):
+    """A group the generations folded into a daily total were recorded as spent by: their
+    `GenerationGroup` rows, which are folded with them. Every generation of one daily total was
+    recorded with the same groups (`ledger.fold` keys the totals by them too), so a group's
+    budgets and cost history read the same before and after a fold."""
+
+    ledger_day = models.ForeignKey(LedgerDay, on_delete=models.CASCADE, related_name="group_links")
+    group = models.ForeignKey(
+        Group, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    group_name = models.CharField(max_length=150)
+
+    objects = LedgerDayGroupQuerySet.as_manager()
+
+    class Meta:
+        indexes = [models.Index(fields=["group", "ledger_day"])]
+
+    def __str__(self) -> str:
+        return f"Daily total {self.ledger_day_id} of {self.group_name}"
+
+    def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise LedgerIsAppendOnly()

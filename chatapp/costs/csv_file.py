@@ -10,8 +10,8 @@ generations into (`ledger.fold`: one row per day, user, gateway, model, kind, st
 cost source, with no generation ID, its day's midnight as `started_at` and its count in
 `generations`), then one row per generation (`generations` 1). `groups` names the user groups a
 generation was recorded as spent by (`GenerationGroup`), separated by "; ": a spreadsheet splits
-them to total per group (each such generation counts in each of its groups); a folded row has
-none.
+them to total per group (each such generation counts in each of its groups); a folded row names
+the groups of the generations it stands for.
 
 The file is streamed in chunks of rows: under ASGI from an async iterator (each chunk read in
 Django's database thread), under WSGI from a plain one, so neither server holds it whole.
@@ -132,6 +132,7 @@ def _folded_row(day: LedgerDay) -> list[str]:
         "cost_note": f"daily total of {day.generations} folded generations",
         "kind": day.kind,
         "generations": day.generations,
+        "groups": "; ".join(day.group_names),
     }
     return [_cell(found.get(name), index in _TEXT_AT) for index, name in enumerate(COLUMNS)]
 
@@ -146,7 +147,11 @@ def chunks(
     writer.writerow(COLUMNS)
     folded_rows: Iterator[list[str]] = iter(())
     if folded is not None:
-        days = folded.select_related("user", "gateway").order_by("day", "pk")
+        days = (
+            folded.select_related("user", "gateway")
+            .prefetch_related("group_links")
+            .order_by("day", "pk")
+        )
         folded_rows = map(_folded_row, days.iterator(chunk_size=CHUNK_ROWS))
     rows = (
         queryset.annotate(user_shown=_USER_SHOWN).order_by("started_at", "pk").values_list(*_FIELDS)

@@ -7,8 +7,8 @@ Generations are the record of what a gateway billed, so no one adds, edits or de
 the CSV export are views of `GenerationAdmin`: they build the same `ChangeList` the list does, so
 they take the same filters and search, and a link between the three keeps its query string. The
 daily totals that retention folded generations into (`LedgerDay`) are filtered the same way and
-counted in all three: every filter is on a field both tables have, a date range on their day,
-and a group on none (a folded total is of no group: `ledger.fold`).
+counted in all three: every filter is on a field both tables have (a group on the groups both
+record), a date range on their day.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from chatapp.costs import csv_file, group_totals
 from chatapp.costs import summary as cost_summary
 from chatapp.costs.summary import DELETED_USER, GroupTotals
 from chatapp.costs.units import CostUnit, Money
-from chatapp.models import Generation, GenerationGroup, LedgerDay
+from chatapp.models import Generation, GenerationGroup, LedgerDay, LedgerDayGroup
 
 if TYPE_CHECKING:  # generic in django-stubs only: Django's admin classes are not subscriptable
     _GenerationAdmin = admin.ModelAdmin[Generation]
@@ -157,7 +157,7 @@ class DeletedUserName(admin.ListFilter):
 class RecordedGroup(admin.SimpleListFilter):
     """The generations recorded as a user group's (`GenerationGroup`: the groups their user was
     in when they started), or of no group; a deleted group's by the name kept (the summary's
-    per-group links). Folded daily totals are of no group."""
+    per-group links); daily totals by their groups (`LedgerDayGroup`), alike."""
 
     title = "user group"
     parameter_name = "group"
@@ -170,18 +170,21 @@ class RecordedGroup(admin.SimpleListFilter):
         value = self.value()
         if value is None:
             return queryset
-        if queryset.model is LedgerDay:
-            return queryset if value == group_totals.NO_GROUP else queryset.none()
         if value == group_totals.NO_GROUP:
             return queryset.filter(group_links__isnull=True)
+        links, of = (
+            (LedgerDayGroup.objects, "ledger_day_id")
+            if queryset.model is LedgerDay
+            else (GenerationGroup.objects, "generation_id")
+        )
         if value.startswith(group_totals.DELETED_GROUP):
             name = value.removeprefix(group_totals.DELETED_GROUP)
-            found = GenerationGroup.objects.filter(group__isnull=True, group_name=name)
+            found = links.filter(group__isnull=True, group_name=name)
         elif value.isdigit():
-            found = GenerationGroup.objects.filter(group_id=int(value))
+            found = links.filter(group_id=int(value))
         else:
             raise IncorrectLookupParameters(f"No group {value!r}.")
-        return queryset.filter(pk__in=found.values("generation_id"))
+        return queryset.filter(pk__in=found.values(of))
 
 
 def _user_shown(user: Any, kept_name: str) -> str:

@@ -5,8 +5,9 @@ A generation's groups are those recorded with it when it started (`GenerationGro
 memberships change. The totals are one query over the generations joined to those rows, grouped
 by day, group and unit: a generation whose user was in two groups is a row of each, so it counts
 once in each group's total, and the groups' totals can add up to more than the overall total
-(the page says so). A generation recorded with no group, and every folded daily total
-(`ledger.fold` folds no group's generation), is the "(no group)" row. Sums are the summary's
+(the page says so); the daily totals retention folded generations into (`LedgerDay`) are joined
+to their groups (`LedgerDayGroup`) the same way. A generation recorded with no group is the
+"(no group)" row. Sums are the summary's
 own (its `_sums`, `_fold` and the rest, reused rather than written twice): exact on both
 databases. ("Group" in `GroupTotals` is the summary's word for any row of a table; here the rows
 are user groups.)
@@ -66,7 +67,20 @@ def _rows(
         .annotate(**_sums(sqlite))
     )
     rows: list[dict[str, Any]] = []
-    for row in grouped:
+    found: list[dict[str, Any]] = [dict(row) for row in grouped]
+    if folded is not None:
+        days = (
+            folded.order_by()
+            .values(
+                "day",
+                group=F("group_links__group_id"),
+                name=F("group_links__group_name"),
+                unit=F("cost_unit"),
+            )
+            .annotate(**_folded_sums(sqlite))
+        )
+        found += [dict(row) for row in days]
+    for row in found:
         if row["group"] is not None:
             key = str(row["group"])
         elif row["name"] is not None:  # a group deleted since
@@ -74,12 +88,9 @@ def _rows(
         else:
             key = NO_GROUP
         rows.append(_with_amounts(sqlite, {**row, "key": key}))
-    if folded is not None:
-        days = folded.order_by().values("day", unit=F("cost_unit")).annotate(**_folded_sums(sqlite))
-        rows += [_with_amounts(sqlite, {**day, "key": NO_GROUP}) for day in days]
-    for found in rows:  # SQLite's DATE() is text
-        if isinstance(found["day"], str):
-            found["day"] = datetime.date.fromisoformat(found["day"])
+    for summed in rows:  # SQLite's DATE() is text
+        if isinstance(summed["day"], str):
+            summed["day"] = datetime.date.fromisoformat(summed["day"])
     return rows
 
 

@@ -118,19 +118,19 @@ def _resets(resets: datetime) -> str:
 # --- What is used -----------------------------------------------------------------------------
 
 
-def _counted(limit: SpendingLimit, user_pk: int | None) -> tuple[Q | None, bool]:
+def _counted(limit: SpendingLimit, user_pk: int | None) -> Q | None:
     """Whose spend a limit counts: its gateway's, its group's, or its user's (the default:
-    `user_pk`'s); and whether the same fields filter the daily totals folded from generations
-    (`LedgerDay`): not a group's, whose generations are never folded (`ledger.fold`)."""
+    `user_pk`'s); the same fields filter generations and the daily totals folded from them
+    (`LedgerDay`, whose `group_links` are its generations')."""
     if limit.gateway_id is not None:
-        return Q(gateway_id=limit.gateway_id), True
+        return Q(gateway_id=limit.gateway_id)
     if limit.group_id is not None:
-        return Q(group_links__group_id=limit.group_id), False
+        return Q(group_links__group_id=limit.group_id)
     owner = limit.user_id if limit.user_id is not None else user_pk
-    return (None if owner is None else Q(user_id=owner)), True
+    return None if owner is None else Q(user_id=owner)
 
 
-def _spent(counted: tuple[Q | None, bool], unit: str, since: datetime) -> Decimal:
+def _spent(scope: Q | None, unit: str, since: datetime) -> Decimal:
     """Settled costs in `unit` since `since` (summed exactly, folded days included, as every
     total is: `summary`), plus the ceilings of those still running or pending on a gateway
     billing in it: a cost not known yet holds its place with its worst case.
@@ -140,7 +140,6 @@ def _spent(counted: tuple[Q | None, bool], unit: str, since: datetime) -> Decima
     count twice (the check refuses early), never nowhere: the ceilings before the settled costs,
     and those before the folded days (`totals` reads them in that order; a pending row is never
     folded)."""
-    scope, folds = counted
     if scope is None:
         return Decimal(0)
     rows = Generation.objects.filter(scope, started_at__gte=since)
@@ -148,9 +147,7 @@ def _spent(counted: tuple[Q | None, bool], unit: str, since: datetime) -> Decima
     reserved = rows.filter(
         cost__isnull=True, cost_source=PENDING, gateway__cost_unit=unit, spend_ceiling__isnull=False
     ).aggregate(total=Sum("spend_ceiling"))["total"]
-    folded = (
-        LedgerDay.objects.filter(scope, day__gte=since.date(), cost_unit=unit) if folds else None
-    )
+    folded = LedgerDay.objects.filter(scope, day__gte=since.date(), cost_unit=unit)
     settled = totals(rows.filter(cost__isnull=False, cost_unit=unit), folded=folded).totals
     amount = next((total.amount for total in settled if total.unit == unit), Decimal(0))
     return amount + (Decimal(reserved) if reserved else Decimal(0))

@@ -1,5 +1,6 @@
 """Groups (issue 39): a policy per auth group (the models and tools its members may use),
-group spending limits, and the groups a generation is recorded as spent by."""
+group spending limits, and the groups a generation (and a daily total folded from generations)
+is recorded as spent by."""
 
 import django.db.models.deletion
 from django.conf import settings
@@ -61,6 +62,18 @@ class Migration(migrations.Migration):
                 "ordering": ["group__name"],
             },
         ),
+        migrations.CreateModel(
+            name="LedgerDayGroup",
+            fields=[
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("group_name", models.CharField(max_length=150)),
+            ],
+        ),
         migrations.RemoveConstraint(
             model_name="spendinglimit",
             name="spending_limit_one_scope",
@@ -117,6 +130,26 @@ class Migration(migrations.Migration):
                 to="auth.group",
             ),
         ),
+        migrations.AddField(
+            model_name="ledgerdaygroup",
+            name="group",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to="auth.group",
+            ),
+        ),
+        migrations.AddField(
+            model_name="ledgerdaygroup",
+            name="ledger_day",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="group_links",
+                to="chatapp.ledgerday",
+            ),
+        ),
         migrations.AddIndex(
             model_name="generationgroup",
             index=models.Index(
@@ -127,6 +160,12 @@ class Migration(migrations.Migration):
             model_name="generationgroup",
             constraint=models.UniqueConstraint(
                 fields=("generation", "group"), name="one_link_per_group"
+            ),
+        ),
+        migrations.AddIndex(
+            model_name="ledgerdaygroup",
+            index=models.Index(
+                fields=["group", "ledger_day"], name="chatapp_led_group_i_2bd646_idx"
             ),
         ),
     ]

@@ -65,20 +65,25 @@ def test_a_deleted_groups_spend_keeps_its_name(spend: dict[str, Any]) -> None:
     assert "Support (deleted)" in labels
 
 
-def test_folded_totals_are_of_no_group(spend: dict[str, Any], alice: Any) -> None:
-    alice.groups.clear()
-    old = record(
-        alice,
-        spend["alice"].gateway,
-        cost="3",
-        started=datetime.datetime(2026, 1, 5, tzinfo=datetime.UTC),
-    )
-    assert not old.group_links.exists()
+def test_folded_totals_count_for_the_groups_they_were_spent_by(
+    admin: Client, spend: dict[str, Any], alice: Any
+) -> None:
+    january = datetime.datetime(2026, 1, 5, tzinfo=datetime.UTC)
+    record(alice, spend["alice"].gateway, cost="3", started=january, upstream_id="gen-old")
     ledger.fold(datetime.date(2026, 2, 1))
-    assert not Generation.objects.filter(pk=old.pk).exists()
+    assert not Generation.objects.filter(upstream_id="gen-old").exists()
     found = group_totals.group_spend(Generation.objects.all(), folded=LedgerDay.objects.all())
-    (none,) = [group for group in found.groups if group.key == group_totals.NO_GROUP]
-    assert (none.generations, amounts(none)) == (3, {"usd": Decimal("5.001")})
+    by_label = {group.label: (group.generations, amounts(group)) for group in found.groups}
+    assert by_label["Research"] == (2, {"usd": Decimal("3.25")})
+    assert by_label["Support"] == (3, {"usd": Decimal("3.75")})
+    assert by_label["(no group)"] == (2, {"usd": Decimal("2.001")})
+    # The admin's filter and CSV read the folded day's groups too.
+    query = {"group": spend["research"].pk, "started_from": "2026-01-01"}
+    _, rows = _csv(admin.get(reverse(EXPORT), query))
+    assert [(row["generation_id"], row["groups"], row["generations"]) for row in rows] == [
+        ("", "Research; Support", "1"),
+        ("gen-alice", "Research; Support", "1"),
+    ]
 
 
 def test_the_summary_has_a_table_per_group_with_links_to_the_list(

@@ -31,6 +31,7 @@ from chatapp.models import (
     GenerationGroup,
     GroupPolicy,
     LedgerDay,
+    LedgerDayGroup,
     SpendingLimit,
 )
 from chatapp.streaming import persistence, worker
@@ -229,17 +230,26 @@ async def test_a_members_check_waits_for_another_members_reservation_to_commit(
 # --- Retention and the admin --------------------------------------------------------------------
 
 
-async def test_folding_leaves_a_groups_generations_so_its_spend_stays_whole(alice: Any) -> None:
-    await group_of(alice)
-    grouped = await spent(alice, "1", ago=datetime.timedelta(days=3))
-    await alice.groups.aclear()
-    alone = await spent(alice, "2", ago=datetime.timedelta(days=3))
-    today = datetime.datetime.now(datetime.UTC).date()
-    report = await sync_to_async(ledger.fold)(today)
-    assert (report.generations, report.of_groups) == (1, 1)
-    assert await Generation.objects.filter(pk=grouped.pk).aexists()
-    assert not await Generation.objects.filter(pk=alone.pk).aexists()
-    assert await LedgerDay.objects.acount() == 1
+async def test_folding_keeps_what_the_group_spent_for_its_limit(alice: Any, bob: Any) -> None:
+    group = await group_of(alice, bob)
+    await spent(alice, "1")
+    await alice.groups.aremove(group)
+    await spent(alice, "2")  # hers alone: the same day, user and model, another daily total
+    shared = await limit("10", group=group)
+    used = sync_to_async(lambda: spending_limits.standing(shared, bob.pk).used)
+    assert await used() == 1
+    tomorrow = datetime.datetime.now(datetime.UTC).date() + datetime.timedelta(days=1)
+    report = await sync_to_async(ledger.fold)(tomorrow)
+    assert report.generations == 2
+    assert not await Generation.objects.aexists()
+    assert not await GenerationGroup.objects.aexists()  # folded with their generations
+    totals = [(day.cost, day.generations) async for day in LedgerDay.objects.order_by("cost_whole")]
+    assert totals == [(1, 1), (2, 1)]
+    (link,) = [link async for link in LedgerDayGroup.objects.select_related("ledger_day")]
+    assert (link.group_id, link.group_name, link.ledger_day.cost) == (group.pk, "Team Research", 1)
+    assert await used() == 1
+    with pytest.raises(LedgerIsAppendOnly):
+        await sync_to_async(LedgerDayGroup.objects.all().delete)()
 
 
 def test_the_group_page_edits_its_policy_and_its_limits(alice: Any, client: Any) -> None:

@@ -60,8 +60,3 @@ class Command(BaseCommand):
                 f"Left {report.pending:,} generation(s) whose cost is still pending, for a "
                 "later run."
             )
-        if report.of_groups:
-            self.stdout.write(
-                f"Left {report.of_groups:,} generation(s) recorded as a group's spend: daily "
-                "totals keep no group."
-            )
