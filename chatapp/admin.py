@@ -17,6 +17,7 @@ from django.http import (
 from django.utils import timezone
 
 from chatapp import tools
+from chatapp.access import groups_admin  # noqa: F401  (registers GroupAdmin)
 from chatapp.accounts import admin as accounts_admin  # noqa: F401  (registers its admins)
 from chatapp.costs import (
     feedback_admin,  # noqa: F401  (registers FeedbackAdmin)

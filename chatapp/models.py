@@ -31,6 +31,11 @@ Glossary (the code uses these words for these things, and no other):
 - shared link: a read-only link to one branch of a conversation (`SharedLink`), by an
   unguessable token of which only a digest is kept.
 - feedback: a user's thumbs up or down on an answer (`Feedback`), with an optional comment.
+- group: a user group, Django's `auth.Group` (made in the admin or mapped from a sign-in
+  provider); its `GroupPolicy` says which models and tools its members may use, its
+  `SpendingLimit`s what they may spend together, and `GenerationGroup` which generations were
+  its (`LedgerDayGroup`, once folded). (The cost summary's `GroupTotals` are rows of a table,
+  of any kind.)
 - keys: `*_pk` holds one of our primary keys; `*_id` is a gateway's ID (generation, request, tool
   call) or Django's foreign-key attribute (`conversation_id`).
 """
@@ -42,6 +47,7 @@ from decimal import ROUND_FLOOR, Context, Decimal
 from typing import Any, NoReturn
 
 from django.conf import settings
+from django.contrib.auth.models import Group
 from django.db import models
 
 from chatapp.costs.units import CostUnit
@@ -450,6 +456,40 @@ class ToolSwitch(models.Model):
         return f"{self.name} ({'on' if self.enabled else 'off'})"
 
 
+class GroupPolicy(models.Model):
+    """What the members of one group (`auth.Group`: made in the admin, or from a sign-in
+    provider's claim) may use: the models and the tools whose names match one of its patterns
+    (`access.group_policies` says how patterns match and how several groups combine). A user in
+    no group with a policy may use everything; the group's money budgets are `SpendingLimit`s
+    with `group` set."""
+
+    group = models.OneToOneField(Group, on_delete=models.CASCADE, related_name="chat_policy")
+    model_patterns = models.TextField(
+        "models",
+        blank=True,
+        default="*",
+        help_text="One pattern a line, matched against the model's ID and against "
+        '"gateway name:model ID": openai/* (those models on any gateway), Numes:* (all of one '
+        "gateway), *gpt-4o*. * and ? are wildcards. Empty: no model.",
+    )
+    tool_patterns = models.TextField(
+        "tools",
+        blank=True,
+        default="*",
+        help_text="One tool name or pattern a line (the names the tool switches list; * for "
+        "all). Empty: no tool.",
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["group__name"]
+        verbose_name = "group policy"
+        verbose_name_plural = "group policies"
+
+    def __str__(self) -> str:
+        return f"Policy of {self.group}"
+
+
 class GenerationQuerySet(models.QuerySet["Generation"]):
     """Generations are the cost ledger: deleting them is refused, whoever asks (a conversation
     or user deleted sets their keys to NULL instead). `ledger.fold` alone removes rows, through
@@ -603,9 +643,12 @@ class Generation(models.Model):
             owner = self.conversation.user if self.conversation else None
             if owner is not None:
                 self.user = owner
-        if self._state.adding and self.user is not None and not self.user_name:
+        adding = self._state.adding
+        if adding and self.user is not None and not self.user_name:
             self.user_name = self.user.get_username()
         super().save(*args, **kwargs)
+        if adding and self.user_id is not None:
+            GenerationGroup.record(self)
 
     def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise LedgerIsAppendOnly()
@@ -655,10 +698,55 @@ class ReadAloudAudio(models.Model):
         return f"Audio of generation {self.generation_id} ({self.media_type})"
 
 
+class GenerationGroupQuerySet(models.QuerySet["GenerationGroup"]):
+    """Part of the cost ledger, as generations are: never deleted."""
+
+    def delete(self) -> NoReturn:
+        raise LedgerIsAppendOnly()
+
+
+class GenerationGroup(models.Model):
+    """A group the generation's user belonged to when it started, and so the group whose spend
+    it is: its budgets count it, and the cost history adds it to the group's row. Recorded with
+    the generation (`Generation.save`), since memberships change; a user in two groups makes a
+    row for each, so a generation counts once in each group's total (and the groups' totals can
+    add up to more than all generations'). The group's name is kept, as a user's is, for when the
+    group is deleted."""
+
+    generation = models.ForeignKey(Generation, on_delete=models.CASCADE, related_name="group_links")
+    group = models.ForeignKey(
+        Group, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    group_name = models.CharField(max_length=150)
+
+    objects = GenerationGroupQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["generation", "group"], name="one_link_per_group")
+        ]
+        indexes = [models.Index(fields=["group", "generation"])]
+
+    def __str__(self) -> str:
+        return f"Generation {self.generation_id} of {self.group_name}"
+
+    def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise LedgerIsAppendOnly()
+
+    @classmethod
+    def record(cls, generation: Generation) -> None:
+        """A row for each group `generation`'s user is in now (in its transaction)."""
+        groups = Group.objects.filter(user=generation.user_id).values_list("pk", "name")
+        cls.objects.bulk_create(
+            cls(generation=generation, group_id=pk, group_name=name) for pk, name in groups
+        )
+
+
 class SpendingLimit(models.Model):
     """A budget an admin sets: at most `amount` in `unit` per `period` (`spending_limits` checks
     it before a generation starts, and while it runs). Its scope is one user, one gateway (all
-    its users together), or, with neither, every user who has no limit of their own in that
+    its users together), one group (its members together: the generations recorded as the
+    group's, `GenerationGroup`), or, with none, every user who has no limit of their own in that
     unit and period."""
 
     class Period(models.TextChoices):
@@ -679,6 +767,9 @@ class SpendingLimit(models.Model):
     gateway = models.ForeignKey(
         Gateway, on_delete=models.CASCADE, null=True, blank=True, related_name="spending_limits"
     )
+    group = models.ForeignKey(
+        Group, on_delete=models.CASCADE, null=True, blank=True, related_name="spending_limits"
+    )
     unit = models.CharField(max_length=16, choices=CostUnit.choices)
     period = models.CharField(max_length=8, choices=Period.choices, default=Period.MONTH)
     amount = models.DecimalField(max_digits=30, decimal_places=15)
@@ -696,7 +787,11 @@ class SpendingLimit(models.Model):
         ordering = ["gateway", "user", "unit", "period"]
         constraints = [
             models.CheckConstraint(
-                condition=models.Q(user__isnull=True) | models.Q(gateway__isnull=True),
+                condition=(
+                    models.Q(user__isnull=True, gateway__isnull=True)
+                    | models.Q(user__isnull=True, group__isnull=True)
+                    | models.Q(gateway__isnull=True, group__isnull=True)
+                ),
                 name="spending_limit_one_scope",
             ),
             models.CheckConstraint(
@@ -714,6 +809,8 @@ class SpendingLimit(models.Model):
             return f"user {self.user}"
         if self.gateway_id is not None:
             return f"gateway {self.gateway}"
+        if self.group_id is not None:
+            return f"group {self.group}"
         return "every user"
 
 
@@ -762,6 +859,11 @@ class LedgerDay(models.Model):
         return f"{self.day} {self.model}: {self.generations} generation(s)"
 
     @property
+    def group_names(self) -> list[str]:
+        """The groups its generations were spent by (all of them the same: `ledger.fold`)."""
+        return sorted(link.group_name for link in self.group_links.all())
+
+    @property
     def cost(self) -> Decimal:
         """The exact sum of the folded generations' costs, in `cost_unit`."""
         steps = self.cost_high * 10**8 + self.cost_low
@@ -773,6 +875,37 @@ class LedgerDay(models.Model):
         whole = int(amount.to_integral_value(ROUND_FLOOR))
         steps = int(((amount - whole) * 10**15).to_integral_value(ROUND_FLOOR))
         return whole, steps // 10**8, steps % 10**8
+
+
+class LedgerDayGroupQuerySet(models.QuerySet["LedgerDayGroup"]):
+    """Part of the cost ledger, as daily totals are: never deleted."""
+
+    def delete(self) -> NoReturn:
+        raise LedgerIsAppendOnly()
+
+
+class LedgerDayGroup(models.Model):
+    """A group the generations folded into a daily total were recorded as spent by: their
+    `GenerationGroup` rows, which are folded with them. Every generation of one daily total was
+    recorded with the same groups (`ledger.fold` keys the totals by them too), so a group's
+    budgets and cost history read the same before and after a fold."""
+
+    ledger_day = models.ForeignKey(LedgerDay, on_delete=models.CASCADE, related_name="group_links")
+    group = models.ForeignKey(
+        Group, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    group_name = models.CharField(max_length=150)
+
+    objects = LedgerDayGroupQuerySet.as_manager()
+
+    class Meta:
+        indexes = [models.Index(fields=["group", "ledger_day"])]
+
+    def __str__(self) -> str:
+        return f"Daily total {self.ledger_day_id} of {self.group_name}"
+
+    def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise LedgerIsAppendOnly()
 
 
 class Feedback(models.Model):

@@ -144,11 +144,12 @@ def stream_arguments(
 
 
 def upstream_tools(
-    options: RequestOptions, dialect: str, user_pk: int
+    options: RequestOptions, dialect: str, user_pk: int | None
 ) -> tuple[dict[str, Any], ...]:
     """The `tools` a request of user `user_pk` under `options` offers on a gateway of `dialect`:
-    the tools chosen that an admin has not turned off (and, of an MCP server, that the user may
-    use and that can be called now), in the gateways' schema. Database work."""
+    the tools chosen that an admin has not turned off and the user's groups allow (and, of an MCP
+    server, that the user may use and that can be called now), in the gateways' schema. Database
+    work."""
     if not options.tools or not _takes_tools(dialect):
         return ()
     return tuple(tools.upstream_tools(tools.offered(options.tools, user_pk)))
@@ -163,11 +164,12 @@ def dialect_of(gateway_pk: int | None) -> str:
     return config.dialect or guess_dialect(config.base_url) or ""
 
 
-def summary(options: RequestOptions, dialect: str | None) -> str:
+def summary(options: RequestOptions, dialect: str | None, user_pk: int | None) -> str:
     """What applies, in one short line: "System prompt · temperature 0.7 · max 2,048 tokens ·
     effort high · tools: calculator, date and time", or "Gateway defaults". On a gateway of
     `dialect` ("": unknown) an effort or tools it is not sent say so; None: no gateway in
-    particular (a user's defaults). Tools an admin turned off are left out: reads the database."""
+    particular (a user's defaults). Tools an admin turned off, or `user_pk`'s groups do not allow,
+    are left out: reads the database."""
     parts = []
     if options.system_prompt:
         parts.append("System prompt")
@@ -182,7 +184,7 @@ def summary(options: RequestOptions, dialect: str | None) -> str:
             taker = "an unknown gateway" if facts is None else facts.title
             effort += f" (not sent: {taker} takes none)"
         parts.append(effort)
-    if options.tools and (offered := tools.offered(options.tools)):
+    if options.tools and (offered := tools.offered(options.tools, user_pk)):
         listed = "tools: " + ", ".join(tool.title.lower() for tool in offered)
         facts = facts_for(dialect)
         if facts is not None and not facts.tools:

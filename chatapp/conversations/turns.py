@@ -22,7 +22,7 @@ from django.db import transaction
 from django.http import Http404
 from django.utils import timezone
 
-from chatapp.access import rate_limits
+from chatapp.access import group_policies, rate_limits
 from chatapp.conversations import request_options, uploads
 from chatapp.conversations.tree import MessageTree, context_for, context_through
 from chatapp.costs import spending_limits
@@ -164,6 +164,8 @@ def _start(
         rounds = Generation.objects.filter(message_id=parent_pk).values_list("tool_round")
         previous_round = rounds.first()
     tool_round = 1 if previous_round is None else previous_round[0] + 1
+    if previous_round is None:  # a turn's later rounds go on with the model it was allowed
+        group_policies.check_model(conversation.user_id, gateway.name, model)
     if kind == Generation.Kind.IMAGE:
         tools = ()
     elif tools is None:
@@ -336,6 +338,7 @@ def follow_up_request(
     reservation, made with the turn). `create_turn` checks it all again under its lock: if the
     conversation went on meanwhile, it refuses and the request is closed."""
     text = checked_message(text, model)
+    group_policies.check_model(user.pk, gateway.name, model)  # before anything leaves
     if spending_limits.any_apply(user.pk, gateway.pk):
         return None
     conversation = _idle_conversation(user, conversation_pk, lock=False)

@@ -2,8 +2,10 @@
 block (presentation attributes only, never a `style` attribute, which the CSP forbids).
 
 One panel per unit with its own scale, since amounts in different units share no axis; in each,
-a bar per day, stacked by series: the unit itself, or each model (the biggest few, the rest drawn
-together). Model names are chosen by gateways and users, so every text is escaped.
+a bar per day, stacked by series: the unit itself, or each model or user group (the biggest few,
+the rest drawn together). Model and group names are chosen by gateways and admins, so every text
+is escaped. A generation counts in each of its groups, so bars per group can stack up to more than
+was spent: the panel's title then says what it adds up.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ NAME_LENGTH = 26  # legend names are cut here; a bar's tooltip has the whole nam
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00")
 OTHER = "#999999"
 OTHER_NAME = "other models"
+OTHER_GROUPS = "other groups"
 
 type _Bars = dict[str, dict[datetime.date, Decimal]]  # series -> day -> amount
 
@@ -62,7 +65,9 @@ def _axis_top(peak: Decimal) -> Decimal:
     raise AssertionError("unreachable: 10 times the power of ten is above any peak")
 
 
-def _series(bars: _Bars) -> list[tuple[str, str, dict[datetime.date, Decimal]]]:
+def _series(
+    bars: _Bars, other_name: str = OTHER_NAME
+) -> list[tuple[str, str, dict[datetime.date, Decimal]]]:
     """(name, colour, amounts) per series, biggest first, with the tail folded into one."""
     ranked = sorted(bars.items(), key=lambda item: (-sum(item[1].values()), item[0]))
     if len(ranked) > MAX_SERIES:
@@ -71,19 +76,20 @@ def _series(bars: _Bars) -> list[tuple[str, str, dict[datetime.date, Decimal]]]:
         for _, amounts in tail:
             for day, amount in amounts.items():
                 other[day] += amount
-        ranked = [*head, (OTHER_NAME, other)]
+        ranked = [*head, (other_name, other)]
     return [
-        (name, OTHER if name == OTHER_NAME else PALETTE[index % len(PALETTE)], amounts)
+        (name, OTHER if name == other_name else PALETTE[index % len(PALETTE)], amounts)
         for index, (name, amounts) in enumerate(ranked)
     ]
 
 
 def _panel(
-    unit: CostUnit, bars: _Bars, days: Sequence[datetime.date], top_y: float
+    unit: CostUnit, bars: _Bars, days: Sequence[datetime.date], top_y: float, per_group: bool
 ) -> tuple[str, float]:
     """One unit's panel from `top_y` down, and where it ends."""
-    series = _series(bars)
-    legend_rows = math.ceil(len(series) / LEGEND_COLUMNS) if len(series) > 1 else 0
+    series = _series(bars, OTHER_GROUPS if per_group else OTHER_NAME)
+    named = len(series) > 1 or per_group  # one group is still named: which is it?
+    legend_rows = math.ceil(len(series) / LEGEND_COLUMNS) if named else 0
     plot_top = top_y + TITLE_HEIGHT + legend_rows * LEGEND_ROW + AXIS_GAP
     baseline = plot_top + PLOT_HEIGHT
     plot_width = WIDTH - LEFT - RIGHT
@@ -94,7 +100,10 @@ def _panel(
     top = _axis_top(max(daily))
     scale = float(top)
     total = sum(daily, Decimal(0))
-    parts = [_text(0, top_y + 14, f"{unit.label}: {Money(total, unit)} in the range", size=12)]
+    title = f"{unit.label}: {Money(total, unit)} in the range"
+    if per_group:
+        title = f"{unit.label}: {Money(total, unit)} added over the groups, in the range"
+    parts = [_text(0, top_y + 14, title, size=12)]
     if legend_rows:
         column_width = (WIDTH - LEFT) / LEGEND_COLUMNS
         for index, (name, colour, _) in enumerate(series):
@@ -132,9 +141,11 @@ def _panel(
     return "\n".join(parts), baseline + AXIS_HEIGHT
 
 
-def draw(points: Iterable[DailyAmount], days: Sequence[datetime.date]) -> SafeString:
+def draw(
+    points: Iterable[DailyAmount], days: Sequence[datetime.date], *, per_group: bool = False
+) -> SafeString:
     """The chart of `points` over `days` (every day of the range, spent on or not); "" without
-    any amount to draw."""
+    any amount to draw. `per_group`: the series are user groups, which overlap."""
     by_unit: dict[CostUnit, _Bars] = defaultdict(lambda: defaultdict(dict))
     shown = set(days)
     for point in points:
@@ -147,7 +158,7 @@ def draw(points: Iterable[DailyAmount], days: Sequence[datetime.date]) -> SafeSt
     y = 0.0
     for unit in CostUnit:
         if unit in by_unit:
-            panel, bottom = _panel(unit, by_unit[unit], days, y)
+            panel, bottom = _panel(unit, by_unit[unit], days, y, per_group)
             panels.append(panel)
             y = bottom + PANEL_GAP
     height = y - PANEL_GAP

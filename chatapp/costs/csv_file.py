@@ -8,7 +8,10 @@ exponent, no thousands separator, no rounding; a spreadsheet set to a comma-deci
 `2026-12-01T10:27:03.120Z`. Rows are chronological: first the daily totals retention folded
 generations into (`ledger.fold`: one row per day, user, gateway, model, kind, status, unit and
 cost source, with no generation ID, its day's midnight as `started_at` and its count in
-`generations`), then one row per generation (`generations` 1).
+`generations`), then one row per generation (`generations` 1). `groups` names the user groups a
+generation was recorded as spent by (`GenerationGroup`), separated by "; ": a spreadsheet splits
+them to total per group (each such generation counts in each of its groups); a folded row names
+the groups of the generations it stands for.
 
 The file is streamed in chunks of rows: under ASGI from an async iterator (each chunk read in
 Django's database thread), under WSGI from a plain one, so neither server holds it whole.
@@ -28,7 +31,7 @@ from django.db.models import F, QuerySet
 from django.db.models.functions import Coalesce
 from django.http import StreamingHttpResponse
 
-from chatapp.models import Generation, LedgerDay
+from chatapp.models import Generation, GenerationGroup, LedgerDay
 
 __all__ = ["COLUMNS", "chunks", "plain", "response"]
 
@@ -57,13 +60,14 @@ _SOURCES = (
     # Last, so that the columns before keep their places: chat, image or speech (Read aloud).
     ("kind", "kind"),
     ("generations", None),  # 1, or how many a folded row stands for
+    ("groups", None),  # the groups' names, "; " between them
 )
 COLUMNS = tuple(column for column, _ in _SOURCES)
 _FIELDS = tuple(field for _, field in _SOURCES if field is not None)
 _DURATION_AT = COLUMNS.index("duration_ms")
 # The user's name now, or the one kept on the row when the user was deleted.
 _USER_SHOWN = Coalesce(F("user__username"), F("user_name"))
-_TEXT = {"user", "gateway", "model", "generation_id", "request_id", "cost_note"}
+_TEXT = {"user", "gateway", "model", "generation_id", "request_id", "cost_note", "groups"}
 _TEXT_AT = frozenset(index for index, name in enumerate(COLUMNS) if name in _TEXT)
 # A spreadsheet evaluates a cell starting with one of these as a formula (tab and CR because some
 # strip them first): a model or user named "=HYPERLINK(...)" would run on the operator's machine.
@@ -101,12 +105,12 @@ def _cell(value: object, text: bool) -> str:
     return str(value)
 
 
-def _row(values: tuple[object, ...]) -> list[str]:
+def _row(values: tuple[object, ...], groups: str) -> list[str]:
     started, finished = values[1], values[2]
     duration = None
     if isinstance(started, datetime.datetime) and isinstance(finished, datetime.datetime):
         duration = round((finished - started).total_seconds() * 1000)
-    cells = (*values[:_DURATION_AT], duration, *values[_DURATION_AT:], 1)
+    cells = (*values[:_DURATION_AT], duration, *values[_DURATION_AT:], 1, groups)
     return [_cell(value, index in _TEXT_AT) for index, value in enumerate(cells)]
 
 
@@ -128,6 +132,7 @@ def _folded_row(day: LedgerDay) -> list[str]:
         "cost_note": f"daily total of {day.generations} folded generations",
         "kind": day.kind,
         "generations": day.generations,
+        "groups": "; ".join(day.group_names),
     }
     return [_cell(found.get(name), index in _TEXT_AT) for index, name in enumerate(COLUMNS)]
 
@@ -142,12 +147,16 @@ def chunks(
     writer.writerow(COLUMNS)
     folded_rows: Iterator[list[str]] = iter(())
     if folded is not None:
-        days = folded.select_related("user", "gateway").order_by("day", "pk")
+        days = (
+            folded.select_related("user", "gateway")
+            .prefetch_related("group_links")
+            .order_by("day", "pk")
+        )
         folded_rows = map(_folded_row, days.iterator(chunk_size=CHUNK_ROWS))
     rows = (
         queryset.annotate(user_shown=_USER_SHOWN).order_by("started_at", "pk").values_list(*_FIELDS)
     )
-    generation_rows = map(_row, rows.iterator(chunk_size=CHUNK_ROWS))
+    generation_rows = _with_groups(rows.iterator(chunk_size=CHUNK_ROWS))
     for count, cells in enumerate(itertools.chain(folded_rows, generation_rows), start=1):
         writer.writerow(cells)
         if count % CHUNK_ROWS == 0:
@@ -155,6 +164,19 @@ def chunks(
             buffer.seek(0)
             buffer.truncate()
     yield buffer.getvalue()
+
+
+def _with_groups(rows: Iterator[tuple[object, ...]]) -> Iterator[list[str]]:
+    """Each generation's cells with its groups' names, read for `CHUNK_ROWS` rows at a time."""
+    for batch in itertools.batched(rows, CHUNK_ROWS):
+        names: dict[object, list[str]] = {}
+        links = GenerationGroup.objects.filter(generation_id__in=[values[0] for values in batch])
+        for generation_pk, name in links.order_by("group_name").values_list(
+            "generation_id", "group_name"
+        ):
+            names.setdefault(generation_pk, []).append(name)
+        for values in batch:
+            yield _row(values, "; ".join(names.get(values[0], ())))
 
 
 def _next(pieces: Iterator[str]) -> str | None:

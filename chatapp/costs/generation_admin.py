@@ -1,13 +1,15 @@
 """The cost ledger in the admin: generations read-only, with the filtered rows' totals per unit,
-the cost summary page (per day, model, user and gateway, and a chart) and the CSV export.
+the cost summary page (per day, model, user, gateway and user group, and a chart) and the CSV
+export.
 
 Generations are the record of what a gateway billed, so no one adds, edits or deletes them here
 (no permission grants it; `manage.py fold_ledger` is retention's one way). The cost summary and
 the CSV export are views of `GenerationAdmin`: they build the same `ChangeList` the list does, so
 they take the same filters and search, and a link between the three keeps its query string. The
 daily totals that retention folded generations into (`LedgerDay`) are filtered the same way and
-counted in all three: every filter is on a field both tables have, a date range on their day;
-feedback (`FeedbackGiven`), which folded rows no longer have, leaves them out when it is chosen.
+counted in all three: every filter is on a field both tables have (a group on the groups both
+record), a date range on their day; feedback (`FeedbackGiven`), which folded rows no longer have,
+leaves them out when it is chosen.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from django.contrib import admin, messages
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ChangeList
+from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
 from django.core.handlers.asgi import ASGIRequest
 from django.db.models import Exists, OuterRef, Q, QuerySet
@@ -37,11 +40,11 @@ from django.utils.html import format_html
 from django.utils.text import smart_split, unescape_string_literal
 
 from chatapp.costs import chart as cost_chart
-from chatapp.costs import csv_file
+from chatapp.costs import csv_file, group_totals
 from chatapp.costs import summary as cost_summary
 from chatapp.costs.summary import DELETED_USER, GroupTotals
 from chatapp.costs.units import CostUnit, Money
-from chatapp.models import Feedback, Generation, LedgerDay
+from chatapp.models import Feedback, Generation, GenerationGroup, LedgerDay, LedgerDayGroup
 
 if TYPE_CHECKING:  # generic in django-stubs only: Django's admin classes are not subscriptable
     _GenerationAdmin = admin.ModelAdmin[Generation]
@@ -186,6 +189,39 @@ class FeedbackGiven(admin.SimpleListFilter):
         return queryset.filter(Exists(given))
 
 
+class RecordedGroup(admin.SimpleListFilter):
+    """The generations recorded as a user group's (`GenerationGroup`: the groups their user was
+    in when they started), or of no group; a deleted group's by the name kept (the summary's
+    per-group links); daily totals by their groups (`LedgerDayGroup`), alike."""
+
+    title = "user group"
+    parameter_name = "group"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        named = [(str(pk), name) for pk, name in Group.objects.values_list("pk", "name")]
+        return [*named, (group_totals.NO_GROUP, "(no group)")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if value is None:
+            return queryset
+        if value == group_totals.NO_GROUP:
+            return queryset.filter(group_links__isnull=True)
+        links, of = (
+            (LedgerDayGroup.objects, "ledger_day_id")
+            if queryset.model is LedgerDay
+            else (GenerationGroup.objects, "generation_id")
+        )
+        if value.startswith(group_totals.DELETED_GROUP):
+            name = value.removeprefix(group_totals.DELETED_GROUP)
+            found = links.filter(group__isnull=True, group_name=name)
+        elif value.isdigit():
+            found = links.filter(group_id=int(value))
+        else:
+            raise IncorrectLookupParameters(f"No group {value!r}.")
+        return queryset.filter(pk__in=found.values(of))
+
+
 def _user_shown(user: Any, kept_name: str) -> str:
     """The user's name now, or the name kept on the row when the user was deleted."""
     return user.get_username() if user is not None else f"{kept_name} (deleted)"
@@ -229,6 +265,7 @@ class GenerationAdmin(_GenerationAdmin):
         "cost_source",
         "cost_unit",
         FeedbackGiven,
+        RecordedGroup,
     )
     search_fields = ("upstream_id", "request_id", "user__username", "user_name")
     search_help_text = "Generation ID, request ID or user name."
@@ -347,10 +384,12 @@ class GenerationAdmin(_GenerationAdmin):
         except IncorrectLookupParameters:
             messages.error(request, "Those filters are not valid; showing the default range.")
             return HttpResponseRedirect(reverse("admin:chatapp_generation_summary"))
-        by_model = request.GET.get(SERIES_VAR) == "model"
-        summary = cost_summary.summarize(
-            changelist.queryset, by_model, folded=self._folded(request, changelist)
-        )
+        series = request.GET.get(SERIES_VAR, "")
+        by_model, by_group = series == "model", series == "group"
+        folded = self._folded(request, changelist)
+        summary = cost_summary.summarize(changelist.queryset, by_model, folded=folded)
+        per_group = group_totals.group_spend(changelist.queryset, folded=folded)
+        daily = per_group.daily if by_group else summary.daily
         query = changelist.get_query_string()[1:]
         links = _Links(reverse("admin:chatapp_generation_changelist"), changelist)
         context = {
@@ -361,8 +400,9 @@ class GenerationAdmin(_GenerationAdmin):
             "is_nav_sidebar_enabled": False,
             "cl": changelist,
             "summary": summary,
-            "chart": cost_chart.draw(summary.daily, _days(changelist, summary)),
+            "chart": cost_chart.draw(daily, _days(changelist, summary), per_group=by_group),
             "by_model": by_model,
+            "by_group": by_group,
             "query": query,
             "sources": [(count, links.source(count.source)) for count in summary.sources],
             "tables": [
@@ -371,6 +411,12 @@ class GenerationAdmin(_GenerationAdmin):
                 _Table("Per user", "user", [(g, links.user(g.key)) for g in summary.users]),
                 _Table(
                     "Per gateway", "gateway", [(g, links.gateway(g.key)) for g in summary.gateways]
+                ),
+                _Table(
+                    "Per user group (a generation counts in each group its user was in when it "
+                    "started, so these can add up to more than the total)",
+                    "group",
+                    [(g, links.to({"group": g.key})) for g in per_group.groups],
                 ),
             ],
         }

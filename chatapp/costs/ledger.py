@@ -3,7 +3,9 @@
 Generations are never deleted one by one (`GenerationQuerySet.delete` refuses). An operator who
 must bound the table runs `manage.py fold_ledger --before DAY`, which calls `fold`: in one
 transaction it sums every finished generation started before DAY (UTC) per day, user (key and
-name), gateway, model, kind, status, unit and cost source into `LedgerDay` rows, exactly (the
+name), gateway, model, kind, status, unit, cost source and the groups it was recorded as spent by
+into `LedgerDay` rows (each with those groups as `LedgerDayGroup` rows, as a generation has its
+`GenerationGroup` rows), exactly (the
 summary's integer sums on SQLite, numeric on PostgreSQL), then deletes those generations through
 `fold_away`. Every total the app shows reads `LedgerDay` too, so each is the same before and after.
 
@@ -26,7 +28,14 @@ from django.db.models import Count, Sum
 
 from chatapp.costs import summary as cost_summary
 from chatapp.costs.units import CostUnit, Money
-from chatapp.models import Conversation, Generation, LedgerDay, ReadAloudAudio
+from chatapp.models import (
+    Conversation,
+    Generation,
+    GenerationGroup,
+    LedgerDay,
+    LedgerDayGroup,
+    ReadAloudAudio,
+)
 
 __all__ = ["FoldReport", "UnitFolded", "fold", "forget_read_aloud_audio"]
 
@@ -35,6 +44,8 @@ _EXACT = Context(prec=60)
 # A daily total's key: what the summary, the list and the CSV filter and group by.
 _KEY = ("day", "user_id", "user_name", "gateway_id", "model", "kind", "status", "cost_unit",
         "cost_source")  # fmt: skip
+# The groups a generation was recorded as spent by: (group key or None, name), sorted.
+type _Groups = tuple[tuple[int | None, str], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +109,28 @@ def _day(value: Any) -> datetime.date:
     return datetime.date.fromisoformat(value) if isinstance(value, str) else value
 
 
-def _sum_batch(batch: Any, groups: dict[tuple[Any, ...], _Sums]) -> None:
+def _groups_of(pks: tuple[int, ...]) -> dict[int, _Groups]:
+    found: dict[int, list[tuple[int | None, str]]] = {}
+    links = GenerationGroup.objects.filter(generation_id__in=pks).order_by("group_name", "group")
+    for generation_pk, group_pk, name in links.values_list(
+        "generation_id", "group_id", "group_name"
+    ):
+        found.setdefault(generation_pk, []).append((group_pk, name))
+    return {pk: tuple(named) for pk, named in found.items()}
+
+
+def _sum_chunk(pks: tuple[int, ...], groups: dict[tuple[Any, ...], _Sums]) -> None:
+    """Sum the generations `pks` into `groups`, keyed by `_KEY` and their groups: those of one
+    user and day share them unless a membership changed that day."""
+    of = _groups_of(pks)
+    alike: dict[_Groups, list[int]] = {}
+    for pk in pks:
+        alike.setdefault(of.get(pk, ()), []).append(pk)
+    for recorded, same in alike.items():
+        _sum_batch(Generation.objects.filter(pk__in=same), groups, recorded)
+
+
+def _sum_batch(batch: Any, groups: dict[tuple[Any, ...], _Sums], recorded: _Groups) -> None:
     grouped = (
         batch.order_by()
         .values(*_KEY[1:], day=cost_summary.utc_day(batch))
@@ -113,7 +145,7 @@ def _sum_batch(batch: Any, groups: dict[tuple[Any, ...], _Sums]) -> None:
         )
     )
     for row in grouped:
-        key = (_day(row["day"]), *(row[name] for name in _KEY[1:]))
+        key = (_day(row["day"]), *(row[name] for name in _KEY[1:]), recorded)
         groups.setdefault(key, _Sums()).add(row, cost_summary.exact_amount(batch, row))
 
 
@@ -133,12 +165,18 @@ def fold(before: datetime.date, *, dry_run: bool = False) -> FoldReport:
             batch = Generation.objects.filter(pk__in=chunk)
             if connection.vendor != "sqlite":
                 list(batch.select_for_update().values_list("pk", flat=True))
-            _sum_batch(batch, groups)
+            _sum_chunk(chunk, groups)
             if not dry_run:
-                batch.fold_away()
+                batch.fold_away()  # its GenerationGroup rows with it: `LedgerDayGroup` below
         rows = [_row(key, sums) for key, sums in groups.items()]
         if not dry_run:
             LedgerDay.objects.bulk_create(rows, batch_size=BATCH)
+            links = [
+                LedgerDayGroup(ledger_day=row, group_id=group_pk, group_name=name)
+                for row, key in zip(rows, groups, strict=True)
+                for group_pk, name in key[-1]
+            ]
+            LedgerDayGroup.objects.bulk_create(links, batch_size=BATCH)
     units = sorted({row.cost_unit for row in rows})
     per_unit = tuple(
         UnitFolded(
@@ -162,7 +200,7 @@ def fold(before: datetime.date, *, dry_run: bool = False) -> FoldReport:
 
 
 def _row(key: tuple[Any, ...], sums: _Sums) -> LedgerDay:
-    values = dict(zip(_KEY, key, strict=True))
+    values = dict(zip(_KEY, key[:-1], strict=True))
     whole, high, low = LedgerDay.cost_parts(sums.amount)
     return LedgerDay(
         **values,

@@ -24,18 +24,29 @@ else:
 class SpendingLimitForm(_LimitForm):
     class Meta:
         model = SpendingLimit
-        fields = ("user", "gateway", "unit", "period", "amount", "unknown_price")
+        fields: tuple[str, ...] = (
+            "user",
+            "gateway",
+            "group",
+            "unit",
+            "period",
+            "amount",
+            "unknown_price",
+        )
         help_texts = {
             "user": "One user's limit (it replaces the default of the same unit and period).",
             "gateway": "A gateway's limit, for all its users together.",
+            "group": "A group's limit, shared by its members (it applies beside their own).",
         }
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
-        user, gateway, unit = data.get("user"), data.get("gateway"), data.get("unit")
-        if user is not None and gateway is not None:
+        gateway, unit = data.get("gateway"), data.get("unit")
+        scopes = [data.get(name) for name in ("user", "gateway", "group")]
+        if sum(scope is not None for scope in scopes) > 1:
             raise forms.ValidationError(
-                "A limit is for one user, or one gateway, or (with neither) every user: not both."
+                "A limit is for one user, one gateway or one group, or (with none) every user: "
+                "not two of them."
             )
         if gateway is not None and unit and unit != gateway.cost_unit:
             billed = CostUnit(gateway.cost_unit).label
@@ -52,7 +63,7 @@ class SpendingLimitForm(_LimitForm):
 def _standing(limit: SpendingLimit) -> tuple[str, Standing] | None:
     """Where `limit` stands, and for whom: the default's for the user who used the most of it
     this period (None: no one has used any)."""
-    if limit.user_id is not None or limit.gateway_id is not None:
+    if limit.user_id is not None or limit.gateway_id is not None or limit.group_id is not None:
         return "", standing(limit, limit.user_id)
     start, _ = period_bounds(limit.period)
     users = (
@@ -70,8 +81,8 @@ class SpendingLimitAdmin(_LimitAdmin):
     form = SpendingLimitForm
     list_display = ("scope", "limit", "used_so_far", "left", "resets", "unknown_price")
     list_filter = ("unit", "period", "unknown_price")
-    list_select_related = ("user", "gateway")
-    search_fields = ("user__username", "gateway__name")
+    list_select_related = ("user", "gateway", "group")
+    search_fields = ("user__username", "gateway__name", "group__name")
 
     @admin.display(description="for")
     def scope(self, obj: SpendingLimit) -> str:

@@ -3,8 +3,10 @@ money is spent.
 
 A limit (`SpendingLimit`) allows `amount` in one cost unit per day or month, in the server's
 `TIME_ZONE`. A user's own limit replaces the default ("every user") of the same unit and period
-for them; a gateway's counts every user's generations through that gateway. Units are never
-added together: a limit counts only amounts in its unit.
+for them; a gateway's counts every user's generations through that gateway; a group's counts
+the generations recorded as the group's (`GenerationGroup`: its members' since they joined), and
+applies to its members beside their own. Units are never added together: a limit counts only
+amounts in its unit.
 
 Reservation, not read-then-write. When a generation starts (`reserve`, called where its row is
 created, inside that transaction), its worst case (`Ceiling`: the prompt tokens counted from the
@@ -36,6 +38,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from django.contrib.auth.models import Group
 from django.db import transaction
 from django.db.models import Q, Sum
 from django.utils import timezone
@@ -116,10 +119,13 @@ def _resets(resets: datetime) -> str:
 
 
 def _counted(limit: SpendingLimit, user_pk: int | None) -> Q | None:
-    """Whose spend a limit counts: its gateway's, or its user's (the default: `user_pk`'s); the
-    same fields filter generations and the daily totals folded from them (`LedgerDay`)."""
+    """Whose spend a limit counts: its gateway's, its group's, or its user's (the default:
+    `user_pk`'s); the same fields filter generations and the daily totals folded from them
+    (`LedgerDay`, whose `group_links` are its generations')."""
     if limit.gateway_id is not None:
         return Q(gateway_id=limit.gateway_id)
+    if limit.group_id is not None:
+        return Q(group_links__group_id=limit.group_id)
     owner = limit.user_id if limit.user_id is not None else user_pk
     return None if owner is None else Q(user_id=owner)
 
@@ -149,7 +155,7 @@ def _spent(scope: Q | None, unit: str, since: datetime) -> Decimal:
 
 @dataclass(frozen=True, slots=True)
 class Standing:
-    """Where one limit stands for one user (or, a gateway's, for all its users)."""
+    """Where one limit stands for one user (or, a gateway's or a group's, for all its users)."""
 
     limit: SpendingLimit
     used: Decimal
@@ -170,14 +176,19 @@ class Standing:
         return self.used >= amount * WARN_AT if amount else True
 
     @property
+    def scope_name(self) -> str:
+        """The gateway's or the group's name; "" for the user's own (or the default)."""
+        found = self.limit.gateway or self.limit.group
+        return "" if found is None else found.name
+
+    @property
     def whose(self) -> str:
-        gateway = self.limit.gateway
-        return "your" if gateway is None else f"{gateway.name}'s"
+        return f"{self.scope_name}'s" if self.scope_name else "your"
 
     def summary(self) -> str:
-        """'$3.20 of $10.00 left this month'."""
+        """'$3.20 of $10.00 left this month', 'Team Research: $120.00 of $500.00 left ...'."""
         left, amount = Money(self.left, self.unit), Money(self.limit.amount, self.unit)
-        prefix = f"{self.limit.gateway.name}: " if self.limit.gateway is not None else ""
+        prefix = f"{self.scope_name}: " if self.scope_name else ""
         return f"{prefix}{left} of {amount} left {_period_words(self.limit.period)}"
 
     def reset_words(self) -> str:
@@ -203,7 +214,13 @@ def standing(limit: SpendingLimit, user_pk: int | None, now: datetime | None = N
 
 
 def _applicable_q(user_pk: int, gateway_pk: int | None) -> Q:
-    scope = Q(user_id=user_pk) | Q(user__isnull=True, gateway__isnull=True)
+    # A subquery, not a join: a join through the group's members would repeat its row, and
+    # PostgreSQL locks no DISTINCT.
+    scope = (
+        Q(user_id=user_pk)
+        | Q(user__isnull=True, gateway__isnull=True, group__isnull=True)
+        | Q(group__in=Group.objects.filter(user=user_pk).values("pk"))
+    )
     if gateway_pk is not None:
         scope |= Q(gateway_id=gateway_pk)
     return scope
@@ -217,6 +234,7 @@ def _without_replaced(limits: list[SpendingLimit]) -> list[SpendingLimit]:
         for limit in limits
         if limit.user_id is not None
         or limit.gateway_id is not None
+        or limit.group_id is not None
         or (limit.unit, limit.period) not in own
     ]
 
@@ -227,7 +245,7 @@ def applicable(user_pk: int, gateway_pk: int | None, *, lock: bool = False) -> l
     rows = SpendingLimit.objects.filter(_applicable_q(user_pk, gateway_pk)).order_by("pk")
     if lock:
         rows = rows.select_for_update(of=("self",))  # PostgreSQL: not the gateway's outer join
-    return _without_replaced(list(rows.select_related("gateway")))
+    return _without_replaced(list(rows.select_related("gateway", "group")))
 
 
 def any_apply(user_pk: int, gateway_pk: int | None) -> bool:
@@ -235,10 +253,14 @@ def any_apply(user_pk: int, gateway_pk: int | None) -> bool:
 
 
 def standings_for(user: User, now: datetime | None = None) -> list[Standing]:
-    """Where each limit that applies to `user` stands (its own, the default, every gateway's)."""
-    rows = SpendingLimit.objects.filter(Q(user_id=user.pk) | Q(user__isnull=True)).select_related(
-        "gateway"
+    """Where each limit that applies to `user` stands (its own, the default, every gateway's,
+    each of their groups')."""
+    scope = (
+        Q(user_id=user.pk)
+        | Q(user__isnull=True, group__isnull=True)
+        | Q(group__in=Group.objects.filter(user=user.pk).values("pk"))
     )
+    rows = SpendingLimit.objects.filter(scope).select_related("gateway", "group")
     return [standing(limit, user.pk, now) for limit in _without_replaced(list(rows))]
 
 
@@ -420,7 +442,7 @@ def extend(
 
 def stop_note(watch: SpendWatch, user_pk: int) -> str:
     """Why an answer was stopped at its limit: the first of its limits with nothing left."""
-    limits = SpendingLimit.objects.filter(pk__in=watch.limit_pks).select_related("gateway")
+    limits = SpendingLimit.objects.filter(pk__in=watch.limit_pks).select_related("gateway", "group")
     states = [standing(limit, user_pk) for limit in limits]
     tightest = min(states, key=lambda state: state.left, default=None)
     if tightest is None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -255,6 +256,22 @@ def _choices(
             )
         )
     return sorted(choices, key=lambda choice: choice.label.lower())
+
+
+def narrowed(found: list[GatewayModels], allows: Callable[[str, str], bool]) -> list[GatewayModels]:
+    """The picker `found` with only the models `allows(gateway name, model)`: a section left
+    empty goes, and a gateway with no model left goes, its error with it (a user who may use
+    none of its models has no use for why it is down)."""
+    kept = []
+    for gateway in found:
+        sections = [
+            ModelSection(section.label, choices)
+            for section in gateway.sections
+            if (choices := [c for c in section.choices if allows(gateway.config.name, c.model)])
+        ]
+        if sections:
+            kept.append(GatewayModels(gateway.config, sections, gateway.error))
+    return kept
 
 
 async def catalog(in_use: tuple[int | None, str] | None = None) -> list[GatewayModels]:

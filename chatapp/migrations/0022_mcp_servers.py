@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("auth", "0012_alter_user_first_name_max_length"),
-        ("chatapp", "0020_accounts"),
+        ("chatapp", "0021_groups"),
     ]
 
     operations = [

@@ -2,9 +2,10 @@
 
 `registry` is every built-in tool by name; `offered` narrows a conversation's choice, among them
 and the tools of the MCP servers the user may use (`chatapp.mcp.catalog`), to what an admin has
-not switched off (`ToolSwitch`) and what can run now; `upstream_tools` is the request's `tools`
-field, in the OpenAI function-tool shape every gateway takes (the gateway docs stream calls back as
-`delta.tool_calls[].function`). `run_call` is the one way a call runs, and it never raises:
+not switched off (`ToolSwitch`), what the user's groups allow (`access.group_policies`) and what
+can run now; `upstream_tools` is the request's `tools` field, in the OpenAI function-tool shape
+every gateway takes (the gateway docs stream calls back as `delta.tool_calls[].function`).
+`run_call` is the one way a call runs, and it never raises:
 whatever is wrong (an unknown tool, arguments that are not a JSON object or break the schema, a
 tool's own failure, a crash) is an `error` run whose text tells the model what to fix, because the
 model, not the user, is the one who can act on it.
@@ -21,6 +22,7 @@ import orjson
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
+from chatapp.access.group_policies import access_for
 from chatapp.models import ToolSwitch
 from chatapp.tools import calculator, clock, conversation_search
 from chatapp.tools.base import RunStatus, Tool, ToolContext, ToolFailure, ToolRun
@@ -63,30 +65,38 @@ def registry() -> dict[str, Tool]:
     return {tool.name: tool for tool in _BUILT_IN}
 
 
-def offered(names: Iterable[str], user_pk: int | None = None) -> list[Tool]:
-    """The tools among `names` that may be offered: built-in, or of an MCP server user `user_pk`
-    may use (None: any server; only what builds no request passes None) that can be asked now;
-    but those an admin switched off. Reads the database."""
+def offered(names: Iterable[str], user_pk: int | None) -> list[Tool]:
+    """The tools among `names` that may be offered to user `user_pk`: built-in, or of an MCP
+    server they may use that can be asked now; but those an admin switched off and those their
+    groups' policies leave out (None: no user in particular; only what builds no request passes
+    None). Reads the database."""
     from chatapp.mcp import catalog  # its models import this package's base
 
     chosen = set(names)
     off = set(ToolSwitch.objects.filter(enabled=False).values_list("name", flat=True))
+    access = access_for(user_pk)
     every: dict[str, Tool] = registry()
     if any(catalog.SEPARATOR in name for name in chosen):
         every |= {tool.name: tool for tool in catalog.usable_tools(user_pk)}
-    return [tool for name, tool in every.items() if name in chosen and name not in off]
+    return [
+        tool
+        for name, tool in every.items()
+        if name in chosen and name not in off and access.allows_tool(name)
+    ]
 
 
 def choosable(user_pk: int | None) -> list[Tool]:
     """Every tool user `user_pk` may choose in Settings → Tools: the built-ins and the tools of
-    the MCP servers they may use, but those an admin switched off. An MCP tool whose server has a
-    problem is among them (`McpTool.problem` says it), so an outage does not drop it from a
-    user's choice; `offered` leaves it out of requests until the server is back."""
+    the MCP servers they may use, but those an admin switched off and those their groups leave
+    out. An MCP tool whose server has a problem is among them (`McpTool.problem` says it), so an
+    outage does not drop it from a user's choice; `offered` leaves it out of requests until the
+    server is back."""
     from chatapp.mcp import catalog
 
     off = set(ToolSwitch.objects.filter(enabled=False).values_list("name", flat=True))
+    access = access_for(user_pk)
     every: list[Tool] = [*registry().values(), *catalog.all_tools(user_pk)]
-    return [tool for tool in every if tool.name not in off]
+    return [tool for tool in every if tool.name not in off and access.allows_tool(tool.name)]
 
 
 def upstream_tools(tools: Iterable[Tool]) -> list[dict[str, Any]]:

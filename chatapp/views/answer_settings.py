@@ -135,12 +135,13 @@ class AnswerSettingsForm(forms.Form):
         help_text="The model may call these while it answers.",
     )
 
-    def __init__(self, *args: Any, user_pk: int | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, user_pk: int | None, **kwargs: Any) -> None:
+        """`user_pk`: whose settings: the tools offered are those their groups allow, and the MCP
+        servers' they may use (None: every tool)."""
         kwargs.setdefault("label_suffix", "")
         kwargs.setdefault("auto_id", "settings-%s")
         super().__init__(*args, **kwargs)
-        # Reads the switches and the MCP servers `user_pk` may use (None: every server's tools).
-        self.tools_field.offer(tools.choosable(user_pk))
+        self.tools_field.offer(tools.choosable(user_pk))  # reads the switches and the servers
 
     @property
     def tools_field(self) -> ToolsField:
@@ -167,7 +168,7 @@ class AnswerSettingsForm(forms.Form):
         return groups
 
     @classmethod
-    def of(cls, row: AnswerSettings, user_pk: int | None = None) -> AnswerSettingsForm:
+    def of(cls, row: AnswerSettings, user_pk: int | None) -> AnswerSettingsForm:
         """An unbound form showing `row`'s values."""
         return cls(initial={name: getattr(row, name) for name in FIELDS}, user_pk=user_pk)
 
@@ -201,7 +202,9 @@ def header_context(
         "conversation": conversation,
         "settings_form": form or AnswerSettingsForm.of(conversation, conversation.user_id),
         "settings_open": form is not None and bool(form.errors),
-        "settings_applied": summary(options, dialect_of(conversation.gateway_id)),
+        "settings_applied": summary(
+            options, dialect_of(conversation.gateway_id), conversation.user_id
+        ),
         "settings_default": options.is_default,
         "tools_on": bool(options.tools and tools.offered(options.tools, conversation.user_id)),
     }
@@ -242,7 +245,7 @@ def new_chat_context(
     options = options_for(row)
     return {
         "settings_form": AnswerSettingsForm.of(row, user.pk),
-        "settings_applied": summary(options, _dialect_picked(picker_value)),
+        "settings_applied": summary(options, _dialect_picked(picker_value), user.pk),
         "settings_default": options.is_default,
         "new_chat_field": NEW_CHAT_FIELD,
     }
@@ -256,8 +259,9 @@ def new_chat_settings(request: AuthenticatedRequest) -> HttpResponse:
     form = AnswerSettingsForm(request.POST, user_pk=request.user.pk)
     if form.is_valid():
         options = form.options()
+        picked = _dialect_picked(request.POST.get("model", ""))
         context = {
-            "settings_applied": summary(options, _dialect_picked(request.POST.get("model", ""))),
+            "settings_applied": summary(options, picked, request.user.pk),
             "settings_default": options.is_default,
         }
     else:
@@ -291,5 +295,6 @@ def defaults(request: AuthenticatedRequest) -> HttpResponse:
             return HttpResponseRedirect(reverse("chat:defaults"))
     else:
         form = AnswerSettingsForm.of(row, request.user.pk)
-    context = {"settings_form": form, "settings_applied": summary(options_for(row), None)}
+    applied = summary(options_for(row), None, request.user.pk)
+    context = {"settings_form": form, "settings_applied": applied}
     return render(request, "chatapp/defaults.html", context)

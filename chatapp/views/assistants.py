@@ -96,8 +96,14 @@ def _picker_value(row: Assistant) -> str:
 def _list(request: AuthenticatedRequest) -> HttpResponse:
     rows = list(sharing.visible(Assistant, request.user).prefetch_related("groups"))
     context = {
-        "own": [(row, summary(options_for(row), None)) for row in rows if row.owner_id],
-        "shared": [(row, summary(options_for(row), None)) for row in rows if not row.owner_id],
+        "own": [
+            (row, summary(options_for(row), None, request.user.pk)) for row in rows if row.owner_id
+        ],
+        "shared": [
+            (row, summary(options_for(row), None, request.user.pk))
+            for row in rows
+            if not row.owner_id
+        ],
     }
     return render(request, "chatapp/assistants.html", context)
 

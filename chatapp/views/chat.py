@@ -20,7 +20,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import push_url, reswap, retarget
 
 from chatapp import tools
-from chatapp.access import rate_limits
+from chatapp.access import group_policies, rate_limits
 from chatapp.conversations import uploads, user_text
 from chatapp.conversations.request_options import (
     RequestOptions,
@@ -51,6 +51,7 @@ from chatapp.gateways.catalog import (
     GatewayModels,
     catalog,
     listed_models,
+    narrowed,
     parse_choice,
     takes_images,
 )
@@ -79,6 +80,7 @@ REFUSALS = (
     GatewayUnavailable,
     rate_limits.RateLimited,
     spending_limits.SpendingLimitReached,
+    group_policies.ModelNotAllowed,
 )
 
 
@@ -130,6 +132,9 @@ def _page(
 ) -> HttpResponse:
     conversation = None
     messages: list[ShownMessage] = []
+    access = group_policies.access_for(request.user.pk)
+    if access.restricted:  # the picker offers what the user's groups allow (`_start` checks)
+        groups = narrowed(groups, access.allows_model)
     if conversation_pk is not None:
         conversation = get_object_or_404(Conversation, pk=conversation_pk, user=request.user)
         messages = shown_path(conversation)  # the branch shown, with each message's versions
@@ -244,6 +249,7 @@ def _new_chat_request(
     sent). None when a spending limit applies: the request waits for its reservation
     (`spending_limits`), made with the turn."""
     context = first_context(checked_message(text, model))
+    group_policies.check_model(user.pk, config.name, model)  # before anything leaves
     if spending_limits.any_apply(user.pk, config.pk):
         return None
     options = chosen if chosen is not None else default_options(user)

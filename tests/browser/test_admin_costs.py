@@ -74,6 +74,8 @@ def test_the_cost_columns_are_visible_at_1280_px(alice: Any, server_url: str) ->
         "Per model",
         "Per user",
         "Per gateway",
+        "Per user group (a generation counts in each group its user was in when it started, so "
+        "these can add up to more than the total)",
     ]
     for table in tables:
         assert table["overflow"] <= 0, f"{table['caption']} scrolls sideways"

@@ -27,7 +27,7 @@ def admin_client_of(django_user_model: Any) -> Client:
 
 
 def offered_names() -> list[str]:
-    return [tool.name for tool in tools.offered(tools.registry())]
+    return [tool.name for tool in tools.offered(tools.registry(), None)]
 
 
 def test_the_list_shows_every_registry_tool_on(admin_client_of: Client) -> None:

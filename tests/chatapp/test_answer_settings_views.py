@@ -224,7 +224,7 @@ def test_two_first_saves_of_the_defaults_make_one_row(alice: Any) -> None:
     # one-row-per-user constraint.
     first, second = ChatDefaults(user=alice), ChatDefaults(user=alice)
     for row, temperature in ((first, "0.3"), (second, "0.9")):
-        form = AnswerSettingsForm({"temperature": temperature})
+        form = AnswerSettingsForm({"temperature": temperature}, user_pk=None)
         assert form.is_valid(), form.errors
         form.save_to(row)
     assert ChatDefaults.objects.filter(user=alice).count() == 1

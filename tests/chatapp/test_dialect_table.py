@@ -81,7 +81,7 @@ def test_a_fifth_dialect_is_sent_its_effort_in_its_own_field_and_no_tools(
     arguments = stream_arguments(options, "quinto", [])
     assert arguments["reasoning_effort"] == "high"
     assert "reasoning" not in arguments
-    assert upstream_tools(options, "quinto", 1) == ()
+    assert upstream_tools(options, "quinto", None) == ()
 
 
 def test_without_an_effort_field_a_fifth_dialect_is_sent_no_effort(
@@ -90,14 +90,14 @@ def test_without_an_effort_field_a_fifth_dialect_is_sent_no_effort(
     monkeypatch.setitem(DIALECTS, "quinto", dataclasses.replace(FIFTH, effort_field=None))
     arguments = stream_arguments(RequestOptions(reasoning_effort="high"), "quinto", [])
     assert set(arguments) == {"messages", "max_tokens"}
-    assert summary(RequestOptions(reasoning_effort="high"), "quinto") == (
+    assert summary(RequestOptions(reasoning_effort="high"), "quinto", None) == (
         "effort high (not sent: Quinto takes none)"
     )
 
 
 @pytest.mark.django_db
 def test_the_summary_says_a_fifth_dialect_takes_no_tools(fifth: DialectFacts) -> None:
-    line = summary(RequestOptions(reasoning_effort="low", tools=("calculator",)), "quinto")
+    line = summary(RequestOptions(reasoning_effort="low", tools=("calculator",)), "quinto", None)
     assert line == "effort low · tools: calculator (not sent: Quinto takes none)"
 
 

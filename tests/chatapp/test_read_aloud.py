@@ -390,5 +390,5 @@ async def test_a_read_aloud_is_in_the_cost_ledger(alice: Any, django_user_model:
     assert str(Money(read_aloud.cost, CostUnit(read_aloud.cost_unit))) in html
     export = await client.get(reverse("admin:chatapp_generation_export"), {"kind": "speech"})
     rows = b"".join([piece async for piece in export.streaming_content]).decode().split("\r\n")
-    assert rows[1].split(",")[-2:] == ["speech", "1"]  # kind, and one generation
+    assert rows[1].split(",")[-3:] == ["speech", "1", ""]  # kind, one generation, no group
     assert rows[2:] == [""], "one row: the reading"

@@ -100,7 +100,7 @@ def test_the_fields_are_the_models() -> None:
     ],
 )
 def test_summary(options: RequestOptions, dialect: str | None, line: str) -> None:
-    assert summary(options, dialect) == line
+    assert summary(options, dialect, None) == line
 
 
 @pytest.mark.django_db

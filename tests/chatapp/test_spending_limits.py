@@ -254,7 +254,7 @@ async def test_the_admin_lists_each_limit_with_what_is_used_and_left(
     response = await client.post(
         "/admin/chatapp/spendinglimit/add/", {**both, "amount": "1", "unknown_price": "allow"}
     )
-    assert "A limit is for one user, or one gateway, or (with neither) every user" in (
+    assert "A limit is for one user, one gateway or one group, or (with none) every user" in (
         response.content.decode()
     )
     assert await SpendingLimit.objects.acount() == 2

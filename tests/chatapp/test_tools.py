@@ -80,8 +80,11 @@ def test_offered_keeps_the_registered_names_but_those_switched_off() -> None:
     ToolSwitch.objects.create(name="calculator", enabled=False)
     ToolSwitch.objects.create(name="current_time", enabled=True)
     chosen = ["search_conversations", "calculator", "current_time", "no_such_tool"]
-    assert [tool.name for tool in tools.offered(chosen)] == ["current_time", "search_conversations"]
-    assert tools.offered([]) == []
+    assert [tool.name for tool in tools.offered(chosen, None)] == [
+        "current_time",
+        "search_conversations",
+    ]
+    assert tools.offered([], None) == []
 
 
 # --- run_call: what goes wrong is told to the model ------------------------------------------

@@ -18,6 +18,7 @@ SUITES = [
     "tests/chatapp/test_worker.py",
     "tests/chatapp/test_sweep.py",
     "tests/chatapp/test_spending_limits.py",  # the limits' row locks, on the database that has them
+    "tests/chatapp/test_group_limits.py",  # a group limit's lock, shared by its members
     "tests/chatapp/test_ledger.py",  # folding's exact sums and row locks, on numeric and bigint
 ]
 DESELECT = "not stalled"  # deadlines, not the database: already covered on SQLite

@@ -92,3 +92,65 @@ async def test_twenty_sends_at_once_against_room_for_five_start_five(
     assert len([record for record in new if record.scenario == "long"]) == 5  # none refused
     for pk, _ in generations:
         await dana.post(server_a, f"/g/{pk}/stop/")
+
+
+def group_limit(database_url: str, user_pks: list[int], amount: float) -> None:
+    """A group of `user_pks` with a monthly limit of `amount` US dollars, shared by them."""
+    with psycopg.connect(database_url, autocommit=True) as db:
+        row = db.execute(
+            "INSERT INTO auth_group (name) VALUES ('Team Research') RETURNING id"
+        ).fetchone()
+        assert row is not None
+        for user_pk in user_pks:
+            db.execute(
+                "INSERT INTO auth_user_groups (user_id, group_id) VALUES (%s, %s)",
+                [user_pk, row[0]],
+            )
+        db.execute(
+            "INSERT INTO chatapp_spendinglimit (group_id, unit, period, amount, unknown_price,"
+            " updated_at) VALUES (%s, 'usd', 'month', %s, 'refuse', now())",
+            [row[0], amount],
+        )
+
+
+async def test_two_members_sending_at_once_through_two_servers_share_the_groups_room(
+    servers: tuple[Server, Server], postgres_url: str, paced_emulator: EmulatorURL
+) -> None:
+    """A group's limit is the same lock: 20 new chats of two members at once, split over both
+    servers, against the group's room for 5 worst cases start exactly 5."""
+    server_a, server_b = servers
+    names = ("gale", "hugo")
+    pks = [add_user(postgres_url, name, PASSWORD) for name in names]
+    members = [User(sign_in(server_a, name, PASSWORD), postgres_url) for name in names]
+    await members[0].get(server_a, "/")
+    price_and_limit(postgres_url, pks[0], 1000)  # the price; gale's own limit leaves room
+    group_limit(postgres_url, pks, 5 * CEILING + CEILING / 2)
+    before = {record.id for record in paced_emulator.app.records.all()}
+
+    async def send(index: int) -> tuple[int, str]:
+        member, server = members[index % 2], (server_a, server_b)[index // 2 % 2]
+        async with member.http(server) as http:
+            data = {"content": "Go", "model": MODEL}
+            response = await http.post("/c/new/send/", data=data, timeout=30)
+        return response.status_code, response.text
+
+    results = await asyncio.gather(*(send(i) for i in range(20)))
+    started = [text for status, text in results if status == 302]
+    refused = [text for status, text in results if status != 302]
+    assert len(started) == 5, results
+    for text in refused:
+        assert re.search(
+            r"This answer could cost up to \$4\.097, more than the \$[0-9.]+ left of Team "
+            r"Research(&#x27;|')s spending limit of \$22\.5[0-9]* a month",
+            text,
+        ), text
+    generations = [
+        (member, pk)
+        for member, user_pk in zip(members, pks, strict=True)
+        for pk, _ in started_generations(postgres_url, user_pk)
+    ]
+    assert len(generations) == 5
+    new = [record for record in paced_emulator.app.records.all() if record.id not in before]
+    assert len([record for record in new if record.scenario == "long"]) == 5
+    for member, pk in generations:
+        await member.post(server_a, f"/g/{pk}/stop/")

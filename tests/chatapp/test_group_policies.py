@@ -1,0 +1,213 @@
+"""Group policies (`chatapp/access/group_policies.py`): how model and tool patterns match and how
+several groups add up; a model a user may not use is not in their picker and is refused on the
+server on every path that starts a turn, before anything goes upstream; tools the groups leave
+out are neither offered in Settings nor sent to the model."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.contrib.auth.models import Group
+from django.urls import reverse
+
+from chatapp import tools
+from chatapp.access.group_policies import (
+    EVERYTHING,
+    Access,
+    ModelNotAllowed,
+    access_for,
+    check_model,
+    patterns,
+)
+from chatapp.conversations.request_options import RequestOptions, upstream_tools
+from chatapp.models import Conversation, Generation, GroupPolicy
+from chatapp.streaming import worker
+
+from .conftest import UpstreamLog, logged_in, start_turn
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+HTMX = {"HX-Request": "true"}
+GATEWAY = "Default gateway"  # the emulator's row (`configs`)
+
+
+def in_group(user: Any, name: str, models: str = "*", tools: str = "*") -> Group:
+    group, _ = Group.objects.get_or_create(name=name)
+    GroupPolicy.objects.update_or_create(
+        group=group, defaults={"model_patterns": models, "tool_patterns": tools}
+    )
+    user.groups.add(group)
+    return group
+
+
+async def workers_done() -> None:
+    while worker._tasks:
+        await asyncio.wait_for(asyncio.wait(list(worker._tasks)), 30)
+
+
+def refused(response: Any) -> str:
+    assert response["HX-Retarget"] == "#composer-error"
+    return str(response.content.decode().strip())
+
+
+def picker_models(html: str) -> list[str]:
+    """The model IDs the page's picker offers (its values are `g<gateway pk>:<model>`)."""
+    select = re.search(r'<select[^>]*name="model".*?</select>', html, re.S)
+    assert select is not None
+    return re.findall(r'<option value="g\d+:([^"]+)"', select.group(0))
+
+
+# --- Matching -----------------------------------------------------------------------------------
+
+
+def test_patterns_are_the_non_blank_lines_stripped() -> None:
+    assert patterns(" openai/*\r\n\n  Numes:* \n") == ("openai/*", "Numes:*")
+    assert patterns("") == ()
+
+
+@pytest.mark.parametrize(
+    ("pattern", "gateway", "model", "allowed"),
+    [
+        ("openai/*", "Numes", "openai/gpt-4o", True),
+        ("openai/*", "Numes", "anthropic/claude", False),
+        ("Numes:*", "Numes", "anthropic/claude", True),
+        ("Numes:*", "Other", "anthropic/claude", False),
+        ("Numes:openai/*", "Numes", "openai/gpt-4o", True),
+        ("Numes:openai/*", "Other", "openai/gpt-4o", False),
+        ("*gpt-4o*", "Numes", "openai/gpt-4o-mini", True),
+        ("OPENAI/*", "Numes", "openai/gpt-4o", False),  # case counts
+        ("llama3:*", "Ollama", "llama3:8b", True),  # a colon in the model ID
+    ],
+)
+def test_a_model_pattern_matches_the_id_or_gateway_and_id(
+    pattern: str, gateway: str, model: str, allowed: bool
+) -> None:
+    assert Access((pattern,), ("*",)).allows_model(gateway, model) is allowed
+
+
+def test_several_groups_allow_what_any_of_them_allows(alice: Any) -> None:
+    in_group(alice, "Research", models="emulator/chat", tools="calculator")
+    in_group(alice, "Support", models="emulator/echo", tools="")
+    access = access_for(alice.pk)
+    assert access.allows_model(GATEWAY, "emulator/chat")
+    assert access.allows_model(GATEWAY, "emulator/echo")
+    assert not access.allows_model(GATEWAY, "emulator/reasoning")
+    assert access.allows_tool("calculator")
+    assert not access.allows_tool("current_time")
+    assert access.groups == ("Research", "Support")
+
+
+def test_no_policy_or_a_superuser_may_use_everything(alice: Any, django_user_model: Any) -> None:
+    alice.groups.add(Group.objects.create(name="Plain"))  # a group without a policy
+    assert access_for(alice.pk) == EVERYTHING
+    root = django_user_model.objects.create_superuser("root", password="x")
+    in_group(root, "Research", models="", tools="")
+    assert access_for(root.pk) == EVERYTHING
+    assert access_for(None) == EVERYTHING
+
+
+def test_empty_patterns_allow_nothing_and_the_refusal_names_the_groups(alice: Any) -> None:
+    in_group(alice, "Interns", models="", tools="")
+    with pytest.raises(ModelNotAllowed) as refusal:
+        check_model(alice.pk, GATEWAY, "emulator/chat")
+    assert str(refusal.value) == (
+        "Your group (Interns) may not use 'emulator/chat' on Default gateway: choose another model."
+    )
+    in_group(alice, "Trainees", models="")
+    with pytest.raises(ModelNotAllowed, match=r"Your groups \(Interns and Trainees\) may not"):
+        check_model(alice.pk, GATEWAY, "emulator/chat")
+
+
+# --- The picker and the server ------------------------------------------------------------------
+
+
+async def test_the_picker_offers_only_the_models_the_groups_allow(alice: Any, bob: Any) -> None:
+    await sync_to_async(in_group)(alice, "Research", models="emulator/chat\nemulator/echo")
+    html = (await (await logged_in(alice)).get("/")).content.decode()
+    assert sorted(picker_models(html)) == ["emulator/chat", "emulator/echo"]
+    everything = picker_models((await (await logged_in(bob)).get("/")).content.decode())
+    assert len(everything) > 2, "bob is in no group: every model"
+    assert "emulator/reasoning" in everything
+
+
+async def test_a_send_naming_a_model_not_allowed_is_refused_and_nothing_goes_upstream(
+    alice: Any, upstream: UpstreamLog
+) -> None:
+    await sync_to_async(in_group)(alice, "Research", models="emulator/echo")
+    client = await logged_in(alice)
+    response = await client.post(
+        reverse("chat:send_new"), {"content": "Otters?", "model": "emulator/chat"}, headers=HTMX
+    )
+    assert refused(response) == (
+        "Your group (Research) may not use &#x27;emulator/chat&#x27; on Default gateway: "
+        "choose another model."
+    )
+    assert upstream.new() == []
+    assert await Conversation.objects.acount() == 0
+
+
+async def test_every_way_of_starting_a_turn_checks_the_model(
+    alice: Any, upstream: UpstreamLog
+) -> None:
+    conversation = await Conversation.objects.acreate(user=alice, max_tokens=10)
+    started = await start_turn(alice, "one", "emulator/echo", conversation.pk)
+    worker.start(started.job)
+    await workers_done()
+    question = started.user_message
+    assert question is not None
+    await Generation.objects.filter(pk=started.generation.pk).aupdate(finish_reason="length")
+    # Since that answer, the groups allow only emulator/chat.
+    await sync_to_async(in_group)(alice, "Research", models="emulator/chat")
+    before = len(upstream.new())
+    client = await logged_in(alice)
+    answer = started.assistant.pk
+    for url, data in [
+        (reverse("chat:send", args=[conversation.pk]), {"content": "two"}),
+        (reverse("chat:send", args=[conversation.pk]), {"content": "two", "after": answer}),
+        (reverse("chat:retry", args=[answer]), {}),  # the answer's own model
+        (reverse("chat:retry", args=[answer]), {"model": "emulator/echo"}),
+        (reverse("chat:edit", args=[question.pk]), {"content": "uno"}),
+        (reverse("chat:continue", args=[answer]), {}),
+        (
+            reverse("chat:send", args=[conversation.pk]),
+            {"content": "2", "compare": "emulator/chat"},
+        ),
+    ]:
+        response = await client.post(url, {"model": "emulator/echo", **data}, headers=HTMX)
+        assert "may not use &#x27;emulator/echo&#x27;" in refused(response), url
+    assert len(upstream.new()) == before
+    assert await Generation.objects.filter(conversation=conversation).acount() == 1
+
+    response = await client.post(
+        reverse("chat:send", args=[conversation.pk]),
+        {"content": "two", "model": "emulator/chat"},
+        headers=HTMX,
+    )
+    assert "composer-error" not in response.get("HX-Retarget", "")
+    await workers_done()
+    assert await Generation.objects.filter(conversation=conversation).acount() == 2
+
+
+# --- Tools --------------------------------------------------------------------------------------
+
+
+def test_tools_the_groups_leave_out_are_not_offered_nor_sent(alice: Any, bob: Any) -> None:
+    in_group(alice, "Research", tools="calculator\ncurrent_*")
+    names = list(tools.registry())
+    assert [tool.name for tool in tools.offered(names, alice.pk)] == ["calculator", "current_time"]
+    assert [tool.name for tool in tools.offered(names, bob.pk)] == names
+    options = RequestOptions(tools=("calculator", "search_conversations"))
+    sent = upstream_tools(options, "numes", alice.pk)
+    assert [tool["function"]["name"] for tool in sent] == ["calculator"]
+
+
+def test_settings_offer_only_the_tools_the_groups_allow(alice: Any, client: Any) -> None:
+    in_group(alice, "Research", tools="calculator")
+    client.force_login(alice)
+    html = client.get(reverse("chat:defaults")).content.decode()
+    boxes = re.findall(r'<input type="checkbox" name="tools" value="([^"]+)"', html)
+    assert boxes == ["calculator"]
