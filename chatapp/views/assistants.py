@@ -73,11 +73,11 @@ class AssistantForm(AnswerSettingsForm):
         field.choices = choices
 
     @classmethod
-    def for_row(cls, row: Assistant, groups: list[GatewayModels]) -> AssistantForm:
+    def for_row(cls, row: Assistant, groups: list[GatewayModels], user_pk: int) -> AssistantForm:
         value = _picker_value(row)
         initial = {name: getattr(row, name) for name in FIELDS}
         initial |= {"name": row.name, "description": row.description, "model": value}
-        return cls(initial=initial, groups=groups, current=value)
+        return cls(initial=initial, groups=groups, current=value, user_pk=user_pk)
 
     def save_assistant(self, row: Assistant) -> None:
         for name in FIELDS:
@@ -123,13 +123,15 @@ def _edit(
         else get_object_or_404(sharing.own(Assistant, request.user), pk=pk)
     )
     if request.method == "POST":
-        form = AssistantForm(request.POST, groups=groups, current=_picker_value(row))
+        form = AssistantForm(
+            request.POST, groups=groups, current=_picker_value(row), user_pk=request.user.pk
+        )
         if form.is_valid():
             form.save_assistant(row)
             messages.success(request, f"Saved the assistant {row.name}.")
             return HttpResponseRedirect(reverse("chat:assistants"))
     else:
-        form = AssistantForm.for_row(row, groups)
+        form = AssistantForm.for_row(row, groups, request.user.pk)
     context = {"settings_form": form, "assistant": row if pk else None}
     return render(request, "chatapp/assistant_form.html", context)
 
