@@ -143,9 +143,10 @@ document.addEventListener(
 
 // After a rename or delete from an entry's menu, focus goes to that entry, or to the next one.
 // (The menu is gone by then, swapped out or deleted with its entry: the request's end says when.)
+// A GET changes nothing (the "Move to" list loading as the menu opens): the focus stays put.
 document.addEventListener("htmx:beforeRequest", (event) => {
   const item = event.target.closest?.(".item-menu")?.closest("li");
-  if (!item) return;
+  if (!item || event.detail.requestConfig?.verb === "get") return;
   // A rename, pin or move keeps the entry (wherever it went); a delete or archive, the next.
   const renamed = event.target.matches("form.item-rename, [data-keeps-focus]");
   const next = renamed ? item : item.nextElementSibling || item.previousElementSibling;

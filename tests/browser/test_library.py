@@ -117,6 +117,10 @@ def test_rename_in_place_updates_the_sidebar_and_the_tab_title(alice: Any, serve
     item.locator("summary").click()
     name = item.get_by_label("New name")
     expect(name).to_be_focused()
+    # The menu's "Move to" list loads as it opens; its request's end leaves the focus put.
+    expect(item.locator(".item-move .note")).to_be_attached()
+    item.page.wait_for_load_state("networkidle")
+    expect(name).to_be_focused()
     name.fill(f"renamed {token}")
     name.press("Enter")
     renamed = entry(alice, f"renamed {token}")
