@@ -9,7 +9,8 @@ with the user a member, and the session works on both processes, pages and webso
 group's policy, set in the database, limits the picker and refuses a send naming another model,
 in words, on either process; a group's budget counts a cost settled on A when B checks the next
 send. An admin's deactivation, saved by a third process, closes the user's socket on B and sends
-their page to the sign-in page.
+their page to the sign-in page; a local account's password change on A ends its other session,
+socket and pages, on B too.
 """
 
 from __future__ import annotations
@@ -38,13 +39,15 @@ from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
 from tests.oidc import provider as oidc
 from tests.static_root import collected_static_root
 
-from .servers import Server, User, start_server
+from .servers import Server, User, add_user, start_server
+from .servers import sign_in as sign_in_with_password
 from .test_deactivation import close_code, deactivate
 from .test_spending_limits import CEILING, PRICE
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.browser]
 
 LABEL = "Cluster SSO"
+PASSWORD = "cluster-sso-password"
 FAST = "emulator/chat?tokens_per_second=2000&ttft_ms=5"
 ANSWER = "emulator/long?tokens_per_second=2000&long_tokens=300"
 # The provider's development sign-in page imports a web font; nothing may leave the machine.
@@ -60,6 +63,10 @@ class SsoCluster:
     provider: oidc.Provider
     env: dict[str, str]
     database_url: str
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
 
     @property
     def host(self) -> str:
@@ -386,3 +393,44 @@ def test_a_deactivation_saved_elsewhere_closes_the_socket_on_b_and_ends_the_page
             assert response.headers["location"].startswith("/accounts/login/")
     finally:
         page.context.close()
+
+
+def test_a_password_change_on_a_ends_the_other_sessions_on_both_processes(
+    sso_cluster: SsoCluster,
+) -> None:
+    """A local account beside the provider's (password sign-in stays on): signed in twice
+    through nginx, it changes its password in one session through A; the other session's socket
+    on B closes and its requests go to the sign-in page on both processes, while the session
+    that changed it goes on."""
+    cluster = sso_cluster
+    add_user(cluster.database_url, "lin", PASSWORD)
+    changing, other = (
+        User(sign_in_with_password(cluster, "lin", PASSWORD), cluster.database_url)
+        for _ in range(2)
+    )
+    conversation_pk = run(other.new_conversation(cluster.a, "Hello there", FAST))
+    run(other.wait_idle(conversation_pk))
+    new = "a new cluster password 7"
+
+    async def changed_on_a() -> tuple[dict[str, str], int | None]:
+        async with other.socket(cluster.b, conversation_pk) as socket:
+            async with changing.http(cluster.a) as http:
+                response = await http.post(
+                    "/accounts/password/",
+                    data={"old_password": PASSWORD, "new_password1": new, "new_password2": new},
+                )
+            assert response.status_code == 302, response.text[:1000]
+            assert response.headers["location"] == "/accounts/password/changed/"
+            # Django gives the changing session a new key (and keeps it signed in).
+            cookies = changing.cookies | dict(response.cookies.items())
+            return cookies, await close_code(socket, within=15)
+
+    cookies, closed_with = run(changed_on_a())
+    assert closed_with == CLOSE_SIGNED_OUT
+    changed = User(cookies, cluster.database_url)
+    for server in (cluster.a, cluster.b):
+        assert run(changed.get(server, "/")).status_code == 200
+        response = run(other.get(server, "/"))
+        assert response.status_code == 302
+        assert response.headers["location"].startswith("/accounts/login/")
+    assert sign_in_with_password(cluster, "lin", new)  # the new password, through nginx
