@@ -72,13 +72,24 @@ def test_djangos_checks_see_our_subclasses_as_djangos_classes(settings: Any) -> 
     assert "security.W004" not in [m.id for m in django_security_checks()]
 
 
-def test_the_deploy_check_is_clean_with_single_sign_on_on() -> None:
+# What `make cluster` (deploy/cluster.py) gives every process besides the caller's environment:
+# the checks connect to neither service, so addresses nothing listens on do.
+CLUSTER = {
+    "DATABASE_URL": "postgres://chat@127.0.0.1:9/chat",
+    "REDIS_URL": "redis://127.0.0.1:9/0",
+    "CHAT_TRUSTED_PROXIES": "1",
+}
+
+
+@pytest.mark.parametrize("where", ["one process", "cluster"])
+def test_the_deploy_check_is_clean_with_single_sign_on_on(where: str) -> None:
     output = deploy_check(
         https=True,
         CHAT_OIDC_ISSUER="https://login.example.test/realms/staff",
         CHAT_OIDC_CLIENT_ID="gateway-chat",
         CHAT_OIDC_CLIENT_SECRET=secrets.token_urlsafe(20),
         CHAT_PASSWORD_SIGN_IN="0",
+        **(CLUSTER if where == "cluster" else {}),
     )
     assert "System check identified no issues" in output, output
 
