@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from deploy.processes import stop
 from tests.emulator_requests import record_chat_bodies
 from tests.static_root import collected_static_root
 from tests.waiting import poll
@@ -149,12 +150,7 @@ def serve(env: dict[str, str], log_name: str = "daphne.log") -> Iterator[str]:
             _wait_for_port(port, process, log)
             yield f"http://127.0.0.1:{port}"
         finally:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop(process)
 
 
 @pytest.fixture(scope="module")

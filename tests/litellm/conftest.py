@@ -32,6 +32,7 @@ from asgiref.sync import sync_to_async
 
 from chatapp.gateways import configs, key_vault
 from chatapp.models import Gateway
+from deploy.processes import stop
 from gateway_client.emulator import EmulatorURL, serve_in_thread
 from tests.chatapp.conftest import (  # noqa: F401 (fixtures)
     alice,
@@ -198,12 +199,7 @@ def litellm_proxy(
         poll(lambda: _alive(url, process, log), what="LiteLLM to start", within=STARTUP_S)
         yield Proxy(url, log)
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
 
 
 class RecordingProxy(FaultProxy):

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from deploy.processes import stop
+
 SERVER = Path(__file__).with_name("server.py")
 
 
@@ -77,12 +79,6 @@ def serve(port: int | None = None) -> Iterator[RunningServer]:
             time.sleep(0.05)
         yield server
     finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop(process)
         if process.stdout is not None:
             process.stdout.close()

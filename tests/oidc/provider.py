@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from deploy.processes import stop
+
 HERE = Path(__file__).resolve().parent
 NODE = "/usr/bin/node"
 CLIENT_ID = "gateway-chat"
@@ -79,9 +81,4 @@ def running(port: int, redirect_uri: str, log: Path) -> Iterator[Provider]:
                 time.sleep(0.05)
             yield Provider(f"http://127.0.0.1:{port}")
         finally:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop(process)
