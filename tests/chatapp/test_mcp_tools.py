@@ -5,7 +5,6 @@ time, return an image or 2 MB, a Stop that cancels on the server, and a server t
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -72,7 +71,7 @@ async def test_a_call_answers_and_its_time_is_on_record(
     assert ran.status == "done"
     assert "lookup-result-42" in ran.result
     assert "'tram'" in ran.result
-    assert 0 < ran.duration_ms < 5_000
+    assert ran.duration_ms > 0
 
 
 async def test_arguments_are_checked_against_the_schema_before_the_server_is_asked(
@@ -168,23 +167,21 @@ async def test_stop_cancels_the_call_on_the_server(mcp_server: RunningServer, al
     await eventually(
         lambda: mcp_server.lines.count("slow: started") > started_before, what="the call to start"
     )
-    begun = time.monotonic()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
-        await task
-    assert time.monotonic() - begun < 3
+        await task  # a call that ignored the cancel would run its 30 s past the test's timeout
     await eventually(
         lambda: mcp_server.lines.count("slow: cancelled") > cancelled_before,
         what="notifications/cancelled to reach the server",
     )
 
 
-async def test_a_server_that_is_away_is_a_reason_not_a_hang(alice: Any) -> None:
+async def test_a_server_that_is_away_is_a_reason_not_a_hang(alice: Any, settings: Any) -> None:
+    # Deadlines past the test's own timeout: only the transport's error can end the call in time.
+    settings.CHAT_MCP_TIMEOUT = settings.CHAT_MCP_CONNECT_TIMEOUT = 600
     with serve() as doomed:
         await add_server(doomed.url)
-    begun = time.monotonic()
     ran = await call("test__lookup", {"word": "x"}, alice.pk)
-    assert time.monotonic() - begun < 5
     assert ran.status == "error"
     assert "could not be reached" in ran.result
     server = await McpServer.objects.aget(prefix="test")
@@ -207,14 +204,14 @@ async def test_a_server_that_is_away_is_a_reason_not_a_hang(alice: Any) -> None:
     ],
 )
 async def test_a_server_that_answers_garbage_is_said_so_at_once(
-    mcp_server: RunningServer, path: str, problem: str
+    mcp_server: RunningServer, path: str, problem: str, settings: Any
 ) -> None:
+    # Deadlines past the test's own timeout: only the SDK's error can end the listing in time.
+    settings.CHAT_MCP_TIMEOUT = settings.CHAT_MCP_CONNECT_TIMEOUT = 600
     server = await McpServer.objects.acreate(
         name="Odd", prefix="odd", url=f"http://127.0.0.1:{mcp_server.port}{path}"
     )
-    begun = time.monotonic()
     said = await catalog.refresh(server.pk)
-    assert time.monotonic() - begun < 3  # not the connect deadline: the SDK's error ends it
     assert said.startswith(problem)
     assert (await McpServer.objects.aget(pk=server.pk)).problem == said
 
