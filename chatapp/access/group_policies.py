@@ -12,6 +12,11 @@ Several groups add up: a user may use what any of their groups' policies allows 
 A user in no group with a policy, and a superuser, may use everything, as before groups had
 policies. The models a gateway uses on its own (a title's, Read aloud's speech model) are the
 gateway's choice, not the user's, and are not checked.
+
+Which models a user may use is decided in one place, `Access.allows_model`, and asked two ways:
+`catalog_for` (the picker, the assistant form, the models to compare beside it: a list narrowed)
+and `check_model` (a model a person chose, on every path that starts a generation: refused in
+words). `catalog_for` is pure over the user's `Access` and the catalog, so either may be cached.
 """
 
 from __future__ import annotations
@@ -21,12 +26,23 @@ from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
 
 from chatapp.errors import ChatAppError
+from chatapp.gateways.catalog import narrowed
 from chatapp.models import GroupPolicy
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ["EVERYTHING", "Access", "ModelNotAllowed", "access_for", "check_model", "patterns"]
+    from chatapp.gateways.catalog import GatewayModels
+
+__all__ = [
+    "EVERYTHING",
+    "Access",
+    "ModelNotAllowed",
+    "access_for",
+    "catalog_for",
+    "check_model",
+    "patterns",
+]
 
 
 class ModelNotAllowed(ChatAppError):
@@ -85,6 +101,12 @@ def access_for(user_pk: int | None) -> Access:
         tool_patterns=tuple(p for _, _, tools in policies for p in patterns(tools)),
         groups=tuple(name for name, _, _ in policies),
     )
+
+
+def catalog_for(access: Access, found: list[GatewayModels]) -> list[GatewayModels]:
+    """The models of the catalog `found` (`gateways.catalog.catalog`) a user with `access` may
+    use: all of it for an unrestricted user, else only what `access.allows_model`."""
+    return narrowed(found, access.allows_model) if access.restricted else found
 
 
 def check_model(user_pk: int | None, gateway_name: str, model: str) -> None:

@@ -150,10 +150,38 @@ def _start(
     max_tokens: int | None = None,
     tools: tuple[dict[str, Any], ...] | None = None,
 ) -> StartedGeneration:
+    """A generation by the model a person chose (`answerer`, which the user's groups must allow:
+    `ModelNotAllowed` otherwise) answering `parent_pk`, a user message or, for a new version of
+    a tool round's answer, the answer before it. Every path that starts a generation comes here,
+    but the tool loop's next round (`create_tool_round`)."""
+    gateway = answerer.gateway or config_for(None)
+    group_policies.check_model(conversation.user_id, gateway.name, answerer.model)
+    return _started(
+        conversation,
+        answerer,
+        owner_channel,
+        parent_pk,
+        user_message=user_message,
+        max_tokens=max_tokens,
+        tools=tools,
+    )
+
+
+def _started(
+    conversation: Conversation,
+    answerer: Answerer,
+    owner_channel: str,
+    parent_pk: int | None,
+    *,
+    user_message: Message | None = None,
+    max_tokens: int | None = None,
+    tools: tuple[dict[str, Any], ...] | None = None,
+) -> StartedGeneration:
     """A generation answering `parent_pk` (a user message, or an answer whose tool calls ran: the
     next round of its turn), its answer the leaf shown, asked with the conversation's request
     options (a larger budget of its own wins) and `tools` (None: those the options choose; an
-    image generation is offered none)."""
+    image generation is offered none). Whether the user may use the model is checked before
+    (`_start`), or was when the turn began (`create_tool_round`)."""
     gateway = answerer.gateway or config_for(None)
     model, kind = answerer.model, answerer.kind
     options = request_options.options_for(conversation)
@@ -164,8 +192,6 @@ def _start(
         rounds = Generation.objects.filter(message_id=parent_pk).values_list("tool_round")
         previous_round = rounds.first()
     tool_round = 1 if previous_round is None else previous_round[0] + 1
-    if previous_round is None:  # a turn's later rounds go on with the model it was allowed
-        group_policies.check_model(conversation.user_id, gateway.name, model)
     if kind == Generation.Kind.IMAGE:
         tools = ()
     elif tools is None:
@@ -404,9 +430,10 @@ def create_tool_round(
     calls run: a new answer after it, continuing from their results, on the same gateway and
     model with the same budget and the same `tools` (its context holds their calls, whatever the
     settings say since). Called inside the transaction that writes `answer`'s final state, so no
-    other turn can start between the two."""
+    other turn can start between the two. The model is the stored generation's, allowed when the
+    turn began, never one posted: so it is not checked again (`_started`, not `_start`)."""
     conversation = Conversation.objects.select_for_update().get(pk=answer.conversation_id)
-    return _start(
+    return _started(
         conversation,
         Answerer(gateway=config_for(generation.gateway_id), model=generation.model),
         generation.owner_channel,

@@ -4,8 +4,9 @@ shared ones are the admin's, in the Django admin). Only the owner's rows are loo
 change, so another user's assistant is a 404.
 
 An assistant's form is the answer settings form with a name, a line saying what it is for and a
-model, chosen from the picker's list (`catalog`), or none: then a chat started with it goes to
-whatever the picker shows.
+model, chosen from the picker's list (`catalog`, narrowed to the models the user's groups allow:
+`group_policies.catalog_for`), or none: then a chat started with it goes to whatever the picker
+shows.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from chatapp.access import group_policies
 from chatapp.conversations.request_options import FIELDS, options_for, summary
 from chatapp.gateways.catalog import GatewayModels, catalog, choice_value, parse_choice
 from chatapp.models import Assistant
@@ -117,6 +119,7 @@ def assistants(request: AuthenticatedRequest) -> HttpResponse:
 def _edit(
     request: AuthenticatedRequest, pk: int | None, groups: list[GatewayModels]
 ) -> HttpResponse:
+    groups = group_policies.catalog_for(group_policies.access_for(request.user.pk), groups)
     row = (
         Assistant(owner=request.user)
         if pk is None

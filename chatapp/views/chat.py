@@ -51,7 +51,6 @@ from chatapp.gateways.catalog import (
     GatewayModels,
     catalog,
     listed_models,
-    narrowed,
     parse_choice,
     takes_images,
 )
@@ -132,9 +131,8 @@ def _page(
 ) -> HttpResponse:
     conversation = None
     messages: list[ShownMessage] = []
-    access = group_policies.access_for(request.user.pk)
-    if access.restricted:  # the picker offers what the user's groups allow (`_start` checks)
-        groups = narrowed(groups, access.allows_model)
+    # The picker offers what the user's groups allow (a start checks it again: `turns._start`).
+    groups = group_policies.catalog_for(group_policies.access_for(request.user.pk), groups)
     if conversation_pk is not None:
         conversation = get_object_or_404(Conversation, pk=conversation_pk, user=request.user)
         messages = shown_path(conversation)  # the branch shown, with each message's versions

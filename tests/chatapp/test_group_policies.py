@@ -9,6 +9,7 @@ import asyncio
 import re
 from typing import Any
 
+import orjson
 import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import Group
@@ -24,10 +25,11 @@ from chatapp.access.group_policies import (
     patterns,
 )
 from chatapp.conversations.request_options import RequestOptions, upstream_tools
-from chatapp.models import Conversation, Generation, GroupPolicy
+from chatapp.models import Assistant, Conversation, Generation, GroupPolicy, Message, Prompt
 from chatapp.streaming import worker
 
 from .conftest import UpstreamLog, logged_in, start_turn
+from .test_consumers import connect, receive, socket
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -50,7 +52,7 @@ async def workers_done() -> None:
 
 
 def refused(response: Any) -> str:
-    assert response["HX-Retarget"] == "#composer-error"
+    assert response.get("HX-Retarget") == "#composer-error", "started, not refused"
     return str(response.content.decode().strip())
 
 
@@ -134,6 +136,22 @@ async def test_the_picker_offers_only_the_models_the_groups_allow(alice: Any, bo
     assert "emulator/reasoning" in everything
 
 
+async def test_the_assistant_form_offers_only_the_models_the_groups_allow(alice: Any) -> None:
+    await sync_to_async(in_group)(alice, "Research", models="emulator/chat\nemulator/echo")
+    client = await logged_in(alice)
+    html = (await client.get(reverse("chat:new_assistant"))).content.decode()
+    assert sorted(re.findall(r'<option value="g\d+:([^"]+)"', html)) == [
+        "emulator/chat",
+        "emulator/echo",
+    ]
+    gateway = re.search(r'<option value="(g\d+):', html)
+    assert gateway is not None
+    posted = {"name": "Thinker", "model": f"{gateway.group(1)}:emulator/reasoning"}
+    response = await client.post(reverse("chat:new_assistant"), posted)
+    assert "Choose a model from the list." in response.content.decode()
+    assert not await Assistant.objects.aexists()
+
+
 async def test_a_send_naming_a_model_not_allowed_is_refused_and_nothing_goes_upstream(
     alice: Any, upstream: UpstreamLog
 ) -> None:
@@ -150,46 +168,117 @@ async def test_a_send_naming_a_model_not_allowed_is_refused_and_nothing_goes_ups
     assert await Conversation.objects.acount() == 0
 
 
-async def test_every_way_of_starting_a_turn_checks_the_model(
+FORBIDDEN = "emulator/reasoning"  # what the review's intern got, billed to the group
+
+
+async def finished_turn(user: Any, model: str, *tools_on: str) -> list[Generation]:
+    """A turn by `model` in a new conversation of `user` with `tools_on`, run to its end: its
+    generations, one per round, oldest first."""
+    conversation = await Conversation.objects.acreate(user=user, max_tokens=10, tools=tools_on)
+    worker.start((await start_turn(user, "What is six times seven?", model, conversation.pk)).job)
+    await workers_done()
+    rounds = Generation.objects.filter(conversation=conversation).select_related("message")
+    return [g async for g in rounds.order_by("pk")]
+
+
+async def test_every_way_of_starting_a_generation_checks_the_model(
     alice: Any, upstream: UpstreamLog
 ) -> None:
-    conversation = await Conversation.objects.acreate(user=alice, max_tokens=10)
-    started = await start_turn(alice, "one", "emulator/echo", conversation.pk)
+    """Every route that starts a generation, with a model the user's groups forbid (posted, or
+    the answer's own that a retry or continuation keeps): refused in words, nothing started,
+    nothing billed. The tool turn's later rounds answer an answer that has a generation: the
+    review's bypass (Regenerate on a tool turn's last round) and its twin, Continue."""
+    (plain,) = await finished_turn(alice, "emulator/echo")
+    first, last = await finished_turn(alice, "emulator/tools", "calculator")
+    assert (first.tool_round, last.tool_round) == (1, 2)
+    for cut in (plain, last):  # both may be continued, but for the model
+        await Generation.objects.filter(pk=cut.pk).aupdate(finish_reason="length")
+    question = await Message.objects.aget(pk=plain.message.parent_id)
+    tool_question = await Message.objects.aget(pk=first.message.parent_id)
+    shared = await Assistant.objects.acreate(name="Thinker", model=FORBIDDEN)
+    await Prompt.objects.acreate(name="think", text="Think it through: {{question}}")
+    # Since those answers, the intern's group allows only emulator/chat.
+    await sync_to_async(in_group)(alice, "Interns", models="emulator/chat")
+    before = len(upstream.new())
+    generations, conversations = (
+        await Generation.objects.acount(),
+        await Conversation.objects.acount(),
+    )
+    client = await logged_in(alice)
+    on, tool_on = plain.conversation_id, last.conversation_id
+    routes: list[tuple[str, dict[str, Any], str]] = [
+        (reverse("chat:send_new"), {"content": "hi"}, FORBIDDEN),
+        (
+            reverse("chat:send_new"),
+            {"content": "hi", "model": "emulator/chat", "compare": FORBIDDEN},
+            FORBIDDEN,
+        ),
+        (reverse("chat:send_new"), {"content": "hi", "assistant": shared.pk}, FORBIDDEN),
+        (reverse("chat:send_new"), {"content": "Think it through: why?"}, FORBIDDEN),  # a prompt
+        (reverse("chat:send", args=[on]), {"content": "two"}, FORBIDDEN),
+        (reverse("chat:send", args=[on]), {"content": "two", "after": plain.message_id}, FORBIDDEN),
+        (
+            reverse("chat:send", args=[on]),
+            {"content": "2", "model": "emulator/chat", "compare": FORBIDDEN},
+            FORBIDDEN,
+        ),
+        (reverse("chat:retry", args=[plain.message_id]), {"model": ""}, "emulator/echo"),
+        (reverse("chat:retry", args=[plain.message_id]), {}, FORBIDDEN),
+        (reverse("chat:edit", args=[question.pk]), {"content": "uno"}, FORBIDDEN),
+        (reverse("chat:continue", args=[plain.message_id]), {}, "emulator/echo"),
+        (
+            reverse("chat:send", args=[tool_on]),
+            {"content": "more", "after": last.message_id},
+            FORBIDDEN,
+        ),
+        (reverse("chat:retry", args=[first.message_id]), {}, FORBIDDEN),
+        (reverse("chat:retry", args=[last.message_id]), {}, FORBIDDEN),
+        (reverse("chat:retry", args=[last.message_id]), {"model": ""}, "emulator/tools"),
+        (reverse("chat:continue", args=[last.message_id]), {}, "emulator/tools"),
+        (reverse("chat:edit", args=[tool_question.pk]), {"content": "6 x 7?"}, FORBIDDEN),
+    ]
+    for url, data, named in routes:
+        response = await client.post(url, {"model": FORBIDDEN, **data}, headers=HTMX)
+        assert f"may not use &#x27;{named}&#x27;" in refused(response), (url, data)
+    # The socket starts nothing: it watches, asks for snapshots and stops, and refuses the rest.
+    ws = await socket(on, alice)
+    await connect(ws)
+    asked = {"t": "send", "c": on, "model": FORBIDDEN, "content": "hi"}
+    await ws.send_to(text_data=orjson.dumps(asked).decode())
+    assert (await receive(ws))["t"] == "error"
+    await ws.disconnect()
+    await workers_done()
+    assert len(upstream.new()) == before, "nothing went upstream"
+    assert await Generation.objects.acount() == generations, "nothing started, nothing billed"
+    assert await Conversation.objects.acount() == conversations
+
+    # The model the groups allow goes through each way (a tool turn's next round included).
+    for url, data in [
+        (reverse("chat:retry", args=[last.message_id]), {}),
+        (reverse("chat:send", args=[on]), {"content": "two"}),
+    ]:
+        response = await client.post(url, {"model": "emulator/chat", **data}, headers=HTMX)
+        assert "composer-error" not in response.get("HX-Retarget", ""), url
+        await workers_done()
+    assert await Generation.objects.acount() == generations + 2
+
+
+async def test_a_tool_turn_goes_on_with_its_model_when_the_groups_change_meanwhile(
+    alice: Any,
+) -> None:
+    """The tool loop's next round is the stored generation's model, never checked again: the
+    turn was allowed when it began."""
+    await sync_to_async(in_group)(alice, "Research", models="emulator/tools")
+    conversation = await Conversation.objects.acreate(user=alice, tools=["calculator"])
+    started = await start_turn(alice, "What is six times seven?", "emulator/tools", conversation.pk)
+    await sync_to_async(in_group)(alice, "Research", models="emulator/chat")
     worker.start(started.job)
     await workers_done()
-    question = started.user_message
-    assert question is not None
-    await Generation.objects.filter(pk=started.generation.pk).aupdate(finish_reason="length")
-    # Since that answer, the groups allow only emulator/chat.
-    await sync_to_async(in_group)(alice, "Research", models="emulator/chat")
-    before = len(upstream.new())
-    client = await logged_in(alice)
-    answer = started.assistant.pk
-    for url, data in [
-        (reverse("chat:send", args=[conversation.pk]), {"content": "two"}),
-        (reverse("chat:send", args=[conversation.pk]), {"content": "two", "after": answer}),
-        (reverse("chat:retry", args=[answer]), {}),  # the answer's own model
-        (reverse("chat:retry", args=[answer]), {"model": "emulator/echo"}),
-        (reverse("chat:edit", args=[question.pk]), {"content": "uno"}),
-        (reverse("chat:continue", args=[answer]), {}),
-        (
-            reverse("chat:send", args=[conversation.pk]),
-            {"content": "2", "compare": "emulator/chat"},
-        ),
-    ]:
-        response = await client.post(url, {"model": "emulator/echo", **data}, headers=HTMX)
-        assert "may not use &#x27;emulator/echo&#x27;" in refused(response), url
-    assert len(upstream.new()) == before
-    assert await Generation.objects.filter(conversation=conversation).acount() == 1
-
-    response = await client.post(
-        reverse("chat:send", args=[conversation.pk]),
-        {"content": "two", "model": "emulator/chat"},
-        headers=HTMX,
-    )
-    assert "composer-error" not in response.get("HX-Retarget", "")
-    await workers_done()
-    assert await Generation.objects.filter(conversation=conversation).acount() == 2
+    rounds = Generation.objects.filter(conversation=conversation).order_by("pk")
+    assert [(g.model, g.tool_round) async for g in rounds] == [
+        ("emulator/tools", 1),
+        ("emulator/tools", 2),
+    ]
 
 
 # --- Tools --------------------------------------------------------------------------------------
