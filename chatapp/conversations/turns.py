@@ -42,6 +42,10 @@ SAFE_BUDGET = 4_096  # Osmexo's "safe default" max_tokens for a reasoning model
 MAX_BUDGET = 32_768
 BUSY = "An answer is still being written in this conversation; stop it or wait for it to finish."
 NEWER = "This conversation has new messages: they are shown now; send again to continue."
+IMPORTED_RETRY = "This answer was imported: choose a model below to write a new version with."
+IMPORTED_CONTINUE = (
+    "This answer was imported, with no token budget to enlarge: regenerate it instead."
+)
 
 
 class TurnError(ChatAppError, ValueError):
@@ -412,8 +416,11 @@ def create_retry(
 
 
 def _answered_by(answer: Message) -> Answerer:
-    """The gateway and model that wrote `answer`, and what they made of it."""
-    generation = answer.generation
+    """The gateway and model that wrote `answer`, and what they made of it; `TurnError` for an
+    answer no generation wrote (an imported one)."""
+    generation = _generation_of(answer)
+    if generation is None:
+        raise TurnError(IMPORTED_RETRY)
     images = [a for a in answer.attachments if a.get("kind") in ("image", "image_url")]
     return Answerer(
         gateway=config_for(generation.gateway_id),
@@ -458,13 +465,14 @@ def create_continuation(user: User, message_pk: int, owner_channel: str) -> Star
     rate_limits.check_generation_start(user)
     with transaction.atomic():
         cut = _finished_answer(user, message_pk)
-        budget = larger_budget(cut.generation)
-        if cut.generation.finish_reason != "length" or budget is None:
+        generation = _generation_of(cut)
+        if generation is None:
+            raise TurnError(IMPORTED_CONTINUE)
+        budget = larger_budget(generation)
+        if generation.finish_reason != "length" or budget is None:
             raise TurnError("Only an answer that ran out of its token budget gets a larger one.")
         conversation = _idle_conversation(user, cut.conversation_id)
-        answerer = Answerer(
-            gateway=config_for(cut.generation.gateway_id), model=cut.generation.model
-        )
+        answerer = Answerer(gateway=config_for(generation.gateway_id), model=generation.model)
         return _start(conversation, answerer, owner_channel, cut.parent_id, max_tokens=budget)
 
 
@@ -483,8 +491,18 @@ def select_version(user: User, message_pk: int) -> tuple[Conversation, int]:
 
 
 def _finished_answer(user: User, message_pk: int) -> Message:
-    """The user's assistant message `message_pk`, with its generation, once that has ended."""
+    """The user's assistant message `message_pk` once its generation has ended (an imported
+    answer has none)."""
     answer = _own_message(user, message_pk, Message.Role.ASSISTANT)
-    if answer.generation.is_running:
+    generation = _generation_of(answer)
+    if generation is not None and generation.is_running:
         raise TurnError("This answer is still being written.")
     return answer
+
+
+def _generation_of(answer: Message) -> Generation | None:
+    """The generation that wrote `answer`; None for an answer that came in with an import."""
+    try:
+        return answer.generation
+    except Generation.DoesNotExist:
+        return None

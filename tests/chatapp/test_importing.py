@@ -4,18 +4,23 @@ refused, each with its reason."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.test import Client
+from django.test import AsyncClient, Client
 from django.urls import reverse
+from django.utils.html import escape
 
 from chatapp.conversations import importing
 from chatapp.conversations.tree import MessageTree
+from chatapp.conversations.turns import IMPORTED_CONTINUE, IMPORTED_RETRY
 from chatapp.models import Conversation, Generation, Message
+from chatapp.streaming import worker
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "imports"
 
@@ -208,3 +213,41 @@ def test_the_import_page_is_reachable_from_the_sidebar(alice: Any) -> None:
     page = client_for(alice).get(reverse("chat:import")).content.decode()
     assert 'enctype="multipart/form-data"' in page
     assert Message.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_an_imported_answer_is_regenerated_with_the_model_chosen_and_not_continued(
+    alice: Any,
+) -> None:
+    """An imported answer has no generation: Regenerate makes a new version by the picker's
+    model; without one, and Continue (no token budget to enlarge), say so in words (both were
+    a 500)."""
+    data = (FIXTURES / "chatgpt_conversations.json").read_bytes()
+    await sync_to_async(lambda: upload(client_for(alice), data))()
+    answer = await Message.objects.filter(
+        role="assistant", content__startswith="It has doubled"
+    ).aget()
+    client = AsyncClient()
+    await client.aforce_login(alice)
+    for url, posted, said in [
+        (reverse("chat:retry", args=[answer.pk]), {}, IMPORTED_RETRY),
+        (reverse("chat:continue", args=[answer.pk]), {}, IMPORTED_CONTINUE),
+    ]:
+        response = await client.post(url, posted, headers={"HX-Request": "true"})
+        assert response.status_code == 200
+        assert response["HX-Retarget"] == "#composer-error"
+        assert escape(said) in response.content.decode()
+    assert not await Generation.objects.aexists()
+
+    response = await client.post(
+        reverse("chat:retry", args=[answer.pk]),
+        {"model": "emulator/echo"},
+        headers={"HX-Request": "true"},
+    )
+    assert response.status_code == 200
+    assert "HX-Retarget" not in response
+    await asyncio.wait_for(asyncio.gather(*list(worker._tasks)), 30)
+    generation = await Generation.objects.select_related("message").aget()
+    assert (generation.model, generation.status) == ("emulator/echo", "completed")
+    assert generation.message is not None
+    assert generation.message.parent_id == answer.parent_id  # a version of the imported answer
