@@ -8,8 +8,9 @@ signature), one for another audience, from another issuer, with another sign-in'
 expired one (each signed with the provider's real key) and a replayed callback are each refused
 with a page that says so; no session results. A discovery document for another issuer is not
 used. With password sign-in off the page offers the provider alone and the admin's form
-redirects. An admin's deactivation ends a provider user's page and running answer. With link
-by e-mail on, a self-signed-up account carrying a colleague's address is never handed to them.
+redirects. A callback no sign-in of this browser started signs nobody out. An admin's
+deactivation ends a provider user's page and running answer. With link by e-mail on, a
+self-signed-up account carrying a colleague's address is never handed to them.
 
 With `CHAT_SCREENSHOTS` set, the sign-in page with both ways in and a refusal are saved at both
 sizes.
@@ -29,7 +30,15 @@ from playwright.sync_api import expect
 from tests.oidc import provider as oidc
 from tests.waiting import poll
 
-from .conftest import PASSWORD, manage_shell, screenshots, send, serve, wait_for_text
+from .conftest import (
+    PASSWORD,
+    finished,
+    manage_shell,
+    screenshots,
+    send,
+    serve,
+    wait_for_text,
+)
 
 pytestmark = [pytest.mark.browser]
 
@@ -227,6 +236,44 @@ def test_a_replayed_callback_is_refused_with_a_page(
         assert response is not None
         assert response.status == 400
         expect(page.get_by_role("alert")).to_contain_text("This sign-in was already used")
+    finally:
+        context.close()
+
+
+def test_a_callback_from_another_site_leaves_the_user_signed_in_and_the_socket_open(
+    browser: Any, sso: tuple[str, oidc.Provider, dict[str, str]]
+) -> None:
+    """#45: a link to `/oidc/callback/?error=…` with no state used to sign the user out and close
+    their sockets. A signed-in user follows it in another tab; the chat's socket still streams."""
+    server, _, _ = sso
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.set_default_timeout(15_000)
+        page.goto(f"{server}/accounts/login/")
+        page.get_by_label("Username").fill("bob")
+        page.get_by_label("Password").fill(PASSWORD)
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url(f"{server}/")
+        finished(page, "Hello", "emulator/chat")
+        expect(page.locator("body")).to_have_attribute("data-socket", "open")
+        conversation = page.url
+
+        other = context.new_page()
+        response = other.goto(f"{server}/oidc/callback/?error=access_denied")
+        assert response is not None
+        assert response.status == 400
+        expect(other.get_by_role("alert")).to_contain_text("started in another browser")
+
+        # The next answer streams over the same socket: a closed one would have sent the page
+        # to the sign-in page instead.
+        answer = send(page, "Still there?", "emulator/chat")
+        wait_for_text(answer, 1)
+        expect(answer).to_have_attribute("data-status", "completed")
+        assert page.url == conversation
+        expect(page.locator("body")).to_have_attribute("data-socket", "open")
+        other.goto(f"{server}/")
+        expect(other.locator(".logout")).to_contain_text("bob")
     finally:
         context.close()
 

@@ -19,6 +19,7 @@ from chatapp.accounts.models import (
     ProviderIdentity,
     SelfSignUp,
 )
+from chatapp.accounts.provider_views import CANCELLED, REPLAYED
 from chatapp.accounts.sign_in import PASSWORDS_OFF, WAITING
 
 pytestmark = [pytest.mark.django_db]
@@ -257,6 +258,39 @@ def test_a_signed_up_account_with_a_victims_email_is_not_handed_to_the_victim(
     )
     bea = linking.account_for(ISSUER, claims("bea-subject", email="bea@corp.test"))
     assert bea.pk == by_admin.pk
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "error=access_denied",  # a link from another site: no state at all
+        "error=access_denied&state=not-this-browsers",
+        "code=abc",
+    ],
+)
+def test_a_callback_that_no_sign_in_of_this_browser_started_changes_nothing(query: str) -> None:
+    user = User.objects.create_user("callee", password=PASSWORD)
+    client = Client()
+    client.force_login(user)
+    response = client.get(f"/oidc/callback/?{query}")
+    assert response.status_code == 400
+    assert escape(REPLAYED) in response.content.decode()
+    assert client.session["_auth_user_id"] == str(user.pk)
+
+
+def test_a_refusal_by_the_provider_forgets_the_state_and_signs_nobody_out() -> None:
+    user = User.objects.create_user("refused", password=PASSWORD)
+    client = Client()
+    client.force_login(user)
+    session = client.session
+    session["oidc_states"] = {"s1": {"nonce": "n", "code_verifier": "v", "added_on": 0}}
+    session.save()
+    response = client.get("/oidc/callback/?error=access_denied&state=s1")
+    assert response.status_code == 400
+    assert escape(CANCELLED) in response.content.decode()
+    assert client.session["_auth_user_id"] == str(user.pk)
+    assert client.session["oidc_states"] == {}
+    assert escape(REPLAYED) in client.get("/oidc/callback/?error=x&state=s1").content.decode()
 
 
 def test_a_session_signed_in_through_the_provider_ends_with_a_deactivation(settings: Any) -> None:
