@@ -952,5 +952,6 @@ from chatapp.accounts.models import (  # noqa: E402, F401
     PendingApproval,
     ProviderGroupMembership,
     ProviderIdentity,
+    SelfSignUp,
 )
 from chatapp.mcp.models import McpServer  # noqa: E402, F401

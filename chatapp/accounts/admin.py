@@ -1,6 +1,7 @@
-"""The admin's list of accounts waiting for approval, with the action that approves them, and
-the single sign-on identities (an admin may link an existing account to a subject before its
-owner first signs in with the provider)."""
+"""The admin's list of accounts waiting for approval, with the action that approves them, the
+self-signed-up accounts (deleting one's row vouches for its e-mail, so that
+`CHAT_OIDC_LINK_BY_EMAIL` may link it), and the single sign-on identities (an admin may link an
+existing account to a subject before its owner first signs in with the provider)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from chatapp.accounts.models import PendingApproval, ProviderIdentity
+from chatapp.accounts.models import PendingApproval, ProviderIdentity, SelfSignUp
 
 if TYPE_CHECKING:
     _PendingAdmin = admin.ModelAdmin[PendingApproval]
     _IdentityAdmin = admin.ModelAdmin[ProviderIdentity]
+    _SelfSignUpAdmin = admin.ModelAdmin[SelfSignUp]
 else:
-    _PendingAdmin = _IdentityAdmin = admin.ModelAdmin
+    _PendingAdmin = _IdentityAdmin = _SelfSignUpAdmin = admin.ModelAdmin
 
 
 @admin.register(PendingApproval)
@@ -44,6 +46,22 @@ class PendingApprovalAdmin(_PendingAdmin):
             f"Approved {len(users)} account{'s' if len(users) != 1 else ''}.",
             messages.SUCCESS,
         )
+
+
+@admin.register(SelfSignUp)
+class SelfSignUpAdmin(_SelfSignUpAdmin):
+    list_display = ("user", "email", "created")
+    search_fields = ("user__username", "user__email")
+
+    @admin.display(description="E-mail")
+    def email(self, row: SelfSignUp) -> str:
+        return row.user.email
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
 
 
 @admin.register(ProviderIdentity)

@@ -4,9 +4,12 @@ A subject is linked to one account by `ProviderIdentity` at its first sign-in, a
 link afterwards. E-mail is not an identity: a provider may let users set an address they do not
 own, and an address moves between people. So an existing account, a local one made before single
 sign-on was turned on included, is never taken over by a matching e-mail unless the admin sets
-`CHAT_OIDC_LINK_BY_EMAIL` (and then only by a verified e-mail that exactly one unlinked account
-has). Otherwise the subject gets an account of its own; an admin who wants the old one kept can
-link it in the admin (Single sign-on identities) before its owner signs in.
+`CHAT_OIDC_LINK_BY_EMAIL`. Even then the provider must say it verified the address
+(`email_verified`), and the account must be one an admin vouches for (`linkable`): active, not
+staff, not linked yet, and not self-signed-up (`SelfSignUp`), since anyone may sign up with a
+stranger's address and wait for that stranger's first sign-in to hand over the account whose
+password they hold. Otherwise the subject gets an account of its own; an admin who wants the old
+one kept can link it in the admin (Single sign-on identities) before its owner signs in.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from chatapp.accounts.models import ProviderIdentity
@@ -46,13 +50,26 @@ def account_for(issuer: str, claims: dict[str, Any]) -> User:
 
 
 def by_email(claims: dict[str, Any]) -> User | None:
+    """The one linkable account with the claims' e-mail, if the provider verified it."""
     email = str(claims.get("email") or "")
     if not email or claims.get("email_verified") is not True:
         return None
-    found = list(
-        User.objects.filter(email__iexact=email, provider_identities__isnull=True).distinct()[:2]
-    )
+    found = list(linkable().filter(email__iexact=email)[:2])
     return found[0] if len(found) == 1 else None
+
+
+def linkable() -> QuerySet[User]:
+    """The accounts an e-mail may link to: an admin made them (not a sign-up, which may carry
+    anyone's address), they are active (not waiting, not deactivated), hold no staff or
+    superuser rights (whose takeover would be the worst) and no provider's subject yet."""
+    return User.objects.filter(
+        is_active=True,
+        is_staff=False,
+        is_superuser=False,
+        provider_identities__isnull=True,
+        self_sign_up__isnull=True,
+        pending_approval__isnull=True,
+    ).distinct()
 
 
 def free_username(claims: dict[str, Any]) -> str:

@@ -8,6 +8,9 @@
   here and is never removed by a sign-in.
 - `PendingApproval`: a self-signed-up account waiting for an admin (inactive until approved).
   Its row is what tells "waiting" from "deactivated" (both are `is_active=False`).
+- `SelfSignUp`: an account its owner made at the sign-up page, kept after approval. Its username
+  and e-mail are what a stranger typed, never checked, so a provider's e-mail never links to it
+  (`linking.by_email`).
 """
 
 from __future__ import annotations
@@ -63,6 +66,20 @@ class PendingApproval(models.Model):
         app_label = "chatapp"
         verbose_name = "account waiting for approval"
         verbose_name_plural = "accounts waiting for approval"
+
+    def __str__(self) -> str:
+        return str(self.user)
+
+
+class SelfSignUp(models.Model):
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="self_sign_up"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        app_label = "chatapp"
+        verbose_name = "self-signed-up account"
 
     def __str__(self) -> str:
         return str(self.user)

@@ -12,7 +12,7 @@ signed in (`get_user`), which must not touch the network.
 
 Accounts: a returning user is the one linked to the token's (`iss`, `sub`) (`ProviderIdentity`);
 a new subject gets a new account, with no usable password, unless `CHAT_OIDC_LINK_BY_EMAIL`
-lets a verified e-mail take over an existing unlinked account (`linking.account_for`). Name and
+lets a verified e-mail take over an existing account an admin made (`linking.account_for`). Name and
 e-mail follow the provider's claims at each sign-in; groups follow its groups claim
 (`provider_groups.sync`).
 """

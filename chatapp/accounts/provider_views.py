@@ -3,8 +3,10 @@
 mozilla-django-oidc's views do the protocol; these subclasses take the authorization endpoint
 from discovery and turn each way a sign-in can fail into a page that says so in words (status
 400, or 502 when the provider could not be reached), where the library would raise (a 400 with
-Django's bare "Bad Request", or a 500 for a provider that is down). The log line says what failed
-but never carries a token, a code or the client secret: only the check's own message.
+Django's bare "Bad Request", or a 500 for a provider that is down). A callback that does not end
+a sign-in this browser started (no state, or one its session does not hold) changes nothing, and
+a refusal from the provider signs nobody out. The log line says what failed but never carries a
+token, a code or the client secret: only the check's own message.
 """
 
 from __future__ import annotations
@@ -68,12 +70,19 @@ class SignInStart(OIDCAuthenticationRequestView):  # type: ignore[misc]  # untyp
 class SignInCallback(OIDCAuthenticationCallbackView):  # type: ignore[misc]  # untyped library
     def get(self, request: HttpRequest) -> HttpResponse:
         state = request.GET.get("state")
-        if state is not None and state not in request.session.get("oidc_states", {}):
-            logger.warning("Single sign-on: a callback with an unknown or used state")
+        states = request.session.get("oidc_states", {})
+        if state is None or state not in states:
+            # Not the end of a sign-in this browser started: a replay, or a link from another
+            # site. It changes nothing, the session it finds included.
+            logger.warning("Single sign-on: a callback with no, an unknown or a used state")
             return failed(request, REPLAYED)
         if request.GET.get("error"):
             logger.info("Single sign-on: the provider answered %r", request.GET["error"][:100])
-            super().get(request)  # forgets the state and signs out, as the library does
+            # The state is forgotten (no replay), and a signed-in user stays signed in: the
+            # library signs them out for its session-refresh middleware, which we do not use,
+            # and a page from elsewhere could start a sign-in the provider refuses.
+            del states[state]
+            request.session.modified = True
             return failed(request, CANCELLED)
         try:
             response: HttpResponse = super().get(request)

@@ -3,7 +3,8 @@
 With `CHAT_SIGN_UP_APPROVAL` (the default when sign-up is on) a new account is made inactive with
 a `PendingApproval` row, and its owner is shown that it waits; an admin approves it in the admin
 (the "Approve" action on Accounts waiting for approval, or ticking Active on the user), which
-deletes the row (`approved`). Without approval the new account is signed in at once.
+deletes the row (`approved`). Without approval the new account is signed in at once. Either way
+the account keeps a `SelfSignUp` row: its e-mail is unchecked, so no provider's e-mail links to it.
 An address may make `CHAT_LOGIN_FAILURES_PER_ACCOUNT` accounts per `CHAT_LOGIN_WINDOW`, counted
 as sign-in failures are (`login_limits.Window`), so that one client cannot fill the user table.
 """
@@ -22,7 +23,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from chatapp.access import login_limits
-from chatapp.accounts.models import PendingApproval
+from chatapp.accounts.models import PendingApproval, SelfSignUp
 
 
 class SignUpForm(BaseUserCreationForm):  # type: ignore[type-arg]
@@ -57,6 +58,7 @@ def created(request: HttpRequest, form: SignUpForm) -> HttpResponse:
         user = form.save(commit=False)
         user.is_active = not approval
         user.save()
+        SelfSignUp.objects.create(user=user)
         if approval:
             PendingApproval.objects.create(user=user)
     if approval:

@@ -8,7 +8,9 @@ signature), one for another audience, from another issuer, with another sign-in'
 expired one (each signed with the provider's real key) and a replayed callback are each refused
 with a page that says so; no session results. A discovery document for another issuer is not
 used. With password sign-in off the page offers the provider alone and the admin's form
-redirects. An admin's deactivation ends a provider user's page and running answer.
+redirects. A callback no sign-in of this browser started signs nobody out. An admin's
+deactivation ends a provider user's page and running answer. With link by e-mail on, a
+self-signed-up account carrying a colleague's address is never handed to them.
 
 With `CHAT_SCREENSHOTS` set, the sign-in page with both ways in and a refusal are saved at both
 sizes.
@@ -28,7 +30,15 @@ from playwright.sync_api import expect
 from tests.oidc import provider as oidc
 from tests.waiting import poll
 
-from .conftest import PASSWORD, manage_shell, screenshots, send, serve, wait_for_text
+from .conftest import (
+    PASSWORD,
+    finished,
+    manage_shell,
+    screenshots,
+    send,
+    serve,
+    wait_for_text,
+)
 
 pytestmark = [pytest.mark.browser]
 
@@ -230,6 +240,44 @@ def test_a_replayed_callback_is_refused_with_a_page(
         context.close()
 
 
+def test_a_callback_from_another_site_leaves_the_user_signed_in_and_the_socket_open(
+    browser: Any, sso: tuple[str, oidc.Provider, dict[str, str]]
+) -> None:
+    """#45: a link to `/oidc/callback/?error=…` with no state used to sign the user out and close
+    their sockets. A signed-in user follows it in another tab; the chat's socket still streams."""
+    server, _, _ = sso
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.set_default_timeout(15_000)
+        page.goto(f"{server}/accounts/login/")
+        page.get_by_label("Username").fill("bob")
+        page.get_by_label("Password").fill(PASSWORD)
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url(f"{server}/")
+        finished(page, "Hello", "emulator/chat")
+        expect(page.locator("body")).to_have_attribute("data-socket", "open")
+        conversation = page.url
+
+        other = context.new_page()
+        response = other.goto(f"{server}/oidc/callback/?error=access_denied")
+        assert response is not None
+        assert response.status == 400
+        expect(other.get_by_role("alert")).to_contain_text("started in another browser")
+
+        # The next answer streams over the same socket: a closed one would have sent the page
+        # to the sign-in page instead.
+        answer = send(page, "Still there?", "emulator/chat")
+        wait_for_text(answer, 1)
+        expect(answer).to_have_attribute("data-status", "completed")
+        assert page.url == conversation
+        expect(page.locator("body")).to_have_attribute("data-socket", "open")
+        other.goto(f"{server}/")
+        expect(other.locator(".logout")).to_contain_text("bob")
+    finally:
+        context.close()
+
+
 @pytest.fixture(scope="module")
 def provider_only(
     server_env: dict[str, str], sso: tuple[str, oidc.Provider, dict[str, str]]
@@ -317,6 +365,77 @@ def test_deactivating_a_provider_user_in_the_admin_ends_their_page_and_their_ans
     finally:
         admin.close()
         page.context.close()
+
+
+@pytest.fixture(scope="module")
+def linking_by_email(
+    server_env: dict[str, str],
+) -> Iterator[tuple[str, oidc.Provider, dict[str, str]]]:
+    """A server with self sign-up and `CHAT_OIDC_LINK_BY_EMAIL` on, and a provider of its own
+    (a provider allows one redirect URI)."""
+    oidc.skip_unless_installed()
+    port = oidc.free_port()
+    env = sso_env(
+        server_env, f"http://127.0.0.1:{port}", CHAT_SIGN_UP="1", CHAT_OIDC_LINK_BY_EMAIL="1"
+    )
+    log = Path(server_env["SERVER_DIR"]) / "oidc-provider-linking.log"
+    with (
+        serve(env, "daphne-sso-linking.log") as url,
+        oidc.running(port, f"{url}/oidc/callback/", log) as provider,
+    ):
+        yield url, provider, env
+
+
+def test_a_signed_up_account_with_a_colleagues_email_is_not_handed_to_the_colleague(
+    browser: Any, linking_by_email: tuple[str, oidc.Provider, dict[str, str]]
+) -> None:
+    """#45's pre-hijacking: Mallory signs up with Vic's work address and an admin approves the
+    account; Vic's first sign-in with the provider gets an account of its own. An account an
+    admin made is linked by a verified address, and not by one the provider did not verify."""
+    server, provider, env = linking_by_email
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.goto(f"{server}/accounts/sign-up/")
+        page.get_by_label("Username").fill("mallory-as-vic")
+        page.get_by_label("Email").fill("vic@corp.test")
+        page.get_by_label("Password", exact=True).fill(PASSWORD)
+        page.get_by_label("Password confirmation").fill(PASSWORD)
+        page.get_by_role("button", name="Sign up").click()
+        expect(page).to_have_url(f"{server}/accounts/waiting/")
+    finally:
+        context.close()
+    manage_shell(
+        env,
+        "from django.contrib.auth.models import User\n"
+        "planted = User.objects.get(username='mallory-as-vic')\n"
+        "planted.is_active = True\n"
+        "planted.save()\n"  # approved
+        "User.objects.create_user('wes-local', email='wes@corp.test', password='x' * 20)\n"
+        "User.objects.create_user('uma-local', email='uma@corp.test', password='x' * 20)\n",
+    )
+    provider.set(
+        mode=None,
+        users={
+            "sso-vic": {"email": "vic@corp.test"},
+            "sso-wes": {"email": "wes@corp.test"},
+            "sso-uma": {"email": "uma@corp.test", "email_verified": False},
+        },
+    )
+    for login, username in [
+        ("sso-vic", "sso-vic"),  # not the planted account
+        ("sso-wes", "wes-local"),  # the admin's account, by its verified address
+        ("sso-uma", "sso-uma"),  # the provider did not verify the address: no link
+    ]:
+        page = at_provider(browser, server, login)
+        try:
+            expect(page).to_have_url(f"{server}/")
+            expect(page.locator(".logout")).to_contain_text(username)
+            found = account(env, login)
+            assert found is not None
+            assert found["username"] == username
+        finally:
+            page.context.close()
 
 
 def test_a_discovery_document_for_another_issuer_is_not_used(

@@ -13,7 +13,13 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from chatapp.accounts import linking, provider_groups
-from chatapp.accounts.models import PendingApproval, ProviderGroupMembership, ProviderIdentity
+from chatapp.accounts.models import (
+    PendingApproval,
+    ProviderGroupMembership,
+    ProviderIdentity,
+    SelfSignUp,
+)
+from chatapp.accounts.provider_views import CANCELLED, REPLAYED
 from chatapp.accounts.sign_in import PASSWORDS_OFF, WAITING
 
 pytestmark = [pytest.mark.django_db]
@@ -167,6 +173,124 @@ def test_linking_by_email_takes_a_verified_match_when_allowed(settings: Any) -> 
     assert unverified.pk != local.pk
     assert linking.account_for(ISSUER, claims("v1")).pk == local.pk
     assert ProviderIdentity.objects.get(subject="v1").user == local
+
+
+def made_by_sign_up(user: User) -> None:
+    SelfSignUp.objects.create(user=user)
+
+
+def waiting(user: User) -> None:
+    SelfSignUp.objects.create(user=user)
+    PendingApproval.objects.create(user=user)
+    user.is_active = False
+    user.save()
+
+
+def deactivated(user: User) -> None:
+    user.is_active = False
+    user.save()
+
+
+def staff(user: User) -> None:
+    user.is_staff = True
+    user.save()
+
+
+def superuser(user: User) -> None:
+    user.is_superuser = True
+    user.save()
+
+
+def linked_elsewhere(user: User) -> None:
+    ProviderIdentity.objects.create(user=user, issuer="https://other.example.test", subject="o")
+
+
+@pytest.mark.parametrize(
+    "make_it", [made_by_sign_up, waiting, deactivated, staff, superuser, linked_elsewhere]
+)
+def test_linking_by_email_never_takes_an_account_an_admin_does_not_vouch_for(
+    settings: Any, make_it: Any
+) -> None:
+    settings.CHAT_OIDC_LINK_BY_EMAIL = True
+    local = User.objects.create_user("ann", email="ann@corp.test", password=PASSWORD)
+    make_it(local)
+    user = linking.account_for(ISSUER, claims("v2"))
+    assert user.pk != local.pk
+    assert user.username == "ann@corp.test"
+    assert not user.has_usable_password()
+
+
+def test_a_signed_up_account_with_a_victims_email_is_not_handed_to_the_victim(
+    settings: Any,
+) -> None:
+    """The pre-hijacking of #45: Mallory signs up as Ann's address and is approved; Ann's first
+    sign-in with the provider gets an account of its own, not the one whose password Mallory
+    holds. An admin-made account with the address is still linked: the sign-up cannot block it."""
+    settings.CHAT_SIGN_UP = True
+    settings.CHAT_OIDC_LINK_BY_EMAIL = True
+    response = Client().post(
+        reverse("sign_up"),
+        {
+            "username": "ann-at-work",
+            "email": "ann@corp.test",
+            "password1": PASSWORD,
+            "password2": PASSWORD,
+        },
+    )
+    assert response.status_code == 302
+    planted = User.objects.get(username="ann-at-work")
+    planted.is_active = True  # the admin approves it
+    planted.save()
+    ann = linking.account_for(ISSUER, claims("ann-subject", preferred_username="ann"))
+    assert ann.pk != planted.pk
+    assert not ann.has_usable_password()
+    assert not ProviderIdentity.objects.filter(user=planted).exists()
+
+    by_admin = User.objects.create_user("bea", email="bea@corp.test", password=PASSWORD)
+    Client().post(
+        reverse("sign_up"),
+        {
+            "username": "bea2",
+            "email": "bea@corp.test",
+            "password1": PASSWORD,
+            "password2": PASSWORD,
+        },
+    )
+    bea = linking.account_for(ISSUER, claims("bea-subject", email="bea@corp.test"))
+    assert bea.pk == by_admin.pk
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "error=access_denied",  # a link from another site: no state at all
+        "error=access_denied&state=not-this-browsers",
+        "code=abc",
+    ],
+)
+def test_a_callback_that_no_sign_in_of_this_browser_started_changes_nothing(query: str) -> None:
+    user = User.objects.create_user("callee", password=PASSWORD)
+    client = Client()
+    client.force_login(user)
+    response = client.get(f"/oidc/callback/?{query}")
+    assert response.status_code == 400
+    assert escape(REPLAYED) in response.content.decode()
+    assert client.session["_auth_user_id"] == str(user.pk)
+
+
+def test_a_refusal_by_the_provider_forgets_the_state_and_signs_nobody_out() -> None:
+    user = User.objects.create_user("refused", password=PASSWORD)
+    client = Client()
+    client.force_login(user)
+    session = client.session
+    session["oidc_states"] = {"s1": {"nonce": "n", "code_verifier": "v", "added_on": 0}}
+    session.save()
+    response = client.get("/oidc/callback/?error=access_denied&state=s1")
+    assert response.status_code == 400
+    assert escape(CANCELLED) in response.content.decode()
+    assert client.session["_auth_user_id"] == str(user.pk)
+    assert client.session["oidc_states"] == {}
+    assert escape(REPLAYED) in client.get("/oidc/callback/?error=x&state=s1").content.decode()
 
 
 def test_a_session_signed_in_through_the_provider_ends_with_a_deactivation(settings: Any) -> None:

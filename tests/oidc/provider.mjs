@@ -3,8 +3,9 @@
 // ID tokens signed with a key made at start.
 //
 // Sign-in is oidc-provider's own development form ("any login, any password"): the login names
-// the account, whose claims are the test's (PUT /__test__/state {"users": {...}}); an unknown
-// login gets an e-mail and a name made from it and no groups.
+// the account, whose claims are the test's (PUT /__test__/state {"users": {...}}: name, email,
+// email_verified, preferred_username, groups); an unknown login gets an e-mail (verified), a
+// name and a preferred username made from it, and no groups.
 //
 // The negative tests need an ID token the provider would never issue. `mode` (same endpoint)
 // rewrites the token endpoint's response: "tampered" changes the payload and keeps the
@@ -31,9 +32,9 @@ function claimsOf(id) {
   return {
     sub: id,
     email: given.email ?? `${id}@example.test`,
-    email_verified: true,
+    email_verified: given.email_verified ?? true,
     name: given.name ?? id,
-    preferred_username: id,
+    preferred_username: given.preferred_username ?? id,
     groups: given.groups ?? [],
   };
 }
