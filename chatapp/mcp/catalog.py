@@ -25,13 +25,12 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from mcp import types
 
 from chatapp.gateways import key_vault
 from chatapp.mcp import client
 from chatapp.mcp.models import McpServer
+from chatapp.tools import schema_check
 from chatapp.tools.base import ToolContext, ToolFailure
 
 __all__ = [
@@ -115,8 +114,8 @@ def _checked_schema(schema: Any) -> dict[str, Any]:
     if schema.get("type", "object") != "object":
         raise ValueError("its input schema is not for an object")
     try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
+        schema_check.check_schema(schema)
+    except schema_check.SchemaError as exc:
         raise ValueError(f"its input schema is not valid ({exc.message[:100]})") from None
     return schema
 

@@ -19,12 +19,10 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 import orjson
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
 
 from chatapp.access.group_policies import access_for
 from chatapp.models import ToolSwitch
-from chatapp.tools import calculator, clock, conversation_search
+from chatapp.tools import calculator, clock, conversation_search, schema_check
 from chatapp.tools.base import RunStatus, Tool, ToolContext, ToolFailure, ToolRun
 
 __all__ = [
@@ -161,7 +159,7 @@ def checked_call(
             f"There is no tool named {name[:64]!r} here. The tools offered: {available}."
         )
     parsed = _object(arguments)
-    error = best_match(Draft202012Validator(tool.parameters).iter_errors(parsed))
+    error = schema_check.first_error(tool.parameters, parsed)
     if error is not None:
         where = f" at {error.json_path}" if error.path else ""
         raise ToolFailure(
