@@ -13,10 +13,13 @@ so a revoked link is gone at once.
 
 What a link shows is decided here, once, for the page and anything else that shows a link
 (`shown`): nothing of the owner's other conversations. A private tool's result (a search of
-them, `Tool.private`) is kept back, and so is every answer written after it in the branch, whose
-request held that result: such an answer is shown as a note saying so, not its text, reasoning,
-tool calls or media (a model quotes what it found: titles, snippets, IDs). An answer still being
-written is left out until it ends; audio and files are left out, saying so.
+them, `Tool.private`; any MCP tool's) is kept back, and so is every answer written after it in
+the branch, whose request held that result: such an answer is shown as a note naming the tool,
+not its text, reasoning, tool calls or media (a model quotes what it found: titles, snippets,
+IDs). An answer still being written is left out until it ends; audio and files are left out,
+saying so. The link's title is the conversation's, unless a model wrote it from a first exchange
+that held a private result: then it is the first question's line, which the page shows anyway.
+A temporary chat is not kept, so it is not shared.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from django.utils import timezone
 
 from chatapp import tools
 from chatapp.conversations.tree import MessageTree, shown_path
+from chatapp.conversations.turns import title_from
+from chatapp.errors import ChatAppError
 from chatapp.mcp import catalog
 from chatapp.models import Conversation, Message, SharedLink
 
@@ -60,6 +65,10 @@ class OwnedLink:
     messages: int  # in the branch it shares
 
 
+class NotShareable(ChatAppError):
+    """The conversation cannot be shared (it is a temporary chat), in words."""
+
+
 def digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
@@ -71,6 +80,8 @@ def create(user: User, conversation_pk: int, leaf_pk: int | None) -> NewLink:
     conversation = Conversation.objects.filter(pk=conversation_pk, user=user).first()
     if conversation is None:
         raise Http404("No such conversation.")
+    if conversation.temporary:
+        raise NotShareable("A temporary chat is not kept, so it cannot be shared.")
     if leaf_pk is None:
         leaf_pk = MessageTree(conversation.pk).shown_leaf(conversation.current_leaf_id)
     elif not Message.objects.filter(pk=leaf_pk, conversation=conversation).exists():
@@ -78,13 +89,25 @@ def create(user: User, conversation_pk: int, leaf_pk: int | None) -> NewLink:
     if leaf_pk is None:
         raise Http404("This conversation has no messages.")
     token = secrets.token_urlsafe(TOKEN_BYTES)
-    link = SharedLink.objects.create(
-        conversation=conversation,
-        leaf_id=leaf_pk,
-        title=conversation.title,
-        token_digest=digest(token),
-    )
+    link = SharedLink(conversation=conversation, leaf_id=leaf_pk, token_digest=digest(token))
+    link.title = _title(conversation, shown(link))
+    link.save()
     return NewLink(link, token)
+
+
+def _title(conversation: Conversation, shared: list[SharedMessage]) -> str:
+    """The link's title: the conversation's, unless a model wrote it from a first exchange that
+    held a private result (its excerpt of the answer may quote it): the first question's line."""
+    if conversation.title_source != Conversation.TitleSource.MODEL or not shared:
+        return conversation.title
+    first = [shared[0]]
+    for item in shared[1:]:
+        if item.message.role == Message.Role.USER:
+            break
+        first.append(item)
+    if any(item.withheld or item.results_kept_back for item in first):
+        return title_from(shared[0].message.content)
+    return conversation.title
 
 
 def live(token: str) -> SharedLink | None:
@@ -119,6 +142,8 @@ class SharedMessage:
     tool_calls: list[dict[str, object]]  # as stored, less the results of private tools
     results_kept_back: bool  # a private tool's result, kept back from `tool_calls`
     left_out: str  # the media it has that are not shared, in words ("" for none)
+    # The tools whose results are kept back, in words: those before a withheld answer, else its own
+    private_tools: str = ""
 
 
 def _private(call: dict[str, object]) -> bool:
@@ -128,6 +153,22 @@ def _private(call: dict[str, object]) -> bool:
     tool = tools.registry().get(name)
     private = tool.private if tool is not None else catalog.SEPARATOR in name
     return private and bool(call.get("result"))
+
+
+def _tool_words(call: dict[str, object]) -> str:
+    """A private tool as the shared page names it: a built-in by its title, an MCP server's
+    tool by its name and server."""
+    name = str(call.get("name"))
+    tool = tools.registry().get(name)
+    if tool is not None:
+        return f"“{tool.title}”"
+    server, _, tool_name = name.partition(catalog.SEPARATOR)
+    return f"the MCP tool “{tool_name}” of “{server}”"
+
+
+def _in_words(names: list[str]) -> str:
+    names = list(dict.fromkeys(names))
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def _left_out(message: Message) -> str:
@@ -144,21 +185,22 @@ def shown(link: SharedLink) -> list[SharedMessage]:
     kept back (the module's docstring says what and why)."""
     messages = [item.message for item in shown_path(link.conversation, leaf_pk=link.leaf_id)]
     shared = []
-    after_private = False
+    before: list[str] = []  # the private tools whose results the branch held so far
     for position, message in enumerate(messages, start=1):
         generation = getattr(message, "generation", None)
         writing = generation is not None and generation.is_running
-        withheld = after_private and message.role == Message.Role.ASSISTANT
+        withheld = bool(before) and message.role == Message.Role.ASSISTANT
         stored = message.tool_calls if isinstance(message.tool_calls, list) else []
         calls = [call for call in stored if isinstance(call, dict)]
-        kept_back = any(_private(call) for call in calls)
-        after_private = after_private or kept_back
+        own = [_tool_words(call) for call in calls if _private(call)]
+        words = _in_words(before if withheld else own) if (before if withheld else own) else ""
+        before += own
         calls = [{**call, "result": ""} if _private(call) else call for call in calls]
         if withheld:
             calls = []
         left_out = "" if withheld else _left_out(message)
         shared.append(
-            SharedMessage(message, position, writing, withheld, calls, kept_back, left_out)
+            SharedMessage(message, position, writing, withheld, calls, bool(own), left_out, words)
         )
     return shared
 

@@ -23,7 +23,7 @@ from django.http import Http404
 from django.utils import timezone
 
 from chatapp.access import group_policies, rate_limits
-from chatapp.conversations import request_options, uploads
+from chatapp.conversations import request_options, uploads, user_text
 from chatapp.conversations.tree import MessageTree, context_for, context_through
 from chatapp.costs import spending_limits
 from chatapp.errors import ChatAppError
@@ -109,7 +109,9 @@ class StartedGeneration:
 
 
 def title_from(text: str) -> str:
-    first_line = next((line.strip() for line in text.strip().split("\n") if line.strip()), "")
+    """The first line of `text` with words in it, as a title: without its markdown."""
+    lines = (user_text.without_markdown(line) for line in text.strip().split("\n"))
+    first_line = next((line for line in lines if line), "")
     if len(first_line) <= TITLE_LENGTH:
         return first_line
     return first_line[: TITLE_LENGTH - 1].rstrip() + "…"

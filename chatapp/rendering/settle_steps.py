@@ -156,7 +156,7 @@ class Settling:
 # Text that renders as more than itself: emphasis, code, links, headings, lists, tables, quotes,
 # HTML, entities, escapes, breaks. A tail without any shows as itself, so it needs no draft.
 _FENCE_START = re.compile(r"^ {0,3}(?:`{3,}|~{3,})", re.MULTILINE)
-MARKUP = re.compile(r"[*_`#|<>\[\]!~=\\&-]|^ {0,3}\d{1,9}[.)]|  $", re.MULTILINE)
+MARKUP = re.compile(r"[*_`#|<>\[\]!~=\\&$-]|^ {0,3}\d{1,9}[.)]|  $", re.MULTILINE)
 
 
 def settle_and_draft(
@@ -174,8 +174,34 @@ def settle_and_draft(
         return Settling(step)  # an open fence shows as code the browser's way until it closes
     moved = bool(step.length or step.joined or step.ended)
     left = lines[step.length :] + rest if moved else lines + rest
-    draft = draft_step(left, step.opened if moved else context, citations, doc_id)
-    return Settling(step, draft, len(left) if draft is not None else 0)
+    opened = formula_start(left)
+    shown = left if opened is None else left[:opened]
+    draft = draft_step(shown, step.opened if moved else context, citations, doc_id)
+    return Settling(step, draft, len(shown) if draft is not None else 0)
+
+
+# Where a formula opens: `$$` or `\[` (display), `\(` (inline), not after a backslash.
+_DOLLARS = re.compile(r"(?<!\\)\$\$")
+_FORMULA_OPENERS = (
+    (_DOLLARS, _DOLLARS),
+    (re.compile(r"(?<!\\)\\\["), re.compile(r"(?<!\\)\\\]")),
+    (re.compile(r"(?<!\\)\\\("), re.compile(r"(?<!\\)\\\)")),
+)
+
+
+def formula_start(text: str) -> int | None:
+    """Where in `text` a formula opens that is not closed yet, or None. A draft stops there: the
+    formula's source shows as text as it is written (rendered half-written, its `\\,` would be
+    an escaped comma, its LaTeX markdown), and is drawn as soon as it closes."""
+    found = []
+    for opener, closer in _FORMULA_OPENERS:
+        opens = [match.start() for match in opener.finditer(text)]
+        if opener is closer:
+            if len(opens) % 2:
+                found.append(opens[-1])
+        elif opens and closer.search(text, opens[-1] + 2) is None:
+            found.append(opens[-1])
+    return min(found, default=None)
 
 
 def draft_step(
@@ -193,25 +219,68 @@ def draft_step(
     return None if step.restyle or not (step.joined or step.rest) else step
 
 
-_TABLE_ROW = re.compile(r"^ {0,3}\|(?:[^|\n]*\|){1,}[^|\n]*$")
+# A table's header row as it is written (a pipe, then some text), and the line under it as far
+# as it is written (pipes, dashes, colons).
+_HEADER_ROW = re.compile(r"^ {0,3}\|.*[^\s|]")
+_ROW_START = re.compile(r"^ {0,3}\|")
+_DELIMITER_SO_FAR = re.compile(r"^ {0,3}\|?[ \t:|-]*$")
+_DELIMITER_CELL = re.compile(r"^:?-+:?$")
+_PIPE = re.compile(r"(?<!\\)\|")
 
 
 def completed_line(tail: str, in_table: bool = False) -> str:
     """`tail` with the line still being written completed as it most likely ends, for a draft:
-    a code span or strong emphasis left open is closed, and a table's first row (`in_table`:
-    the tail continues a table) gets the line under it, so that they show formatted while they
-    are written rather than raw until their end arrives. Only the draft sees this; what settles
-    is the text as it came."""
-    line = tail[tail.rfind("\n") + 1 :]
+    a code span or strong emphasis left open is closed, and a table's header row (unless
+    `in_table`: the tail continues a table) gets the line under it, completed as far as it is
+    written, so that they show formatted while they are written rather than raw until their end
+    arrives: a header shows as one row of its cells from its first, and stays one while the
+    line under it is written. Only the draft sees this; what settles is the text as it came."""
+    start = tail.rfind("\n") + 1
+    line = tail[start:]
+    header = None if in_table else _header_above(tail, start)
+    if header is not None and _DELIMITER_SO_FAR.match(line):
+        return tail[:start] + _delimiter(header, line)
     if not line.strip() or line.endswith(("*", "`")):
         return tail
     if line.count("`") % 2:
         return tail + "`"
     if line.count("**") % 2:
         return tail + "**"
-    if not in_table and _TABLE_ROW.match(line):
-        return tail + "\n" + "|---" * (line.strip().strip("|").count("|") + 1) + "|"
+    if not in_table and _HEADER_ROW.match(line) and not _row_above(tail, start):
+        return tail + "\n" + _delimiter(line, "")
     return tail
+
+
+def _row_above(tail: str, start: int) -> bool:
+    """Whether the line before the one that starts at `start` is a table's row (or its rule)."""
+    above = tail.rfind("\n", 0, max(start - 1, 0)) + 1
+    return start > 0 and _ROW_START.match(tail[above : start - 1]) is not None
+
+
+def _header_above(tail: str, start: int) -> str | None:
+    """The line before the one that starts at `start`, when it is a table's header row: a row
+    with no row above it."""
+    if start == 0:
+        return None
+    above = tail.rfind("\n", 0, start - 1) + 1
+    header = tail[above : start - 1].rstrip("\r")
+    if not _HEADER_ROW.match(header) or _row_above(tail, above):
+        return None
+    return header
+
+
+def _delimiter(header: str, written: str) -> str:
+    """The line under `header`: one cell per header cell, each as `written` has it when it is
+    one already (`:--`, `--:`), else `---`."""
+    cells = _PIPE.split(header.strip().removeprefix("|"))
+    if len(cells) > 1 and not cells[-1].strip():
+        cells.pop()  # the row's closing pipe
+    so_far = [cell.strip() for cell in written.strip().removeprefix("|").split("|")]
+    kept = [
+        so_far[i] if i < len(so_far) and _DELIMITER_CELL.match(so_far[i]) else "---"
+        for i in range(len(cells))
+    ]
+    return "|" + "|".join(kept) + "|"
 
 
 def settle_step(

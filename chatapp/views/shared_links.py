@@ -89,7 +89,10 @@ def share(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     """A new link to the conversation `pk`, for the branch the page shows (`after`: its last
     message), shown once: under the header's More, or on the list without htmx."""
     after = request.POST.get("after", "")
-    new = shared_links.create(request.user, pk, int(after) if after.isdigit() else None)
+    try:
+        new = shared_links.create(request.user, pk, int(after) if after.isdigit() else None)
+    except shared_links.NotShareable as exc:
+        return HttpResponse(str(exc), status=400, content_type="text/plain")
     created = CreatedLink(
         request.build_absolute_uri(reverse("chat:shared_page", args=[new.token])),
         new.link,

@@ -6,7 +6,7 @@
 // that goes quiet says so, and the reasoning pane's summary counts the thinking time.
 
 import { showImagePreviews } from "./generated_images.js";
-import { placeTail } from "./tail_text.js";
+import { placeTail, writtenCell } from "./tail_text.js";
 
 // One answer's element and what it shows; `tail` is the text the tail element holds.
 export function createView(el, tail) {
@@ -23,6 +23,7 @@ export function createView(el, tail) {
     draftNodes: [], // the nodes the draft put in the page
     draftHidden: null, // the open block a draft in its place ("=") hides
     tailHost: null, // the draft's last block, which the text after the draft runs on in
+    tailRoom: true, // false: that block is a row without the cell the text is written in yet
   };
 }
 
@@ -122,11 +123,19 @@ function drawRun(box, host, text) {
   return el;
 }
 
+// Whether `host` is a table cell with no text of its own yet: the text that goes on in it is
+// the cell's first, whose leading spaces a rendered cell does not show.
+function startsCell(host) {
+  if (!host || !/^T[DH]$/.test(host.tagName)) return false;
+  const own = [...host.childNodes].filter((node) => !node.classList?.contains("live-tail"));
+  return own.every((node) => !node.textContent.trim());
+}
+
 export function drawTail(view) {
   const box = part(view, ".content");
   const host = view.tailHost && view.tailHost.isConnected ? view.tailHost : null;
-  const { inline, below, runsOn } = placeTail(view.tail, view.drafted, host?.tagName);
-  const run = drawRun(box, host, inline);
+  const { inline, below, runsOn } = placeTail(view.tail, view.drafted, host?.tagName, view.tailRoom);
+  const run = drawRun(box, host, startsCell(host) ? inline.trimStart() : inline);
   let el = box.querySelector(":scope > .live-tail");
   if (!below) {
     el?.remove();
@@ -229,9 +238,21 @@ export function showDraft(view, draft) {
   place(draft.rest, box, tail);
   view.draftNodes = nodes;
   view.drafted = draft.end - draft.start;
-  view.tailHost = lastBlock(nodes);
+  placeAfterDraft(view, lastBlock(nodes));
   drawTail(view);
   return true;
+}
+
+// Where the text after the draft goes on: in its last block or, when that is a table cell, in
+// the cell of the row that the text is written in (`writtenCell`), which may be none yet.
+function placeAfterDraft(view, block) {
+  view.tailHost = block;
+  view.tailRoom = true;
+  if (!block || !/^T[DH]$/.test(block.tagName)) return;
+  const cells = block.parentElement.cells;
+  const column = writtenCell(view.tail.slice(0, view.drafted), block.tagName === "TH");
+  view.tailRoom = column >= 0 && column < cells.length;
+  if (view.tailRoom) view.tailHost = cells[column];
 }
 
 // The block of `nodes` that text written after them continues: their last paragraph, heading,
@@ -255,6 +276,7 @@ export function clearDraft(view) {
   view.draftHidden = null;
   view.drafted = 0;
   view.tailHost = null;
+  view.tailRoom = true;
   drawTail(view);
 }
 
@@ -417,6 +439,7 @@ export function replaceWith(view, snapshot, tail, draft) {
   view.draftHidden = null;
   view.drafted = 0;
   view.tailHost = null;
+  view.tailRoom = true;
   view.tail = tail;
   drawTail(view);
   if (draft) showDraft(view, draft);

@@ -33,7 +33,9 @@ const CELL_END = /(^|[^\\])\|/; // an unescaped pipe
 //   it left out; nothing while it is a row or item that the next draft will show);
 // - `runsOn`: whether text that arrives next may be appended to what shows last, without
 //   placing the tail again (not once a line break or anything held back follows `inline`).
-export function placeTail(tail, drafted, host) {
+// - `room`: false when the draft's last block is a row whose cells end before the one the text
+//   is written in (a header row a cell short of it): that text waits for the next draft.
+export function placeTail(tail, drafted, host, room = true) {
   const rest = tail.slice(drafted);
   if (!host || drafted <= 0) {
     return { inline: "", below: rest.replace(BLANK_LINES, ""), runsOn: true };
@@ -49,6 +51,7 @@ export function placeTail(tail, drafted, host) {
     runsOn = !found && !cell; // a cell's text is cut where the next cell begins, at each change
     const cut = cell ? CELL_END.exec(inline) : null;
     if (cut) inline = inline.slice(0, cut.index + cut[1].length);
+    if (!room) inline = "";
   }
   return { inline, below: held(host, after) ? "" : after.replace(BLANK_LINES, ""), runsOn };
 }
@@ -59,4 +62,21 @@ function held(host, after) {
   const lines = after.split(LINE_BREAK);
   if (lines.at(-1) === "") lines.pop(); // the last line ended
   return lines.length <= most && lines.every((line) => like.test(line));
+}
+
+// The column (from 0) of the cell a table row's text is being written in, when `text` ends in
+// that row: the pipes before it, less the one that opens the row. Text after a draft that ends
+// inside a row belongs to this cell, not to the row's last: a row of two cells drafted at
+// "| ap" is "ap" and an empty cell, and "ple" goes on in the first ("apple"), not under the
+// second column's header. In a header row (`header`), a line that is the line under it as far
+// as written (pipes, dashes, colons) is no cell's: -1.
+const DELIMITER_SO_FAR = /^ {0,3}\|?[ \t:|-]*$/;
+export function writtenCell(text, header = false) {
+  const line = text.slice(Math.max(text.lastIndexOf("\n"), text.lastIndexOf("\r")) + 1);
+  if (header && /[\r\n]/.test(text) && DELIMITER_SO_FAR.test(line)) return -1;
+  let pipes = 0;
+  for (let i = 0; i < line.length; i++) {
+    if (line[i] === "|" && line[i - 1] !== "\\") pipes++;
+  }
+  return ROW.test(line) ? Math.max(pipes - 1, 0) : pipes;
 }

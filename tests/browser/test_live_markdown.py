@@ -633,3 +633,80 @@ def test_scrolled_up_while_it_streams_a_button_jumps_to_the_end_and_follows(alic
     expect(answer).to_have_attribute("data-status", "completed", timeout=30_000)
     expect(jump).to_be_hidden()  # an answer that has ended has no end to follow
     assert alice.evaluate("document.getElementById('messages').scrollTop") == 0
+
+
+# A table and a display formula as a model writes them (#45): each cell fills from the left in
+# its own column, the header is one row of its cells from its first, and the formula's source
+# shows as written (its `\,` too) until it closes, then is drawn at once.
+TABLE_AND_FORMULA = (
+    "Prices:\n\n| fruit | price |\n|---|--:|\n| apple | 2 |\n| banana | 3 |\n\n"
+    "So:\n$$\nx = a\\,b\n$$\n\n"
+)
+HEADER = ["fruit", "price"]
+ROWS = [["apple", "2"], ["banana", "3"]]
+
+# Every animation frame of the newest answer while it streams: the text of each visible table
+# cell by row, whether a formula is drawn, the content's text, and how much had arrived.
+WATCH_CELLS = """() => {
+    window.cells_seen = [];
+    function frame() {
+        const answer = [...document.querySelectorAll("article.assistant")].pop();
+        const content = answer && answer.querySelector(":scope > .content");
+        if (content && answer.dataset.status === "streaming") {
+            const rows = [...content.querySelectorAll("tr")]
+                .filter((tr) => !tr.closest("[hidden]"));
+            window.cells_seen.push({
+                at: performance.now(),
+                arrived: (window.arrived[answer.dataset.generation] || { total: 0 }).total,
+                header: rows.filter((tr) => tr.querySelector("th"))
+                    .map((tr) => [...tr.cells].map((cell) => cell.textContent.trim())),
+                body: rows.filter((tr) => !tr.querySelector("th"))
+                    .map((tr) => [...tr.cells].map((cell) => cell.textContent.trim())),
+                math: content.querySelector(".math-block math") !== null,
+                text: content.innerText,
+            });
+        }
+        requestAnimationFrame(frame);
+    }
+    requestAnimationFrame(frame);
+}"""
+
+
+def test_tables_and_formulas_stay_in_place_while_they_stream(alice: Any) -> None:
+    alice.add_init_script(COUNT_ARRIVALS)
+    alice.reload()
+    finished(alice, "A **warm** render pool.")  # so that drafts keep up from the first cell
+    alice.evaluate(WATCH_CELLS)
+    answer = streaming_answer(alice, TABLE_AND_FORMULA + TAIL)
+    alice.wait_for_function(  # the second row fills while the answer is written
+        """el => el.dataset.status === "streaming"
+            && [...el.querySelectorAll(".content td")]
+                .some((td) => td.textContent.includes("ban"))""",
+        arg=answer.element_handle(),
+    )
+    screenshots(alice, "live-table")
+    expect(answer).to_have_attribute("data-status", "completed", timeout=30_000)
+    frames = list(alice.evaluate("window.cells_seen"))
+    assert len(frames) > 20, "the answer streamed over many frames"
+    for frame in frames:
+        for row in frame["header"]:
+            assert len(row) <= len(HEADER), frame  # never a column the header does not have
+            assert all(HEADER[i].startswith(cell) for i, cell in enumerate(row)), frame
+        for row, expected in zip(frame["body"], ROWS, strict=False):
+            # A cell shows only the start of its own text: nothing from the next column.
+            assert all(expected[i].startswith(cell) for i, cell in enumerate(row)), frame
+        assert "a,b" not in frame["text"], "the formula's \\, shown as a comma"
+    assert any(frame["body"] and frame["body"][0][0] == "apple" for frame in frames)
+    # The formula is drawn as soon as its closing `$$` has arrived, not with the next block.
+    closed = TABLE_AND_FORMULA.index("$$\n\n") + 2
+    since = next(frame["at"] for frame in frames if frame["arrived"] >= closed)
+    drawn = next(frame["at"] for frame in frames if frame["math"])
+    print(f"the formula was drawn {drawn - since:.0f} ms after its closing $$ arrived")
+    assert drawn - since <= 1000
+    expect(answer.locator(".content .math-block math")).to_have_count(1)
+
+
+def test_the_header_shows_no_markdown_before_the_title_arrives(alice: Any) -> None:
+    answer = streaming_answer(alice, "## Plan **fast**: `cart.py`\n\n" + TAIL)
+    expect(alice.locator("#conversation-title")).to_have_text("Plan fast: cart.py")
+    expect(answer).to_have_attribute("data-status", "streaming")

@@ -11,8 +11,10 @@ the pool's processes.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +24,8 @@ from chatapp.rendering.settle_steps import (
     _FENCE_START,
     MARKUP,
     completed_line,
+    formula_start,
+    settle_and_draft,
     settle_step,
     utf16_length,
 )
@@ -211,6 +215,7 @@ class Shown:
     written: str  # the content with its last line completed as the draft completes it
     drafted: bool
     in_fence: bool
+    in_formula: bool  # the tail opens a formula not closed yet: the draft stops before it
     restyles: bool  # the tail turns the open block into another (a loose list): it is redone
 
 
@@ -250,6 +255,7 @@ def drafts(pieces: Iterable[str]) -> list[Shown]:
                     written,
                     drafted,
                     in_fence,
+                    formula_start(tail) is not None,
                     restyles,
                 )
             )
@@ -265,7 +271,7 @@ def test_the_draft_at_every_point_is_the_render_of_the_text_so_far(name: str) ->
     likely ends (a code span or strong emphasis closed, a first table row given the line under
     it: `completed_line`). Without a draft, the unsettled text
     after the draft shown holds no markup (it shows as itself), is an open fence (shown as code
-    until it closes), or
+    until it closes), opens a formula (its source shows as written until it closes), or
     turns the open block into another (its next parse renders the block again)."""
     text = CORPUS[name]
     step = 1 if len(text) < 200 else 5
@@ -277,7 +283,12 @@ def test_the_draft_at_every_point_is_the_render_of_the_text_so_far(name: str) ->
         else:
             # Text after a draft runs on in its last block until the next draft takes it in,
             # which comes once the text since holds markup (or with the next settled line).
-            assert shown.in_fence or shown.restyles or not MARKUP.search(shown.as_text), shown
+            assert (
+                shown.in_fence
+                or shown.in_formula
+                or shown.restyles
+                or not MARKUP.search(shown.as_text)
+            ), shown
     markup = [shown for shown in found if MARKUP.search(shown.tail) and not shown.restyles]
     assert any(shown.drafted for shown in found) or not markup
 
@@ -320,6 +331,12 @@ def test_a_draft_no_longer_true_is_withdrawn_once() -> None:
         ("| fruit | kg |", False, "| fruit | kg |\n|---|---|"),
         ("Intro\n\n| fruit | k", False, "Intro\n\n| fruit | k\n|---|---|"),
         ("| 1 | 2", True, "| 1 | 2"),  # a row of the open table: its header is above it
+        ("| fruit", False, "| fruit\n|---|"),  # its first cell, as it is written
+        ("| fruit | price |\n", False, "| fruit | price |\n|---|---|"),  # the rule to come
+        ("| fruit | price |\n|:-", False, "| fruit | price |\n|:-|---|"),
+        ("| fruit | price |\n|---|--:", False, "| fruit | price |\n|---|--:|"),  # not a row
+        ("| a | b |\n|---|---|\n| ap", False, "| a | b |\n|---|---|\n| ap"),  # a row of it
+        ("| a | b |\n|---|---|\n| x |\n", False, "| a | b |\n|---|---|\n| x |\n"),
         ("**bold** first\nthen `code", False, "**bold** first\nthen `code`"),
         ("plain words", False, "plain words"),
     ],
@@ -328,6 +345,35 @@ def test_a_draft_completes_the_line_being_written(
     tail: str, in_table: bool, completed: str
 ) -> None:
     assert completed_line(tail, in_table) == completed
+
+
+VECTORS = Path(__file__).parents[1] / "vectors" / "drafts" / "tables_and_formulas.json"
+
+
+@pytest.mark.parametrize(
+    "vector", json.loads(VECTORS.read_text())["cases"], ids=lambda vector: vector["about"]
+)
+def test_a_draft_of_a_table_or_formula_shows_what_the_page_builds_on(
+    vector: dict[str, Any],
+) -> None:
+    """The server's half of the shared vectors (tests/js/tail_text.test.mjs has the page's): a
+    draft-only parse of `drafted` covers `covers` characters of it and shows `shows`. A table
+    is one row of its cells from the header's first (never a paragraph of pipes, nor the rule
+    as a row); an open formula is left out of the draft, its `\\,` kept as written."""
+    settling = settle_and_draft("", vector["drafted"], None, [], "")
+    assert settling.draft is not None
+    assert settling.drafted == vector["covers"]
+    assert settling.draft.html == vector["shows"]
+
+
+def test_a_display_formula_is_drawn_as_soon_as_it_closes() -> None:
+    text = "So:\n$$\nx = a\\,b\n$$"
+    found = drafts(list(text))
+    for shown in found[:-1]:
+        assert "math" not in shown.html, shown  # its source shows as written meanwhile
+        assert "a,b" not in shown.html, shown
+    assert '<div class="math-block"><math display="block">' in found[-1].html
+    assert found[-1].drafted
 
 
 def test_drafts_of_hostile_markup_are_sanitized_at_every_point() -> None:

@@ -337,7 +337,7 @@ def test_a_search_of_the_owners_other_conversations_is_shown_without_what_it_fou
     assert "Let me look." in page  # written before the search ran
     assert "salary talk" not in page
     assert "90k" not in page
-    assert "What the search of the owner's other conversations found is not shared" in page
+    assert "The result of “Search my conversations” is not shared" in page
     assert "2026-12-02T15:00:00Z" in page  # another tool's result is shown
 
 
@@ -381,7 +381,8 @@ def test_no_answer_after_a_search_of_the_owners_other_conversations_is_shared(
     assert private.title not in page
     assert "salary cut" not in page
     assert f"#{private.pk}" not in page
-    assert page.count("Not shared: this answer was written after a search of the owner") == 2
+    words = "Not shared: this answer was written after the result of “Search my conversations”"
+    assert page.count(words) == 2
     assert "What did I say about my salary?" in page  # the owner's own questions are shared
     assert "Say it again" in page
     assert "Let me look." in page
@@ -430,3 +431,56 @@ def test_without_htmx_a_new_link_is_shown_on_the_list_and_revoking_returns_there
     assert response.status_code == 302
     assert response["Location"] == reverse("chat:shared_links")
     assert Client().get(reverse("chat:shared_page", args=[found[1]])).status_code == 404
+
+
+def test_a_title_a_model_wrote_from_a_private_result_is_not_the_links(alice: Any) -> None:
+    """A model titles a conversation from its first exchange, the answer after a search
+    included: the link's page takes the first question's line instead (#45)."""
+    conversation = Conversation.objects.create(
+        user=alice,
+        title="Quitting over the salary cut",
+        title_source=Conversation.TitleSource.MODEL,
+    )
+    searching = turn(conversation, "## What did I **say**?", "Let me look.")
+    search = {"index": 0, "name": "search_conversations", "status": "done", "result": "{}"}
+    Message.objects.filter(pk=searching.pk).update(tool_calls=[search])
+    turn(conversation, "Thanks", "You said the salary cut.", after=searching)
+    page = Client().get(shared(client_for(alice), conversation)).content.decode()
+    assert "salary" not in page
+    assert "<title>What did I say? · Shared" in page
+    assert '<h1 id="conversation-title">What did I say?</h1>' in page
+
+    plain = Conversation.objects.create(
+        user=alice, title="Lisbon with kids", title_source=Conversation.TitleSource.MODEL
+    )
+    turn(plain, "Where should I go?", ANSWER)
+    page = Client().get(shared(client_for(alice), plain)).content.decode()
+    assert '<h1 id="conversation-title">Lisbon with kids</h1>' in page  # the control
+
+
+def test_a_withheld_mcp_result_is_named_as_the_tool_it_came_from(alice: Any) -> None:
+    conversation = Conversation.objects.create(user=alice, title="Lookup")
+    looked_up = turn(conversation, "Look it up", "Looking.")
+    call = {"index": 0, "name": "test__lookup", "status": "done", "result": "secret row 7"}
+    Message.objects.filter(pk=looked_up.pk).update(tool_calls=[call])
+    turn(conversation, "And?", "Row 7 says secret.", after=looked_up)
+    page = Client().get(shared(client_for(alice), conversation)).content.decode()
+    assert "secret" not in page
+    assert "other conversations" not in page
+    assert "The result of the MCP tool “lookup” of “test” is not shared" in page
+    assert (
+        "Not shared: this answer was written after the result of the MCP tool “lookup” of"
+        " “test”, which is not shared, and could quote it." in page
+    )
+
+
+def test_a_temporary_chat_offers_no_share_and_cannot_be_shared(alice: Any) -> None:
+    conversation = Conversation.objects.create(user=alice, title="Scratch", temporary=True)
+    turn(conversation, "Where should I go?", ANSWER)
+    owner = client_for(alice)
+    page = owner.get(reverse("chat:conversation", args=[conversation.pk])).content.decode()
+    assert "Create a share link" not in page
+    response = owner.post(reverse("chat:share", args=[conversation.pk]), headers=HTMX)
+    assert response.status_code == 400
+    assert response.content.decode() == "A temporary chat is not kept, so it cannot be shared."
+    assert not SharedLink.objects.filter(conversation=conversation).exists()

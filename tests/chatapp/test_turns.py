@@ -132,6 +132,15 @@ def test_a_retry_while_the_answer_is_running_is_refused(alice: Any) -> None:
         ("a" * 61, "a" * 59 + "…"),
         ("x" * 58 + " " + "y" * 10, "x" * 58 + "…"),  # no space left before the ellipsis
         ("   ", ""),
+        # The header shows it before a model's title arrives: no raw markdown.
+        (
+            "## Plan **fast**: `cart.py` and [the list](https://x.example)",
+            "Plan fast: cart.py and the list",
+        ),
+        ("> - [x] *done* ~~not~~ __now__", "done not now"),
+        ("```python\nprint(1)\n```", "print(1)"),
+        ("1. 2 * 3 = 6 and snake_case_name", "2 * 3 = 6 and snake_case_name"),
+        ("#hashtag and C# stay", "#hashtag and C# stay"),
     ],
 )
 def test_title_from(text: str, title: str) -> None:

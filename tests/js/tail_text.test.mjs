@@ -1,9 +1,10 @@
 // static/chatapp/tail_text.js: where the text after a streaming answer's draft shows.
 
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { test } from "node:test";
 
-import { placeTail } from "../../static/chatapp/tail_text.js";
+import { placeTail, writtenCell } from "../../static/chatapp/tail_text.js";
 
 // A tail whose first part is a draft's: `drafted` is that part's length.
 const place = (drafted, rest, host) => placeTail(drafted + rest, drafted.length, host);
@@ -77,4 +78,40 @@ test("without a draft, or a block of it to run on in, all of the tail shows belo
     below: "more\n| a |",
     runsOn: true,
   });
+});
+
+// Shared with tests/chatapp/test_live_blocks.py, which checks the server's half (the draft).
+const vectors = JSON.parse(
+  readFileSync(new URL("../vectors/drafts/tables_and_formulas.json", import.meta.url), "utf8"),
+);
+
+for (const vector of vectors.cases) {
+  test(`vector: ${vector.about}`, () => {
+    const drafted = vector.drafted.slice(0, vector.covers);
+    const tail = vector.drafted + vector.more;
+    const rows = [...vector.shows.matchAll(/<tr>([\s\S]*?)<\/tr>/g)];
+    const cells = rows.length
+      ? [...rows.at(-1)[1].matchAll(/<t[hd][^>]*>([\s\S]*?)<\/t[hd]>/g)].map((m) => m[1])
+      : [];
+    // As live_render.js places it: in the cell the text is written in, if the row has it.
+    const column = cells.length ? writtenCell(drafted, vector.host === "TH") : 0;
+    const room = !cells.length || (column >= 0 && column < cells.length);
+    const { inline, below } = placeTail(tail, drafted.length, vector.host, room);
+    if (cells.length && room) cells[column] += inline;
+    assert.deepEqual(
+      cells.map((cell) => cell.trim()),
+      vector.row,
+    );
+    assert.equal(below, vector.below);
+  });
+}
+
+test("the cell a row's text is written in counts the pipes before it", () => {
+  assert.equal(writtenCell("| ap"), 0);
+  assert.equal(writtenCell("| apple |"), 1);
+  assert.equal(writtenCell("| apple | 2 | n"), 2);
+  assert.equal(writtenCell("apple | 2"), 1); // a row without its opening pipe
+  assert.equal(writtenCell("| a \\| b | c"), 1); // an escaped pipe is text
+  assert.equal(writtenCell("| fruit | price |\n|--", true), -1); // the line under a header
+  assert.equal(writtenCell("| a | b |\n| --", false), 0); // a row of the body
 });
