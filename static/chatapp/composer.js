@@ -128,7 +128,9 @@ document.addEventListener("click", (event) => {
 
 document.addEventListener("keydown", (event) => {
   const editing = event.target.closest && event.target.closest(".edit-form");
-  if (editing && event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+  // Enter sends from the text box only: on a focused Cancel or Save and send it is the button's.
+  const inBox = editing && event.target.matches("textarea");
+  if (inBox && event.key === "Enter" && !event.shiftKey && !event.isComposing) {
     event.preventDefault();
     if (event.target.value.trim()) editing.requestSubmit();
   } else if (event.key === "Escape" && !event.defaultPrevented) {
