@@ -10,7 +10,7 @@ PYTHON ?= $(shell for p in python3.12 python3.13 python3 /root/.pyenv/versions/3
 	$$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 && { echo $$p; break; }; done)
 
 .PHONY: install lock run cluster test test-quick test-js lint format bench screenshots test-packages \
-	chromium litellm oidc-provider clean
+	chromium litellm oidc-provider axe-core clean
 
 # The exact versions in requirements.lock, then the app itself without resolving anything again;
 # `pip check` fails when pyproject.toml asks for something the lock lacks (run `make lock`).
@@ -108,6 +108,22 @@ $(OIDC_STAMP): $(OIDC_DIR)/package-lock.json | test-packages
 
 oidc-provider: $(OIDC_STAMP)
 
+# axe-core, which tests/browser/test_axe.py injects into the app's pages, installed the same way
+# from tests/axe/package-lock.json into tests/axe/node_modules (never copied into the repository).
+AXE_DIR := tests/axe
+AXE_STAMP := $(AXE_DIR)/node_modules/.installed
+
+$(AXE_STAMP): $(AXE_DIR)/package-lock.json | test-packages
+	@rm -rf $(AXE_DIR)/node_modules
+	@if npm ci --prefix $(AXE_DIR) --no-audit --no-fund --loglevel=error; then touch $(AXE_STAMP); \
+	elif ! npm ping >/dev/null 2>&1; then \
+		mkdir -p $(AXE_DIR)/node_modules; \
+		echo "The npm registry could not be reached: tests/browser/test_axe.py will skip." \
+			| tee $(AXE_DIR)/node_modules/.unreachable; \
+	else exit 1; fi
+
+axe-core: $(AXE_STAMP)
+
 # The suite in parallel xdist workers (tests/conftest.py says how it is split). Most of its time
 # is spent waiting (paced streams, Chromium, servers starting), so more workers than cores pay:
 # on two cores 3 workers take about 8 minutes for 2,400 tests where one process took about 17
@@ -117,7 +133,7 @@ oidc-provider: $(OIDC_STAMP)
 TEST_WORKERS ?= 3
 PYTEST = $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
-test: install test-packages litellm oidc-provider
+test: install test-packages litellm oidc-provider axe-core
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(PYTEST)
@@ -158,4 +174,4 @@ screenshots: install test-packages
 	$(BIN)/python docs/screenshots.py
 
 clean:
-	rm -rf $(VENV) $(LITELLM_VENV) $(OIDC_DIR)/node_modules staticfiles .pytest_cache
+	rm -rf $(VENV) $(LITELLM_VENV) $(OIDC_DIR)/node_modules $(AXE_DIR)/node_modules staticfiles .pytest_cache

@@ -188,12 +188,15 @@ def _code_block(
 ) -> str:
     """A code block under a head with its language (the model's word, escaped) and a Copy button.
     markdown-it's own rule writes the `<pre><code>`, so the first line starts right after
-    `<code>`, level with the others."""
+    `<code>`, level with the others. The `<pre>` is focusable and named: a long line scrolls it
+    sideways, which a keyboard can do only once it has the focus (WCAG 2.1.1)."""
     token = tokens[idx]
     words = unescapeAll(token.info).split(maxsplit=1) if token.type == "fence" else []
     language = words[0] if words else ""
     default = renderer.fence if token.type == "fence" else renderer.code_block
     pre = str(default(tokens, idx, options, env)).removesuffix("\n")
+    name = f"{language} code" if language else "Code"
+    pre = pre.replace("<pre>", f'<pre tabindex="0" aria-label="{escapeHtml(name)}">', 1)
     return (
         '<div class="code-block"><div class="code-head">'
         f'<span class="code-lang">{escapeHtml(language)}</span>'
@@ -287,7 +290,7 @@ ALLOWED_TAGS = frozenset(
 ALLOWED_ATTRIBUTES = {
     "a": {"href", "title", "class", "id"},
     "p": {"class"},
-    "pre": {"class"},
+    "pre": {"class", "aria-label"},
     "img": {"src", "alt", "title"},
     "ol": {"start", "class"},
     "ul": {"class"},
@@ -307,6 +310,7 @@ ALLOWED_ATTRIBUTES = {
 # a button cannot submit a form, nor a checkbox be ticked or typed into.
 _ALLOWED_VALUES = {
     "a": {"target": {"_blank"}},
+    "pre": {"tabindex": {"0"}},
     "input": {"type": {"checkbox"}, "checked": {"checked", ""}, "disabled": {"disabled", ""}},
 }
 _FORCED_VALUES = {

@@ -4,6 +4,7 @@
 // Stop (the button, or Esc) is the answers' business: the composer says so with a `chat:stop`
 // event on the document, which chat.js acts on.
 
+import { focusLost } from "./focus_keeper.js";
 import { scrollToBottom, showJump } from "./live_render.js";
 
 function stopAnswers() {
@@ -92,7 +93,8 @@ document.addEventListener("htmx:beforeSwap", (event) => {
 
 // A branch swap (`data-branch-swap`: regenerate, edit, switch version) puts the server's branch
 // in place of the message it was asked about and everything after it. Focus stays on the version
-// arrow that was pressed, so it can be pressed again.
+// arrow that was pressed, so it can be pressed again; after Regenerate, Retry, Continue or an
+// edit, whose button went with the old version, it goes to the new answer (the last message).
 let branchSwap = null;
 
 document.addEventListener("htmx:beforeSwap", (event) => {
@@ -115,6 +117,7 @@ document.addEventListener("htmx:afterSettle", () => {
   const other = first.querySelector(".versions button:not([disabled])");
   if (button && !button.disabled) button.focus();
   else if (arrow && other) other.focus();
+  else if (focusLost()) [...document.querySelectorAll("#messages > article.message")].pop()?.focus();
 });
 
 document.addEventListener("click", (event) => {
@@ -128,7 +131,9 @@ document.addEventListener("click", (event) => {
 
 document.addEventListener("keydown", (event) => {
   const editing = event.target.closest && event.target.closest(".edit-form");
-  if (editing && event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+  // Enter sends from the text box only: on a focused Cancel or Save and send it is the button's.
+  const inBox = editing && event.target.matches("textarea");
+  if (inBox && event.key === "Enter" && !event.shiftKey && !event.isComposing) {
     event.preventDefault();
     if (event.target.value.trim()) editing.requestSubmit();
   } else if (event.key === "Escape" && !event.defaultPrevented) {

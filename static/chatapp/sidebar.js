@@ -27,8 +27,10 @@ function setDrawer(open, { returnFocus = true } = {}) {
   else delete page.dataset.drawer;
   button.setAttribute("aria-expanded", String(open));
   // While it is open the drawer is all there is: the chat under it takes no focus or clicks.
+  // The ☰ button too: it lies under the open drawer, and Shift+Tab from its first control found it.
   const chat = document.querySelector("main.chat");
   if (chat) chat.inert = open;
+  button.inert = open;
   if (open) sidebar.querySelector("[data-drawer-close]")?.focus();
   else if (returnFocus) button.focus();
 }

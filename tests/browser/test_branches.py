@@ -281,6 +281,25 @@ def test_an_edit_is_sent_with_enter_and_cancelled_with_escape(alice: Any) -> Non
     assert shown(alice) == ["second", "second"]
 
 
+def test_enter_on_the_edit_forms_focused_buttons_presses_them(alice: Any) -> None:
+    answered(alice, "first")
+    question = alice.locator("article.user")
+    question.get_by_role("button", name="Edit").click()
+    box = question.get_by_role("textbox", name="Edited text")
+    question.get_by_role("button", name="Cancel").focus()
+    alice.keyboard.press("Enter")
+    expect(box).to_have_count(0)
+    expect(question.get_by_role("button", name="Edit")).to_be_focused()
+
+    question.get_by_role("button", name="Edit").click()
+    box.fill("second")
+    question.get_by_role("button", name="Save and send").focus()
+    alice.keyboard.press("Enter")
+    expect(alice.locator("article.user > .content")).to_have_text("second")
+    finished(alice.locator("article.assistant"))
+    assert shown(alice) == ["second", "second"]
+
+
 def test_an_edit_refused_while_an_answer_is_written_says_so_in_the_edit_form(
     alice: Any, received: list[dict[str, Any]]
 ) -> None:

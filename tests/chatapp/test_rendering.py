@@ -95,7 +95,7 @@ def code_of(html: str) -> str:
 
 def test_code_in_a_known_language_is_highlighted_with_classes_only() -> None:
     html = render_markdown('```python\ndef f(x):\n    return "<script>"  # hi\n```')
-    assert '<pre><code class="language-python"><span class="k">def</span>' in html
+    assert '<code class="language-python"><span class="k">def</span>' in html
     assert '<span class="nf">f</span>' in html
     assert '<span class="s2">"&lt;script&gt;"</span>' in html, "the code's text stays escaped"
     assert "style=" not in html, "colours come from classes (the CSP forbids inline style)"
@@ -150,9 +150,20 @@ def test_a_code_block_has_a_head_with_its_language_and_a_copy_button() -> None:
     assert html.startswith(
         '<div class="code-block"><div class="code-head"><span class="code-lang">python</span>'
         '<button class="copy-code" type="button">Copy</button></div>'
-        '<pre><code class="language-python"><span class="k">def</span>'
+        '<pre tabindex="0" aria-label="python code">'
+        '<code class="language-python"><span class="k">def</span>'
     ), "the first line starts right after <code>, level with the next"
     assert html.endswith("</code></pre></div>\n")
+
+
+def test_a_code_block_scrolls_by_keyboard_but_a_written_pre_gains_no_focus() -> None:
+    """A block wider than the answer scrolls sideways: its `<pre>` takes the focus, named."""
+    html = render_markdown("```\nplain\n```")
+    assert '<pre tabindex="0" aria-label="Code"><code>' in html
+    nested = render_markdown("- item\n\n  ```sh\n  ls\n  ```")
+    assert '<pre tabindex="0" aria-label="sh code">' in nested
+    assert "<pre" not in render_markdown('<pre tabindex="5" aria-label="x">hi</pre>')
+    assert sanitize('<pre tabindex="5">hi</pre>') == "<pre>hi</pre>"
 
 
 @pytest.mark.parametrize("text", ["```\nplain\n```", "    plain", "~~~ \nplain\n~~~"])
@@ -160,7 +171,7 @@ def test_a_code_block_without_a_language_has_an_empty_label_and_a_copy_button(te
     html = render_markdown(text)
     assert '<span class="code-lang"></span>' in html
     assert '<button class="copy-code" type="button">Copy</button>' in html
-    assert "<pre><code>plain\n</code></pre>" in html
+    assert '<pre tabindex="0" aria-label="Code"><code>plain\n</code></pre>' in html
 
 
 @pytest.mark.parametrize(

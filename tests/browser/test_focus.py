@@ -1,0 +1,56 @@
+"""Where the keyboard's focus goes when what holds it is re-rendered or covered, in real Chromium:
+a thumb keeps it across its block's swap and the answer's later renders, Regenerate hands it to
+the new answer, and the phone's open drawer is the only thing Tab reaches."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from .conftest import SIZES, finished
+
+pytestmark = [pytest.mark.browser]
+
+
+def test_a_thumb_pressed_with_the_keyboard_keeps_the_focus(alice: Any) -> None:
+    answer = finished(alice, "Keep my focus.")
+    good = answer.get_by_role("button", name="Good answer")
+    good.focus()
+    alice.keyboard.press("Enter")
+    expect(good).to_have_attribute("aria-pressed", "true")
+    expect(good).to_be_focused()
+    alice.keyboard.press("Enter")  # pressed again from where it is: taken back
+    expect(good).to_have_attribute("aria-pressed", "false")
+    expect(good).to_be_focused()
+
+
+def test_regenerate_pressed_with_the_keyboard_hands_the_focus_to_the_new_answer(
+    alice: Any,
+) -> None:
+    answer = finished(alice, "Once more, please.")
+    old = answer.get_attribute("data-message")
+    answer.get_by_role("button", name="Regenerate").focus()
+    alice.keyboard.press("Enter")
+    new = alice.locator("article.assistant").last
+    expect(new).not_to_have_attribute("data-message", old or "")
+    expect(new).to_be_focused()
+    finished_again = alice.locator(f"#{new.get_attribute('id')}")
+    expect(finished_again).to_have_attribute("data-status", "completed")
+    expect(finished_again).to_be_focused()  # its final render kept it
+    alice.keyboard.press("Tab")  # on from the answer, not from the top of the page
+    assert alice.evaluate("document.activeElement.closest('article.assistant') !== null")
+
+
+def test_tab_stays_in_the_phones_open_drawer(alice: Any) -> None:
+    width, height = SIZES["phone"]
+    alice.set_viewport_size({"width": width, "height": height})
+    menu = alice.get_by_role("button", name="Menu", exact=True)
+    menu.click()
+    close = alice.get_by_role("button", name="Close the menu")
+    expect(close).to_be_focused()
+    alice.keyboard.press("Shift+Tab")  # the ☰ is before the drawer, and under it
+    expect(menu).not_to_be_focused()
+    close.click()
+    expect(menu).to_be_focused()
