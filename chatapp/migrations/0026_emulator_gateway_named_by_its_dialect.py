@@ -2,18 +2,20 @@
 "Emulator" becomes "Emulator (Numes)" (`configs.emulator_name`), unless an admin made a row of
 that name already (then both stay as they are)."""
 
+from typing import Any
+
 from django.db import migrations
 
 OLD, NEW = "Emulator", "Emulator (Numes)"
 
 
-def rename(apps, schema_editor):
+def rename(apps: Any, schema_editor: Any) -> None:
     gateway = apps.get_model("chatapp", "Gateway")
     if not gateway.objects.filter(name=NEW).exists():
         gateway.objects.filter(name=OLD, emulated=True).update(name=NEW)
 
 
-def rename_back(apps, schema_editor):
+def rename_back(apps: Any, schema_editor: Any) -> None:
     gateway = apps.get_model("chatapp", "Gateway")
     if not gateway.objects.filter(name=OLD).exists():
         gateway.objects.filter(name=NEW, emulated=True).update(name=OLD)
