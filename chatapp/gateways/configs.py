@@ -39,8 +39,16 @@ logger = logging.getLogger(__name__)
 EMULATOR_API_KEY = "emulator-key"
 CONFIGS_TTL = 10.0
 DEFAULT_NAME = "Default gateway"  # the row LLM_BASE_URL / LLM_API_KEY create and keep in step
-EMULATOR_NAME = "Emulator"  # the row standing for the built-in emulator when nothing is set
-EMULATOR_DIALECT = DIALECTS["numes"]  # that row's: the one dialect with every feature
+EMULATOR_DIALECT = DIALECTS["numes"]  # the built-in emulator's row's: every feature
+
+
+def emulator_name(dialect: DialectFacts) -> str:
+    """The name of the emulator's gateway of `dialect`: each names its dialect, the default one
+    too ("Emulator (Numes)"; it was "Emulator" alone, which said nothing beside the others)."""
+    return f"Emulator ({dialect.title})"
+
+
+EMULATOR_NAME = emulator_name(EMULATOR_DIALECT)  # the row standing for it when nothing is set
 EMULATED_PATH = (
     "the base URL of an emulated gateway is a path under the emulator (such as /numes/api/v1), "
     "not a whole URL"
@@ -336,7 +344,7 @@ def _emulate_every_dialect(default: Gateway) -> list[Gateway]:
             rows.append(default)
             continue
         row, _ = Gateway.objects.update_or_create(
-            name=f"Emulator ({dialect.title})",
+            name=emulator_name(dialect),
             defaults={**_emulated(dialect), "emulated": True, "enabled": True},
         )
         rows.append(row)

@@ -120,6 +120,14 @@ def _selected(
     return next((group.choices[0].value for group in groups if group.choices), "")
 
 
+def _gateway_of(groups: list[GatewayModels], value: str) -> str:
+    """The name of the gateway whose model the picker value `value` is, where the picker offers
+    several gateways (with one, it goes unsaid); else ""."""
+    if len(groups) < 2:
+        return ""
+    return next((g.config.name for g in groups for c in g.choices if c.value == value), "")
+
+
 def _page(
     request: AuthenticatedRequest,
     conversation_pk: int | None,
@@ -164,6 +172,7 @@ def _page(
         **spend_push.spend_context(request.user, month=sidebar),
         "model_groups": groups,
         "selected_model": selected,
+        "selected_gateway": _gateway_of(groups, selected),
         # A new chat's Settings, beside its composer, and whether any tool can be turned on.
         **new_chat,
         "temporary_note": TEMPORARY_NOTE,

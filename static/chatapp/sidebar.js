@@ -174,13 +174,19 @@ document.addEventListener("htmx:afterRequest", (event) => {
   if (event.target.id === "composer") focusComposer();
 });
 
-// --- The first screen names the model that will answer, as the picker changes --------------
+// --- The first screen names the model that will answer, and the picker its gateway ----------
 
 document.addEventListener("change", (event) => {
   if (event.target.id !== "model") return;
-  const name = document.querySelector("[data-selected-model]");
   const option = event.target.selectedOptions[0];
-  if (name && option) name.textContent = option.textContent.trim();
+  if (!option) return;
+  const name = document.querySelector("[data-selected-model]");
+  if (name) name.textContent = option.textContent.trim();
+  // Only where several gateways are offered does an option name its own (`data-gateway`).
+  const gateway = option.dataset.gateway;
+  for (const line of document.querySelectorAll("[data-selected-gateway]")) {
+    line.textContent = gateway ? `on ${gateway}` : "";
+  }
 });
 
 focusComposer();

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from gateway_client.dialects import DIALECTS
 from tests.waiting import poll
 
 from .conftest import ROOT, added_gateway, screenshots
@@ -75,14 +76,15 @@ def test_the_picker_groups_litellm_routes_by_provider_and_leaves_out_non_chat_on
     groups = alice.locator("#model optgroup")
     expect(groups.filter(has=alice.locator(f'option[value^="{prefix}"]'))).to_have_count(2)
     anthropic = alice.locator('#model optgroup[label="LiteLLM · anthropic"] option')
-    expect(anthropic).to_have_text(["claude-sonnet (LiteLLM)"])
+    expect(anthropic).to_have_text(["claude-sonnet"])
     openai = alice.locator('#model optgroup[label="LiteLLM · openai"] option')
-    expect(openai).to_have_text(["gpt-4o (LiteLLM)", "local-llama (LiteLLM)"])
+    expect(openai).to_have_text(["gpt-4o", "local-llama"])
     for model in ("text-embedding-3-small", "dall-e-3"):
         expect(alice.locator(f'#model option[value="{prefix}{model}"]')).to_have_count(0)
 
     alice.get_by_label("Model").select_option(f"{prefix}gpt-4o")
-    expect(alice.locator("[data-selected-model]")).to_have_text("gpt-4o (LiteLLM)")
+    expect(alice.locator("[data-selected-model]")).to_have_text("gpt-4o")
+    expect(alice.locator(".picker-gateway")).to_have_text("on LiteLLM")
 
     def opened(page: Any) -> None:  # the native drop-down is not in a screenshot; a list box is
         page.eval_on_selector("#model", "el => { el.size = 12; el.scrollTop = el.scrollHeight; }")
@@ -110,3 +112,53 @@ def test_the_emulators_picker_groups_chat_and_image_models_and_leaves_out_the_ti
         page.eval_on_selector('#model optgroup[label$="· images"]', "el => el.scrollIntoView()")
 
     screenshots(alice, "model-picker-emulator", opened)
+
+
+@pytest.fixture(scope="module")
+def nodul_gateway(
+    browser: Any, server_url: str, server_env: dict[str, str], paced_emulator: str
+) -> Iterator[int]:
+    """The emulator's Nodul dialect as a second gateway, named as a fresh install names it."""
+    fields = {
+        "base_url": paced_emulator + DIALECTS["nodul"].emulator_path,
+        "dialect": "nodul",
+        "cost_unit": DIALECTS["nodul"].default_unit,
+        "enabled": True,
+    }
+    with added_gateway(browser, server_url, server_env, "Emulator (Nodul)", fields) as pk:
+        yield pk
+
+
+def test_each_gateway_is_named_once_beside_the_picker_at_every_size(
+    alice: Any, nodul_gateway: int
+) -> None:
+    """The review's "Emulator: chat (Emulator (Nodul))", cut to "Emulator: chat (Emulat" on a
+    phone: an option says its model, its group and the line beside the picker its gateway."""
+    value = f"g{nodul_gateway}:emulator/chat"
+
+    def listed() -> bool:  # the server caches its gateways for a few seconds
+        if alice.locator(f'#model option[value="{value}"]').count():
+            return True
+        alice.reload()
+        return False
+
+    poll(listed, what="the picker to list the Nodul gateway", within=30)
+    alice.get_by_label("Model").select_option(value)
+    expect(alice.locator(f'#model option[value="{value}"]')).to_have_text("Emulator: chat")
+    nodul = alice.locator('#model optgroup[label="Emulator (Nodul)"]')
+    expect(nodul.locator(f'option[value="{value}"]')).to_have_count(1)
+    gateway = alice.locator(".picker-gateway")
+    expect(gateway).to_have_text("on Emulator (Nodul)")
+    expect(alice.locator(".first-model")).to_have_text(
+        "It goes to Emulator: chat on Emulator (Nodul); choose another in the Model list."
+    )
+    expect(alice.locator(".picker-row")).not_to_contain_text("{")  # no template text shows
+    for width, height in ((1280, 800), (390, 844)):
+        alice.set_viewport_size({"width": width, "height": height})
+        expect(gateway).to_be_in_viewport()
+        box = gateway.bounding_box()
+        assert box is not None
+        assert box["x"] >= 0
+        assert box["x"] + box["width"] <= width, "the gateway's name is not cut off"
+    alice.set_viewport_size({"width": 1280, "height": 800})
+    screenshots(alice, "model-picker-gateways")

@@ -196,10 +196,14 @@ async def test_the_picker_shows_a_group_per_provider(alice: Any) -> None:
     picker = html[start : html.index("</select>", start)]
     groups = re.findall(r'<optgroup label="([^"]*)"', picker)
     assert groups[2:] == ["LiteLLM · anthropic", "LiteLLM · openai"]  # after the default's two
-    options = re.findall(r'<option value="g(\d+):([^"]*)"[^>]*>([^<]*)</option>', picker)
-    ours = [(model, text) for pk, model, text in options if pk == str(row.pk)]
+    options = re.findall(
+        r'<option value="g(\d+):([^"]*)"[^>]*data-gateway="([^"]*)"[^>]*>([^<]*)</option>', picker
+    )
+    ours = [(model, gateway, text) for pk, model, gateway, text in options if pk == str(row.pk)]
+    # Each option says its model; its gateway, named once by its group, is the line beside the
+    # picker's when it is chosen (`data-gateway`).
     assert ours == [
-        ("claude-sonnet", "claude-sonnet (LiteLLM)"),
-        ("gpt-4o", "gpt-4o (LiteLLM)"),
-        ("local-llama", "local-llama (LiteLLM)"),
+        ("claude-sonnet", "LiteLLM", "claude-sonnet"),
+        ("gpt-4o", "LiteLLM", "gpt-4o"),
+        ("local-llama", "LiteLLM", "local-llama"),
     ]
