@@ -21,9 +21,10 @@ from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from chatapp.accounts import usernames
 from chatapp.accounts.models import ProviderIdentity
 
-NAME_LENGTH = 150  # Django's username and first_name max length
+NAME_LENGTH = 150  # Django's first_name and last_name max length
 
 
 def account_for(issuer: str, claims: dict[str, Any]) -> User:
@@ -40,7 +41,7 @@ def account_for(issuer: str, claims: dict[str, Any]) -> User:
         return identity.user
     user = by_email(claims) if settings.CHAT_OIDC_LINK_BY_EMAIL else None
     if user is None:
-        user = User.objects.create_user(username=free_username(claims))
+        user = User.objects.create_user(username=usernames.for_claims(claims))
         user.set_unusable_password()
         user.save(update_fields=["password"])
     ProviderIdentity.objects.create(
@@ -70,19 +71,6 @@ def linkable() -> QuerySet[User]:
         self_sign_up__isnull=True,
         pending_approval__isnull=True,
     ).distinct()
-
-
-def free_username(claims: dict[str, Any]) -> str:
-    """A username for a new account: the provider's preferred one (or the e-mail, or the
-    subject), with a number added when another account has it."""
-    wanted = str(claims.get("preferred_username") or claims.get("email") or claims["sub"])
-    wanted = wanted.strip()[: NAME_LENGTH - 6] or "user"
-    users = User.objects
-    candidate, number = wanted, 1
-    while users.filter(username__iexact=candidate).exists():
-        number += 1
-        candidate = f"{wanted}-{number}"
-    return candidate
 
 
 def update_profile(user: User, claims: dict[str, Any]) -> None:
