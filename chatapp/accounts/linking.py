@@ -14,6 +14,7 @@ one kept can link it in the admin (Single sign-on identities) before its owner s
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 from django.conf import settings
@@ -74,11 +75,12 @@ def linkable() -> QuerySet[User]:
 
 
 def update_profile(user: User, claims: dict[str, Any]) -> None:
-    """Name and e-mail as the provider has them now (an empty claim leaves the field as it is)."""
+    """Name and e-mail as the provider has them now (an empty claim leaves the field as it is),
+    without control characters or those that turn the text's direction (`shown`)."""
     values = {
-        "first_name": str(claims.get("given_name") or claims.get("name") or "")[:NAME_LENGTH],
-        "last_name": str(claims.get("family_name") or "")[:NAME_LENGTH],
-        "email": str(claims.get("email") or "")[:254],
+        "first_name": shown(claims.get("given_name") or claims.get("name"))[:NAME_LENGTH],
+        "last_name": shown(claims.get("family_name"))[:NAME_LENGTH],
+        "email": shown(claims.get("email"))[:254],
     }
     if values["first_name"] and not claims.get("given_name"):
         values["last_name"] = ""  # a full name in `name` alone: all of it is the first name
@@ -91,3 +93,18 @@ def update_profile(user: User, claims: dict[str, Any]) -> None:
         setattr(user, field, values[field])
     if changed:
         user.save(update_fields=changed)
+
+
+# Right-to-left override and its kin: in the admin's lists they would make "Eve" read as another
+# name, or push the next column's text into this one.
+DIRECTION_MARKS = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
+
+
+def shown(claim: Any) -> str:
+    """A claim as the admin's pages may show it: no control characters, no direction marks."""
+    text = str(claim or "")
+    return "".join(
+        c for c in text if c not in DIRECTION_MARKS and unicodedata.category(c) != "Cc"
+    ).strip()

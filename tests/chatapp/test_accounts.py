@@ -409,6 +409,16 @@ def test_a_providers_username_taken_in_another_case_gets_a_number() -> None:
     assert linking.account_for(ISSUER, {"sub": "|"}).username == "user-2"
 
 
+def test_a_providers_names_lose_their_direction_marks_and_control_characters() -> None:
+    user = User.objects.create_user("named")
+    linking.update_profile(
+        user,
+        {"given_name": "\u202eEve\u202c", "family_name": "O\u2067ne\x07", "email": "e@x.test\n"},
+    )
+    user.refresh_from_db()
+    assert (user.first_name, user.last_name, user.email) == ("Eve", "One", "e@x.test")
+
+
 def test_a_session_signed_in_through_the_provider_ends_with_a_deactivation(settings: Any) -> None:
     from chatapp.accounts.provider_backend import ProviderBackend
 
