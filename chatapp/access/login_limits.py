@@ -1,5 +1,6 @@
 """Password checks, limited per account and per client address: one limiter for every form that
-checks a password (the app's sign-in, the admin's, the admin's password change, a user's own).
+checks a password (the app's sign-in, the admin's, the admin's password change, a user's own),
+and sign-ups per client address on the same counters (`sign_up_window`).
 
 Failed checks are counted in Django's cache (Redis when `REDIS_URL` is set, so every server
 process sees the same counts) in fixed windows: an account's or an address's first failure opens
@@ -125,6 +126,14 @@ def windows(username: str, address: str | None) -> list[Window]:
             Window(f"login-failures:address:{peer}", settings.CHAT_LOGIN_FAILURES_PER_ADDRESS)
         )
     return found
+
+
+def sign_up_window(address: str) -> Window:
+    """The address's sign-up counter: accounts made and names found taken, `..._PER_ACCOUNT` of
+    them a window (one person makes one account; a client asking name after name is looking for
+    the accounts that exist)."""
+    peer = hashlib.sha256(address_key(address).encode()).hexdigest()
+    return Window(f"sign-ups:address:{peer}", settings.CHAT_LOGIN_FAILURES_PER_ACCOUNT)
 
 
 def too_many(seconds: float) -> str:

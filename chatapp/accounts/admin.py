@@ -1,17 +1,23 @@
 """The admin's list of accounts waiting for approval, with the action that approves them, the
 self-signed-up accounts (deleting one's row vouches for its e-mail, so that
 `CHAT_OIDC_LINK_BY_EMAIL` may link it), and the single sign-on identities (an admin may link an
-existing account to a subject before its owner first signs in with the provider)."""
+existing account to a subject before its owner first signs in with the provider). Django's user
+pages check a username by the app's one rule (`usernames.check`), so an admin who names or renames
+an account "ALICE" beside alice is told so instead of meeting the database's refusal."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from django.contrib import admin, messages
+from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
+from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from chatapp.accounts import usernames
 from chatapp.accounts.models import PendingApproval, ProviderIdentity, SelfSignUp
 
 if TYPE_CHECKING:
@@ -70,3 +76,22 @@ class ProviderIdentityAdmin(_IdentityAdmin):
     search_fields = ("user__username", "subject")
     raw_id_fields = ("user",)
     readonly_fields = ("created", "last_sign_in")
+
+
+class AccountCreationForm(AdminUserCreationForm):  # type: ignore[type-arg]
+    def clean_username(self) -> str:
+        return usernames.check(self.cleaned_data["username"])
+
+
+class AccountChangeForm(UserChangeForm):  # type: ignore[type-arg]
+    def clean_username(self) -> str:
+        return usernames.check(self.cleaned_data["username"], but=self.instance.pk)
+
+
+class AccountAdmin(DjangoUserAdmin):  # type: ignore[type-arg]
+    add_form = AccountCreationForm
+    form = AccountChangeForm
+
+
+admin.site.unregister(User)
+admin.site.register(User, AccountAdmin)

@@ -14,6 +14,7 @@ one kept can link it in the admin (Single sign-on identities) before its owner s
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 from django.conf import settings
@@ -21,9 +22,10 @@ from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from chatapp.accounts import usernames
 from chatapp.accounts.models import ProviderIdentity
 
-NAME_LENGTH = 150  # Django's username and first_name max length
+NAME_LENGTH = 150  # Django's first_name and last_name max length
 
 
 def account_for(issuer: str, claims: dict[str, Any]) -> User:
@@ -40,7 +42,7 @@ def account_for(issuer: str, claims: dict[str, Any]) -> User:
         return identity.user
     user = by_email(claims) if settings.CHAT_OIDC_LINK_BY_EMAIL else None
     if user is None:
-        user = User.objects.create_user(username=free_username(claims))
+        user = User.objects.create_user(username=usernames.for_claims(claims))
         user.set_unusable_password()
         user.save(update_fields=["password"])
     ProviderIdentity.objects.create(
@@ -72,25 +74,13 @@ def linkable() -> QuerySet[User]:
     ).distinct()
 
 
-def free_username(claims: dict[str, Any]) -> str:
-    """A username for a new account: the provider's preferred one (or the e-mail, or the
-    subject), with a number added when another account has it."""
-    wanted = str(claims.get("preferred_username") or claims.get("email") or claims["sub"])
-    wanted = wanted.strip()[: NAME_LENGTH - 6] or "user"
-    users = User.objects
-    candidate, number = wanted, 1
-    while users.filter(username__iexact=candidate).exists():
-        number += 1
-        candidate = f"{wanted}-{number}"
-    return candidate
-
-
 def update_profile(user: User, claims: dict[str, Any]) -> None:
-    """Name and e-mail as the provider has them now (an empty claim leaves the field as it is)."""
+    """Name and e-mail as the provider has them now (an empty claim leaves the field as it is),
+    without control characters or those that turn the text's direction (`shown`)."""
     values = {
-        "first_name": str(claims.get("given_name") or claims.get("name") or "")[:NAME_LENGTH],
-        "last_name": str(claims.get("family_name") or "")[:NAME_LENGTH],
-        "email": str(claims.get("email") or "")[:254],
+        "first_name": shown(claims.get("given_name") or claims.get("name"))[:NAME_LENGTH],
+        "last_name": shown(claims.get("family_name"))[:NAME_LENGTH],
+        "email": shown(claims.get("email"))[:254],
     }
     if values["first_name"] and not claims.get("given_name"):
         values["last_name"] = ""  # a full name in `name` alone: all of it is the first name
@@ -103,3 +93,18 @@ def update_profile(user: User, claims: dict[str, Any]) -> None:
         setattr(user, field, values[field])
     if changed:
         user.save(update_fields=changed)
+
+
+# Right-to-left override and its kin: in the admin's lists they would make "Eve" read as another
+# name, or push the next column's text into this one.
+DIRECTION_MARKS = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
+
+
+def shown(claim: Any) -> str:
+    """A claim as the admin's pages may show it: no control characters, no direction marks."""
+    text = str(claim or "")
+    return "".join(
+        c for c in text if c not in DIRECTION_MARKS and unicodedata.category(c) != "Cc"
+    ).strip()

@@ -5,8 +5,10 @@ a `PendingApproval` row, and its owner is shown that it waits; an admin approves
 (the "Approve" action on Accounts waiting for approval, or ticking Active on the user), which
 deletes the row (`approved`). Without approval the new account is signed in at once. Either way
 the account keeps a `SelfSignUp` row: its e-mail is unchecked, so no provider's e-mail links to it.
-An address may make `CHAT_LOGIN_FAILURES_PER_ACCOUNT` accounts per `CHAT_LOGIN_WINDOW`, counted
-as sign-in failures are (`login_limits.Window`), so that one client cannot fill the user table.
+A username is one `usernames` accepts and no account has in any case. An address may make
+`CHAT_LOGIN_FAILURES_PER_ACCOUNT` attempts that make an account or find the name taken per
+`CHAT_LOGIN_WINDOW`, counted as sign-in failures are (`login_limits.sign_up_window`), so that one
+client can neither fill the user table nor list the accounts that exist name by name.
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ from django import forms
 from django.conf import settings
 from django.contrib.auth import login
 from django.contrib.auth.forms import BaseUserCreationForm
-from django.db import transaction
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from chatapp.access import login_limits
+from chatapp.accounts import usernames
 from chatapp.accounts.models import PendingApproval, SelfSignUp
 
 
@@ -32,24 +36,35 @@ class SignUpForm(BaseUserCreationForm):  # type: ignore[type-arg]
     class Meta(BaseUserCreationForm.Meta):
         fields = ("username", "email")
 
+    def clean_username(self) -> str:
+        return usernames.check(self.cleaned_data["username"])
+
 
 def sign_up(request: HttpRequest) -> HttpResponse:
     if not (settings.CHAT_SIGN_UP and settings.CHAT_PASSWORD_SIGN_IN):
         raise Http404("Sign-up is off.")
     if request.user.is_authenticated:
         return redirect(settings.LOGIN_REDIRECT_URL)
-    form = SignUpForm(request.POST or None)
-    throttled = ""
-    if request.method == "POST" and form.is_valid():
-        counter = login_limits.windows(f"sign-up:{login_limits.client_address(request)}", None)[0]
-        now = time.time()
-        wait = counter.blocked_for(now)
-        if wait:
-            throttled = login_limits.too_many(wait)
-        else:
-            counter.record_failure(now)
+    if request.method != "POST":
+        return render(request, "registration/sign_up.html", {"form": SignUpForm()})
+    counter = login_limits.sign_up_window(login_limits.client_address(request))
+    now = time.time()
+    wait = counter.blocked_for(now)
+    if wait:
+        # Checked before the form: a refused attempt learns nothing of the name it asked for.
+        form = SignUpForm(initial={"username": request.POST.get("username", "")})
+        context = {"form": form, "throttled": login_limits.too_many(wait)}
+        return render(request, "registration/sign_up.html", context)
+    form = SignUpForm(request.POST)
+    made = form.is_valid()
+    if made or form.has_error("username", "taken"):
+        counter.record_failure(now)
+    if made:
+        try:
             return created(request, form)
-    return render(request, "registration/sign_up.html", {"form": form, "throttled": throttled})
+        except IntegrityError:  # another sign-up took the name (in some case) since the check
+            form.add_error("username", ValidationError(usernames.TAKEN, code="taken"))
+    return render(request, "registration/sign_up.html", {"form": form})
 
 
 def created(request: HttpRequest, form: SignUpForm) -> HttpResponse:

@@ -10,7 +10,8 @@ with a page that says so; no session results. A discovery document for another i
 used. With password sign-in off the page offers the provider alone and the admin's form
 redirects. A callback no sign-in of this browser started signs nobody out. An admin's
 deactivation ends a provider user's page and running answer. With link by e-mail on, a
-self-signed-up account carrying a colleague's address is never handed to them.
+self-signed-up account carrying a colleague's address is never handed to them, and a preferred
+username that breaks sign-up's rule (a right-to-left override) is not used.
 
 With `CHAT_SCREENSHOTS` set, the sign-in page with both ways in and a refusal are saved at both
 sizes.
@@ -169,6 +170,26 @@ def test_a_later_sign_in_updates_the_account_and_only_the_providers_groups(
             "usable_password": False,
             "groups": ["Managers", "Research", "Sales"],
         }
+    finally:
+        page.context.close()
+
+
+def test_a_preferred_username_with_a_right_to_left_override_is_not_used(
+    browser: Any, sso: tuple[str, oidc.Provider, dict[str, str]]
+) -> None:
+    """#45: the provider's preferred username was taken as given. One that fails sign-up's rule
+    gives way to the e-mail."""
+    server, provider, env = sso
+    provider.set(
+        mode=None,
+        users={"sso-rtl": {"preferred_username": "\u202enimda", "email": "rtl@corp.test"}},
+    )
+    page = at_provider(browser, server, "sso-rtl")
+    try:
+        expect(page).to_have_url(f"{server}/")
+        found = account(env, "sso-rtl")
+        assert found is not None
+        assert found["username"] == "rtl@corp.test"
     finally:
         page.context.close()
 

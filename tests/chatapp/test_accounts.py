@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, User
+from django.db import IntegrityError, transaction
 from django.test import Client
 from django.urls import reverse
 from django.utils.html import escape
 
-from chatapp.accounts import linking, provider_groups
+from chatapp.accounts import linking, provider_groups, usernames
 from chatapp.accounts.models import (
     PendingApproval,
     ProviderGroupMembership,
@@ -104,6 +105,95 @@ def test_sign_ups_from_one_address_are_limited(settings: Any) -> None:
     assert refused.status_code == 200
     assert "Too many attempts" in refused.content.decode()
     assert not User.objects.filter(username="third").exists()
+
+
+@pytest.mark.parametrize("taken", ["ALICE", "Alice", "\uff41\uff4c\uff49\uff43\uff45", " alice "])
+def test_a_username_taken_in_any_case_or_width_is_refused(settings: Any, taken: str) -> None:
+    settings.CHAT_SIGN_UP = True
+    User.objects.create_user("alice", password=PASSWORD)
+    response = sign_up(Client(), taken)
+    assert response.status_code == 200
+    assert escape(usernames.TAKEN) in response.content.decode()
+    assert User.objects.count() == 1
+
+
+def test_the_database_refuses_a_username_that_differs_only_by_case() -> None:
+    User.objects.create_user("dora")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        User.objects.create_user("DORA")
+
+
+@pytest.mark.parametrize("name", ["\u202enimda", "two words", "zero\u200bwidth", "x" * 151])
+def test_sign_up_refuses_a_name_that_is_no_username(settings: Any, name: str) -> None:
+    settings.CHAT_SIGN_UP = True
+    response = sign_up(Client(), name)
+    assert response.status_code == 200
+    assert not User.objects.exists()
+
+
+def test_the_admin_cannot_name_or_rename_an_account_to_anothers_name_in_another_case() -> None:
+    admin = User.objects.create_superuser("root", password=PASSWORD)
+    User.objects.create_user("alice")
+    other = User.objects.create_user("alfie")
+    client = Client()
+    client.force_login(admin)
+    added = client.post(
+        "/admin/auth/user/add/",
+        {"username": "ALICE", "usable_password": "false", "password1": "", "password2": ""},
+    )
+    assert added.status_code == 200
+    assert escape(usernames.TAKEN) in added.content.decode()
+    page = client.get(f"/admin/auth/user/{other.pk}/change/")
+    form = {
+        name: value
+        for name, value in page.context["adminform"].form.initial.items()
+        if name not in {"password", "groups", "user_permissions", "last_login"}
+    }
+    form |= {"username": "Alice", "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00"}
+    renamed = client.post(f"/admin/auth/user/{other.pk}/change/", form)
+    assert renamed.status_code == 200
+    assert escape(usernames.TAKEN) in renamed.content.decode()
+    kept = client.post(f"/admin/auth/user/{other.pk}/change/", form | {"username": "ALFIE"})
+    assert kept.status_code == 302  # its own name in another case is its own
+    other.refresh_from_db()
+    assert other.username == "ALFIE"
+
+
+def test_asking_name_after_name_at_sign_up_is_limited_like_sign_in(settings: Any) -> None:
+    """Each answer "taken" counts, as a made account does; once the address has had its
+    attempts, every answer is the limit's, whether the name is free or taken."""
+    settings.CHAT_SIGN_UP = True
+    settings.CHAT_LOGIN_FAILURES_PER_ACCOUNT = 3
+    User.objects.create_user("admin", password=PASSWORD)
+    client = Client()
+    for guess in ["admin", "Admin", "ADMIN"]:
+        assert escape(usernames.TAKEN) in sign_up(client, guess).content.decode()
+    for guess in ["admin", "nobody-has-this"]:
+        refused = sign_up(client, guess).content.decode()
+        assert "Too many attempts" in refused
+        assert escape(usernames.TAKEN) not in refused
+    assert User.objects.count() == 1
+    # Another address is not held back.
+    other = Client(REMOTE_ADDR="192.0.2.9")
+    assert sign_up(other, "nobody-has-this").status_code == 302
+
+
+def test_a_sign_up_with_a_form_error_of_its_own_is_not_counted(settings: Any) -> None:
+    settings.CHAT_SIGN_UP = True
+    settings.CHAT_LOGIN_FAILURES_PER_ACCOUNT = 1
+    client = Client()
+    form = {"username": "typo", "email": "", "password1": PASSWORD, "password2": "other"}
+    for _ in range(3):
+        assert "Too many attempts" not in client.post(reverse("sign_up"), form).content.decode()
+    assert sign_up(client, "typo").status_code == 302
+
+
+def test_sign_ups_from_one_ipv6_network_count_together(settings: Any) -> None:
+    settings.CHAT_SIGN_UP = True
+    settings.CHAT_LOGIN_FAILURES_PER_ACCOUNT = 1
+    assert sign_up(Client(REMOTE_ADDR="2001:db8::1"), "first6").status_code == 302
+    refused = sign_up(Client(REMOTE_ADDR="2001:db8::2"), "second6")
+    assert "Too many attempts" in refused.content.decode()
 
 
 def test_the_password_change_checks_the_old_password_and_changes_it() -> None:
@@ -291,6 +381,42 @@ def test_a_refusal_by_the_provider_forgets_the_state_and_signs_nobody_out() -> N
     assert client.session["_auth_user_id"] == str(user.pk)
     assert client.session["oidc_states"] == {}
     assert escape(REPLAYED) in client.get("/oidc/callback/?error=x&state=s1").content.decode()
+
+
+@pytest.mark.parametrize(
+    ("given", "username"),
+    [
+        ({"preferred_username": "\uff4a\uff4f\uff45"}, "joe"),  # NFKC: fullwidth joe
+        ({"preferred_username": "\u202enimda", "email": "eve@corp.test"}, "eve@corp.test"),
+        ({"preferred_username": "Joe Bloggs", "email": "not an address"}, "s-42"),
+        ({"preferred_username": "\u202e", "email": "", "sub": "auth0|42"}, "user"),
+        ({"preferred_username": "x" * 151, "email": "long@corp.test"}, "long@corp.test"),
+    ],
+)
+def test_a_providers_username_is_normalised_and_validated_like_sign_ups(
+    given: dict[str, Any], username: str
+) -> None:
+    user = linking.account_for(ISSUER, {"sub": "s-42", **given})
+    assert user.username == username
+
+
+def test_a_providers_username_taken_in_another_case_gets_a_number() -> None:
+    User.objects.create_user("joe")
+    assert linking.account_for(ISSUER, {"sub": "j1", "preferred_username": "JOE"}).username == (
+        "JOE-2"
+    )
+    User.objects.create_user("user")
+    assert linking.account_for(ISSUER, {"sub": "|"}).username == "user-2"
+
+
+def test_a_providers_names_lose_their_direction_marks_and_control_characters() -> None:
+    user = User.objects.create_user("named")
+    linking.update_profile(
+        user,
+        {"given_name": "\u202eEve\u202c", "family_name": "O\u2067ne\x07", "email": "e@x.test\n"},
+    )
+    user.refresh_from_db()
+    assert (user.first_name, user.last_name, user.email) == ("Eve", "One", "e@x.test")
 
 
 def test_a_session_signed_in_through_the_provider_ends_with_a_deactivation(settings: Any) -> None:

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import IntegrityError, connection
 from django.db.migrations.executor import MigrationExecutor
 
 BEFORE_IMAGE_URL = [("chatapp", "0010_spending_limits")]
@@ -97,3 +97,35 @@ def test_a_read_alouds_audio_survives_its_models_rename() -> None:
     )
     read_aloud = new.get_model("chatapp", "Message").objects.get(pk=answer.pk).read_alouds.get()
     assert (read_aloud.pk, read_aloud.kind) == (generation.pk, "speech")
+
+
+BEFORE_SELF_SIGN_UPS = [("chatapp", "0025_assistants_and_prompts")]
+SELF_SIGN_UPS = [("chatapp", "0026_self_sign_ups")]
+USERNAMES_IGNORING_CASE = [("chatapp", "0027_usernames_unique_ignoring_case")]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("at_latest")
+def test_an_account_waiting_for_approval_is_known_as_self_signed_up() -> None:
+    old = migrated(BEFORE_SELF_SIGN_UPS)
+    users = old.get_model("auth", "User").objects
+    waiting = users.create(username="hopeful", is_active=False)
+    old.get_model("chatapp", "PendingApproval").objects.create(user=waiting)
+    users.create(username="by-admin")
+    new = migrated(SELF_SIGN_UPS).get_model("chatapp", "SelfSignUp").objects
+    assert list(new.values_list("user__username", flat=True)) == ["hopeful"]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("at_latest")
+def test_usernames_that_differ_only_by_case_stop_the_migration_saying_which() -> None:
+    old = migrated(SELF_SIGN_UPS)
+    users = old.get_model("auth", "User").objects
+    users.create(username="casey")
+    users.create(username="Casey")
+    with pytest.raises(RuntimeError, match=r"differ only by case: (casey, Casey|Casey, casey)"):
+        migrated(USERNAMES_IGNORING_CASE)
+    users.filter(username="Casey").update(username="casey-2")
+    migrated(USERNAMES_IGNORING_CASE)
+    with pytest.raises(IntegrityError):
+        users.create(username="CASEY")
