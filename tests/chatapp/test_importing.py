@@ -465,3 +465,15 @@ def test_times_out_of_range_fall_back_on_the_conversation_s_then_the_import_s(
     future = Conversation.objects.get(title="from the future")
     assert before <= future.created_at <= timezone.now()
     assert future.messages.get().created_at == future.created_at
+
+
+@pytest.mark.django_db
+def test_an_imported_answer_s_model_goes_out_with_the_exports(alice: Any) -> None:
+    client = client_for(alice)
+    upload(client, (FIXTURES / "chatgpt_conversations.json").read_bytes())
+    bread = Conversation.objects.get(title="Sourdough starter schedule")
+    exported = json.loads(client.get(reverse("chat:export_json", args=[bread.pk])).content)
+    by_role = {m["role"]: m["imported_model"] for m in exported["messages"]}
+    assert by_role == {"user": "", "assistant": "gpt-4o"}
+    text = client.get(reverse("chat:export_markdown", args=[bread.pk])).content.decode()
+    assert "Model: `gpt-4o`, as the app it was imported from said." in text
