@@ -375,6 +375,9 @@ class Message(models.Model):
     # (`answer_html.render_key`; "" for none yet). A render of anything else is not used.
     html = models.TextField(blank=True)
     html_key = models.CharField(max_length=64, blank=True)
+    # An imported answer's model, as the other app named it (ChatGPT's `metadata.model_slug`,
+    # Open WebUI's `model`); "" for everything else: an answer made here has its generation's.
+    imported_model = models.CharField(max_length=100, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -3,7 +3,8 @@
 The JSON holds every message, each with its `parent`, so the branches (edited questions,
 regenerated answers) survive; the Markdown is the branch on screen (`tree.shown_path`). Both
 carry what the gateway reported: models, the gateway's generation ID (`upstream_id`) and request
-ID, usage, and each cost with its unit and source. Attachments are described, not included: their
+ID, usage, and each cost with its unit and source; an imported answer, the model the other app
+named (`imported_model`). Attachments are described, not included: their
 bytes (and `data:` URLs) stay out, their size is given; so are the files a user attached (their
 `files`), with a document's text as the model was sent it. In the Markdown an answer's own headings
 move two levels down, so that its "# Title" is a section of its "## Assistant".
@@ -104,6 +105,7 @@ def _message(message: Message) -> dict[str, Any]:
         "attachments": [_attachment(item) for item in _items(message)],
         "files": [_file(upload) for upload in message.uploads.all()],
         "generation": None if generation is None else _generation(generation),
+        "imported_model": message.imported_model,
     }
 
 
@@ -251,6 +253,9 @@ def _message_lines(message: Message) -> list[str]:
     generation = getattr(message, "generation", None)
     if generation is not None:
         lines += ["", "Generation:", "", *_generation_lines(generation)]
+    elif message.imported_model:
+        said = f"Model: {_code(message.imported_model)}, as the app it was imported from said."
+        lines += ["", said]
     return lines
 
 

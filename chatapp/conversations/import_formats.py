@@ -11,22 +11,36 @@ each `{"title", "chat": {"history": {"messages": {id: {"parentId", "childrenIds"
 Only what a person wrote and what the model answered them is kept: system prompts, tool calls and
 their output, hidden context and reasoning summaries are left out, and a message whose parent was
 left out hangs from the nearest message kept above it. Two kept messages of one role in a row (an
-answer around a tool run) become one. Every walk is iterative with a set of visited IDs, so a
-deep or cyclic mapping costs its size and no more; the caller bounds that size (`importing.py`).
+answer around a tool run) become one, its parts joined once at the end (joined one by one, a chain
+of 20 MB took 164 s) and counted as the messages they were (`ImportedMessage.parts`). Every walk is
+iterative with a set of visited IDs, so a deep or cyclic mapping costs its size and no more; the
+caller bounds that size (`importing.py`) and passes a deadline that every walk checks
+(`OutOfTime`). A time is taken only between `EARLIEST` and a day from now: a message's time
+outside is read as absent (the importer falls back on its conversation's time, then on now).
 """
 
 from __future__ import annotations
 
 import datetime
-from dataclasses import dataclass
+import math
+import time
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["Imported", "ImportedMessage", "chatgpt", "open_webui"]
+__all__ = ["EARLIEST", "Imported", "ImportedMessage", "OutOfTime", "chatgpt", "open_webui"]
 
 Role = Literal["user", "assistant"]
 Source = Literal["chatgpt", "open_webui"]
 # What a ChatGPT node holds that is conversation, by content type; the rest is tools and context.
 _CHATGPT_TEXT = {"text", "multimodal_text"}
+# No export of a chat app holds a message written before this; a clock 1 day fast is tolerated.
+EARLIEST = datetime.datetime(2015, 1, 1, tzinfo=datetime.UTC)
+_LATEST_AHEAD = datetime.timedelta(days=1)
+_CHECK_EVERY = 1024  # nodes between two looks at the clock
+
+
+class OutOfTime(Exception):
+    """Reading an export went past its deadline."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +50,8 @@ class ImportedMessage:
     role: Role
     content: str
     created: datetime.datetime | None
+    model: str = ""  # the model the other app says answered ("" for a question or when unsaid)
+    parts: int = 1  # how many messages of the export it holds (one role's run, merged)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,16 +75,46 @@ class _Node:
     role: Role | None
     content: str
     created: datetime.datetime | None
+    model: str = ""
 
 
-def chatgpt(item: dict[str, Any]) -> Imported:
+@dataclass(slots=True)
+class _Run:
+    """A kept message as the walk builds it: one role's run of nodes, joined at the end."""
+
+    key: str
+    parent: str | None
+    role: Role
+    created: datetime.datetime | None
+    model: str
+    texts: list[str] = field(default_factory=list)
+
+
+class _Clock:
+    """The deadline, looked at every `_CHECK_EVERY` ticks."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.ticks = 0
+
+    def tick(self) -> None:
+        self.ticks += 1
+        if self.ticks % _CHECK_EVERY == 0 and time.monotonic() > self.deadline:
+            raise OutOfTime
+
+
+def chatgpt(item: dict[str, Any], deadline: float = math.inf) -> Imported:
+    """`OutOfTime` past `deadline` (a `time.monotonic()`)."""
     mapping = item.get("mapping")
     if not isinstance(mapping, dict):
         raise ValueError("a ChatGPT conversation without a mapping")
-    nodes = {
-        str(key): _chatgpt_node(node) for key, node in mapping.items() if isinstance(node, dict)
-    }
-    messages, current = _walk(nodes, item.get("current_node"))
+    clock = _Clock(deadline)
+    nodes: dict[str, _Node] = {}
+    for key, node in mapping.items():
+        clock.tick()
+        if isinstance(node, dict):
+            nodes[str(key)] = _chatgpt_node(node)
+    messages, current = _walk(nodes, item.get("current_node"), clock)
     return Imported(
         "chatgpt",
         _text(item.get("title")),
@@ -79,19 +125,23 @@ def chatgpt(item: dict[str, Any]) -> Imported:
     )
 
 
-def open_webui(item: dict[str, Any]) -> Imported:
+def open_webui(item: dict[str, Any], deadline: float = math.inf) -> Imported:
+    """`OutOfTime` past `deadline` (a `time.monotonic()`)."""
+    clock = _Clock(deadline)
     chat = _dict(item.get("chat")) or item
     history = _dict(chat.get("history"))
     nodes: dict[str, _Node] = {}
     current = None
     if isinstance(history.get("messages"), dict):
         for key, message in history["messages"].items():
+            clock.tick()
             if isinstance(message, dict):
                 nodes[str(key)] = _webui_node(message, message.get("parentId"))
         current = history.get("currentId")
     elif isinstance(chat.get("messages"), list):
         before: str | None = None
         for index, message in enumerate(chat["messages"]):
+            clock.tick()
             if isinstance(message, dict):
                 key = str(message.get("id") or f"#{index}")
                 nodes[key] = _webui_node(message, message.get("parentId", before))
@@ -102,7 +152,7 @@ def open_webui(item: dict[str, Any]) -> Imported:
     for key, node in nodes.items():  # children from parents: exports disagree on childrenIds
         if node.parent in nodes:
             nodes[node.parent].children.append(key)
-    messages, shown = _walk(nodes, current)
+    messages, shown = _walk(nodes, current, clock)
     return Imported(
         "open_webui",
         _text(item.get("title") or chat.get("title")),
@@ -114,7 +164,8 @@ def open_webui(item: dict[str, Any]) -> Imported:
 
 
 def _chatgpt_node(node: dict[str, Any]) -> _Node:
-    children = [str(key) for key in node.get("children") or [] if isinstance(key, str)]
+    listed = node.get("children")
+    children = [key for key in listed if isinstance(key, str)] if isinstance(listed, list) else []
     parent = node.get("parent")
     message = node.get("message")
     read = _Node(str(parent) if parent is not None else None, children, None, "", None)
@@ -137,6 +188,7 @@ def _chatgpt_node(node: dict[str, Any]) -> _Node:
     read.role = "user" if role == "user" else "assistant"
     read.content = "\n\n".join(text for text in texts if text.strip())
     read.created = _time(message.get("create_time"))
+    read.model = _model(metadata.get("model_slug")) if read.role == "assistant" else ""
     return read
 
 
@@ -155,39 +207,51 @@ def _webui_node(message: dict[str, Any], parent: object) -> _Node:
         role if role in ("user", "assistant") else None,
         content if isinstance(content, str) else "",
         _time(message.get("timestamp")),
+        _model(message.get("model")) if role == "assistant" else "",
     )
 
 
 def _walk(
-    nodes: dict[str, _Node], current: object
+    nodes: dict[str, _Node], current: object, clock: _Clock
 ) -> tuple[tuple[ImportedMessage, ...], str | None]:
     """The kept messages, parents first, each hung from its nearest kept ancestor; and the kept
     message that stands for the node `current` (itself, the one it was folded into, or the
     nearest kept above it)."""
-    kept: dict[str, ImportedMessage] = {}
+    runs: dict[str, _Run] = {}
     stands_for: dict[str, str | None] = {}
     roots = [key for key, node in nodes.items() if node.parent not in nodes]
     stack: list[tuple[str, str | None]] = [(key, None) for key in reversed(roots)]
     while stack:
+        clock.tick()
         key, above = stack.pop()
         if key in stands_for or key not in nodes:
             continue
         node = nodes[key]
         here = above
         if node.role is not None and node.content.strip():
-            previous = kept.get(above) if above is not None else None
+            previous = runs.get(above) if above is not None else None
             if previous is not None and previous.role == node.role:
-                joined = f"{previous.content}\n\n{node.content}"
-                kept[previous.key] = ImportedMessage(
-                    previous.key, previous.parent, previous.role, joined, previous.created
-                )
+                previous.texts.append(node.content)
+                previous.model = previous.model or node.model
             else:
-                kept[key] = ImportedMessage(key, above, node.role, node.content, node.created)
+                runs[key] = _Run(key, above, node.role, node.created, node.model, [node.content])
                 here = key
         stands_for[key] = here
         stack.extend((child, here) for child in reversed(node.children))
     shown = stands_for.get(str(current)) if current is not None else None
-    return tuple(kept.values()), shown
+    messages = tuple(
+        ImportedMessage(
+            run.key,
+            run.parent,
+            run.role,
+            "\n\n".join(run.texts),
+            run.created,
+            run.model,
+            len(run.texts),
+        )
+        for run in runs.values()
+    )
+    return messages, shown
 
 
 def _dict(value: object) -> dict[str, Any]:
@@ -198,13 +262,19 @@ def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _model(value: object) -> str:
+    return " ".join(value.split())[:100] if isinstance(value, str) else ""
+
+
 def _time(value: object) -> datetime.datetime | None:
     """Unix seconds (or milliseconds, which some exports use) as an aware time; None if absent
-    or out of range."""
+    or outside `EARLIEST` to a day from now."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     seconds = value / 1000 if value > 100_000_000_000 else value
     try:
-        return datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC)
+        moment = datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC)
     except (OverflowError, OSError, ValueError):
         return None
+    latest = datetime.datetime.now(tz=datetime.UTC) + _LATEST_AHEAD
+    return moment if EARLIEST <= moment <= latest else None

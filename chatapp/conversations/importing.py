@@ -2,23 +2,28 @@
 tree, marked with where they came from (`Conversation.imported_from`).
 
 An import writes messages only: no generation and no cost, since nothing was asked of a gateway
-here; its answers show with no model or price. Everything is bounded before it is stored: the
-file's bytes (checked before it is read), the JSON's nesting (orjson refuses past 1,024 levels),
-the conversations in a file, the messages in each and in all, and a message's length (cut, with
-a note). Parsing is CPU-bound, so the view runs it on a thread of its own, off the event loop and
-off the thread the app's other sync views share. One file is imported whole or not at all.
+here; its answers show the model the other app named, and no price. A file is JSON, or the ZIP
+ChatGPT mails, of which only `conversations.json` is read (`export_zip.py`). Everything is bounded
+before it is stored: the file's bytes (checked before it is read), the JSON's nesting (orjson
+refuses past 1,024 levels), the conversations in a file, the messages in all (a run of one role
+merged into one message counts as the messages it was), a message's length (cut, with a note,
+after a merge), and the CPU time reading takes (`MAX_SECONDS`). Parsing is CPU-bound, so the view
+runs it on a thread of its own, off the event loop and off the thread the app's other sync views
+share, one import per user at a time. One file is imported whole or not at all; every refusal is
+in words (`ImportRefused`), with numbers grouped by thousands.
 """
 
 from __future__ import annotations
 
 import datetime
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
 from django.db import transaction
 
-from chatapp.conversations import import_formats, user_text
+from chatapp.conversations import export_zip, import_formats, user_text
 from chatapp.conversations.import_formats import Imported
 from chatapp.models import Conversation, Message
 
@@ -29,6 +34,7 @@ __all__ = [
     "MAX_BYTES",
     "MAX_CONVERSATIONS",
     "MAX_MESSAGES",
+    "MAX_SECONDS",
     "ImportRefused",
     "ImportResult",
     "parse",
@@ -39,6 +45,7 @@ MAX_BYTES = 20 * 1024 * 1024  # parsed, a file takes several times this in memor
 MAX_CONVERSATIONS = 2_000
 MAX_MESSAGES = 100_000  # in one file, all conversations together
 MAX_MESSAGE_CHARS = 200_000
+MAX_SECONDS = 20.0  # of reading one file, past which it is refused (a 20 MB file takes ~1 s)
 TITLE_CHARS = 200
 _CUT_NOTE = "\n\n[Cut here on import: the message was longer than this app keeps.]"
 
@@ -54,14 +61,24 @@ class ImportResult:
 
 
 def parse(data: bytes) -> list[Imported]:
-    """The conversations of an export file, checked against every bound; `ImportRefused` says why
-    a file is not one."""
+    """The conversations of an export file (JSON, or a ZIP holding `conversations.json`), checked
+    against every bound; `ImportRefused` says why a file is not one."""
+    deadline = time.monotonic() + MAX_SECONDS
     if len(data) > MAX_BYTES:
         raise ImportRefused(f"The file is over {MAX_BYTES // (1024 * 1024)} MB.")
+    if export_zip.is_zip(data):
+        try:
+            data = export_zip.conversations_json(data, MAX_BYTES)
+        except export_zip.NotReadable as exc:
+            raise ImportRefused(str(exc)) from None
     try:
         document = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        raise ImportRefused(f"This is not a JSON file ({exc.msg}).") from None
+        raise ImportRefused(
+            f"This is not a JSON file: it stops being JSON at line {exc.lineno:,}, column "
+            f"{exc.colno:,}. Choose the ZIP ChatGPT mailed you, its conversations.json, or an "
+            "Open WebUI export."
+        ) from None
     items = [document] if isinstance(document, dict) else document
     if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
         raise ImportRefused(
@@ -70,17 +87,17 @@ def parse(data: bytes) -> list[Imported]:
         )
     if len(items) > MAX_CONVERSATIONS:
         raise ImportRefused(
-            f"The file holds {len(items)} conversations; "
-            f"at most {MAX_CONVERSATIONS} are imported at once."
+            f"The file holds {len(items):,} conversations; "
+            f"at most {MAX_CONVERSATIONS:,} are imported at once."
         )
     conversations: list[Imported] = []
     total = 0
     for number, item in enumerate(items, 1):
-        read = _read(item, number)
-        total += len(read.messages)
+        read = _read(item, number, deadline)
+        total += sum(message.parts for message in read.messages)
         if total > MAX_MESSAGES:
             raise ImportRefused(
-                f"The file holds over {MAX_MESSAGES} messages; split it and import each part."
+                f"The file holds over {MAX_MESSAGES:,} messages; split it and import each part."
             )
         if read.messages:
             conversations.append(read)
@@ -89,16 +106,21 @@ def parse(data: bytes) -> list[Imported]:
     return conversations
 
 
-def _read(item: dict[str, Any], number: int) -> Imported:
+def _read(item: dict[str, Any], number: int, deadline: float) -> Imported:
     try:
         if "mapping" in item:
-            return import_formats.chatgpt(item)
+            return import_formats.chatgpt(item, deadline)
         if "chat" in item or "history" in item or "messages" in item:
-            return import_formats.open_webui(item)
+            return import_formats.open_webui(item, deadline)
     except ValueError as exc:
-        raise ImportRefused(f"Conversation {number} could not be read: {exc}.") from None
+        raise ImportRefused(f"Conversation {number:,} could not be read: {exc}.") from None
+    except import_formats.OutOfTime:
+        raise ImportRefused(
+            f"Reading the file took longer than {MAX_SECONDS:g} s, the most one import may take "
+            f"(it stopped at conversation {number:,}): split it and import each part."
+        ) from None
     raise ImportRefused(
-        f"Conversation {number} is in no format this app reads: it has neither ChatGPT's "
+        f"Conversation {number:,} is in no format this app reads: it has neither ChatGPT's "
         "mapping nor Open WebUI's chat history."
     )
 
@@ -123,7 +145,12 @@ def _save_one(user: User, imported: Imported) -> int:
         imported_from=imported.source,
     )
     rows = [
-        Message(conversation=conversation, role=message.role, content=_content(message.content))
+        Message(
+            conversation=conversation,
+            role=message.role,
+            content=_content(message.content),
+            imported_model=message.model,
+        )
         for message in imported.messages
     ]
     Message.objects.bulk_create(rows)  # parents first, so keys follow the export's order

@@ -116,7 +116,7 @@ def _checked_schema(schema: Any) -> dict[str, Any]:
     try:
         schema_check.check_schema(schema)
     except schema_check.SchemaError as exc:
-        raise ValueError(f"its input schema is not valid ({exc.message[:100]})") from None
+        raise ValueError(f"its input schema is not valid ({exc.message[:120]})") from None
     return schema
 
 

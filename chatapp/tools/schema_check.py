@@ -130,7 +130,15 @@ _CheckerWithoutUnevaluated: type[Draft202012Validator] = validators.extend(  # t
 
 def check_schema(schema: Mapping[str, Any]) -> None:
     """`SchemaError` unless `schema` is valid Draft 2020-12 whose every pattern RE2 runs."""
-    _Checker.check_schema(schema, format_checker=_FORMATS)
+    try:
+        _Checker.check_schema(schema, format_checker=_FORMATS)
+    except SchemaError as exc:
+        if exc.validator == "format" and exc.validator_value == "regex":
+            raise SchemaError(
+                f"the pattern {str(exc.instance)[:24]!r} is not one RE2 runs: no lookaround, "
+                "no back-reference, repeats up to 1,000"
+            ) from None
+        raise
 
 
 def first_error(schema: Mapping[str, Any], instance: Any) -> ValidationError | None:

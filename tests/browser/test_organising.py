@@ -7,8 +7,10 @@ Each test signs in a user of its own, so its sidebar holds only what it made.
 
 from __future__ import annotations
 
+import io
 import json
 import secrets
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -225,12 +227,19 @@ def test_select_mode_archives_and_deletes_several(page: Any, server_url: str, si
 def test_an_export_is_imported_and_marked(page: Any, server_url: str, size: str) -> None:
     sidebar(page).get_by_role("link", name="Import", exact=True).click()
     expect(page.get_by_role("heading", name="Import conversations")).to_be_visible()
-    page.get_by_label("Export file (JSON)").set_input_files(FIXTURES / "chatgpt_conversations.json")
+    # The ZIP ChatGPT mails, as it is.
+    mailed = io.BytesIO()
+    with zipfile.ZipFile(mailed, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("chat.html", "<html>the same, as a page</html>")
+        archive.write(FIXTURES / "chatgpt_conversations.json", "conversations.json")
+    page.get_by_label("Export file (ZIP or JSON)").set_input_files(
+        files=[{"name": "export.zip", "mimeType": "application/zip", "buffer": mailed.getvalue()}]
+    )
     screenshots(page, "organise-import")
     page.get_by_role("button", name="Import", exact=True).click()
     expect(page.get_by_role("status")).to_contain_text("Imported 2 conversations (9 messages)")
     # A file that is not an export: refused, in words.
-    page.get_by_label("Export file (JSON)").set_input_files(
+    page.get_by_label("Export file (ZIP or JSON)").set_input_files(
         files=[
             {
                 "name": "x.json",
@@ -257,6 +266,7 @@ def test_an_export_is_imported_and_marked(page: Any, server_url: str, size: str)
     item.get_by_role("link").click()
     expect(page.locator(".imported-note")).to_contain_text("Imported from ChatGPT")
     expect(page.locator("article.assistant").last).to_contain_text("bake with it within the hour")
+    expect(page.locator("article.assistant").last.locator(".meta")).to_have_text("gpt-4o")
     # The edited question's other version is one click away.
     expect(page.locator(".versions").first).to_contain_text("2 / 2")
     screenshots(page, "organise-imported")

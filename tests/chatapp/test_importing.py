@@ -5,7 +5,12 @@ refused, each with its reason."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
+import struct
+import threading
+import time
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +19,10 @@ from asgiref.sync import sync_to_async
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import AsyncClient, Client
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import escape
 
-from chatapp.conversations import importing
+from chatapp.conversations import export_zip, import_formats, importing
 from chatapp.conversations.tree import MessageTree
 from chatapp.conversations.turns import IMPORTED_CONTINUE, IMPORTED_RETRY
 from chatapp.models import Conversation, Generation, Message
@@ -251,3 +257,265 @@ async def test_an_imported_answer_is_regenerated_with_the_model_chosen_and_not_c
     assert (generation.model, generation.status) == ("emulator/echo", "completed")
     assert generation.message is not None
     assert generation.message.parent_id == answer.parent_id  # a version of the imported answer
+
+
+# --- #45: linear work, a deadline, one import at a time, the ZIP, model names, times -------------
+
+
+def flat_chat(answers: int, size: int) -> bytes:
+    """An Open WebUI chat of one question and `answers` answers in a row, which merge into one."""
+    messages = [{"role": "user", "content": "q"}]
+    messages += [{"role": "assistant", "content": "x" * size}] * answers
+    return json.dumps([{"title": "run", "chat": {"messages": messages}}]).encode()
+
+
+@pytest.mark.timeout(20)
+def test_a_run_of_one_role_at_the_size_cap_is_read_in_linear_time() -> None:
+    """99,990 answers in a row, 20 MB: joined one by one they took over 200 s here; joined once,
+    under a second."""
+    data = flat_chat(99_990, 150)
+    assert len(data) <= importing.MAX_BYTES
+    ((question, answer),) = [read.messages for read in importing.parse(data)]
+    assert (question.role, question.parts) == ("user", 1)
+    assert (answer.role, answer.parts) == ("assistant", 99_990)
+    assert answer.content == "\n\n".join(["x" * 150] * 99_990)
+
+
+@pytest.mark.django_db
+def test_a_merged_run_counts_as_its_messages_and_is_cut_as_one(
+    alice: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = client_for(alice)
+    monkeypatch.setattr(importing, "MAX_MESSAGES", 3)
+    response = upload(client, flat_chat(3, 10))
+    assert response.status_code == 400
+    assert "The file holds over 3 messages" in response.content.decode()
+    monkeypatch.setattr(importing, "MAX_MESSAGES", 100)
+    monkeypatch.setattr(importing, "MAX_MESSAGE_CHARS", 1_000)
+    response = upload(client, flat_chat(4, 400))
+    assert response.status_code == 200
+    answer = Message.objects.get(role="assistant")
+    assert answer.content.startswith("x" * 400 + "\n\n" + "x" * 400 + "\n\n")
+    assert answer.content.endswith(
+        "[Cut here on import: the message was longer than this app keeps.]"
+    )
+    assert len(answer.content) < 1_100
+
+
+@pytest.mark.django_db
+def test_reading_past_the_deadline_is_refused_in_words(
+    alice: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(importing, "MAX_SECONDS", 0)
+    response = upload(client_for(alice), flat_chat(5_000, 1))
+    assert response.status_code == 400
+    assert (
+        "Reading the file took longer than 0 s, the most one import may take (it stopped at "
+        "conversation 1): split it and import each part."
+    ) in response.content.decode()
+    assert not Conversation.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_second_import_while_one_runs_is_refused_in_words(
+    alice: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started, release = threading.Event(), threading.Event()
+    parse = importing.parse
+
+    def held(data: bytes) -> list[Any]:
+        started.set()
+        release.wait(10)
+        return parse(data)
+
+    monkeypatch.setattr(importing, "parse", held)
+    client = AsyncClient()
+    await client.aforce_login(alice)
+    data = (FIXTURES / "open_webui_export.json").read_bytes()
+
+    def post(content: bytes) -> Any:
+        file = SimpleUploadedFile("export.json", content, content_type="application/json")
+        return client.post(reverse("chat:import"), {"file": file})
+
+    first = asyncio.ensure_future(post(data))
+    assert await asyncio.to_thread(started.wait, 10)
+    second = await post(data)
+    assert second.status_code == 409
+    assert "Another import of yours is still running" in second.content.decode()
+    release.set()
+    assert (await first).status_code == 200
+    again = await post(data)  # the first one finished: the next is taken
+    assert again.status_code == 200
+    assert await Conversation.objects.filter(user=alice).acount() == 4
+
+
+def zipped(members: dict[str, bytes], method: int = zipfile.ZIP_DEFLATED) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", method) as archive:
+        for name, content in members.items():
+            archive.writestr(name, content)
+    return buffer.getvalue()
+
+
+CHATGPT_ZIP = {
+    "chat.html": b"<html>the same conversations as a page</html>",
+    "user.json": b'{"email": "alice@example.com"}',
+    "file-abc123-photo.png": b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40,
+}
+
+
+@pytest.mark.django_db
+def test_chatgpt_s_zip_as_mailed_comes_in_with_its_answers_model_names(alice: Any) -> None:
+    data = zipped(
+        {
+            **CHATGPT_ZIP,
+            "conversations.json": (FIXTURES / "chatgpt_conversations.json").read_bytes(),
+        }
+    )
+    response = upload(client_for(alice), data, name="export.zip")
+    assert response.status_code == 200
+    assert "Imported 2 conversations (9 messages)" in response.content.decode()
+    bread = Conversation.objects.get(title="Sourdough starter schedule")
+    answer = bread.messages.get(content__startswith="It has doubled")
+    assert answer.imported_model == "gpt-4o"
+    assert set(Message.objects.filter(role="user").values_list("imported_model", flat=True)) == {""}
+    regex = Conversation.objects.get(title="Regex for ISO dates")
+    assert set(
+        regex.messages.filter(role="assistant").values_list("imported_model", flat=True)
+    ) == {
+        "gpt-4o",
+        "gpt-4o-mini",
+    }
+    page = client_for(alice).get(reverse("chat:conversation", args=[bread.pk])).content.decode()
+    assert '<span class="meta-item">gpt-4o</span>' in page
+    assert not Generation.objects.exists()
+
+
+@pytest.mark.django_db
+def test_open_webui_answers_keep_their_model_names(alice: Any) -> None:
+    upload(client_for(alice), (FIXTURES / "open_webui_export.json").read_bytes())
+    lisbon = Conversation.objects.get(title="Packing list for Lisbon")
+    assert (
+        lisbon.messages.get(content__startswith="March in Lisbon").imported_model == "qwen2.5:14b"
+    )
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("members", "reason"),
+    [
+        (CHATGPT_ZIP, "This ZIP holds no conversations.json"),
+        (
+            {"conversations.json": b"\0" * (importing.MAX_BYTES + 1)},  # packs to ~20 KB
+            "The conversations.json in this ZIP is over 20 MB unpacked",
+        ),
+        ({"conversations.json": b"\xed\xa0\x80 not json"}, "This is not a JSON file: it stops"),
+    ],
+)
+def test_a_zip_the_importer_cannot_use_is_refused_in_words(
+    alice: Any, members: dict[str, bytes], reason: str
+) -> None:
+    response = upload(client_for(alice), zipped(members), name="export.zip")
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert reason in page
+    assert "UTF-8" not in page
+    assert "surrogates" not in page
+    assert not Conversation.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_damaged_or_crowded_zip_is_refused_in_words(
+    alice: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = client_for(alice)
+    whole = zipped({"conversations.json": b"[]", **CHATGPT_ZIP})
+    response = upload(client, whole[: len(whole) // 2], name="export.zip")
+    assert "This ZIP is damaged" in response.content.decode()
+    monkeypatch.setattr(export_zip, "MAX_MEMBERS", 2)
+    response = upload(client, whole, name="export.zip")
+    assert "This ZIP holds over 2 files" in response.content.decode()
+    # Headers that lie about the size unpacked (10 bytes for 100): no more is unpacked than they
+    # say, and the member is found damaged.
+    lying = bytearray(zipped({"conversations.json": b"[" * 100}))
+    struct.pack_into("<I", lying, lying.find(b"PK\x03\x04") + 22, 10)
+    struct.pack_into("<I", lying, lying.find(b"PK\x01\x02") + 24, 10)
+    with pytest.raises(export_zip.NotReadable, match="This ZIP is damaged"):
+        export_zip.conversations_json(bytes(lying), 40)
+
+
+@pytest.mark.django_db
+def test_numbers_are_grouped_by_thousands(alice: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    client = client_for(alice)
+    page = client.get(reverse("chat:import")).content.decode()
+    assert "Up to 20 MB, 2,000 conversations and 100,000 messages in one file." in page
+    turns = [{"role": ("user", "assistant")[i % 2], "content": f"m{i}"} for i in range(1_200)]
+    response = upload(client, json.dumps([{"chat": {"messages": turns}}]).encode())
+    assert "Imported 1 conversation (1,200 messages)" in response.content.decode()
+    response = upload(client, json.dumps([{"messages": []}] * 2_001).encode())
+    assert "The file holds 2,001 conversations; at most 2,000 are imported" in (
+        response.content.decode()
+    )
+
+
+@pytest.mark.parametrize(
+    ("seconds", "taken"),
+    [
+        (-1_000, False),  # 1969
+        (0, False),
+        (1_420_070_399, False),  # a second before 2015
+        (1_420_070_400, True),  # 2015-01-01 00:00 UTC, EARLIEST
+        (1_731_400_000_000, True),  # milliseconds
+        (4_102_444_800, False),  # 2100
+        (1e300, False),
+    ],
+)
+def test_a_time_is_taken_only_from_2015_to_a_day_from_now(seconds: float, taken: bool) -> None:
+    read = import_formats._time(seconds)
+    assert (read is not None) == taken
+    if read is not None:
+        assert read >= import_formats.EARLIEST
+
+
+def test_a_clock_a_little_fast_is_tolerated_and_more_is_not() -> None:
+    now = time.time()
+    assert import_formats._time(now + 3600) is not None
+    assert import_formats._time(now + 2 * 86400) is None
+
+
+@pytest.mark.django_db
+def test_times_out_of_range_fall_back_on_the_conversation_s_then_the_import_s(
+    alice: Any,
+) -> None:
+    def chat(title: str, created: float, times: list[float]) -> dict[str, Any]:
+        messages = [
+            {"role": ("user", "assistant")[i % 2], "content": f"m{i}", "timestamp": moment}
+            for i, moment in enumerate(times)
+        ]
+        return {"title": title, "created_at": created, "chat": {"messages": messages}}
+
+    before = timezone.now()
+    data = [
+        chat("kept", 1_741_600_000, [-86_400, 1_741_600_100, 32_503_680_000]),
+        chat("from the future", 32_503_680_000, [0]),
+    ]
+    upload(client_for(alice), json.dumps(data).encode())
+    kept = Conversation.objects.get(title="kept")
+    assert kept.created_at.timestamp() == 1_741_600_000
+    times = [m.created_at.timestamp() for m in kept.messages.order_by("pk")]
+    assert times == [1_741_600_000, 1_741_600_100, 1_741_600_000]
+    future = Conversation.objects.get(title="from the future")
+    assert before <= future.created_at <= timezone.now()
+    assert future.messages.get().created_at == future.created_at
+
+
+@pytest.mark.django_db
+def test_an_imported_answer_s_model_goes_out_with_the_exports(alice: Any) -> None:
+    client = client_for(alice)
+    upload(client, (FIXTURES / "chatgpt_conversations.json").read_bytes())
+    bread = Conversation.objects.get(title="Sourdough starter schedule")
+    exported = json.loads(client.get(reverse("chat:export_json", args=[bread.pk])).content)
+    by_role = {m["role"]: m["imported_model"] for m in exported["messages"]}
+    assert by_role == {"user": "", "assistant": "gpt-4o"}
+    text = client.get(reverse("chat:export_markdown", args=[bread.pk])).content.decode()
+    assert "Model: `gpt-4o`, as the app it was imported from said." in text

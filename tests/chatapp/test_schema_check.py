@@ -117,7 +117,10 @@ def test_the_mcp_catalog_keeps_a_hostile_pattern_s_tool_and_refuses_a_lookahead(
         "p",
     )
     assert [entry["name"] for entry in kept] == ["evil"]
-    assert refused == ["ahead: its input schema is not valid ('(?=x)' is not a 'regex')"]
+    assert refused == [
+        "ahead: its input schema is not valid (the pattern '(?=x)' is not one RE2 runs: no "
+        "lookaround, no back-reference, repeats up to 1,000)"
+    ]
 
 
 def test_a_model_s_call_of_a_hostile_server_s_tool_is_refused_at_once() -> None:

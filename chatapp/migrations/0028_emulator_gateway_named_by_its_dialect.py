@@ -22,6 +22,6 @@ def rename_back(apps: Any, schema_editor: Any) -> None:
 
 
 class Migration(migrations.Migration):
-    dependencies = [("chatapp", "0025_assistants_and_prompts")]
+    dependencies = [("chatapp", "0027_usernames_unique_ignoring_case")]
 
     operations = [migrations.RunPython(rename, rename_back)]
