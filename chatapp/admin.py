@@ -24,6 +24,7 @@ from chatapp.costs import (
     generation_admin,  # noqa: F401  (registers GenerationAdmin)
     limits_admin,  # noqa: F401  (registers SpendingLimitAdmin)
 )
+from chatapp.costs.admin_amounts import TRIMMED_DECIMALS
 from chatapp.costs.units import CostUnit, Money
 from chatapp.gateways import configs, detected, key_vault
 from chatapp.mcp import admin as mcp_admin  # noqa: F401  (registers McpServerAdmin)
@@ -386,6 +387,7 @@ class ModelPriceAdmin(_ModelPriceAdmin):
     search_fields = ("model",)
     readonly_fields = ("source", "updated_at")
     list_select_related = ("gateway",)
+    formfield_overrides = TRIMMED_DECIMALS
 
     @admin.display(description="per prompt token", ordering="prompt")
     def prompt_price(self, obj: ModelPrice) -> str:

@@ -48,7 +48,7 @@ from typing import Any, NoReturn
 
 from django.conf import settings
 from django.contrib.auth.models import Group
-from django.db import models
+from django.db import models, transaction
 
 from chatapp.costs.units import CostUnit
 from chatapp.errors import LedgerIsAppendOnly
@@ -598,6 +598,9 @@ class Generation(models.Model):
     # its gateway's unit: prompt tokens counted plus its budget, at the model's price. None: no
     # limit applied, or no price was known.
     spend_ceiling = models.DecimalField(max_digits=30, decimal_places=15, null=True, blank=True)
+    # The spending limit that cut this answer's `max_tokens` to what it had left, in words ("the
+    # Interns group's spending limit"); "" when none did (`spending_limits.reserve`).
+    budget_capped_by = models.CharField(max_length=200, blank=True)
     reconcile_attempts = models.PositiveSmallIntegerField(default=0)
 
     started_at = models.DateTimeField(auto_now_add=True)
@@ -625,6 +628,7 @@ class Generation(models.Model):
     warnings = models.JSONField(default=list, blank=True)
 
     objects = GenerationQuerySet.as_manager()
+    _counted: bool  # its cost was counted in the running totals when read (`from_db`)
 
     # The kinds that write no answer of their own (`message` is None): no new turn waits for
     # them, and the sweep interrupts them without telling any page.
@@ -649,12 +653,33 @@ class Generation(models.Model):
         adding = self._state.adding
         if adding and self.user is not None and not self.user_name:
             self.user_name = self.user.get_username()
-        super().save(*args, **kwargs)
-        if adding and self.user_id is not None:
-            GenerationGroup.record(self)
+        # Counted in the running totals once, when its cost leaves `pending`, in the transaction
+        # that writes it (`running_totals`). Unknown for a row read without its cost source.
+        counted = getattr(self, "_counted", None if not adding else False)
+        fields = kwargs.get("update_fields")
+        settles = (
+            counted is False
+            and self.cost_source != self.CostSource.PENDING
+            and (fields is None or "cost_source" in fields)
+        )
+        with transaction.atomic(savepoint=False):
+            super().save(*args, **kwargs)
+            if adding and self.user_id is not None:
+                GenerationGroup.record(self)
+            if settles:
+                running_totals.count(self)
+        if counted is not None:
+            self._counted = self.cost_source != self.CostSource.PENDING
 
     def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise LedgerIsAppendOnly()
+
+    @classmethod
+    def from_db(cls, db: str | None, field_names: Any, values: Any, **kwargs: Any) -> Generation:
+        row = super().from_db(db, field_names, values, **kwargs)
+        if "cost_source" in field_names:
+            row._counted = row.cost_source != cls.CostSource.PENDING
+        return row
 
     @property
     def is_running(self) -> bool:
@@ -949,12 +974,14 @@ class Feedback(models.Model):
         return f"{self.get_rating_display()} on generation {self.generation_id}"
 
 
-# Models that live with the code that uses them (chatapp/accounts, chatapp/mcp); imported here so
-# that Django finds them as the chat app's.
+# Models that live with the code that uses them (chatapp/accounts, chatapp/mcp, chatapp/costs);
+# imported here so that Django finds them as the chat app's.
 from chatapp.accounts.models import (  # noqa: E402, F401
     PendingApproval,
     ProviderGroupMembership,
     ProviderIdentity,
     SelfSignUp,
 )
+from chatapp.costs import running_totals  # noqa: E402
+from chatapp.costs.running_totals import SpendTotal  # noqa: E402, F401
 from chatapp.mcp.models import McpServer  # noqa: E402, F401

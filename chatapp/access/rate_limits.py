@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from django.conf import settings
@@ -53,6 +53,7 @@ class Admission:
     user_pk: int
     answers: int
     generation_pks: list[int] = field(default_factory=list)
+    at: datetime = field(default_factory=timezone.now)  # when its answers count as started
 
     def record(self, generation_pk: int) -> None:
         """One of its answers is a row now (in the transaction that will commit it)."""
@@ -104,16 +105,18 @@ def check_generation_start(
     with _counted:  # before the rows: an admission released meanwhile is then counted twice
         held = [other for other in _held.get(user.pk, ()) if other is not admission]
         recorded = [pk for other in held for pk in other.generation_pks]
-    count = sum(other.answers for other in held) + recent.exclude(pk__in=recorded).count()
+    rows = recent.exclude(pk__in=recorded)
+    count = sum(other.answers for other in held) + rows.count()
     if count + starting <= limit:
         return
-    # The newest start whose expiry leaves room for `starting` more.
+    # Every start counted, newest first: the rows', and each held admission's (its answers started
+    # when it was admitted; left out, a burst of admissions said "try again in 1 s" for a minute's
+    # wait). The one whose expiry leaves room for `starting` more says how long.
     index = max(0, limit - starting)
-    oldest = (
-        recent.order_by("-started_at")
-        .values_list("started_at", flat=True)[index : index + 1]
-        .first()
-    )
+    starts = [at for other in held for at in [other.at] * other.answers]
+    starts += rows.order_by("-started_at").values_list("started_at", flat=True)[: index + 1]
+    starts.sort(reverse=True)
+    oldest = starts[index] if index < len(starts) else None
     wait = 1.0 if oldest is None else (oldest - since).total_seconds()
     seconds = max(1, math.ceil(wait))
     if count >= limit:

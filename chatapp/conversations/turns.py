@@ -212,9 +212,10 @@ def _started(
         gateway.pk, gateway.cost_unit, model, messages, max_tokens, kind
     )
     spend = spending_limits.reserve(conversation.user_id, gateway.pk, ceiling, kind)
-    if spend is not None and max_tokens is None:
+    if spend is not None and (max_tokens is None or spend.capped_by):
         # The budget reserved goes upstream, so the gateway holds the answer to it: hidden
-        # reasoning is billed but never reaches the worker's check as it streams.
+        # reasoning is billed but never reaches the worker's check as it streams. A budget a
+        # limit cut (`capped_by`) goes up in place of the one asked for.
         max_tokens = spend.ceiling.completion_tokens
     generation = Generation.objects.create(
         message=assistant,
@@ -226,6 +227,7 @@ def _started(
         tool_round=tool_round,
         kind=kind,
         spend_ceiling=None if spend is None else spend.reserved,
+        budget_capped_by="" if spend is None else spend.capped_by,
     )
     conversation.gateway_id = gateway.pk
     conversation.model = model

@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import datetime
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.contrib import admin, messages
 from django.contrib.admin.options import IncorrectLookupParameters
@@ -42,6 +42,7 @@ from django.utils.text import smart_split, unescape_string_literal
 from chatapp.costs import chart as cost_chart
 from chatapp.costs import csv_file, group_totals
 from chatapp.costs import summary as cost_summary
+from chatapp.costs.admin_amounts import trimmed
 from chatapp.costs.summary import DELETED_USER, GroupTotals
 from chatapp.costs.units import CostUnit, Money
 from chatapp.models import Feedback, Generation, GenerationGroup, LedgerDay, LedgerDayGroup
@@ -284,14 +285,26 @@ class GenerationAdmin(_GenerationAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Generation | None = None) -> bool:
         return False  # the ledger is append-only (also refused by the model itself)
 
+    _TRIMMED: ClassVar[dict[str, str]] = {"cost": "cost_stored", "spend_ceiling": "ceiling_stored"}
+
     def get_fields(self, request: HttpRequest, obj: Generation | None = None) -> Any:
-        # The view page: the amount as an amount, beside the exact stored decimal.
-        fields = [name for name in super().get_fields(request, obj) if name != "cost_shown"]
+        # The view page: the amount as an amount, beside the exact stored decimal (trimmed).
+        shown = {"cost_shown", *self._TRIMMED.values()}
+        fields = [name for name in super().get_fields(request, obj) if name not in shown]
         at = fields.index("cost")
-        return [*fields[:at], "cost_shown", *fields[at:]]
+        fields = [*fields[:at], "cost_shown", *fields[at:]]
+        return [self._TRIMMED.get(name, name) if isinstance(name, str) else name for name in fields]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Generation | None = None) -> Any:
-        return (*super().get_readonly_fields(request, obj), "cost_shown")
+        return (*super().get_readonly_fields(request, obj), "cost_shown", *self._TRIMMED.values())
+
+    @admin.display(description="cost (stored)")
+    def cost_stored(self, obj: Generation) -> str:
+        return trimmed(obj.cost)
+
+    @admin.display(description="spend ceiling")
+    def ceiling_stored(self, obj: Generation) -> str:
+        return trimmed(obj.spend_ceiling)
 
     @admin.display(description="user", ordering="user_name")
     def user_shown(self, obj: Generation) -> str:

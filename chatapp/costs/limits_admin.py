@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from django import forms
 from django.contrib import admin
 
+from chatapp.costs.admin_amounts import TRIMMED_DECIMALS
 from chatapp.costs.spending_limits import Standing, period_bounds, standing
 from chatapp.costs.units import CostUnit, Money
 from chatapp.models import Generation, SpendingLimit
@@ -79,6 +80,7 @@ def _standing(limit: SpendingLimit) -> tuple[str, Standing] | None:
 @admin.register(SpendingLimit)
 class SpendingLimitAdmin(_LimitAdmin):
     form = SpendingLimitForm
+    formfield_overrides = TRIMMED_DECIMALS
     list_display = ("scope", "limit", "used_so_far", "left", "resets", "unknown_price")
     list_filter = ("unit", "period", "unknown_price")
     list_select_related = ("user", "gateway", "group")

@@ -9,9 +9,9 @@ settled cost, a crowd of answers ending together (200 at once) queued 200 render
 totals on one thread, behind which each later cost waited: a heavy user's tabs got figures
 seconds late, and the renders took a fifth of the server's time. Each tab's socket joins its
 user's group (`socket_messages.user_group_name`); the message carries the two partials rendered
-here, which the page swaps in by their ids. The rendering queries span the user's month, so it runs
-on a thread of its own, one at a time: it never waits behind, or holds up, the records thread
-that writes turns and final states.
+here, which the page swaps in by their ids. The rendering reads the running totals (a few rows:
+`running_totals`), on a thread of its own, one at a time: it never waits behind, or holds up, the
+records thread that writes turns and final states.
 """
 
 from __future__ import annotations

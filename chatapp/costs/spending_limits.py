@@ -12,12 +12,15 @@ Reservation, not read-then-write. When a generation starts (`reserve`, called wh
 created, inside that transaction), its worst case (`Ceiling`: the prompt tokens counted from the
 context at about 4 characters a token, as cost estimates count them, plus its `max_tokens`, or
 `DEFAULT_CEILING_TOKENS` when none is set, at the model's price) is checked against what each
-limit that applies has left: the settled costs of the period, plus the ceilings of generations
+limit that applies has left: the settled costs of the period (the running totals,
+`running_totals`: one statement whatever the history), plus the ceilings of generations
 still running or whose cost is still pending, plus this one's. The limit rows are locked first
 (`select_for_update`, in primary-key order), so two processes checking the same limit take turns
 and the second sees the first's reservation; on SQLite every write transaction is `IMMEDIATE`
 already, which serialises them the same way. The ceiling passed is stored on the generation
 (`Generation.spend_ceiling`): the reservation is the row itself, and ends when its cost settles.
+A priced chat answer whose full budget does not fit has its budget cut to what is left instead
+of being refused (`reserve`).
 
 A generation the limit cannot price in its unit (no price for the model, another unit, an image,
 a read aloud) follows the limit's `unknown_price` policy: refused, or allowed while anything is
@@ -32,29 +35,30 @@ stops it, with a note saying why.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from datetime import datetime, time, timedelta
+from dataclasses import dataclass, replace
+from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import transaction
-from django.db.models import Q, Sum
+from django.db.models import Exists, OuterRef, Q, Sum
 from django.utils import timezone
 
 from chatapp.costs import pricing
 from chatapp.costs.costing import CHARS_PER_TOKEN, counted_prompt_tokens
-from chatapp.costs.summary import totals
+from chatapp.costs.running_totals import SpendTotal
 from chatapp.costs.units import CostUnit, Money
 from chatapp.errors import ChatAppError
-from chatapp.models import Generation, LedgerDay, SpendingLimit
+from chatapp.models import Generation, GenerationGroup, SpendingLimit
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
 __all__ = [
     "DEFAULT_CEILING_TOKENS",
+    "MIN_ANSWER_TOKENS",
     "SPENDING_LIMIT",
     "UNWATCHED",
     "WARN_AT",
@@ -68,6 +72,7 @@ __all__ = [
     "extend",
     "period_bounds",
     "reserve",
+    "standings",
     "standings_for",
 ]
 
@@ -75,6 +80,8 @@ __all__ = [
 # docs call a safe default budget for a reasoning model (`turns.SAFE_BUDGET`). An answer that
 # goes past it extends its reservation while the limits have room (`extend`).
 DEFAULT_CEILING_TOKENS = 4_096
+# The smallest budget an answer is cut to rather than refused: fewer tokens are no answer.
+MIN_ANSWER_TOKENS = 64
 WARN_AT = Decimal("0.8")  # the share of a limit used at which the composer warns
 SPENDING_LIMIT = "spending_limit"  # `Generation.error_type` of what a limit stopped
 UNWATCHED = Decimal("Infinity")  # `extend`'s reservation for an answer no limit watches any more
@@ -118,39 +125,71 @@ def _resets(resets: datetime) -> str:
 # --- What is used -----------------------------------------------------------------------------
 
 
-def _counted(limit: SpendingLimit, user_pk: int | None) -> Q | None:
-    """Whose spend a limit counts: its gateway's, its group's, or its user's (the default:
-    `user_pk`'s); the same fields filter generations and the daily totals folded from them
-    (`LedgerDay`, whose `group_links` are its generations')."""
+def _counted(limit: SpendingLimit, user_pk: int | None) -> tuple[str, int] | None:
+    """Whose spend a limit counts, as the running totals key it: its gateway's, its group's, or
+    its user's (the default: `user_pk`'s)."""
     if limit.gateway_id is not None:
-        return Q(gateway_id=limit.gateway_id)
+        return SpendTotal.Scope.GATEWAY, limit.gateway_id
     if limit.group_id is not None:
-        return Q(group_links__group_id=limit.group_id)
+        return SpendTotal.Scope.GROUP, limit.group_id
     owner = limit.user_id if limit.user_id is not None else user_pk
-    return None if owner is None else Q(user_id=owner)
+    return None if owner is None else (SpendTotal.Scope.USER, owner)
 
 
-def _spent(scope: Q | None, unit: str, since: datetime) -> Decimal:
-    """Settled costs in `unit` since `since` (summed exactly, folded days included, as every
-    total is: `summary`), plus the ceilings of those still running or pending on a gateway
-    billing in it: a cost not known yet holds its place with its worst case.
+def _running(scope: tuple[str, int], unit: str, since: datetime) -> Q:
+    """The generations of `scope` still running or pending in `unit` since `since`."""
+    kind, key = scope
+    if kind == SpendTotal.Scope.GATEWAY:
+        whose = Q(gateway_id=key)
+    elif kind == SpendTotal.Scope.GROUP:
+        whose = Q(Exists(GenerationGroup.objects.filter(generation=OuterRef("pk"), group_id=key)))
+    else:
+        whose = Q(user_id=key)
+    return whose & Q(started_at__gte=since, gateway__cost_unit=unit)
 
-    The parts are separate statements, and a final cost is written without the limits' lock, so
-    on PostgreSQL one can commit between them. They are read in the order that makes such a row
-    count twice (the check refuses early), never nowhere: the ceilings before the settled costs,
-    and those before the folded days (`totals` reads them in that order; a pending row is never
-    folded)."""
-    if scope is None:
-        return Decimal(0)
-    rows = Generation.objects.filter(scope, started_at__gte=since)
+
+def _used(limits: list[SpendingLimit], user_pk: int | None, now: datetime | None) -> list[Decimal]:
+    """What each limit has used: the settled costs of its period in its unit (the running
+    totals: one statement for all of them), plus the worst cases of its generations still
+    running or pending (one more): a cost not known yet holds its place with its worst case.
+
+    A final cost is written without the limits' lock, so on PostgreSQL one can commit between
+    the two statements. They are read in the order that makes such a row count twice (the check
+    refuses early), never nowhere: the reservations first."""
+    scopes = [_counted(limit, user_pk) for limit in limits]
+    starts = [period_bounds(limit.period, now)[0] for limit in limits]
+    counted = [(i, scope) for i, scope in enumerate(scopes) if scope is not None]
+    if not counted:
+        return [Decimal(0) for _ in limits]
     # Worst cases, not amounts: the database's own sum will do (on SQLite, a REAL's).
-    reserved = rows.filter(
-        cost__isnull=True, cost_source=PENDING, gateway__cost_unit=unit, spend_ceiling__isnull=False
-    ).aggregate(total=Sum("spend_ceiling"))["total"]
-    folded = LedgerDay.objects.filter(scope, day__gte=since.date(), cost_unit=unit)
-    settled = totals(rows.filter(cost__isnull=False, cost_unit=unit), folded=folded).totals
-    amount = next((total.amount for total in settled if total.unit == unit), Decimal(0))
-    return amount + (Decimal(reserved) if reserved else Decimal(0))
+    reserved = Generation.objects.filter(
+        cost__isnull=True, cost_source=PENDING, spend_ceiling__isnull=False
+    ).aggregate(
+        **{
+            f"l{i}": Sum("spend_ceiling", filter=_running(scope, limits[i].unit, starts[i]))
+            for i, scope in counted
+        }
+    )
+    wanted = Q()
+    for i, (kind, key) in counted:
+        wanted |= Q(
+            scope=kind,
+            scope_key=key,
+            period=limits[i].period,
+            start=starts[i].date(),
+            unit=limits[i].unit,
+        )
+    settled: dict[tuple[str, int, str, date, str], Decimal] = {}
+    for row in SpendTotal.objects.filter(wanted):
+        found = (row.scope, row.scope_key, row.period, row.start, row.unit)
+        settled[found] = settled.get(found, Decimal(0)) + row.amount
+    used = [Decimal(0) for _ in limits]
+    for i, (kind, key) in counted:
+        limit = limits[i]
+        amount = settled.get((kind, key, limit.period, starts[i].date(), limit.unit), Decimal(0))
+        held = reserved[f"l{i}"]
+        used[i] = amount + (Decimal(held) if held else Decimal(0))
+    return used
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,13 +222,21 @@ class Standing:
 
     @property
     def whose(self) -> str:
-        return f"{self.scope_name}'s" if self.scope_name else "your"
+        """Whose limit, so that a person knows which one to ask about: "the Interns group's",
+        "the Numes gateway's", "your"."""
+        if self.limit.group is not None:
+            return f"the {self.limit.group.name} group's"
+        if self.limit.gateway is not None:
+            name = self.limit.gateway.name
+            return f"the {name}'s" if name.lower().endswith("gateway") else f"the {name} gateway's"
+        return "your"
 
     def summary(self) -> str:
         """'$3.20 of $10.00 left this month', 'Team Research: $120.00 of $500.00 left ...'."""
         left, amount = Money(self.left, self.unit), Money(self.limit.amount, self.unit)
         prefix = f"{self.scope_name}: " if self.scope_name else ""
-        return f"{prefix}{left} of {amount} left {_period_words(self.limit.period)}"
+        period = _period_words(self.limit.period)
+        return f"{prefix}{left.rounded()} of {amount.rounded()} left {period}"
 
     def reset_words(self) -> str:
         return f"it resets on {_resets(self.resets)}"
@@ -200,14 +247,23 @@ class Standing:
         period = _period_words(self.limit.period)
         return (
             f"You have used {min(share, 100)}% of {self.whose} spending limit {period}: "
-            f"{left} left; {self.reset_words()}."
+            f"{left.rounded()} left; {self.reset_words()}."
         )
 
 
+def standings(
+    limits: list[SpendingLimit], user_pk: int | None, now: datetime | None = None
+) -> list[Standing]:
+    """Where each of `limits` stands for `user_pk`: two statements for all of them."""
+    used = _used(limits, user_pk, now)
+    return [
+        Standing(limit, spent, *period_bounds(limit.period, now))
+        for limit, spent in zip(limits, used, strict=True)
+    ]
+
+
 def standing(limit: SpendingLimit, user_pk: int | None, now: datetime | None = None) -> Standing:
-    start, resets = period_bounds(limit.period, now)
-    used = _spent(_counted(limit, user_pk), limit.unit, start)
-    return Standing(limit, used, start, resets)
+    return standings([limit], user_pk, now)[0]
 
 
 # --- Which limits apply -----------------------------------------------------------------------
@@ -261,7 +317,7 @@ def standings_for(user: User, now: datetime | None = None) -> list[Standing]:
         | Q(group__in=Group.objects.filter(user=user.pk).values("pk"))
     )
     rows = SpendingLimit.objects.filter(scope).select_related("gateway", "group")
-    return [standing(limit, user.pk, now) for limit in _without_replaced(list(rows))]
+    return standings(_without_replaced(list(rows)), user.pk, now)
 
 
 # --- The worst case ---------------------------------------------------------------------------
@@ -328,13 +384,16 @@ class SpendWatch:
     ceiling: Ceiling
     reserved: Decimal
     limit_pks: tuple[int, ...]
+    capped_by: str = ""
+    """The limit that cut the answer's budget to what it had left ("the Interns group's
+    spending limit"); "" when none did."""
 
     def cost_so_far(self, characters: int) -> Decimal:
         return self.ceiling.cost_of(math.ceil(characters / CHARS_PER_TOKEN))
 
 
 def _used_up(standing: Standing) -> str:
-    amount = Money(standing.limit.amount, standing.unit)
+    amount = Money(standing.limit.amount, standing.unit).rounded()
     period = "a day" if standing.limit.period == Period.DAY else "a month"
     return (
         f"{_capitalized(standing.whose)} spending limit of {amount} {period} is used up; "
@@ -343,8 +402,8 @@ def _used_up(standing: Standing) -> str:
 
 
 def _refusal(standing: Standing, ceiling: Ceiling, what: str) -> str:
-    left = Money(standing.left, standing.unit)
-    amount = Money(standing.limit.amount, standing.unit)
+    left = Money(standing.left, standing.unit).rounded()
+    amount = Money(standing.limit.amount, standing.unit).rounded()
     period = "a day" if standing.limit.period == Period.DAY else "a month"
     if standing.left <= 0:
         return _used_up(standing)
@@ -355,9 +414,17 @@ def _refusal(standing: Standing, ceiling: Ceiling, what: str) -> str:
             f"limit of {amount} {period} refuses what it cannot price; {left} is left, and "
             f"{standing.reset_words()}."
         )
+    if what == "answer" and ceiling.completion_tokens > MIN_ANSWER_TOKENS:  # not cut: `reserve`
+        short = Money(ceiling.cost_of(MIN_ANSWER_TOKENS), ceiling.unit).rounded()
+        return (
+            f"Even a short answer ({MIN_ANSWER_TOKENS} tokens) to this conversation would cost "
+            f"about {short}, more than the {left} left of {standing.whose} spending limit of "
+            f"{amount} {period}; {standing.reset_words()}."
+        )
     return (
-        f"This {what} could cost up to {Money(cost, ceiling.unit)}, more than the {left} left of "
-        f"{standing.whose} spending limit of {amount} {period}; {standing.reset_words()}."
+        f"This {what} could cost up to {Money(cost, ceiling.unit).rounded()}, more than the "
+        f"{left} left of {standing.whose} spending limit of {amount} {period}; "
+        f"{standing.reset_words()}."
     )
 
 
@@ -378,10 +445,23 @@ def check_not_used_up(user_pk: int, gateway_pk: int | None, unit: str) -> None:
     generations on gateway `gateway_pk` has nothing left, which `reserve` refuses whatever the
     generation costs: said before anything costly is done for one (its files read). Unlocked:
     `reserve` still decides for what passes."""
-    for limit in applicable(user_pk, gateway_pk):
-        state = standing(limit, user_pk)
-        if limit.unit == unit and state.left <= 0:
+    limits = applicable(user_pk, gateway_pk)
+    for state in standings(limits, user_pk) if limits else ():
+        if state.limit.unit == unit and state.left <= 0:
             raise SpendingLimitReached(_used_up(state))
+
+
+def _affordable(ceiling: Ceiling, state: Standing) -> int:
+    """The completion tokens what `state` has left pays for after the prompt, at the price of
+    `ceiling` (a priced one, in the limit's unit); -1 when the prompt alone is too much."""
+    assert ceiling.prompt_price is not None
+    assert ceiling.completion_price is not None
+    room = state.limit.amount - state.used - ceiling.prompt_tokens * ceiling.prompt_price
+    if room < 0:
+        return -1
+    if ceiling.completion_price <= 0:
+        return ceiling.completion_tokens
+    return min(ceiling.completion_tokens, math.floor(room / ceiling.completion_price))
 
 
 def reserve(
@@ -389,26 +469,43 @@ def reserve(
 ) -> SpendWatch | None:
     """Check a generation's `ceiling` against every limit that applies, under their locks (call
     inside the transaction that creates its row, and store `reserved` on it as its
-    `spend_ceiling`); `SpendingLimitReached` when one would be crossed. None: no limit applies."""
+    `spend_ceiling`); `SpendingLimitReached` when one would be crossed. None: no limit applies.
+
+    A priced chat answer whose worst case would cross a limit that still has room for
+    `MIN_ANSWER_TOKENS` is not refused: its budget is cut to what the tightest limit affords
+    (`SpendWatch.ceiling.completion_tokens`, sent upstream as its `max_tokens`; `capped_by`
+    names the limit, which the answer's note says when it is cut there). Reserving the full
+    budget refused every answer under a small limit while the sidebar said most of it was left
+    (#45)."""
     limits = applicable(user_pk, gateway_pk, lock=True)
     if not limits:
         return None
     what = _WHAT.get(Generation.Kind(kind), "answer")
     cost = ceiling.amount
-    watched: list[int] = []
-    for limit in limits:
-        state = standing(limit, user_pk)
+    watched: list[Standing] = []
+    over: list[Standing] = []
+    for state in standings(limits, user_pk):
+        limit = state.limit
         if cost is None or limit.unit != ceiling.unit:
             refuses = limit.unknown_price == SpendingLimit.UnknownPrice.REFUSE
             if refuses or (limit.unit == ceiling.unit and state.left <= 0):
                 raise SpendingLimitReached(_refusal(state, ceiling, what))
             continue
         if state.used + cost > limit.amount:
-            raise SpendingLimitReached(_refusal(state, ceiling, what))
-        watched.append(limit.pk)
+            over.append(state)
+        watched.append(state)
     if cost is None or not watched:
         return None
-    return SpendWatch(ceiling, cost, tuple(watched))
+    capped_by = ""
+    if over:
+        tightest = min(over, key=lambda state: _affordable(ceiling, state))
+        tokens = _affordable(ceiling, tightest)
+        if kind != Generation.Kind.CHAT or tokens < MIN_ANSWER_TOKENS:
+            raise SpendingLimitReached(_refusal(tightest, ceiling, what))
+        ceiling = replace(ceiling, completion_tokens=tokens)
+        cost = ceiling.cost_of(tokens)
+        capped_by = f"{tightest.whose} spending limit"
+    return SpendWatch(ceiling, cost, tuple(state.limit.pk for state in watched), capped_by)
 
 
 def extend(
@@ -430,8 +527,8 @@ def extend(
             .first()
         ) or Decimal(0)
         room: Decimal | None = None
-        for limit in limits:
-            free = limit.amount - (standing(limit, user_pk).used - mine)
+        for state in standings(limits, user_pk):
+            free = state.limit.amount - (state.used - mine)
             room = free if room is None else min(room, free)
         if room is None or room <= cost_so_far:
             return None
@@ -443,13 +540,13 @@ def extend(
 def stop_note(watch: SpendWatch, user_pk: int) -> str:
     """Why an answer was stopped at its limit: the first of its limits with nothing left."""
     limits = SpendingLimit.objects.filter(pk__in=watch.limit_pks).select_related("gateway", "group")
-    states = [standing(limit, user_pk) for limit in limits]
+    states = standings(list(limits), user_pk)
     tightest = min(states, key=lambda state: state.left, default=None)
     if tightest is None:
         return "This answer reached a spending limit."
     amount = Money(tightest.limit.amount, tightest.unit)
     return (
-        f"this answer reached {tightest.whose} spending limit of {amount} "
+        f"this answer reached {tightest.whose} spending limit of {amount.rounded()} "
         f"{'a day' if tightest.limit.period == Period.DAY else 'a month'}; "
         f"{tightest.reset_words()}."
     )

@@ -13,14 +13,14 @@ converted, and always marked as such.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 
 from django.conf import settings
 from django.db import models
 
 from gateway_client.dialects import facts_for
 
-__all__ = ["CostUnit", "Money", "default_unit", "exact", "stream_unit"]
+__all__ = ["CostUnit", "Money", "default_unit", "exact", "is_dollars", "stream_unit"]
 
 
 class CostUnit(models.TextChoices):
@@ -32,6 +32,13 @@ class CostUnit(models.TextChoices):
 
 
 _MICRO = Decimal("0.000001")
+_CENT = Decimal("0.01")
+_SUFFIX = {CostUnit.SAT: "sat", CostUnit.PNP: "PnP", CostUnit.CREDITS: "credits"}
+
+
+def is_dollars(unit: str) -> bool:
+    """Whether amounts in `unit` are dollars exactly (micro-USD are): added up with each other."""
+    return unit in (CostUnit.USD, CostUnit.MICRO_USD)
 
 
 def default_unit(dialect: str | None) -> CostUnit:
@@ -80,6 +87,24 @@ class Money:
             case CostUnit.PNP:
                 return f"{_digits(self.amount)} PnP"
         return f"{_digits(self.amount)} credits"
+
+    def rounded(self) -> str:
+        """For a person to read (the admin keeps `str`'s exact figures): three significant
+        digits below one, cents (hundredths) above; a dollar amount with at least two places,
+        and never rounded to nothing: $0.00702, $0.17, $12.35, 0.000322 PnP, 1,234.5 sat."""
+        dollars = is_dollars(self.unit)
+        amount = self.amount * _MICRO if self.unit == CostUnit.MICRO_USD else self.amount
+        if abs(amount) >= 1 or not amount:
+            shown = amount.quantize(_CENT, ROUND_HALF_UP)
+        else:
+            digits = amount.adjusted()  # -3 for 0.00702
+            shown = amount.quantize(Decimal(1).scaleb(digits - 2), ROUND_HALF_UP)
+        text = f"{shown:,f}"
+        if not dollars:
+            text = text.rstrip("0").rstrip(".") if "." in text else text
+            return f"{text} {_SUFFIX[self.unit]}"
+        whole, _, places = text.partition(".")
+        return f"${whole}.{places.rstrip('0').ljust(2, '0')}"
 
     def converted(self) -> Money | None:
         """In the operator's display currency, when they set a rate for this unit."""

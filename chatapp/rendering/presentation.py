@@ -100,6 +100,13 @@ def finish_note(generation: Generation) -> FinishNote | None:
                 "The token budget ran out while the model was thinking, before it answered.",
                 larger_budget=larger_budget(generation) is not None,
             )
+        case "length" if generation.budget_capped_by:
+            tokens = generation.max_tokens or generation.completion_tokens
+            budget = f"{tokens:,} tokens, " if tokens else ""
+            return FinishNote(
+                f"The answer was cut off at the budget ({budget}all that "
+                f"{generation.budget_capped_by} had left allowed)."
+            )
         case "length":
             tokens = generation.completion_tokens or generation.max_tokens
             budget = f" ({tokens:,} tokens)" if tokens else ""

@@ -5,11 +5,13 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from decimal import Decimal
 from typing import Any
 
 import pytest
 from playwright.sync_api import expect
 
+from chatapp.costs.units import CostUnit, Money
 from tests.waiting import poll
 
 from .conftest import (
@@ -80,7 +82,9 @@ def test_send_streams_token_by_token_and_shows_the_record(alice: Any, server_url
     assert cost, f"the answer's cost in dollars (Numes USD credits): {meta!r}"
     assert "first token" in meta
     # The conversation's running total follows the answer's cost, without a reload.
-    expect(alice.locator("#conversation-spend")).to_contain_text(f"This conversation: {cost[0]}")
+    # (rounded for reading there: `Money.rounded`; the answer's own figure is exact).
+    rounded = Money(Decimal(cost[0][1:]), CostUnit.USD).rounded()
+    expect(alice.locator("#conversation-spend")).to_contain_text(f"This conversation: {rounded}")
     # The month's total is the page's (other tests' answers of this user count too).
     alice.reload()
     expect(alice.locator("#month-spend")).to_contain_text(

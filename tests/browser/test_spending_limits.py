@@ -1,6 +1,7 @@
 """Spending limits in Chromium: the sidebar says what is left, the figure and the 80% warning
 under the composer follow an answer's cost as it settles (pushed over the page's socket, no
-reload), and an answer whose worst case does not fit is refused in the composer in words."""
+reload), an answer whose full budget does not fit is asked for what is left and says so where it
+stops, and one that cannot fit at all is refused in the composer in words (#45)."""
 
 from __future__ import annotations
 
@@ -76,27 +77,38 @@ def test_the_left_figure_and_the_warning_follow_a_settled_cost(
     page = sign_in(browser, server_url, limited_user)
     try:
         left = page.locator("#sidebar-spend .limit-left")
-        expect(left).to_have_text("$0.20001 of $1.00 left this month")
+        expect(left).to_have_text("$0.20 of $1.00 left this month")  # $0.20001, rounded
         expect(page.locator("#limit-warning")).to_be_empty()
 
         answer = send(page, "Say hello.", "emulator/chat")
         expect(answer).to_have_attribute("data-status", "completed", timeout=20_000)
-        # The cost settled: the figures change in place, with no page load.
-        expect(left).not_to_have_text("$0.20001 of $1.00 left this month", timeout=10_000)
-        assert re.fullmatch(r"\$0\.19\d+ of \$1\.00 left this month", left.inner_text())
+        # The cost settled: past 80%, the warning appears in place, with no page load.
         warning = page.locator("#limit-warning")
         expect(warning).to_contain_text(
-            "You have used 80% of your spending limit this month: $0.19"
+            "You have used 80% of your spending limit this month: $0.20 left; it resets on 1 ",
+            timeout=10_000,
         )
-        expect(warning).to_contain_text("left; it resets on 1 ")
         expect(left).to_have_class(re.compile(r"\bnear\b"))
         assert page.evaluate("performance.getEntriesByType('navigation').length") == 1
 
-        # A worst case that does not fit what is left is refused before anything is sent.
-        refused = send_refused(page, "Tell me everything.", "emulator/long")
+        # Its full budget (4,096 tokens at $0.001) does not fit the $0.20 left: it is asked for
+        # what is left instead, and says so where it stops.
+        page.goto(f"{server_url}/")
+        long = send(page, "Tell me everything.", "emulator/long")
+        expect(long).to_have_attribute("data-status", "completed", timeout=30_000)
+        expect(long).to_contain_text(
+            re.compile(
+                r"The answer was cut off at the budget \(\d+ tokens, all that your spending "
+                r"limit had left allowed\)\."
+            )
+        )
+
+        # Not even a short answer fits after a prompt this long: refused before it is sent.
+        refused = send_refused(page, "Tell me everything. " * 60, "emulator/long")
         assert re.fullmatch(
-            r"This answer could cost up to \$4\.\d+, more than the \$0\.19\d+ left of your "
-            r"spending limit of \$1\.00 a month; it resets on 1 \w+ at 00:00 UTC\.",
+            r"Even a short answer \(64 tokens\) to this conversation would cost about "
+            r"\$0\.\d+, more than the \$0\.20 left of your spending limit of \$1\.00 a month; "
+            r"it resets on 1 \w+ at 00:00 UTC\.",
             refused,
         ), refused
         screenshots(page, "spending-limits", close_drawer)

@@ -26,7 +26,14 @@ from chatapp.costs import csv_file
 from chatapp.costs import summary as cost_summary
 from chatapp.costs.units import CostUnit, Money
 from chatapp.gateways import key_vault
-from chatapp.models import Conversation, Gateway, Generation, Message, ModelPrice
+from chatapp.models import (
+    Conversation,
+    Gateway,
+    Generation,
+    Message,
+    ModelPrice,
+    SpendingLimit,
+)
 
 SUMMARY = "admin:chatapp_generation_summary"
 EXPORT = "admin:chatapp_generation_export"
@@ -177,6 +184,31 @@ def test_generations_cannot_be_added_or_changed(admin: Client, alice: Any, numes
         reverse("admin:chatapp_generation_add")
         not in admin.get(reverse(CHANGELIST)).content.decode()
     )
+
+
+@pytest.mark.django_db
+def test_the_admins_amounts_are_exact_without_trailing_zeros(
+    admin: Client, alice: Any, numes: Gateway
+) -> None:
+    """#45: "0.000400000000000" in the admin: every figure exact, its trailing zeros dropped."""
+    generation = record(alice, numes, cost="0.0004")
+    Generation.objects.filter(pk=generation.pk).update(spend_ceiling=Decimal("0.0123"))
+    page = admin.get(reverse("admin:chatapp_generation_change", args=[generation.pk]))
+    html = page.content.decode()
+    assert "0.000400000000000" not in html
+    assert '<div class="readonly">0.0004</div>' in html  # the stored decimal
+    assert '<div class="readonly">$0.0004</div>' in html  # the amount
+    assert '<div class="readonly">0.0123</div>' in html  # the spend ceiling
+    price = ModelPrice.objects.create(
+        gateway=numes, model="numes/a", prompt=Decimal("0.0004"), completion=Decimal(2)
+    )
+    form = admin.get(reverse("admin:chatapp_modelprice_change", args=[price.pk])).content.decode()
+    assert 'value="0.0004"' in form
+    assert 'value="2"' in form
+    limit = SpendingLimit.objects.create(user=alice, unit="usd", amount=Decimal("12.5"))
+    form = admin.get(reverse("admin:chatapp_spendinglimit_change", args=[limit.pk])).content
+    assert 'value="12.5"' in form.decode()
+    assert "12.500000000000000" not in form.decode()
 
 
 @pytest.mark.django_db

@@ -89,8 +89,8 @@ async def test_the_members_share_the_groups_limit_beside_their_own(alice: Any, b
         await sync_to_async(reserve)(bob.pk)
     _, resets = period_bounds("month")
     assert str(refusal.value) == (
-        "This answer could cost up to $0.30, more than the $0.25 left of Team Research's "
-        f"spending limit of $1.00 a month; it resets on 1 {resets:%B} at 00:00 UTC."
+        "This answer could cost up to $0.30, more than the $0.25 left of the Team Research "
+        f"group's spending limit of $1.00 a month; it resets on 1 {resets:%B} at 00:00 UTC."
     )
     # Once she left, the group's limit is not hers, and what she spends is not the group's.
     await alice.groups.aremove(group)
@@ -112,7 +112,7 @@ async def test_a_send_past_the_groups_limit_is_refused_in_words_and_nothing_goes
     )
     _, resets = period_bounds("month")
     assert refused(response) == (
-        "Team Research&#x27;s spending limit of $1.00 a month is used up; it resets on "
+        "The Team Research group&#x27;s spending limit of $1.00 a month is used up; it resets on "
         f"1 {resets:%B} at 00:00 UTC."
     )
     assert upstream.new() == []

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from chatapp.access.rate_limits import RateLimited, check_generation_start
 from chatapp.costs import csv_file, ledger
-from chatapp.costs.spend import month_spend
+from chatapp.costs.spend import SpendLine, month_spend
 from chatapp.costs.summary import CostSummary, GroupTotals
 from chatapp.errors import ChatAppError, LedgerIsAppendOnly
 from chatapp.models import Conversation, Gateway, Generation, LedgerDay, Message, ReadAloudAudio
@@ -92,6 +92,12 @@ def amounts(totals: GroupTotals) -> dict[str, Decimal]:
     return {total.unit.value: total.amount for total in totals.totals}
 
 
+def line_amounts(line: SpendLine) -> dict[str, Decimal]:
+    """A spend line's amounts: its dollars, and each other unit's."""
+    found = {other.money.unit.value: other.money.amount for other in line.others}
+    return found | ({"usd": line.dollars.amount} if line.dollars else {})
+
+
 # --- Deleting conversations and users ---------------------------------------------------------
 
 
@@ -106,7 +112,7 @@ def test_deleting_conversations_keeps_their_generations_and_the_months_spend(
     client.force_login(alice)
     before = month_spend(alice)
     page = client.get(reverse("chat:home")).content.decode()
-    assert "$6.5003416" in page
+    assert 'Your spend this month: <span class="amount">$6.50</span>' in page
 
     for conversation in conversations:
         response = client.post(reverse("chat:delete", args=[conversation.pk]))
@@ -120,8 +126,8 @@ def test_deleting_conversations_keeps_their_generations_and_the_months_spend(
         (alice.pk, "alice", None, None)
     }
     assert month_spend(alice) == before
-    assert amounts(before) == {"usd": Decimal("6.5003416")}
-    assert "$6.5003416" in client.get(reverse("chat:home")).content.decode()
+    assert line_amounts(before) == {"usd": Decimal("6.5003416")}
+    assert "$6.50</span>" in client.get(reverse("chat:home")).content.decode()
 
 
 def test_deleting_a_user_keeps_their_costs_under_their_name(
@@ -301,7 +307,7 @@ def test_folding_within_this_month_keeps_the_sidebars_spend(
 
     assert not Generation.objects.exists()
     assert [month_spend(alice), month_spend(bob)] == before
-    assert amounts(before[0]) == {"usd": Decimal("12.6000081")}
+    assert line_amounts(before[0]) == {"usd": Decimal("12.6000081")}
 
 
 def test_a_deleted_users_folded_rows_keep_their_name(

@@ -18,6 +18,8 @@ from gateway_client.emulator import EmulatorURL
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
+MATCH = "The running totals match the ledger.\n"  # the check after settling (`totals_check`)
+
 
 @pytest.fixture(autouse=True)
 def quick_records(settings: Any) -> None:
@@ -74,8 +76,8 @@ def test_pending_costs_come_from_the_records_and_a_second_run_changes_nothing(
     assert row.cost == exact(record.to_api()["data"]["total_cost"])
     assert row.cost_unit == "usd"
     assert f"generation {row.pk} ({upstream_id}): generation record: $" in out
-    assert out.endswith("Settled 1 of 1 pending cost(s).\n")
-    assert reconcile().endswith("Settled 0 of 0 pending cost(s).\n")
+    assert out.endswith("Settled 1 of 1 pending cost(s).\n" + MATCH)
+    assert reconcile().endswith("Settled 0 of 0 pending cost(s).\n" + MATCH)
     assert Generation.objects.get(pk=generation.pk).cost == row.cost
 
 
@@ -87,7 +89,7 @@ def test_a_dry_run_says_what_would_change_and_writes_nothing(
     generation = pending(alice, upstream_id)
     out = reconcile("--dry-run")
     assert "generation record: $" in out
-    assert out.endswith("Would settle 1 of 1 pending cost(s).\n")
+    assert out.endswith("Would settle 1 of 1 pending cost(s).\n" + MATCH)
     row = Generation.objects.get(pk=generation.pk)
     assert (row.cost_source, row.cost, row.reconcile_attempts) == ("pending", None, 0)
 
@@ -151,5 +153,5 @@ def test_in_progress_then_final(alice: Any, emulator_url: EmulatorURL) -> None:
 def test_since_limits_the_run(alice: Any) -> None:
     generation = pending(alice, "gen-old")
     Generation.objects.filter(pk=generation.pk).update(started_at="2020-01-01T00:00:00Z")
-    assert reconcile("--since", "7d").endswith("Settled 0 of 0 pending cost(s).\n")
-    assert reconcile("--since", "2019-12-31").endswith("of 1 pending cost(s).\n")
+    assert reconcile("--since", "7d").endswith("Settled 0 of 0 pending cost(s).\n" + MATCH)
+    assert reconcile("--since", "2019-12-31").endswith("of 1 pending cost(s).\n" + MATCH)

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from chatapp.asgi import application
 from chatapp.conversations.turns import Answerer, TurnRequest, create_turn, first_context
-from chatapp.costs import spending_limits
+from chatapp.costs import spending_limits, totals_check
 from chatapp.costs.spending_limits import Ceiling, SpendingLimitReached, ceiling_for, period_bounds
 from chatapp.costs.units import CostUnit, Money
 from chatapp.gateways import catalog, configs, key_vault
@@ -91,7 +91,14 @@ async def spent(user: Any, amount: str, *, ago: datetime.timedelta | None = None
     if ago is not None:
         when = timezone.now() - ago
         await Generation.objects.filter(pk=generation.pk).aupdate(started_at=when)
+        await repaired()
     return generation
+
+
+async def repaired() -> None:
+    """The running totals set to the ledger's sums (as `reconcile_costs` does), after a test
+    wrote the ledger behind their back (moved a generation in time, made a folded day)."""
+    await sync_to_async(totals_check.check)()
 
 
 async def open_socket(user: Any, conversation_pk: int) -> WebsocketCommunicator:
@@ -196,6 +203,7 @@ async def test_spend_folded_into_daily_totals_still_counts(alice: Any) -> None:
         cost_high=high,
         cost_low=low,
     )
+    await repaired()
     await spent(alice, "0.1")
     await limit("1", user=alice)
     [state] = await sync_to_async(spending_limits.standings_for)(alice)
@@ -267,21 +275,50 @@ async def test_a_send_over_the_limit_is_refused_in_words_and_nothing_goes_upstre
     alice: Any, upstream: UpstreamLog
 ) -> None:
     await priced("emulator/chat")
-    await spent(alice, "0.75")
+    await spent(alice, "0.999")
     await limit("1", user=alice)
     client = await logged_in(alice)
     response = await client.post(
         reverse("chat:send_new"), {"content": "Otters?", "model": "emulator/chat"}, headers=HTMX
     )
     _, resets = period_bounds("month")
-    cost = Decimal(2) * DEAR + spending_limits.DEFAULT_CEILING_TOKENS * DEAR
     assert refused(response) == (
-        f"This answer could cost up to ${cost.normalize():f}, more than the $0.25 left of your "
-        f"spending limit of $1.00 a month; it resets on 1 {resets:%B} at 00:00 UTC."
+        "Even a short answer (64 tokens) to this conversation would cost about $0.066, more than "
+        f"the $0.001 left of your spending limit of $1.00 a month; it resets on 1 {resets:%B} at "
+        "00:00 UTC."
     )
     assert upstream.new() == []
     assert await Conversation.objects.acount() == 0
     assert await Generation.objects.acount() == 1  # the spend before, and no refused row
+
+
+async def test_a_send_past_the_limit_is_cut_to_what_is_left_and_says_so(
+    alice: Any, upstream: UpstreamLog
+) -> None:
+    """#45: with $0.25 of $1.00 left, an answer whose full budget (4,096 tokens) would cost more
+    is not refused: it is asked for what the $0.25 pays, and its note says why it stopped."""
+    await priced("emulator/long")
+    await spent(alice, "0.75")
+    await limit("1", user=alice)
+    client = await logged_in(alice)
+    response = await client.post(
+        reverse("chat:send_new"), {"content": "Otters?", "model": "emulator/long"}, headers=HTMX
+    )
+    assert response.get("HX-Retarget") != "#composer-error"
+    record = await upstream.one(scenario="long")
+    affordable = int((Decimal("0.25") - 2 * DEAR) / DEAR)  # "Otters?" is 2 tokens counted
+    assert record.max_tokens == affordable == 248
+    await upstream.finished(record)
+    await workers_done()
+    generation = await Generation.objects.select_related("message").aget(model="emulator/long")
+    assert generation.finish_reason == "length"
+    assert generation.max_tokens == 248
+    assert generation.budget_capped_by == "your spending limit"
+    page = (await client.get(reverse("chat:message", args=[generation.message_id]))).content
+    assert (
+        "The answer was cut off at the budget (248 tokens, all that your spending limit had "
+        "left allowed)."
+    ) in page.decode()
 
 
 async def test_the_conversations_budget_is_its_ceiling_and_a_limit_with_room_starts_it(
@@ -376,8 +413,7 @@ async def test_an_unknown_price_is_allowed_or_refused_as_the_limit_says(
     text = refused(await client.post(reverse("chat:send_new"), data, headers=HTMX))
     assert text.startswith(
         "This answer cannot be priced (no price is known for emulator/echo), and your spending "
-        "limit of $1.000000 a month refuses what it cannot price; $1.000000 is left, and it "
-        "resets on 1 "
+        "limit of $1.00 a month refuses what it cannot price; $1.00 is left, and it resets on 1 "
     )
     assert upstream.new() == []
     policy.unknown_price = SpendingLimit.UnknownPrice.ALLOW
@@ -388,10 +424,11 @@ async def test_an_unknown_price_is_allowed_or_refused_as_the_limit_says(
     generation = await Generation.objects.aget()
     assert generation.spend_ceiling is None  # nothing to reserve: its cost counts once settled
     await workers_done()
-    await Generation.objects.filter(pk=generation.pk).aupdate(cost=1000000)
+    await Generation.objects.filter(pk=generation.pk).aupdate(cost=1000000, cost_unit="micro_usd")
+    await repaired()
     # Used up: even allowed, an unpriced answer waits for the reset.
     text = refused(await client.post(reverse("chat:send_new"), data, headers=HTMX))
-    assert text.startswith("Your spending limit of $1.000000 a month is used up")
+    assert text.startswith("Your spending limit of $1.00 a month is used up")
 
 
 async def test_a_limit_in_another_unit_or_on_another_gateway_does_not_count_this_one(
@@ -421,7 +458,7 @@ async def test_a_users_own_limit_replaces_the_default_and_a_gateways_counts_ever
         await reserve(bob.pk, row.pk, ceiling)
     await SpendingLimit.objects.filter(user=None).adelete()
     await limit("0.02", gateway=row)  # bob's 0.01 counts against alice too
-    with pytest.raises(SpendingLimitReached, match=f"left of {row.name}'s spending limit of"):
+    with pytest.raises(SpendingLimitReached, match=f"left of the {row.name}'s spending limit of"):
         await reserve(alice.pk, row.pk, ceiling)
 
 
@@ -660,7 +697,7 @@ async def test_a_settled_cost_pushes_the_new_spend_to_every_socket_of_its_user(
     html = pushed["html"]
     assert '<div id="sidebar-spend"' in html
     assert 'id="limit-warning"' in html
-    left = Money(Decimal(1) - Decimal("0.8") - settled.cost, CostUnit.USD)
+    left = Money(Decimal(1) - Decimal("0.8") - settled.cost, CostUnit.USD).rounded()
     assert f'<p class="limit-left near">{left} of $1.00 left this month</p>' in html
     assert f"You have used 80% of your spending limit this month: {left} left; it resets" in html
     assert await bobs.receive_nothing(timeout=0.5)

@@ -20,6 +20,7 @@ SUITES = [
     "tests/chatapp/test_spending_limits.py",  # the limits' row locks, on the database that has them
     "tests/chatapp/test_group_limits.py",  # a group limit's lock, shared by its members
     "tests/chatapp/test_ledger.py",  # folding's exact sums and row locks, on numeric and bigint
+    "tests/chatapp/test_running_totals.py",  # concurrent upserts of the running totals
 ]
 DESELECT = "not stalled"  # deadlines, not the database: already covered on SQLite
 

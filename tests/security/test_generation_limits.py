@@ -10,10 +10,12 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 from django.urls import reverse
 from django.utils import timezone
 
+from chatapp.access import rate_limits
 from chatapp.models import Generation, Message
 from chatapp.streaming import worker
 
@@ -109,3 +111,24 @@ async def test_sends_at_once_past_the_limit_reach_the_gateway_no_more_than_the_l
     assert len(refused) == 15
     assert await Generation.objects.filter(user=alice).acount() == 30
     assert len(CHAT_MODELS_ASKED) - asked_before == 30
+
+
+async def test_a_burst_of_admissions_says_the_real_wait(alice: Any, settings: Any) -> None:
+    """#45: sends admitted at once (their requests left, their rows not yet written) fill the
+    minute: the refusal says about a minute, not "try again in 1 s"."""
+    settings.CHAT_GENERATIONS_PER_MINUTE = LIMIT
+    held = [await sync_to_async(rate_limits.admit)(alice) for _ in range(LIMIT)]
+    try:
+        with pytest.raises(rate_limits.RateLimited) as refused:
+            await sync_to_async(rate_limits.check_generation_start)(alice)
+        assert refused.value.retry_after >= 59
+        assert str(refused.value).endswith(f"try again in {refused.value.retry_after} s.")
+        # One on record since: its row's start counts, the others' admissions still do.
+        generation = await Generation.objects.acreate(user=alice, model="ok")
+        held[0].record(generation.pk)
+        with pytest.raises(rate_limits.RateLimited) as again:
+            await sync_to_async(rate_limits.check_generation_start)(alice)
+        assert again.value.retry_after >= 59
+    finally:
+        for admission in held:
+            admission.release()

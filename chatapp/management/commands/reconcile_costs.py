@@ -1,8 +1,11 @@
-"""`manage.py reconcile_costs`: settle every cost still pending (for cron).
+"""`manage.py reconcile_costs`: settle every cost still pending (for cron), then check the
+running totals against the ledger.
 
 Asks the gateway's generation record where it keeps one, else estimates or states the reason
 (see `chatapp.costs.costing`). A gateway that is down leaves its costs pending for a later run;
-running it twice changes nothing the first run settled.
+running it twice changes nothing the first run settled. Every running total
+(`running_totals.SpendTotal`) that differs from the ledger's sum is reported, and repaired
+unless `--dry-run` (`totals_check`).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
-from chatapp.costs import reconcile
+from chatapp.costs import reconcile, totals_check
 from chatapp.costs.costing import Lookup, record_expected, settle_cost_now
 from chatapp.gateways.clients import close_clients, shared_client
 from chatapp.gateways.configs import GatewayConfig, GatewayUnavailable, config_for
@@ -104,3 +107,11 @@ class Command(BaseCommand):
                 self.stdout.write(f"{label}: no record yet; left pending")
         verb = "Would settle" if options["dry_run"] else "Settled"
         self.stdout.write(f"{verb} {changed} of {len(work) + skipped} pending cost(s).")
+        drifts = totals_check.check(repair=not options["dry_run"])
+        for drift in drifts:
+            self.stdout.write(f"running total {drift}")
+        if drifts:
+            verb = "would be repaired" if options["dry_run"] else "repaired"
+            self.stdout.write(f"{len(drifts)} running total(s) differed from the ledger; {verb}.")
+        else:
+            self.stdout.write("The running totals match the ledger.")
