@@ -492,3 +492,27 @@ async def test_a_snapshot_asked_after_the_end_while_the_cost_settles_is_answered
     assert answer == done
     release.set()
     await asyncio.wait_for(task, 10)
+
+
+async def test_a_burst_goes_to_browsers_in_bounded_frames_without_losing_a_byte(
+    alice: Any, settings: Any
+) -> None:
+    """A gateway's burst (here: the whole answer before the first tick) goes out as deltas of at
+    most `MAX_FRAME_TEXT` characters each, numbered one after another, whose text joins up to
+    exactly what arrived (#45: one huge delta went out whole)."""
+    settings.CHAT_DELTA_INTERVAL = 1.0  # the answer arrives whole between two ticks
+    text = "\n".join(f"word {n} 😀 ünïcode" for n in range(3000))
+    started = await start_turn(alice, text, "emulator/echo?tokens_per_second=200000&ttft_ms=5")
+    listener = await GroupListener(started.conversation.pk).join()
+    task = worker.start(started.job)
+    await listener.until("done", within=60)
+    await asyncio.wait_for(task, 30)
+    deltas = listener.deltas()
+    sizes = [len(d.get("content", "")) + len(d.get("reasoning", "")) for d in deltas]
+    assert max(sizes) == socket_messages.MAX_FRAME_TEXT, "a burst was split at the bound"
+    assert [d["seq"] for d in deltas] == list(range(1, len(deltas) + 1))
+    assert joined(deltas, "content") == text
+    done = [m for m in listener.received if m["t"] == "done"]
+    assert done[0]["seq"] == deltas[-1]["seq"]
+    message = await Message.objects.aget(generation__pk=started.generation.pk)
+    assert message.content == text
