@@ -21,6 +21,7 @@ from chatapp.streaming import worker
 from chatapp.streaming.jobs import Job
 from chatapp.ws import socket_messages
 from gateway_client.emulator import GenerationRecord
+from gateway_client.emulator.text import markdown_answer, split_tokens
 from gateway_client.events import TextDelta
 from tests.waiting import eventually
 
@@ -140,9 +141,14 @@ async def test_error_midstream_keeps_the_partial_answer(alice: Any, upstream: Up
 
 
 async def test_a_dropped_connection_is_incomplete(alice: Any, upstream: UpstreamLog) -> None:
-    generation, _ = await run_turn(alice, "hello there", "emulator/drop")
+    generation, listener = await run_turn(alice, "hello there", "emulator/drop")
     assert generation.status == "incomplete"
-    assert generation.message.content
+    # Every token received is kept, and the final render is of all of them (#45).
+    record = await settled_record(upstream, generation)
+    tokens = split_tokens(markdown_answer("hello there"))[: record.tokens_completion]
+    assert generation.message.content == "".join(tokens)  # what the emulator says it sent
+    assert joined(listener.deltas(), "content") == generation.message.content
+    assert generation.message.html.startswith("<h2>About")
     assert generation.error_type == "incomplete"
     await assert_cost_from_record(upstream, generation)
 
