@@ -182,6 +182,7 @@ def settle_and_draft(
 
 # Where a formula opens: `$$` or `\[` (display), `\(` (inline), not after a backslash.
 _DOLLARS = re.compile(r"(?<!\\)\$\$")
+_CODE_SPAN = re.compile(r"`[^`\n]*`")
 _FORMULA_OPENERS = (
     (_DOLLARS, _DOLLARS),
     (re.compile(r"(?<!\\)\\\["), re.compile(r"(?<!\\)\\\]")),
@@ -193,9 +194,14 @@ def formula_start(text: str) -> int | None:
     """Where in `text` a formula opens that is not closed yet, or None. A draft stops there: the
     formula's source shows as text as it is written (rendered half-written, its `\\,` would be
     an escaped comma, its LaTeX markdown), and is drawn as soon as it closes."""
+    code = [match.span() for match in _CODE_SPAN.finditer(text)]  # `$$` in code is text
     found = []
     for opener, closer in _FORMULA_OPENERS:
-        opens = [match.start() for match in opener.finditer(text)]
+        opens = [
+            match.start()
+            for match in opener.finditer(text)
+            if not any(start < match.start() < end for start, end in code)
+        ]
         if opener is closer:
             if len(opens) % 2:
                 found.append(opens[-1])

@@ -25,6 +25,7 @@ from chatapp.rendering.image_checks import (
 )
 from chatapp.rendering.markdown import citation
 from chatapp.streaming.live_blocks import BlockSettler, SettledChunk
+from chatapp.ws.socket_messages import frame_count
 from gateway_client.accumulator import Accumulator, Completion
 from gateway_client.events import (
     Annotation,
@@ -198,7 +199,9 @@ class LiveState:
             delta["draft"] = draft.to_wire() if draft is not None else None
         if not delta:
             return None
-        self.seq += 1
+        # A delta with more text than a frame holds goes as several, each numbered
+        # (`socket_messages.delta_frames`): its number is the last one's.
+        self.seq += frame_count(delta)
         return {"seq": self.seq, **delta}
 
     def _take_fields(self, *, last: bool) -> dict[str, object] | None:

@@ -363,18 +363,18 @@ class GenerationWorker:
     async def _send_delta(self, delta: dict[str, object] | None) -> None:
         if delta is None:
             return
-        message = socket_messages.group_message(
-            socket_messages.delta(self.job.generation_pk, delta)
-        )
-        if self._send_now is not None:  # in process: nothing to wait for, nothing to cut short
-            self._send_now(self.group, message)
-            return
-        try:
-            await _finish_despite_cancel(self.layer.group_send(self.group, message))
-        except layer_errors.LAYER_DOWN as exc:
-            # Numbered: a page sees the gap at the next delta and asks for a snapshot.
-            pk = self.job.generation_pk
-            logger.warning("Generation %s: delta %s lost (%s)", pk, delta["seq"], exc)
+        for frame in socket_messages.delta_frames(self.job.generation_pk, delta):
+            message = socket_messages.group_message(frame)
+            if self._send_now is not None:  # in process: nothing to wait for or to cut short
+                self._send_now(self.group, message)
+                continue
+            try:
+                await _finish_despite_cancel(self.layer.group_send(self.group, message))
+            except layer_errors.LAYER_DOWN as exc:
+                # Numbered: a page sees the gap at the next delta and asks for a snapshot.
+                pk = self.job.generation_pk
+                logger.warning("Generation %s: delta %s lost (%s)", pk, frame[1], exc)
+                return
 
     async def snapshot_message(self) -> dict[str, object]:
         """What a socket that asks is told: the answer so far; once the answer has ended (the

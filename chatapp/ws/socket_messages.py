@@ -6,7 +6,9 @@ message of type `chat.forward`, so a consumer forwards them without decoding or 
 
 - `[g, n, content, reasoning?, extras?]`: delta `n`, what arrived since delta `n - 1`. Deltas are
   most of the traffic, so they are a bare JSON array: ~12 bytes of envelope around the text instead
-  of ~40 for an object. Trailing empty parts are left out; `extras` is an object with any of
+  of ~40 for an object. A delta's text is at most `MAX_FRAME_TEXT` characters: a longer one (a
+  gateway's one huge chunk) goes as several deltas, numbered one after another, with the extras in
+  the last (`delta_frames`). Trailing empty parts are left out; `extras` is an object with any of
   `tool_calls`, `tool_runs`, `annotations`, `attachments` (`attachments` names kinds only:
   `image`, `file`, `audio`; the media themselves come with the final render), `settled` and
   `draft`.
@@ -148,6 +150,44 @@ def delta(generation_pk: int, fields: dict[str, object]) -> list[object]:
     elif not payload[3]:
         del payload[3]
     return payload
+
+
+# Characters of text (content and reasoning together) in one delta sent to browsers: a gateway
+# may send a whole answer in one chunk, which would reach every watching browser as one frame of
+# that size. ~16 KB is hundreds of tokens, more than a tick at any real token rate takes.
+MAX_FRAME_TEXT = 16_384
+
+
+def frame_count(fields: dict[str, object]) -> int:
+    """How many deltas `fields` (text and extras, not yet numbered) go to browsers as: the
+    numbers `LiveState` gives them."""
+    text = sum(
+        len(value) for key in ("content", "reasoning") if isinstance(value := fields.get(key), str)
+    )
+    return max(1, -(-text // MAX_FRAME_TEXT))
+
+
+def delta_frames(generation_pk: int, fields: dict[str, object]) -> list[list[object]]:
+    """`delta` in `frame_count(fields)` frames numbered up to `fields["seq"]`, each holding at
+    most `MAX_FRAME_TEXT` characters of its text, in order (the reasoning, then the content);
+    the extras go with the last, after all the text they may refer to (a settled block's end)."""
+    parts: list[dict[str, object]] = [{}]
+    room = MAX_FRAME_TEXT
+    for key in ("reasoning", "content"):
+        text = fields.get(key)
+        while isinstance(text, str) and text:
+            if not room:
+                parts.append({})
+                room = MAX_FRAME_TEXT
+            part, text = text[:room], text[room:]
+            parts[-1][key] = part
+            room -= len(part)
+    extras = {key: value for key, value in fields.items() if key not in ("content", "reasoning")}
+    parts[-1].update(extras)
+    last = fields["seq"]
+    assert isinstance(last, int)
+    first = last - len(parts) + 1
+    return [delta(generation_pk, {**part, "seq": first + n}) for n, part in enumerate(parts)]
 
 
 _EXTRAS = ("tool_calls", "tool_runs", "annotations", "attachments", "settled", "draft", "previews")

@@ -265,6 +265,22 @@ def choose_model(page: Any, model: str) -> None:
     page.get_by_label("Model").select_option(option.get_attribute("value"))
 
 
+def offer_model(page: Any, model: str) -> None:
+    """Put `model`, an emulator scenario with knobs (`emulator/tools?rounds=2`), in the picker
+    beside the scenario it tunes, as a gateway listing it would."""
+    page.evaluate(
+        """model => {
+            const base = model.split("?")[0];
+            const listed = [...document.querySelectorAll("#model option")]
+                .find(o => o.value.endsWith(":" + base));
+            const option = listed.cloneNode(true);
+            option.value = listed.value.slice(0, -base.length) + model;
+            listed.after(option);
+        }""",
+        model,
+    )
+
+
 def send(page: Any, text: str, model: str) -> Any:
     """Send `text` with `model`; the new answer's element."""
     before = page.locator("article.assistant").count()

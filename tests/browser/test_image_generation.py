@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 
 from tests.waiting import poll
 
-from .conftest import choose_model, screenshots, send, sign_in
+from .conftest import choose_model, finished, screenshots, send, sign_in
 
 pytestmark = [pytest.mark.browser]
 
@@ -77,6 +77,10 @@ def test_the_picker_offers_a_count_and_a_prompt_for_image_models(alice: Any) -> 
 def test_previews_give_way_to_the_final_images_side_by_side(
     alice: Any, paced_emulator: Any
 ) -> None:
+    # In a conversation the page already watches, so that it sees every picture as it comes.
+    # A new chat's page watches only once the conversation is swapped in, and catches up by a
+    # snapshot, which holds each image's newest picture: on a busy machine, already the final.
+    finished(alice, "warm up", "emulator/echo")
     alice.evaluate(RECORD_PICTURES)
     choose_model(alice, "emulator/image")
     alice.get_by_label("Images").select_option("2")

@@ -10,7 +10,14 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import content, finished, send, wait_for_more_text, wait_for_text
+from .conftest import (
+    content,
+    finished,
+    offer_model,
+    send,
+    wait_for_more_text,
+    wait_for_text,
+)
 
 pytestmark = [pytest.mark.browser]
 
@@ -69,7 +76,11 @@ def test_tool_calls_show_in_their_own_pane(alice: Any) -> None:
                        {subtree: true, childList: true, characterData: true});
         }"""
     )
-    send(alice, "What is the weather in Oslo?", "emulator/tools")
+    # Slow enough that the page sees it stream: a turn is read back from the database as it is
+    # rendered, so on a busy machine a quick answer could be on the page finished already.
+    model = "emulator/tools?tokens_per_second=8&ttft_ms=1000"
+    offer_model(alice, model)
+    send(alice, "What is the weather in Oslo?", model)
     answer = alice.locator("article.assistant").last
     expect(answer).to_have_attribute("data-status", "completed", timeout=20_000)
     pane = answer.get_by_role("region", name="Tool calls")

@@ -166,6 +166,11 @@ def test_a_temporary_chat_is_gone_once_its_tab_closes_and_its_cost_stays(
         expect(page.locator(f"#conversation-item-{pk}")).to_have_count(0)
         if size == "desktop":  # saved at both sizes
             screenshots(page, "temporary-chat")
+        page.locator("details.conversation-actions > summary").click()
+        expect(page.get_by_role("button", name="Rename")).to_be_visible()
+        expect(page.get_by_role("button", name="Create a share link")).to_have_count(0)
+        if size == "desktop":  # it is not kept, so it offers no share link (#45)
+            screenshots(page, "temporary-more")
         generations = manage_shell(
             server_env,
             "from chatapp.models import Generation\n"

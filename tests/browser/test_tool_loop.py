@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import ROOT, screenshots, send
+from .conftest import ROOT, offer_model, screenshots, send
 
 pytestmark = [pytest.mark.browser]
 
@@ -40,22 +40,6 @@ def calculator_by_default(server_env: dict[str, str]) -> Iterator[None]:
     yield
     manage_shell(
         server_env, "from chatapp.models import ChatDefaults; ChatDefaults.objects.all().delete()"
-    )
-
-
-def offer_model(page: Any, model: str) -> None:
-    """Put `model`, an emulator scenario with knobs (`emulator/tools?rounds=2`), in the picker
-    beside the scenario it tunes, as a gateway listing it would."""
-    page.evaluate(
-        """model => {
-            const base = model.split("?")[0];
-            const listed = [...document.querySelectorAll("#model option")]
-                .find(o => o.value.endsWith(":" + base));
-            const option = listed.cloneNode(true);
-            option.value = listed.value.slice(0, -base.length) + model;
-            listed.after(option);
-        }""",
-        model,
     )
 
 

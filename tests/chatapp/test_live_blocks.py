@@ -406,3 +406,21 @@ def _runnable(html: str) -> list[str]:
 
     Parser().feed(html)
     return found
+
+
+@pytest.mark.parametrize(
+    ("text", "opened"),
+    [
+        ("So:\n$$\nx = a\\,b", 4),
+        ("So:\n$$\nx\n$$\n", None),  # closed
+        ("a $$x$$ and $$y", 12),
+        ("Use `$$` for display math", None),  # in code: text
+        ("see \\(a\\,b", 4),
+        ("see \\(a\\) then \\[b", 15),
+        ("costs \\$$5", None),  # an escaped dollar
+    ],
+)
+def test_a_draft_stops_where_a_formula_opens_that_is_not_closed(
+    text: str, opened: int | None
+) -> None:
+    assert formula_start(text) == opened

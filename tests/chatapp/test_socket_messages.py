@@ -112,3 +112,31 @@ def test_worker_bound_messages_name_the_generation() -> None:
 )
 def test_timeout_message_per_phase(phase: Any, words: str) -> None:
     assert socket_messages.timeout_message(phase, "no first token in 5 s") == words
+
+
+def test_a_long_delta_goes_as_frames_of_bounded_text_numbered_in_order() -> None:
+    """Nothing lost, nothing twice: the frames' text joins up to the delta's, reasoning and
+    content each in order, and the extras (a settled block that may end in the last frame's
+    text) come with the last, which carries the delta's number."""
+    bound = socket_messages.MAX_FRAME_TEXT
+    reasoning = "why 🤔 " * (bound // 3)
+    content = "".join(f"row {n} 😀\n" for n in range(6000))
+    state = LiveState()
+    state.apply(TextDelta("first"))
+    assert state.take_delta() is not None
+    state.apply(ReasoningDelta(reasoning))
+    state.apply(TextDelta(content))
+    state.apply(ToolCallDelta(0, "call_1", "clock", "{}"))
+    taken = state.take_delta()
+    assert taken is not None
+    frames = socket_messages.delta_frames(9, taken)
+    assert len(frames) == socket_messages.frame_count(taken) > 2
+    decoded = [socket_messages.decode(orjson.dumps(frame)) for frame in frames]
+    assert [message["seq"] for message in decoded] == list(range(2, state.seq + 1))
+    assert all(len(m.get("content", "")) + len(m.get("reasoning", "")) <= bound for m in decoded)
+    assert "".join(m.get("reasoning", "") for m in decoded) == reasoning
+    assert "".join(m.get("content", "") for m in decoded) == content
+    assert [bool(m.get("tool_calls")) for m in decoded] == [False] * (len(frames) - 1) + [True]
+    assert state.snapshot()["seq"] == decoded[-1]["seq"]  # a snapshot follows the last frame
+    small = {"seq": 3, "content": "hi"}
+    assert socket_messages.delta_frames(9, small) == [socket_messages.delta(9, small)]

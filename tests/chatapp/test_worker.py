@@ -21,6 +21,7 @@ from chatapp.streaming import worker
 from chatapp.streaming.jobs import Job
 from chatapp.ws import socket_messages
 from gateway_client.emulator import GenerationRecord
+from gateway_client.emulator.text import markdown_answer, split_tokens
 from gateway_client.events import TextDelta
 from tests.waiting import eventually
 
@@ -140,9 +141,14 @@ async def test_error_midstream_keeps_the_partial_answer(alice: Any, upstream: Up
 
 
 async def test_a_dropped_connection_is_incomplete(alice: Any, upstream: UpstreamLog) -> None:
-    generation, _ = await run_turn(alice, "hello there", "emulator/drop")
+    generation, listener = await run_turn(alice, "hello there", "emulator/drop")
     assert generation.status == "incomplete"
-    assert generation.message.content
+    # Every token received is kept, and the final render is of all of them (#45).
+    record = await settled_record(upstream, generation)
+    tokens = split_tokens(markdown_answer("hello there"))[: record.tokens_completion]
+    assert generation.message.content == "".join(tokens)  # what the emulator says it sent
+    assert joined(listener.deltas(), "content") == generation.message.content
+    assert generation.message.html.startswith("<h2>About")
     assert generation.error_type == "incomplete"
     await assert_cost_from_record(upstream, generation)
 
@@ -492,3 +498,27 @@ async def test_a_snapshot_asked_after_the_end_while_the_cost_settles_is_answered
     assert answer == done
     release.set()
     await asyncio.wait_for(task, 10)
+
+
+async def test_a_burst_goes_to_browsers_in_bounded_frames_without_losing_a_byte(
+    alice: Any, settings: Any
+) -> None:
+    """A gateway's burst (here: the whole answer before the first tick) goes out as deltas of at
+    most `MAX_FRAME_TEXT` characters each, numbered one after another, whose text joins up to
+    exactly what arrived (#45: one huge delta went out whole)."""
+    settings.CHAT_DELTA_INTERVAL = 1.0  # the answer arrives whole between two ticks
+    text = "\n".join(f"word {n} 😀 ünïcode" for n in range(3000))
+    started = await start_turn(alice, text, "emulator/echo?tokens_per_second=200000&ttft_ms=5")
+    listener = await GroupListener(started.conversation.pk).join()
+    task = worker.start(started.job)
+    await listener.until("done", within=60)
+    await asyncio.wait_for(task, 30)
+    deltas = listener.deltas()
+    sizes = [len(d.get("content", "")) + len(d.get("reasoning", "")) for d in deltas]
+    assert max(sizes) == socket_messages.MAX_FRAME_TEXT, "a burst was split at the bound"
+    assert [d["seq"] for d in deltas] == list(range(1, len(deltas) + 1))
+    assert joined(deltas, "content") == text
+    done = [m for m in listener.received if m["t"] == "done"]
+    assert done[0]["seq"] == deltas[-1]["seq"]
+    message = await Message.objects.aget(generation__pk=started.generation.pk)
+    assert message.content == text
