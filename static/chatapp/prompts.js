@@ -1,5 +1,6 @@
 // Saved prompts in the composer: typing "/" and a name in an empty message box lists the prompts
-// whose names match (a listbox under the box: arrows move, Enter or Tab inserts, Esc closes);
+// whose names match (a listbox under the box, which is its combobox: arrows move, Enter inserts,
+// Esc closes, and Tab moves on as anywhere else, closing it);
 // one with {{variables}} asks for each in a small dialog first, then the box holds its text with
 // them filled. The prompts come with the page (`#prompt-menu-data`, views.prompts.menu_data);
 // which names match and how variables are filled are prompt_text.js's.
@@ -36,7 +37,10 @@ function close() {
     element.hidden = true;
     element.replaceChildren();
   }
-  if (box) box.removeAttribute("aria-activedescendant");
+  if (box) {
+    box.removeAttribute("aria-activedescendant");
+    box.setAttribute("aria-expanded", "false");
+  }
 }
 
 function render() {
@@ -65,6 +69,7 @@ function render() {
     }),
   );
   element.hidden = false;
+  menu.box.setAttribute("aria-expanded", "true");
   menu.box.setAttribute("aria-activedescendant", `prompt-option-${menu.active}`);
   element.querySelector('[aria-selected="true"]')?.scrollIntoView({ block: "nearest" });
 }
@@ -178,7 +183,6 @@ document.addEventListener(
         render();
       },
       Enter: () => choose(menu.active),
-      Tab: () => choose(menu.active),
       Escape: () => close(),
     };
     const act = keys[event.key];

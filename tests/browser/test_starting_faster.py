@@ -94,9 +94,12 @@ def test_a_slash_prompt_is_inserted_with_its_variable_filled(
     sized(alice, size)
     box = alice.get_by_label("Message")
     box.click()
+    expect(box).to_have_attribute("role", "combobox")
+    expect(box).to_have_attribute("aria-expanded", "false")
     box.press_sequentially("/")
     menu = alice.get_by_role("listbox", name="Saved prompts")
     expect(menu.get_by_role("option")).to_have_count(2)
+    expect(box).to_have_attribute("aria-expanded", "true")
     expect(alice.locator("#prompt-menu-status")).to_have_text(
         "2 prompts: up and down arrows to choose, Enter to insert"
     )
@@ -130,7 +133,14 @@ def test_a_slash_prompt_is_inserted_with_its_variable_filled(
     # A prompt without variables goes straight in; Esc closes the menu and keeps what was typed.
     box.fill("")
     box.press_sequentially("/tl")
-    box.press("Tab")
+    box.press("Tab")  # moves on, as anywhere else, and the list closes
+    expect(box).not_to_be_focused()
+    expect(menu).to_be_hidden()
+    expect(box).to_have_attribute("aria-expanded", "false")
+    expect(box).to_have_value("/tl")
+    box.fill("")
+    box.press_sequentially("/tl")
+    box.press("Enter")
     expect(box).to_have_value("Summarize in one line.")
     box.fill("")
     box.press_sequentially("/tr")
