@@ -35,6 +35,7 @@ class ProviderIdentity(models.Model):
             models.UniqueConstraint(fields=["issuer", "subject"], name="one_user_per_subject")
         ]
         verbose_name = "single sign-on identity"
+        verbose_name_plural = "single sign-on identities"
 
     def __str__(self) -> str:
         return f"{self.subject} at {self.issuer}"

@@ -153,7 +153,7 @@ async def _title(answer_generation_pk: int) -> None:
 
 def _create(answer_generation_pk: int) -> TitleStart | None:
     """The title generation for the answer's conversation, or None: not its first exchange,
-    titled (or asked) already, renamed, no gateway, or over a spending limit."""
+    titled (or asked) already, renamed, temporary, no gateway, or over a spending limit."""
     answer = (
         Generation.objects.select_related("message__parent", "conversation")
         .filter(pk=answer_generation_pk, kind=Generation.Kind.CHAT, status=Status.COMPLETED)
@@ -167,6 +167,8 @@ def _create(answer_generation_pk: int) -> TitleStart | None:
     if answer is None or conversation is None or question is None or question.parent_id:
         return None
     if conversation.title_source != Conversation.TitleSource.FIRST_LINE:
+        return None
+    if conversation.temporary:  # listed nowhere: a title would be billed for nothing
         return None
     try:
         config = config_for(conversation.gateway_id or answer.gateway_id)

@@ -5,7 +5,8 @@
 //   in tests/vectors/stream/ that its Python twin chatapp/ws/page_model.py passes too);
 // - live_render.js: that state drawn into the answer's element as it streams;
 // - final_patch.js: the server's final render patched in;
-// - composer.js: the composer and the branch swaps.
+// - composer.js: the composer and the branch swaps;
+// - answer_status.js: the status line that says an answer started and ended.
 
 import { connect, send } from "./socket.js";
 import { afterWatch, fromWire, receive, refuseSettle, start, watchSent } from "./stream_state.js";
@@ -24,6 +25,7 @@ import {
 } from "./live_render.js";
 import { refresh } from "./final_patch.js";
 import { answerEnded, setupComposer, syncComposer } from "./composer.js";
+import { answerContinues, answerRendered, answerStarted } from "./answer_status.js";
 
 const streams = new Map(); // generation id -> {id, el, state, view} of its element
 const early = new Map(); // generation id -> messages that arrived before its element
@@ -32,7 +34,7 @@ const finished = new Set(); // generation ids whose `done` this page has had
 // still running (the composer offers Stop, which stops the turn through any of its rounds).
 const bridging = new Set();
 
-function streamFor(el) {
+function streamFor(el, atLoad = false) {
   const id = Number(el.dataset.generation);
   let st = streams.get(id);
   if (st && st.el === el) return st;
@@ -47,6 +49,7 @@ function streamFor(el) {
   });
   st = { id, el, state, view: createView(el, tail) };
   streams.set(id, st);
+  answerStarted(id, atLoad);
   drawTail(st.view);
   for (const msg of early.get(id) || []) handle(msg);
   early.delete(id);
@@ -56,7 +59,7 @@ function streamFor(el) {
 function registerAll(root) {
   const scope = root || document;
   const found = scope.querySelectorAll('article.assistant[data-status="streaming"]');
-  for (const el of found) streamFor(el);
+  for (const el of found) streamFor(el, scope === document);
   if (scope.matches && scope.matches('article.assistant[data-status="streaming"]')) streamFor(scope);
 }
 
@@ -107,6 +110,7 @@ function step(st, result) {
 
 function onDone(st, msg) {
   streams.delete(st.id);
+  if (msg.next) answerContinues(st.id);
   refresh(st.el, afterPatch);
   if (msg.next) addNextRound(st.el, st.id, msg.next);
   syncComposer(running()); // Send is back at once, before the final render (unless a round follows)
@@ -116,6 +120,7 @@ function onDone(st, msg) {
 function afterPatch(el) {
   const st = streams.get(Number(el.dataset.generation));
   if (st && st.el === el) streams.delete(st.id);
+  answerRendered(el);
   registerAll(el);
   syncComposer(running());
 }
@@ -219,6 +224,7 @@ function handle(msg) {
   if (!st) {
     const shown = document.querySelector(`article.assistant[data-generation="${Number(msg.g)}"]`);
     if (msg.t === "done" && msg.next && shown) {
+      answerContinues(msg.g);
       addNextRound(shown, msg.g, msg.next); // it was put in place finished, before this came
       return;
     }

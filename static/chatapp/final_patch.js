@@ -1,8 +1,7 @@
-// An answer's final render, patched into its element rather than swapped in as a new one: a
-// screen reader announces a live region's changes, not a new region's content. So the answer's
-// `.content` (polite, busy while it streams) stays the same node and takes the final text as
-// `aria-busy` goes, which is read once; an error already shown stays the same node too, so a
-// later render (cost reconciled) announces neither again.
+// An answer's final render, patched into its element rather than swapped in as a new one: the
+// answer's `.content` stays the same node (what the reader is on, selected or focused stays), and
+// an error already shown stays the same node too, so a later render (cost reconciled) does not
+// announce its alert again.
 
 import { followingBottom, scrollToBottom } from "./live_render.js";
 

@@ -1,7 +1,9 @@
 // Saved prompts in the composer: typing "/" and a name in an empty message box lists the prompts
-// whose names match (a listbox under the box: arrows move, Enter or Tab inserts, Esc closes);
-// one with {{variables}} asks for each in a small dialog first, then the box holds its text with
-// them filled. The prompts come with the page (`#prompt-menu-data`, views.prompts.menu_data);
+// whose names match (a listbox under the box, which is its combobox: arrows move, Enter inserts,
+// Esc closes, and Tab moves on as anywhere else, closing it);
+// one with {{variables}} asks for each in a small dialog first (a multi-line field each: Enter
+// goes to the next, Shift+Enter is a new line), then the box holds its text with them filled. A
+// field left empty is said, and inserted blank only when Insert is pressed again. The prompts come with the page (`#prompt-menu-data`, views.prompts.menu_data);
 // which names match and how variables are filled are prompt_text.js's.
 
 import { fill, matching, typedName } from "./prompt_text.js";
@@ -36,7 +38,10 @@ function close() {
     element.hidden = true;
     element.replaceChildren();
   }
-  if (box) box.removeAttribute("aria-activedescendant");
+  if (box) {
+    box.removeAttribute("aria-activedescendant");
+    box.setAttribute("aria-expanded", "false");
+  }
 }
 
 function render() {
@@ -65,6 +70,7 @@ function render() {
     }),
   );
   element.hidden = false;
+  menu.box.setAttribute("aria-expanded", "true");
   menu.box.setAttribute("aria-activedescendant", `prompt-option-${menu.active}`);
   element.querySelector('[aria-selected="true"]')?.scrollIntoView({ block: "nearest" });
 }
@@ -112,12 +118,17 @@ function askVariables(box, entry) {
     const label = document.createElement("label");
     label.htmlFor = id;
     label.textContent = name;
-    const input = document.createElement("input");
+    const input = document.createElement("textarea");
     input.id = id;
     input.name = name;
+    input.rows = 2;
     input.autocomplete = "off";
     form.append(label, input);
   });
+  const note = document.createElement("p");
+  note.className = "prompt-variables-note";
+  note.setAttribute("role", "status");
+  form.append(note);
   const actions = document.createElement("div");
   actions.className = "prompt-variables-actions";
   const cancel = document.createElement("button");
@@ -132,12 +143,30 @@ function askVariables(box, entry) {
   dialog.append(form);
   document.body.append(dialog);
   const typed = box.value;
+  const fields = [...form.querySelectorAll("textarea")];
   let inserted = false;
-  form.addEventListener("submit", () => {
+  let blanksAllowed = false; // said once which are empty; Insert again leaves them blank
+  form.addEventListener("submit", (event) => {
+    const empty = fields.filter((field) => !field.value.trim());
+    if (empty.length && !blanksAllowed) {
+      event.preventDefault();
+      blanksAllowed = true;
+      const names = empty.map((field) => `“${field.name}”`).join(", ");
+      note.textContent = `Empty: ${names}. Fill it in, or press Insert again to leave it blank.`;
+      empty[0].focus();
+      return;
+    }
     const values = {};
-    for (const input of form.querySelectorAll("input")) values[input.name] = input.value;
+    for (const field of fields) values[field.name] = field.value;
     inserted = true;
     insert(box, fill(entry.text, values));
+  });
+  form.addEventListener("keydown", (event) => {
+    const at = fields.indexOf(event.target);
+    if (at < 0 || event.key !== "Enter" || event.shiftKey || event.isComposing) return;
+    event.preventDefault();
+    if (fields[at + 1]) fields[at + 1].focus();
+    else form.requestSubmit(submit); // the last: inserted, or told which are empty
   });
   cancel.addEventListener("click", () => dialog.close());
   dialog.addEventListener("close", () => {
@@ -145,7 +174,7 @@ function askVariables(box, entry) {
     if (!inserted) insert(box, typed);
   });
   dialog.showModal();
-  form.querySelector("input")?.focus();
+  fields[0]?.focus();
 }
 
 function choose(index) {
@@ -178,7 +207,6 @@ document.addEventListener(
         render();
       },
       Enter: () => choose(menu.active),
-      Tab: () => choose(menu.active),
       Escape: () => close(),
     };
     const act = keys[event.key];

@@ -95,6 +95,15 @@ function onEscape(event) {
 // Captured, so that an Esc used here is not also the composer's (which stops the answer).
 document.addEventListener("keydown", onEscape, true);
 
+// The header's panels (Settings, More) lie over the messages: when the keyboard's focus leaves
+// one for something else on the page, it closes (its form keeps what was typed). A focus that
+// goes nowhere (a click on empty space, another window) leaves it as it is.
+document.addEventListener("focusout", (event) => {
+  const menu = event.target instanceof Element && event.target.closest(`.chat-header ${MENUS}`);
+  const next = event.relatedTarget;
+  if (menu && next instanceof Element && !menu.contains(next)) menu.open = false;
+});
+
 // --- Search: its results take the list's place while the box holds a query -----------------
 
 function showSearching() {

@@ -1,6 +1,7 @@
-"""What a screen reader is told: each answer is its own polite live region, busy while it
-streams and changed once by its final render; no live region wraps the conversation; every
-message is an article named by who wrote it; an error is announced once.
+"""What a screen reader is told: one polite status line (#answer-status) says in a few words that
+an answer started, finished or was stopped; no answer is a live region (one would read the whole
+answer at its end, and every finished answer would stay one) and none wraps the conversation;
+every message is an article named by who wrote it; an error is announced once.
 
 A mutation observer in the page stands in for the screen reader: it counts the changes it would
 announce (a live region's content changing while the region is not busy, a region ceasing to be
@@ -30,7 +31,8 @@ LIVE_ABOVE_ANSWERS = (
     ':is([aria-live], [role="log"], [role="status"], [role="alert"], [role="marquee"],'
     ' [role="timer"]):has(article)'
 )
-LIVE_BUT_NOT_AN_ANSWER = "[aria-live]:not(article.assistant > .content)"
+LIVE_IN_AN_ANSWER = "article [aria-live], article[aria-live]"
+STATUS = "#answer-status"
 
 ANNOUNCEMENT_WATCH = """
 document.addEventListener("DOMContentLoaded", () => {
@@ -99,31 +101,44 @@ def new_conversation(page: Any) -> None:
     expect(page.locator("article.assistant").last).to_have_attribute("data-status", "completed")
 
 
-def test_a_streaming_answer_is_busy_then_announced_once_by_its_final_render(alice: Any) -> None:
+def test_an_answer_is_announced_in_a_few_words_when_it_starts_and_when_it_ends(
+    alice: Any,
+) -> None:
     new_conversation(alice)
     html = watch_announcements(alice)
+    status = alice.locator(STATUS)
+    expect(status).to_have_attribute("role", "status")
     answer = send(alice, WORDS, "emulator/echo")
     region = answer.locator(".content")
     expect(answer).to_have_attribute("data-status", "streaming")
-    expect(region).to_have_attribute("aria-live", "polite")
-    expect(region).to_have_attribute("aria-busy", "true")
-    expect(region).to_contain_text("w020")  # deltas are arriving
+    expect(status).to_have_text("Writing an answer…")
+    expect(region).to_contain_text("w020")  # deltas are arriving, unannounced
+    expect(region).not_to_have_attribute("aria-live", re.compile(".*"))
     expect(alice.locator(LIVE_ABOVE_ANSWERS)).to_have_count(0)
-    expect(alice.locator(LIVE_BUT_NOT_AN_ANSWER)).to_have_count(0)
-    expect(html).to_have_attribute("data-announced", "0")
-    mark(region)
+    expect(alice.locator(LIVE_IN_AN_ANSWER)).to_have_count(0)
+    expect(html).to_have_attribute("data-announced", "1")
 
     expect(answer).to_have_attribute("data-status", "completed", timeout=15_000)
     expect(answer.locator(".content.rendered")).to_be_attached()
-    expect(region).to_have_js_property("keptAcrossRender", True)
-    expect(region).not_to_have_attribute("aria-busy", "true")
-    expect(region).to_have_attribute("aria-live", "polite")
     expect(region).to_contain_text("w160")
-    expect(html).to_have_attribute("data-announced", "1")
+    expect(status).to_have_text("Answer finished.")
+    expect(html).to_have_attribute("data-announced", "2")
+    expect(alice.locator(LIVE_IN_AN_ANSWER)).to_have_count(0)
     expect(alice.locator(LIVE_ABOVE_ANSWERS)).to_have_count(0)
 
 
-def test_an_answer_reattached_after_a_reload_is_busy_until_done(alice: Any) -> None:
+def test_a_stopped_answer_is_announced_as_stopped(alice: Any) -> None:
+    new_conversation(alice)
+    html = watch_announcements(alice)
+    answer = send(alice, LONG_WORDS, "emulator/echo")
+    expect(answer.locator(".content")).to_contain_text("w020")
+    alice.get_by_label("Message").press("Escape")
+    expect(answer).to_have_attribute("data-status", "cancelled")
+    expect(alice.locator(STATUS)).to_have_text("Answer stopped.")
+    expect(html).to_have_attribute("data-announced", "2")
+
+
+def test_an_answer_reattached_after_a_reload_is_announced_when_it_ends(alice: Any) -> None:
     send(alice, LONG_WORDS, "emulator/echo")
     expect(alice).to_have_url(re.compile(r"/c/\d+/$"))
     expect(alice.locator("article.assistant .content")).to_contain_text("w040")
@@ -131,17 +146,13 @@ def test_an_answer_reattached_after_a_reload_is_busy_until_done(alice: Any) -> N
     answer = alice.locator("article.assistant").last
     region = answer.locator(".content")
     expect(answer).to_have_attribute("data-status", "streaming")
-    expect(region).to_have_attribute("aria-busy", "true")
-    expect(region).to_contain_text("w080")  # the snapshot and new deltas, all while busy
-    expect(html).to_have_attribute("data-announced", "0")
-    mark(region)
+    expect(region).to_contain_text("w080")  # the snapshot and new deltas, unannounced
+    expect(alice.locator(LIVE_IN_AN_ANSWER)).to_have_count(0)
 
     expect(answer).to_have_attribute("data-status", "completed", timeout=30_000)
     expect(answer.locator(".content.rendered")).to_be_attached()
-    expect(region).to_have_js_property("keptAcrossRender", True)
-    expect(region).not_to_have_attribute("aria-busy", "true")
-    expect(region).to_have_attribute("aria-live", "polite")
-    expect(html).to_have_attribute("data-announced", "1")
+    expect(alice.locator(STATUS)).to_have_text("Answer finished.")
+    expect(html).to_have_attribute("data-announced", "1")  # its end; its start was no news
 
 
 def test_a_finished_conversation_loads_quietly_with_named_messages(alice: Any) -> None:
@@ -158,12 +169,9 @@ def test_a_finished_conversation_loads_quietly_with_named_messages(alice: Any) -
         "second question"
     )
     expect(alice.locator("[aria-busy]")).to_have_count(0)
-    regions = alice.locator("article.assistant > .content")
-    expect(regions).to_have_count(2)
-    for index in range(2):
-        expect(regions.nth(index)).to_have_attribute("aria-live", "polite")
+    expect(alice.locator(LIVE_IN_AN_ANSWER)).to_have_count(0)
     expect(alice.locator(LIVE_ABOVE_ANSWERS)).to_have_count(0)
-    expect(alice.locator(LIVE_BUT_NOT_AN_ANSWER)).to_have_count(0)
+    expect(alice.locator(STATUS)).to_be_empty()
     expect(html).to_have_attribute("data-announced", "0")
     expect(html).to_have_attribute("data-alerts", "0")
 
@@ -185,7 +193,7 @@ def test_an_error_is_announced_once_outside_the_answer_region(alice: Any) -> Non
     expect(alert).to_contain_text("The answer failed")
     expect(answer.locator(".content").get_by_role("alert")).to_have_count(0)
     expect(html).to_have_attribute("data-alerts", "1")
-    expect(html).to_have_attribute("data-announced", "1")  # the partial answer, once
+    expect(html).to_have_attribute("data-announced", "1")  # its start; the alert says the end
 
     # Another render of the same answer (as when its cost is reconciled) repeats nothing.
     mark(alert)

@@ -54,3 +54,43 @@ def test_tab_stays_in_the_phones_open_drawer(alice: Any) -> None:
     expect(menu).not_to_be_focused()
     close.click()
     expect(menu).to_be_focused()
+
+
+def test_skip_links_lead_to_the_messages_and_to_the_message_box(alice: Any) -> None:
+    finished(alice, "First question.")
+    finished(alice, "Second question.")
+    box = alice.get_by_label("Message")
+    first = alice.locator("article.message").first
+    inside_first = "(el) => el.contains(document.activeElement)"
+    box.focus()
+    alice.keyboard.press("Shift+Tab")
+    back = alice.get_by_role("link", name="Skip to the first message")
+    expect(back).to_be_focused()
+    expect(back).to_be_in_viewport()
+    alice.keyboard.press("Enter")
+    alice.keyboard.press("Tab")  # the first message's controls are next
+    assert alice.evaluate(inside_first, first.element_handle())
+
+    top = alice.get_by_role("link", name="Skip to the messages")
+    first_stop = alice.evaluate(
+        """() => document.querySelector(
+            'a[href], button, input:not([type=hidden]), select, textarea, summary').textContent"""
+    )
+    assert first_stop == "Skip to the messages"  # the page's first Tab stop
+    top.focus()
+    expect(top).to_be_in_viewport()
+    alice.keyboard.press("Tab")
+    to_box = alice.get_by_role("link", name="Skip to the message box")
+    expect(to_box).to_be_focused()
+    alice.keyboard.press("Enter")
+    expect(box).to_be_focused()
+
+
+def test_a_header_panel_closes_when_the_focus_leaves_it(alice: Any) -> None:
+    finished(alice, "A question.")
+    more = alice.locator("details.conversation-actions")
+    more.locator("summary").click()
+    expect(more).to_have_attribute("open", "")
+    alice.get_by_label("Title").focus()
+    alice.get_by_label("Message").focus()
+    expect(more).not_to_have_attribute("open", "")

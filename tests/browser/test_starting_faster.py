@@ -94,9 +94,12 @@ def test_a_slash_prompt_is_inserted_with_its_variable_filled(
     sized(alice, size)
     box = alice.get_by_label("Message")
     box.click()
+    expect(box).to_have_attribute("role", "combobox")
+    expect(box).to_have_attribute("aria-expanded", "false")
     box.press_sequentially("/")
     menu = alice.get_by_role("listbox", name="Saved prompts")
     expect(menu.get_by_role("option")).to_have_count(2)
+    expect(box).to_have_attribute("aria-expanded", "true")
     expect(alice.locator("#prompt-menu-status")).to_have_text(
         "2 prompts: up and down arrows to choose, Enter to insert"
     )
@@ -130,7 +133,14 @@ def test_a_slash_prompt_is_inserted_with_its_variable_filled(
     # A prompt without variables goes straight in; Esc closes the menu and keeps what was typed.
     box.fill("")
     box.press_sequentially("/tl")
-    box.press("Tab")
+    box.press("Tab")  # moves on, as anywhere else, and the list closes
+    expect(box).not_to_be_focused()
+    expect(menu).to_be_hidden()
+    expect(box).to_have_attribute("aria-expanded", "false")
+    expect(box).to_have_value("/tl")
+    box.fill("")
+    box.press_sequentially("/tl")
+    box.press("Enter")
     expect(box).to_have_value("Summarize in one line.")
     box.fill("")
     box.press_sequentially("/tr")
@@ -233,3 +243,62 @@ def test_a_user_makes_an_assistant_and_a_prompt_in_settings(
             "from chatapp.models import Assistant, Prompt\n"
             "Assistant.objects.all().delete(); Prompt.objects.all().delete()",
         )
+
+
+@pytest.fixture
+def two_variables(server_env: dict[str, str]) -> Iterator[None]:
+    manage_shell(
+        server_env,
+        "from django.contrib.auth.models import User\n"
+        "from chatapp.models import Prompt\n"
+        "Prompt.objects.create(owner=User.objects.get(username='alice'), name='letter',\n"
+        "    text='Write to {{person}} about:\\n{{points}}')\n",
+    )
+    yield
+    manage_shell(server_env, "from chatapp.models import Prompt; Prompt.objects.all().delete()")
+
+
+@pytest.mark.parametrize("size", ["desktop", "phone"])
+def test_a_prompts_variables_are_multi_line_and_none_is_left_blank_unasked(
+    alice: Any, two_variables: None, size: str
+) -> None:
+    sized(alice, size)
+    box = alice.get_by_label("Message")
+    box.click()
+    box.press_sequentially("/letter")
+    box.press("Enter")
+    dialog = alice.get_by_role("dialog", name="Fill in /letter")
+    person = dialog.get_by_label("person")
+    points = dialog.get_by_label("points")
+    expect(person).to_be_focused()
+    person.press_sequentially("Ann")
+    person.press("Enter")  # to the next field, not inserted with the other blank
+    expect(points).to_be_focused()
+    expect(dialog).to_be_visible()
+    points.press_sequentially("the rent")
+    points.press("Shift+Enter")  # a new line in the field
+    points.press_sequentially("the roof")
+    expect(points).to_have_value("the rent\nthe roof")
+    person.fill("")
+    points.press("Enter")  # one is empty: said, and the focus goes to it
+    expect(dialog).to_be_visible()
+    expect(person).to_be_focused()
+    expect(dialog.get_by_role("status")).to_have_text(
+        "Empty: “person”. Fill it in, or press Insert again to leave it blank."
+    )
+    if size == "desktop":
+        screenshots(alice, "prompt-variables-empty")
+    person.press_sequentially("Ann")
+    person.press("Enter")
+    expect(points).to_be_focused()
+    points.press("Enter")  # all filled: inserted
+    expect(dialog).to_have_count(0)
+    expect(box).to_have_value("Write to Ann about:\nthe rent\nthe roof")
+
+    box.fill("")
+    box.press_sequentially("/letter")
+    box.press("Enter")
+    dialog.get_by_role("button", name="Insert").click()
+    expect(dialog.get_by_role("status")).to_contain_text("“person”, “points”")
+    dialog.get_by_role("button", name="Insert").click()  # confirmed: left blank
+    expect(box).to_have_value("Write to  about:\n")

@@ -117,6 +117,18 @@ async def test_with_titles_off_none_is_asked(alice: Any, chat_settings: Any) -> 
     assert await title_generations(started.conversation.pk) == []
 
 
+async def test_a_temporary_chat_is_not_titled(alice: Any) -> None:
+    """A temporary chat is listed nowhere: a title would be a billed request nobody reads."""
+    started = await start_turn(alice, QUESTION, "emulator/echo")
+    await Conversation.objects.filter(pk=started.conversation.pk).aupdate(temporary=True)
+    listener = await GroupListener(started.conversation.pk).join()
+    task = worker.start(started.job)
+    await listener.until("done")
+    await asyncio.wait_for(task, 30)
+    await asyncio.gather(*titles._tasks)
+    assert await title_generations(started.conversation.pk) == []
+
+
 async def test_a_rename_wins_over_the_title_model(alice: Any) -> None:
     started = await start_turn(alice, QUESTION, "emulator/echo")
     await Conversation.objects.filter(pk=started.conversation.pk).aupdate(
