@@ -337,7 +337,8 @@ class Tab:
                 msg = orjson.loads(raw)
             except orjson.JSONDecodeError:
                 continue
-            self.streams.handle(page_model.from_wire(msg), now)
+            for message in page_model.messages_from_wire(msg):
+                self.streams.handle(message, now)
             await self._act(ws)
 
     async def _check_after_watch(self, ws: ClientConnection, asked: float) -> None:

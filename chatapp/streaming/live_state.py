@@ -252,10 +252,10 @@ class LiveState:
 
     @property
     def reasoning(self) -> str:
-        return self.sent_part().reasoning
+        return self.sent.reasoning
 
     def tool_calls(self) -> list[dict[str, Any]]:
-        return [call.to_dict() for call in self.sent_part().tool_calls]
+        return [call.to_dict() for call in self.sent.tool_calls]
 
     def thinking_ms(self, now: float) -> int | None:
         """How long the model has reasoned (until its answer began, else until `now`)."""

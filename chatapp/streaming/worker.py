@@ -20,7 +20,7 @@ import asyncio
 import contextvars
 import dataclasses
 import logging
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Coroutine
 from decimal import Decimal
 from typing import Any
 
@@ -38,7 +38,7 @@ from chatapp.streaming import log_context, persistence, titles
 from chatapp.streaming.jobs import Job, JobEnd, Status
 from chatapp.streaming.live_state import LiveState
 from chatapp.streaming.persistence import FinalState
-from chatapp.streaming.ticker import Ticker, current_ticker, ticker
+from chatapp.streaming.ticker import Ticker, current_ticker, finish_despite_cancel, ticker
 from chatapp.streaming.writer import PartialRow
 from chatapp.tools import tool_loop
 from chatapp.tools.base import ToolContext
@@ -67,22 +67,6 @@ INTERNAL_ERROR = ErrorInfo(
     "internal_error",
     "The server failed while reading the answer; what arrived is kept.",
 )
-
-
-async def _finish_despite_cancel(send: Awaitable[None]) -> None:
-    """Await `send` to its end even when the caller is cancelled meanwhile, then re-raise.
-
-    A delta taken from the `LiveState` exists nowhere else: a network layer's send (Redis) cut
-    short by a cancel would lose it while `done` counts its seq.
-    """
-    task = asyncio.ensure_future(send)
-    try:
-        await asyncio.shield(task)
-    except asyncio.CancelledError:
-        await asyncio.wait([task])
-        if not task.cancelled() and task.exception() is not None:
-            logger.warning("A delta was lost: %r", task.exception())
-        raise
 
 
 class EarlyStream:
@@ -163,7 +147,7 @@ class GenerationWorker:
         self._reserved = job.spend.reserved if job.spend is not None else None
         self._extending: asyncio.Task[None] | None = None
         self._limit_note: str | None = None
-        self._sending = asyncio.Lock()  # one send at a time, so deltas leave in seq order
+        self.sending = asyncio.Lock()  # one send at a time, so deltas leave in seq order
         self._done: dict[str, object] | None = None  # the `done` sent to the group, once it is
 
     # --- Lifecycle --------------------------------------------------------------------------------
@@ -346,18 +330,26 @@ class GenerationWorker:
 
     # --- What the ticker asks of a worker ---------------------------------------------------------
 
+    def take_delta(self) -> list[object] | None:
+        """The ticker's, holding `sending`: the pending delta as it goes on the wire, if any (the
+        ticker sends it in its conversation's frame, `frames.py`)."""
+        delta = self.state.take_delta()
+        return None if delta is None else socket_messages.delta(self.job.generation_pk, delta)
+
     async def send_delta(self, *, last: bool = False) -> None:
+        """What is pending, at once and in a frame of its own (the first output, a tool run's
+        start or end, the last delta): the ticker's are `take_delta`'s."""
         if not last:
-            async with self._sending:
+            async with self.sending:
                 await self._send_delta(self.state.take_delta())
             return
         # What arrived is shown now, and the render pool's time (the last settled blocks, the
         # final render) is waited out holding nothing: a short answer arrives whole before the
         # first tick, and a page that joins then gets it by snapshot, which waits for `_sending`.
-        async with self._sending:
+        async with self.sending:
             await self._send_delta(self.state.take_delta())
         await self.state.finish_render()
-        async with self._sending:
+        async with self.sending:
             await self._send_delta(self.state.take_last_delta())
 
     async def _send_delta(self, delta: dict[str, object] | None) -> None:
@@ -370,7 +362,7 @@ class GenerationWorker:
             self._send_now(self.group, message)
             return
         try:
-            await _finish_despite_cancel(self.layer.group_send(self.group, message))
+            await finish_despite_cancel(self.layer.group_send(self.group, message))
         except layer_errors.LAYER_DOWN as exc:
             # Numbered: a page sees the gap at the next delta and asks for a snapshot.
             pk = self.job.generation_pk
@@ -382,7 +374,7 @@ class GenerationWorker:
         after it was sent never heard."""
         if self._done is not None:
             return self._done
-        async with self._sending:  # exact at its seq: no delta is between taken and sent
+        async with self.sending:  # exact at its seq: no delta is between taken and sent
             now = asyncio.get_running_loop().time()
             return socket_messages.snapshot(self.job.generation_pk, self.state.snapshot(now))
 
@@ -395,9 +387,7 @@ class GenerationWorker:
         state = self.state
         text = None
         if state.seq != self.flushed_seq:
-            sent = state.sent_part()
-            calls = [call.to_dict() for call in sent.tool_calls]
-            text = (sent.content, sent.reasoning, calls)
+            text = (state.content, state.reasoning, state.tool_calls())
         return PartialRow(
             generation_pk=self.job.generation_pk,
             message_pk=self.job.message_pk,

@@ -220,6 +220,7 @@ class Socket:
         # The user's spend, pushed to every tab whenever one of their costs settles (a cost from
         # an earlier test's answer too): the page's, not a reply to anything this socket sent.
         self.spend_pushes: list[dict[str, Any]] = []
+        self._unread: list[dict[str, Any]] = []  # the rest of a frame of several deltas
 
     async def send(self, message: dict[str, Any]) -> None:
         await self.connection.send(orjson.dumps(message).decode())
@@ -228,7 +229,9 @@ class Socket:
         """The next message about what this socket watches or asked (spend pushes kept apart)."""
         async with asyncio.timeout(within):
             while True:
-                message: dict[str, Any] = socket_messages.decode(await self.connection.recv())
+                if not self._unread:
+                    self._unread = socket_messages.decode_frame(await self.connection.recv())
+                message = self._unread.pop(0)
                 if message.get("t") != "spend":
                     break
                 self.spend_pushes.append(message)
