@@ -91,6 +91,7 @@ class Settings:
     quiet_threshold: float
     quiet_wait: float
     follow_ups: bool = False  # each tab sends a follow-up in a conversation it started
+    deflate: bool = True  # the tabs' sockets offer permessage-deflate
     processes: int = 1  # 2 or more: `ClusterStack` (PostgreSQL, Redis, nginx), as `make cluster`
     accounts: int = 1  # the users the browsers are (browser i is account i mod `accounts`)
 
@@ -197,6 +198,7 @@ def _job(
         "rounds": rounds,
         "warmup_model": WARMUP_MODEL,
         "prompt": PROMPT,
+        "deflate": settings.deflate,
     }
 
 

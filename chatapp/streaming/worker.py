@@ -34,7 +34,7 @@ from chatapp.gateways.configs import GatewayConfig
 from chatapp.gateways.image_models import image_prompt
 from chatapp.models import Generation
 from chatapp.rendering.markdown import doc_id_for
-from chatapp.streaming import log_context, persistence, titles
+from chatapp.streaming import log_context, memory_trim, persistence, titles
 from chatapp.streaming.jobs import Job, JobEnd, Status
 from chatapp.streaming.live_state import LiveState
 from chatapp.streaming.persistence import FinalState
@@ -485,6 +485,7 @@ def start(job: Job, *, early: EarlyStream | None = None) -> asyncio.Task[None]:
     def _done(task: asyncio.Task[None]) -> None:
         _running.pop(job.generation_pk, None)
         worker.ticker.remove(worker)  # also when the task never ran its first step
+        memory_trim.answer_ended()
         if not task.cancelled() and task.exception() is not None:
             logger.error("Generation %s worker died", job.generation_pk, exc_info=task.exception())
 
