@@ -94,7 +94,7 @@ ROWS: list[tuple[str, Callable[[Summary], str]]] = [
     ("socket bytes per answer byte", lambda s: _n(s["wire_per_answer_byte"], 2)),
     ("CPU % of a core: server / emulator / crowd", _cpu),
     ("CPU per streamed token (us): server / emulator / crowd", _cpu_per_token),
-    ("  server's while all stream, no sends (us; window s)", _streaming_cpu),
+    ("  server's while all stream, no sends, idle off (us; window)", _streaming_cpu),
     (
         "CPU % of the machine, others: before / during",
         lambda s: f"{_n(s['others_cpu_percent_before'])} / {_n(s['others_cpu_percent'])}",

@@ -25,7 +25,7 @@ import orjson
 from . import memory, metrics
 from .cluster import ClusterStack
 from .database import final_rows, max_generation
-from .sampler import Sampler, read_counters, total_rss_kb
+from .sampler import Sampler, idle_cpu_per_s, read_counters, total_rss_kb
 from .stack import (
     PASSWORD,
     ROOT,
@@ -202,6 +202,9 @@ def _job(
     }
 
 
+IDLE_S = 2.0  # seconds the server's idle CPU is measured before "go"
+
+
 def run_level(settings: Settings, concurrency: int, deadline: Deadline) -> dict[str, Any]:
     """All `concurrency` tabs send at once on a fresh server; the level's summary."""
     workdir = settings.workdir / f"level-{concurrency}-{time.strftime('%H%M%S')}"
@@ -232,6 +235,7 @@ def run_level(settings: Settings, concurrency: int, deadline: Deadline) -> dict[
             crowd.expect("ready", deadline.cap(SETUP_TIMEOUT_S))
             after = max_generation(stack.database)
             servers = list(stack.server_pids.values())
+            idle = idle_cpu_per_s(servers, IDLE_S)
             sampler = Sampler(servers, stack.stats_urls, stack.database, after)
             start = _probe(stack, crowd, client)
             sampler.start()
@@ -243,6 +247,7 @@ def run_level(settings: Settings, concurrency: int, deadline: Deadline) -> dict[
                 for name, pid in stack.server_pids.items()
             }
             samples = sampler.stop()
+            samples.idle_cpu_per_s = idle
             sampler = None
             crowd.expect("finished", deadline.cap(60))
             results = crowd.results()["rounds"][0]

@@ -31,6 +31,7 @@ SLOW_EVERY = 3  # counters and disk every third tick
 class Samples:
     rss: list[tuple[float, int]] = field(default_factory=list)  # (time, kB)
     cpu: list[tuple[float, float]] = field(default_factory=list)  # (time, CPU seconds)
+    idle_cpu_per_s: float | None = None  # the same processes' CPU per second before "go"
     counters: list[dict[str, Any]] = field(default_factory=list)  # dbcount snapshots ("t")
     disk: list[tuple[float, dict[int, tuple[int, str]]]] = field(default_factory=list)
 
@@ -82,6 +83,17 @@ def total_cpu_seconds(pids: Sequence[int]) -> float | None:
     return sum(s or 0 for s in found) + sum(
         cpu_seconds(child) or 0 for pid in pids for child in children(pid)
     )
+
+
+def idle_cpu_per_s(pids: Sequence[int], seconds: float) -> float | None:
+    """CPU seconds per second the processes use while nothing is asked of them (timers, the
+    sockets' keep-alives, the render pools' waits): subtracted from a window's CPU."""
+    before, started = total_cpu_seconds(pids), time.monotonic()
+    time.sleep(seconds)
+    after, ended = total_cpu_seconds(pids), time.monotonic()
+    if before is None or after is None:
+        return None
+    return (after - before) / (ended - started)
 
 
 def total_rss_kb(pids: Sequence[int]) -> int | None:
