@@ -39,7 +39,7 @@ run: install
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py ensure_admin
 	$(BIN)/python manage.py collectstatic --noinput -v 0
-	$(BIN)/daphne -b 127.0.0.1 -p $(PORT) chatapp.asgi:application
+	MALLOC_ARENA_MAX=$${MALLOC_ARENA_MAX:-2} $(BIN)/daphne -b 127.0.0.1 -p $(PORT) chatapp.asgi:application
 
 # Debian packages the tests drive: Chromium (browser tests), Node (the browser code's unit tests,
 # `make test-js`, and the OpenID Connect provider of tests/oidc, installed with npm), and the Redis and PostgreSQL servers and nginx with its brotli_static module

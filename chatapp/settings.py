@@ -315,6 +315,8 @@ CHAT_DELTA_INTERVAL = 0.05  # seconds between coalesced deltas on the channel la
 CHAT_FLUSH_INTERVAL = 1.0  # seconds between partial-text writes (and heartbeats)
 CHAT_STALE_AFTER = 15.0  # a streaming generation with an older heartbeat is interrupted
 CHAT_SWEEP_INTERVAL = 10.0
+# Seconds between the allocator's trims as answers end (`streaming/memory_trim.py`); 0: never.
+CHAT_MALLOC_TRIM_INTERVAL = float(os.environ.get("CHAT_MALLOC_TRIM_INTERVAL", "10"))
 # A temporary chat is deleted this many seconds after the last page showing it closed (a reload
 # comes back within it), and whatever its pages did, once it has been idle for a day.
 CHAT_TEMPORARY_GRACE = float(os.environ.get("CHAT_TEMPORARY_GRACE", "20"))

@@ -221,6 +221,19 @@ class Accumulator:
         return "".join(self._content)
 
     @property
+    def reasoning(self) -> str:
+        return "".join(self._reasoning)
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        """The tool calls so far, without building the whole `completion` (a live answer's
+        state is read once a second for the disk)."""
+        return [
+            ToolCall(index, slot[0], slot[1], "".join(slot[2]))
+            for index, slot in sorted(self._calls.items())
+        ]
+
+    @property
     def annotations(self) -> list[Annotation]:
         """The citations so far (a copy), without building the whole `completion`."""
         return list(self._annotations)
@@ -244,10 +257,7 @@ class Accumulator:
             content="".join(self._content),
             reasoning="".join(self._reasoning),
             reasoning_details=list(self._details),
-            tool_calls=[
-                ToolCall(index, slot[0], slot[1], "".join(slot[2]))
-                for index, slot in sorted(self._calls.items())
-            ],
+            tool_calls=self.tool_calls,
             annotations=list(self._annotations),
             images=[self._images[index] for index in sorted(self._images)],
             artifacts=list(self._artifacts),

@@ -185,8 +185,9 @@ class Tab:
     As chat.js does, the tab opens its one socket when the chat page loads, before anything is
     sent, and tells it which conversation the page shows (`watch`) whenever that changes."""
 
-    def __init__(self, base: str, cookies: httpx.Cookies) -> None:
+    def __init__(self, base: str, cookies: httpx.Cookies, *, deflate: bool = True) -> None:
         self.base = base
+        self.deflate = deflate  # offer permessage-deflate, as browsers do (`--no-deflate`: not)
         self.client = _client(base, cookies)
         self.page: Page | None = None
         self.streams = _Streams()
@@ -300,6 +301,7 @@ class Tab:
                     open_timeout=60,
                     close_timeout=2,
                     create_connection=CountingConnection,
+                    compression="deflate" if self.deflate else None,
                 ) as ws:
                     delay = RETRY_FIRST_S
                     self._ws, self._watched = ws, None
@@ -337,7 +339,8 @@ class Tab:
                 msg = orjson.loads(raw)
             except orjson.JSONDecodeError:
                 continue
-            self.streams.handle(page_model.from_wire(msg), now)
+            for message in page_model.messages_from_wire(msg):
+                self.streams.handle(message, now)
             await self._act(ws)
 
     async def _check_after_watch(self, ws: ClientConnection, asked: float) -> None:

@@ -119,7 +119,8 @@ async def run(job: dict[str, Any]) -> dict[str, Any]:
         await sign_in(base, names[n % len(names)], job["password"]) for n in range(job["browsers"])
     ]
     size = max(spec["tabs"] for spec in job["rounds"])
-    tabs = [Tab(base, cookies[i % len(cookies)]) for i in range(size)]
+    deflate = job.get("deflate", True)
+    tabs = [Tab(base, cookies[i % len(cookies)], deflate=deflate) for i in range(size)]
     rounds: list[dict[str, Any]] = []
     try:
         if job.get("warmup_model"):

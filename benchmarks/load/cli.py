@@ -50,6 +50,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     add("--tokens-per-second", type=float, default=50.0)
     add("--ttft-ms", type=int, default=400, help="the emulator's time to first token")
     add("--follow-ups", action="store_true", help="send follow-ups, not new chats")
+    add("--no-deflate", action="store_true", help="sockets without permessage-deflate")
     add("--browsers", type=int, default=4, help="signed-in browsers the tabs share")
     add("--accounts", type=int, default=1, help="users the browsers sign in as (default: one)")
     add("--level-timeout", type=float, default=180.0, help="seconds for one level's answers")
@@ -150,6 +151,7 @@ def main(argv: list[str]) -> int:
             quiet_threshold=args.quiet_threshold,
             quiet_wait=args.quiet_wait,
             follow_ups=args.follow_ups,
+            deflate=not args.no_deflate,
             processes=args.processes,
         )
         if args.concurrency:

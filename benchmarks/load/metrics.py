@@ -73,6 +73,46 @@ def _steady(spans: list[tuple[float, float]]) -> tuple[int, float, float, float]
     return peak, inside[0], inside[-1], sum(during) / len(during)
 
 
+MIN_STREAMING_S = 1.0
+
+
+def _streaming_cpu_per_token(
+    records: list[dict[str, Any]], cpu: list[tuple[float, float]], idle_per_s: float | None
+) -> tuple[float | None, float]:
+    """The server's CPU per token while every answer streams and nothing else happens: from the
+    last upstream request (every send handled) to the first stream's end (no final render yet);
+    (µs per token, the window's seconds), the processes' idle CPU (`idle_per_s`) subtracted.
+    The tokens in the window are each stream's share of its paced tokens; None when the window
+    (within the CPU samples) is under `MIN_STREAMING_S` (sends outlasting a stream: a longer
+    `--tokens` opens it)."""
+    timed = [r for r in records if r["first_token_at"] and r["finished_at"] and r["tokens"]]
+    if not timed or len(cpu) < 2:
+        return None, 0.0
+    start = max(max(r["created_at"] for r in records), cpu[0][0])
+    end = min(min(r["finished_at"] for r in timed), cpu[-1][0])
+    if end - start < MIN_STREAMING_S:
+        return None, max(0.0, end - start)
+    tokens = 0.0
+    for r in timed:
+        paced = r["finished_at"] - r["first_token_at"]
+        overlap = min(end, r["finished_at"]) - max(start, r["first_token_at"])
+        if paced > 0 and overlap > 0:
+            tokens += r["tokens"] * overlap / paced
+    used = _at(cpu, end) - _at(cpu, start) - (idle_per_s or 0.0) * (end - start)
+    return (used / tokens * 1e6 if tokens else None), end - start
+
+
+def _at(samples: list[tuple[float, float]], t: float) -> float:
+    """The sampled counter at `t`, interpolated between the samples around it."""
+    i = bisect.bisect_left(samples, (t, -math.inf))
+    if i == 0:
+        return samples[0][1]
+    if i == len(samples):
+        return samples[-1][1]
+    (t0, v0), (t1, v1) = samples[i - 1], samples[i]
+    return v0 + (v1 - v0) * ((t - t0) / (t1 - t0) if t1 > t0 else 0)
+
+
 def _disk_lags(obs: list[dict[str, Any]], samples: Samples) -> list[float]:
     """Per generation, the worst time between text reaching the browser and being committed."""
     worst: list[float] = []
@@ -228,6 +268,12 @@ def summarize(
         else ((end.cpu[name] or 0) - first) / tokens * 1e6
         for name, first in start.cpu.items()
     }
+    ours_records = [
+        records[r["upstream_id"]] for r in db_rows.values() if r.get("upstream_id") in records
+    ]
+    streaming_us, streaming_s = _streaming_cpu_per_token(
+        ours_records, samples.cpu, samples.idle_cpu_per_s
+    )
     others = max(0.0, (end.machine_busy_s - start.machine_busy_s - ours) / (wall * cpus) * 100)
     peak = max((kb for t, kb in samples.rss if start.at <= t <= end.at), default=None)
     grown = peak - start.rss_kb if peak is not None and start.rss_kb is not None else None
@@ -279,6 +325,11 @@ def summarize(
         "cpu_percent": cpu,
         "streamed_tokens": tokens,
         "cpu_us_per_token": cpu_per_token,
+        "streaming_cpu_us_per_token": streaming_us,
+        "streaming_window_s": streaming_s,
+        "server_idle_cpu_percent": None
+        if samples.idle_cpu_per_s is None
+        else samples.idle_cpu_per_s * 100,
         "others_cpu_percent": others,
         "crowd_self_cpu_percent": crowd["cpu_seconds"] / wall * 100,
         "crowd_lag_ms": {key: _ms(crowd["loop_lag"][key]) for key in ("p99", "max")},

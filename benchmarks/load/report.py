@@ -47,6 +47,10 @@ def _cpu_per_token(s: Summary) -> str:
     return " / ".join(_n(cpu.get(name), 1) for name in ("server", "emulator", "crowd"))
 
 
+def _streaming_cpu(s: Summary) -> str:
+    return f"{_n(s['streaming_cpu_us_per_token'], 1)} ({_n(s['streaming_window_s'], 1)} s)"
+
+
 def _flushes(s: Summary) -> str:
     f = s["partial_flushes"]
     return f"{_n(f['p50'])} ({_n(f['min'])}-{_n(f['max'])})"
@@ -90,6 +94,7 @@ ROWS: list[tuple[str, Callable[[Summary], str]]] = [
     ("socket bytes per answer byte", lambda s: _n(s["wire_per_answer_byte"], 2)),
     ("CPU % of a core: server / emulator / crowd", _cpu),
     ("CPU per streamed token (us): server / emulator / crowd", _cpu_per_token),
+    ("  server's while all stream, no sends, idle off (us; window)", _streaming_cpu),
     (
         "CPU % of the machine, others: before / during",
         lambda s: f"{_n(s['others_cpu_percent_before'])} / {_n(s['others_cpu_percent'])}",

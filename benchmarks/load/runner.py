@@ -25,7 +25,7 @@ import orjson
 from . import memory, metrics
 from .cluster import ClusterStack
 from .database import final_rows, max_generation
-from .sampler import Sampler, read_counters, total_rss_kb
+from .sampler import Sampler, idle_cpu_per_s, read_counters, total_rss_kb
 from .stack import (
     PASSWORD,
     ROOT,
@@ -91,6 +91,7 @@ class Settings:
     quiet_threshold: float
     quiet_wait: float
     follow_ups: bool = False  # each tab sends a follow-up in a conversation it started
+    deflate: bool = True  # the tabs' sockets offer permessage-deflate
     processes: int = 1  # 2 or more: `ClusterStack` (PostgreSQL, Redis, nginx), as `make cluster`
     accounts: int = 1  # the users the browsers are (browser i is account i mod `accounts`)
 
@@ -197,7 +198,11 @@ def _job(
         "rounds": rounds,
         "warmup_model": WARMUP_MODEL,
         "prompt": PROMPT,
+        "deflate": settings.deflate,
     }
+
+
+IDLE_S = 2.0  # seconds the server's idle CPU is measured before "go"
 
 
 def run_level(settings: Settings, concurrency: int, deadline: Deadline) -> dict[str, Any]:
@@ -230,6 +235,7 @@ def run_level(settings: Settings, concurrency: int, deadline: Deadline) -> dict[
             crowd.expect("ready", deadline.cap(SETUP_TIMEOUT_S))
             after = max_generation(stack.database)
             servers = list(stack.server_pids.values())
+            idle = idle_cpu_per_s(servers, IDLE_S)
             sampler = Sampler(servers, stack.stats_urls, stack.database, after)
             start = _probe(stack, crowd, client)
             sampler.start()
@@ -241,6 +247,7 @@ def run_level(settings: Settings, concurrency: int, deadline: Deadline) -> dict[
                 for name, pid in stack.server_pids.items()
             }
             samples = sampler.stop()
+            samples.idle_cpu_per_s = idle
             sampler = None
             crowd.expect("finished", deadline.cap(60))
             results = crowd.results()["rounds"][0]

@@ -1,8 +1,8 @@
-"""Samples the server while a round runs: its memory, its statement counters, what is on disk.
+"""Samples the server while a round runs: its memory, CPU, statement counters, what is on disk.
 
 A thread of the orchestrator, which is no measured process: every 0.1 s the Daphne processes'
-VmRSS from /proc, summed; every 0.3 s the statement counters (`GET /__bench__/db` of each
-process, answered before Django, summed by `merge_counters`) and every generation's `last_seq`
+VmRSS and CPU time from /proc, summed; every 0.3 s the statement counters (`GET /__bench__/db` of
+each process, answered before Django, summed by `merge_counters`) and every generation's `last_seq`
 and status, read from the database itself (`database`), so "on disk" means committed. On SQLite
 a read holds the shared lock for about a millisecond; the app waits for it (busy timeout) as it
 would for any reader.
@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from .database import ERRORS, Target, open_db, read_disk
-from .stack import proc_status_kb
+from .stack import children, cpu_seconds, proc_status_kb
 
 RSS_EVERY_S = 0.1
 SLOW_EVERY = 3  # counters and disk every third tick
@@ -30,6 +30,8 @@ SLOW_EVERY = 3  # counters and disk every third tick
 @dataclass(slots=True)
 class Samples:
     rss: list[tuple[float, int]] = field(default_factory=list)  # (time, kB)
+    cpu: list[tuple[float, float]] = field(default_factory=list)  # (time, CPU seconds)
+    idle_cpu_per_s: float | None = None  # the same processes' CPU per second before "go"
     counters: list[dict[str, Any]] = field(default_factory=list)  # dbcount snapshots ("t")
     disk: list[tuple[float, dict[int, tuple[int, str]]]] = field(default_factory=list)
 
@@ -70,6 +72,28 @@ def merge_counters(snapshots: Sequence[dict[str, Any] | None]) -> dict[str, Any]
 
 def read_counters(client: httpx.Client, urls: Sequence[str]) -> dict[str, Any] | None:
     return merge_counters([counters(client, url) for url in urls]) if urls else None
+
+
+def total_cpu_seconds(pids: Sequence[int]) -> float | None:
+    """CPU time of the Daphne processes and of their children (the render pools, which parse
+    the live blocks), summed; None when a Daphne process is gone."""
+    found = [cpu_seconds(pid) for pid in pids]
+    if any(s is None for s in found):
+        return None
+    return sum(s or 0 for s in found) + sum(
+        cpu_seconds(child) or 0 for pid in pids for child in children(pid)
+    )
+
+
+def idle_cpu_per_s(pids: Sequence[int], seconds: float) -> float | None:
+    """CPU seconds per second the processes use while nothing is asked of them (timers, the
+    sockets' keep-alives, the render pools' waits): subtracted from a window's CPU."""
+    before, started = total_cpu_seconds(pids), time.monotonic()
+    time.sleep(seconds)
+    after, ended = total_cpu_seconds(pids), time.monotonic()
+    if before is None or after is None:
+        return None
+    return (after - before) / (ended - started)
 
 
 def total_rss_kb(pids: Sequence[int]) -> int | None:
@@ -116,6 +140,9 @@ class Sampler:
                 rss = total_rss_kb(self.pids)
                 if rss is not None:
                     samples.rss.append((started, rss))
+                cpu = total_cpu_seconds(self.pids)
+                if cpu is not None:
+                    samples.cpu.append((started, cpu))
                 if tick % SLOW_EVERY == 0:
                     snapshot = read_counters(client, self.stats_urls)
                     if snapshot is not None:

@@ -343,6 +343,18 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
+def children(pid: int) -> list[int]:
+    """`pid`'s child processes (the render pool's, for a Daphne process), from /proc."""
+    found: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as listed:
+                found += [int(child) for child in listed.read().split()]
+    except OSError:
+        pass
+    return found
+
+
 def machine_busy_seconds() -> float:
     """CPU time processes used since boot, all CPUs (/proc/stat `user + nice + system`): the
     kernel's interrupt work (loopback networking, mostly ours) is left out, being no process's."""

@@ -3,9 +3,10 @@
 A sleeping loop per generation (a wake-up, a send and every second a transaction each) made the
 server's cost grow with each stream until the loops starved one another. Here one task per event
 loop ticks every `CHAT_DELTA_INTERVAL`: each running generation whose pending text is ready (see
-`LiveState.ready`) goes out as one delta, and once per `CHAT_FLUSH_INTERVAL` all of them are
-handed to the writer as one batch (`writer.py`). A tick that comes late finds more text waiting:
-it sends more text, never more messages.
+`LiveState.ready`) gives one delta, the deltas of one conversation go out as one frame
+(`frames.py`), and once per `CHAT_FLUSH_INTERVAL` all of them are handed to the writer as one
+batch (`writer.py`). A tick that comes late finds more text waiting: it sends more text, never
+more messages.
 
 One channel per process receives the control messages for all its generations (Stop, and
 snapshot requests from a socket in any process), so the worker of a generation needs no listener
@@ -17,12 +18,14 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+from collections.abc import Awaitable
 from typing import Any, Protocol
 
 from channels.exceptions import ChannelFull
 from django.conf import settings
 
 from chatapp.streaming import writer
+from chatapp.streaming.frames import TickFrames
 from chatapp.streaming.jobs import Job
 from chatapp.streaming.live_state import LiveState
 from chatapp.ws import layer_errors, socket_messages
@@ -40,12 +43,14 @@ class TickedWorker(Protocol):
     job: Job
     state: LiveState
     flushed_seq: int
+    group: str  # its conversation's
+    sending: asyncio.Lock  # held while one of its deltas is on its way (seq order)
 
     def cancel(self) -> None: ...
 
     def check_spend(self) -> None: ...
 
-    async def send_delta(self) -> None: ...
+    def take_delta(self) -> list[list[object]]: ...
 
     async def send_snapshot(self, reply_to: str) -> None: ...
 
@@ -56,6 +61,7 @@ class Ticker:
     def __init__(self, channel: str, layer: socket_messages.ChannelLayer) -> None:
         self.channel = channel
         self.layer = layer
+        self._send_now = socket_messages.immediate_group_send(layer)
         self.workers: dict[int, TickedWorker] = {}
         self._batch: asyncio.Future[bool] | None = None
         # Stops that came for a generation of this process before its worker was added (a
@@ -96,16 +102,45 @@ class Ticker:
         while True:
             await asyncio.sleep(interval)
             now = loop.time()
-            for worker in list(self.workers.values()):
-                try:
-                    worker.check_spend()
-                    if worker.state.ready(now):
-                        await worker.send_delta()
-                except Exception:  # a hiccup in the layer must not stop the other streams
-                    logger.exception("Generation %s: a delta failed", worker.job.generation_pk)
+            await self.send_deltas(now)
             # A batch still out defers the next one to a later tick, not to the next interval.
             if now >= next_flush and self._flush():
                 next_flush = now + settings.CHAT_FLUSH_INTERVAL
+
+    async def send_deltas(self, now: float) -> None:
+        """Every ready generation's delta, one frame per conversation. A worker whose own send
+        is under way (its first output, a tool run, its last delta) gives its delta next tick."""
+        frames = TickFrames()
+        held: list[asyncio.Lock] = []
+        try:
+            for worker in list(self.workers.values()):
+                try:
+                    worker.check_spend()
+                    if not worker.state.ready(now) or worker.sending.locked():
+                        continue
+                    await worker.sending.acquire()  # free: taken without yielding the loop
+                    held.append(worker.sending)
+                    for delta in worker.take_delta():
+                        frames.add(worker.group, delta)
+                except Exception:  # one answer's failure must not stop the other streams
+                    logger.exception("Generation %s: a delta failed", worker.job.generation_pk)
+            for group, message in frames.messages():
+                await self._send(group, message)
+        finally:
+            for lock in held:  # after the sends: a snapshot waits until its deltas have left
+                lock.release()
+
+    async def _send(self, group: str, message: socket_messages.ForwardMessage) -> None:
+        if self._send_now is not None:  # in process: nothing to wait for, nothing to cut short
+            self._send_now(group, message)
+            return
+        try:
+            await finish_despite_cancel(self.layer.group_send(group, message))
+        except layer_errors.LAYER_DOWN as exc:
+            # Numbered: a page sees the gap at the next delta and asks for a snapshot.
+            logger.warning("Deltas to %s lost (%s)", group, exc)
+        except Exception:
+            logger.exception("Deltas to %s failed", group)
 
     def _flush(self) -> bool:
         """Hand every running generation's state to the writer, unless a batch is still out;
@@ -168,6 +203,22 @@ class Ticker:
             if now - when > EARLY_CANCEL_FOR:
                 del self._early_cancels[pk]
         self._early_cancels[generation_pk] = now
+
+
+async def finish_despite_cancel(send: Awaitable[None]) -> None:
+    """Await `send` to its end even when the caller is cancelled meanwhile, then re-raise.
+
+    A delta taken from the `LiveState` exists nowhere else: a network layer's send (Redis) cut
+    short by a cancel would lose it while `done` counts its seq.
+    """
+    task = asyncio.ensure_future(send)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])
+        if not task.cancelled() and task.exception() is not None:
+            logger.warning("A delta was lost: %r", task.exception())
+        raise
 
 
 async def ticker() -> Ticker:

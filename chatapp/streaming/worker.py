@@ -20,7 +20,7 @@ import asyncio
 import contextvars
 import dataclasses
 import logging
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Coroutine
 from decimal import Decimal
 from typing import Any
 
@@ -34,11 +34,11 @@ from chatapp.gateways.configs import GatewayConfig
 from chatapp.gateways.image_models import image_prompt
 from chatapp.models import Generation
 from chatapp.rendering.markdown import doc_id_for
-from chatapp.streaming import log_context, persistence, titles
+from chatapp.streaming import log_context, memory_trim, persistence, titles
 from chatapp.streaming.jobs import Job, JobEnd, Status
 from chatapp.streaming.live_state import LiveState
 from chatapp.streaming.persistence import FinalState
-from chatapp.streaming.ticker import Ticker, current_ticker, ticker
+from chatapp.streaming.ticker import Ticker, current_ticker, finish_despite_cancel, ticker
 from chatapp.streaming.writer import PartialRow
 from chatapp.tools import tool_loop
 from chatapp.tools.base import ToolContext
@@ -67,22 +67,6 @@ INTERNAL_ERROR = ErrorInfo(
     "internal_error",
     "The server failed while reading the answer; what arrived is kept.",
 )
-
-
-async def _finish_despite_cancel(send: Awaitable[None]) -> None:
-    """Await `send` to its end even when the caller is cancelled meanwhile, then re-raise.
-
-    A delta taken from the `LiveState` exists nowhere else: a network layer's send (Redis) cut
-    short by a cancel would lose it while `done` counts its seq.
-    """
-    task = asyncio.ensure_future(send)
-    try:
-        await asyncio.shield(task)
-    except asyncio.CancelledError:
-        await asyncio.wait([task])
-        if not task.cancelled() and task.exception() is not None:
-            logger.warning("A delta was lost: %r", task.exception())
-        raise
 
 
 class EarlyStream:
@@ -163,7 +147,7 @@ class GenerationWorker:
         self._reserved = job.spend.reserved if job.spend is not None else None
         self._extending: asyncio.Task[None] | None = None
         self._limit_note: str | None = None
-        self._sending = asyncio.Lock()  # one send at a time, so deltas leave in seq order
+        self.sending = asyncio.Lock()  # one send at a time, so deltas leave in seq order
         self._done: dict[str, object] | None = None  # the `done` sent to the group, once it is
 
     # --- Lifecycle --------------------------------------------------------------------------------
@@ -346,18 +330,27 @@ class GenerationWorker:
 
     # --- What the ticker asks of a worker ---------------------------------------------------------
 
+    def take_delta(self) -> list[list[object]]:
+        """The ticker's, holding `sending`: the pending delta as it goes on the wire, in as many
+        parts as its text needs (`socket_messages.delta_frames`), none when nothing is pending
+        (the ticker sends them in its conversation's frames, `frames.py`)."""
+        delta = self.state.take_delta()
+        return [] if delta is None else socket_messages.delta_frames(self.job.generation_pk, delta)
+
     async def send_delta(self, *, last: bool = False) -> None:
+        """What is pending, at once and in a frame of its own (the first output, a tool run's
+        start or end, the last delta): the ticker's are `take_delta`'s."""
         if not last:
-            async with self._sending:
+            async with self.sending:
                 await self._send_delta(self.state.take_delta())
             return
         # What arrived is shown now, and the render pool's time (the last settled blocks, the
         # final render) is waited out holding nothing: a short answer arrives whole before the
         # first tick, and a page that joins then gets it by snapshot, which waits for `_sending`.
-        async with self._sending:
+        async with self.sending:
             await self._send_delta(self.state.take_delta())
         await self.state.finish_render()
-        async with self._sending:
+        async with self.sending:
             await self._send_delta(self.state.take_last_delta())
 
     async def _send_delta(self, delta: dict[str, object] | None) -> None:
@@ -365,11 +358,11 @@ class GenerationWorker:
             return
         for frame in socket_messages.delta_frames(self.job.generation_pk, delta):
             message = socket_messages.group_message(frame)
-            if self._send_now is not None:  # in process: nothing to wait for or to cut short
+            if self._send_now is not None:  # in process: nothing to wait for, nothing to cut short
                 self._send_now(self.group, message)
                 continue
             try:
-                await _finish_despite_cancel(self.layer.group_send(self.group, message))
+                await finish_despite_cancel(self.layer.group_send(self.group, message))
             except layer_errors.LAYER_DOWN as exc:
                 # Numbered: a page sees the gap at the next delta and asks for a snapshot.
                 pk = self.job.generation_pk
@@ -382,7 +375,7 @@ class GenerationWorker:
         after it was sent never heard."""
         if self._done is not None:
             return self._done
-        async with self._sending:  # exact at its seq: no delta is between taken and sent
+        async with self.sending:  # exact at its seq: no delta is between taken and sent
             now = asyncio.get_running_loop().time()
             return socket_messages.snapshot(self.job.generation_pk, self.state.snapshot(now))
 
@@ -395,9 +388,7 @@ class GenerationWorker:
         state = self.state
         text = None
         if state.seq != self.flushed_seq:
-            sent = state.sent_part()
-            calls = [call.to_dict() for call in sent.tool_calls]
-            text = (sent.content, sent.reasoning, calls)
+            text = (state.content, state.reasoning, state.tool_calls())
         return PartialRow(
             generation_pk=self.job.generation_pk,
             message_pk=self.job.message_pk,
@@ -495,6 +486,7 @@ def start(job: Job, *, early: EarlyStream | None = None) -> asyncio.Task[None]:
     def _done(task: asyncio.Task[None]) -> None:
         _running.pop(job.generation_pk, None)
         worker.ticker.remove(worker)  # also when the task never ran its first step
+        memory_trim.answer_ended()
         if not task.cancelled() and task.exception() is not None:
             logger.error("Generation %s worker died", job.generation_pk, exc_info=task.exception())
 

@@ -136,6 +136,14 @@ def from_wire(parsed: object) -> dict[str, Any]:
     return message
 
 
+def messages_from_wire(parsed: object) -> list[dict[str, Any]]:
+    """A frame's messages as parsed off the socket: one, or a tick's deltas of several answers
+    (`[[g, seq, ...], ...]`, `chatapp.streaming.frames`), in order."""
+    if isinstance(parsed, list) and parsed and isinstance(parsed[0], list):
+        return [from_wire(delta) for delta in parsed]
+    return [from_wire(parsed)]
+
+
 def receive(state: StreamState, message: Message, now: float) -> Step:
     if state.done:
         return Step(state, ())

@@ -12,6 +12,8 @@ message of type `chat.forward`, so a consumer forwards them without decoding or 
   `tool_calls`, `tool_runs`, `annotations`, `attachments` (`attachments` names kinds only:
   `image`, `file`, `audio`; the media themselves come with the final render), `settled` and
   `draft`.
+- `[[g, n, ...], [g, n, ...]]`: several deltas in one frame, of the answers of the watched
+  conversation that had text in the same tick (`streaming/frames.py`), applied in order.
 - `tool_runs`: the runs of the answer's tool calls that began or ended since the last delta, each
   `{"index", "id", "status", "pretty", "valid", "result", "duration_ms"}` (`tool_loop.CallRun`);
   a snapshot carries all of them.
@@ -193,10 +195,21 @@ def delta_frames(generation_pk: int, fields: dict[str, object]) -> list[list[obj
 _EXTRAS = ("tool_calls", "tool_runs", "annotations", "attachments", "settled", "draft", "previews")
 
 
+def decode_frame(text: str | bytes) -> list[dict[str, Any]]:
+    """A frame's messages, each as `decode` gives it: one, or a tick's deltas (`frames.py`)."""
+    payload = orjson.loads(text)
+    if isinstance(payload, list) and payload and isinstance(payload[0], list):
+        return [_decoded(delta) for delta in payload]
+    return [_decoded(payload)]
+
+
 def decode(text: str | bytes) -> dict[str, Any]:
     """A browser-bound message as an object, a compact delta included (`{"t": "delta", ...}` with
     the parts it carries): what chat.js makes of it, for Python readers (tests, benchmarks)."""
-    payload = orjson.loads(text)
+    return _decoded(orjson.loads(text))
+
+
+def _decoded(payload: Any) -> dict[str, Any]:
     if not isinstance(payload, list):
         return dict(payload)
     message: dict[str, Any] = {"t": "delta", "g": payload[0], "seq": payload[1]}

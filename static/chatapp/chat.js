@@ -9,7 +9,7 @@
 // - answer_status.js: the status line that says an answer started and ended.
 
 import { connect, send } from "./socket.js";
-import { afterWatch, fromWire, receive, refuseSettle, start, watchSent } from "./stream_state.js";
+import { afterWatch, messagesFromWire, receive, refuseSettle, start, watchSent } from "./stream_state.js";
 import {
   appendContent,
   appendParts,
@@ -252,7 +252,10 @@ function onWatched(asked) {
 }
 
 function connectSocket() {
-  connect({ onMessage: (parsed) => handle(fromWire(parsed)), onWatchSent, onWatched });
+  const onMessage = (parsed) => {
+    for (const msg of messagesFromWire(parsed)) handle(msg);
+  };
+  connect({ onMessage, onWatchSent, onWatched });
 }
 
 // --- Stop: the answers running in the branch shown, and the turn of a bridging round ---------

@@ -58,6 +58,13 @@ export function fromWire(parsed) {
   return msg;
 }
 
+// A frame's messages: one, or a tick's deltas of several answers, `[[g, seq, ...], ...]`
+// (chatapp/streaming/frames.py), in order.
+export function messagesFromWire(parsed) {
+  if (Array.isArray(parsed) && Array.isArray(parsed[0])) return parsed.map(fromWire);
+  return [fromWire(parsed)];
+}
+
 export function receive(state, msg, now) {
   const effects = [];
   if (state.done) return { state, effects };

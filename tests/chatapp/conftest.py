@@ -116,6 +116,8 @@ class GroupListener:
         self.group = socket_messages.group_name(conversation_pk)
         self.channel = ""
         self.received: list[dict[str, Any]] = []
+        self.frames = 0  # channel-layer messages, each one websocket frame
+        self._unread: list[dict[str, Any]] = []  # the rest of a frame of several deltas
 
     async def join(self) -> GroupListener:
         self.channel = await self.layer.new_channel()
@@ -125,9 +127,12 @@ class GroupListener:
     async def next(self) -> dict[str, Any]:
         # Bounds a hang, not a speed: `done` follows the final render, and a cold render process
         # took over 10 s to start while parallel test workers shared two cores.
-        async with asyncio.timeout(30):
-            message = await self.layer.receive(self.channel)
-        payload = socket_messages.decode(message["text"])
+        if not self._unread:
+            async with asyncio.timeout(30):
+                message = await self.layer.receive(self.channel)
+            self.frames += 1
+            self._unread = socket_messages.decode_frame(message["text"])
+        payload = self._unread.pop(0)
         self.received.append(payload)
         return payload
 

@@ -27,11 +27,23 @@ def page_of(page: dict[str, Any]) -> StreamState:
     )
 
 
+def receive_frame(state: StreamState, parsed: object, at: float) -> Step:
+    """A frame's messages for this answer, in order, as chat.js dispatches them by `g`."""
+    effects: list[page_model.Effect] = []
+    for message in page_model.messages_from_wire(parsed):
+        if message.get("g") != state.g:
+            continue
+        result = page_model.receive(state, message, at)
+        state = result.state
+        effects.extend(result.effects)
+    return Step(state, tuple(effects))
+
+
 def run(state: StreamState, step: dict[str, Any]) -> Step:
     """One step as the page takes it, a refused join as chat.js carries it out (the settles after
     it left out)."""
     if "in" in step:
-        result = page_model.receive(state, page_model.from_wire(step["in"]), step["at"])
+        result = receive_frame(state, step["in"], step["at"])
     elif "watch_check" in step:
         result = page_model.after_watch(state, step["watch_check"], step["at"])
     elif step.get("watch"):

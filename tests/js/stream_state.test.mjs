@@ -8,6 +8,7 @@ import { test } from "node:test";
 import {
   afterWatch,
   fromWire,
+  messagesFromWire,
   receive,
   refuseSettle,
   start,
@@ -27,11 +28,23 @@ function pageOf(page) {
   });
 }
 
+// A frame's messages for this answer, in order, as chat.js dispatches them by `g`.
+function receiveFrame(state, parsed, at) {
+  const effects = [];
+  for (const msg of messagesFromWire(parsed)) {
+    if (msg.g !== state.g) continue;
+    const result = receive(state, msg, at);
+    state = result.state;
+    effects.push(...result.effects);
+  }
+  return { state, effects };
+}
+
 // One step as the page takes it: the machine's effects, a refused join carried out as chat.js
 // does (the settles after it left out).
 function run(state, step) {
   let result;
-  if ("in" in step) result = receive(state, fromWire(step.in), step.at);
+  if ("in" in step) result = receiveFrame(state, step.in, step.at);
   else if ("watch_check" in step) result = afterWatch(state, step.watch_check, step.at);
   else if (step.watch) result = watchSent(state, step.at);
   else throw new Error(`a step with no input: ${JSON.stringify(step)}`);
@@ -117,6 +130,15 @@ for (const name of files.sort()) {
     });
   });
 }
+
+test("a frame of several deltas: each off the wire, in order", () => {
+  assert.deepEqual(messagesFromWire([[3, 1, "a"], [4, 7, "", "why"]]), [
+    { t: "delta", g: 3, seq: 1, content: "a" },
+    { t: "delta", g: 4, seq: 7, content: "", reasoning: "why" },
+  ]);
+  assert.deepEqual(messagesFromWire([3, 1, "a"]), [{ t: "delta", g: 3, seq: 1, content: "a" }]);
+  assert.deepEqual(messagesFromWire({ t: "done", g: 3, seq: 2 }), [{ t: "done", g: 3, seq: 2 }]);
+});
 
 test("a step returns a new state and leaves the one given as it was", () => {
   const before = start({ g: 1 });

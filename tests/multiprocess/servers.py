@@ -201,7 +201,14 @@ class Stream:
                 self.duplicates.append(message["seq"])
             elif message["seq"] > before.seq + 1 and message["seq"] not in before.held:
                 self.gaps.append((before.seq, message["seq"]))
-        step = page_model.receive(before, message, at * 1000)
+        self._carry_out(page_model.receive(before, message, at * 1000))
+
+    def check_after_watch(self, asked: float, now: float) -> None:
+        """The page's check a while after its watch (chat.js `onWatched`): an answer no
+        snapshot covered since asks for one (`time.monotonic()` seconds)."""
+        self._carry_out(page_model.after_watch(self.state, asked * 1000, now * 1000))
+
+    def _carry_out(self, step: page_model.Step) -> None:
         self.state = step.state
         for effect in step.effects:
             match effect:
@@ -213,6 +220,9 @@ class Stream:
                     self.done = dict(done)
 
 
+WATCH_CHECK_S = 1.0  # static/chatapp/socket.js WATCH_CHECK_MS
+
+
 class Socket:
     def __init__(self, connection: ClientConnection) -> None:
         self.connection = connection
@@ -220,6 +230,8 @@ class Socket:
         # The user's spend, pushed to every tab whenever one of their costs settles (a cost from
         # an earlier test's answer too): the page's, not a reply to anything this socket sent.
         self.spend_pushes: list[dict[str, Any]] = []
+        self._unread: list[dict[str, Any]] = []  # the rest of a frame of several deltas
+        self.watched_at: float | None = None  # when the page's watch was sent (monotonic)
 
     async def send(self, message: dict[str, Any]) -> None:
         await self.connection.send(orjson.dumps(message).decode())
@@ -228,7 +240,9 @@ class Socket:
         """The next message about what this socket watches or asked (spend pushes kept apart)."""
         async with asyncio.timeout(within):
             while True:
-                message: dict[str, Any] = socket_messages.decode(await self.connection.recv())
+                if not self._unread:
+                    self._unread = socket_messages.decode_frame(await self.connection.recv())
+                message = self._unread.pop(0)
                 if message.get("t") != "spend":
                     break
                 self.spend_pushes.append(message)
@@ -255,6 +269,11 @@ class Socket:
         for at, message in self.received:
             if message.get("g") == generation_pk:
                 stream.apply(message, at)
+        # A page that opened on the answer checks a while after its watch, as chat.js does: the
+        # answer may have ended (a sweep's `done` sent) before this socket joined its group.
+        check_at = None
+        if joined_mid_stream and self.watched_at is not None:
+            check_at = self.watched_at + WATCH_CHECK_S
         async with asyncio.timeout(within):
             while True:
                 for request in stream.requests:
@@ -262,7 +281,15 @@ class Socket:
                 stream.requests.clear()
                 if stream.done if until == "done" else _seen(stream, until):
                     return stream
-                message = await self.next(within)
+                if check_at is not None and self.watched_at is not None:
+                    try:
+                        message = await self.next(max(0.0, check_at - time.monotonic()))
+                    except TimeoutError:
+                        stream.check_after_watch(self.watched_at, time.monotonic())
+                        check_at = None
+                        continue
+                else:
+                    message = await self.next(within)
                 if message.get("g") == generation_pk:
                     stream.apply(message, self.received[-1][0])
 
@@ -325,6 +352,7 @@ class User:
         ) as connection:
             socket = Socket(connection)
             await socket.send({"t": "watch", "c": conversation_pk})  # as the page does on open
+            socket.watched_at = time.monotonic()
             await socket.watched(conversation_pk, within=10)
             yield socket
 

@@ -7,7 +7,7 @@ from chatapp.costs.totals_check import rebuild
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("chatapp", "0025_assistants_and_prompts"),
+        ("chatapp", "0029_message_imported_model"),
     ]
 
     operations = [

@@ -5,7 +5,7 @@ from django.db import migrations
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("chatapp", "0025_assistants_and_prompts"),
+        ("chatapp", "0030_running_spend_totals"),
     ]
 
     operations = [
