@@ -77,6 +77,10 @@ def test_a_sign_up_waits_for_approval_and_then_signs_in(settings: Any) -> None:
     assert escape(WAITING) in waiting.content.decode()
     wrong = client.post(reverse("login"), {"username": "newcomer", "password": "wrong one"})
     assert escape(WAITING) not in wrong.content.decode()
+    # Typed as sign-in reads it (trimmed, NFKC: fullwidth letters), it is the same account.
+    for typed in [" newcomer ", "\uff4eewcomer"]:
+        same = client.post(reverse("login"), {"username": typed, "password": PASSWORD})
+        assert escape(WAITING) in same.content.decode()
     # An admin ticks Active: approved, the waiting row goes, and the password signs in.
     user.is_active = True
     user.save()
