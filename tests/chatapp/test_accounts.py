@@ -314,6 +314,24 @@ def test_linking_by_email_never_takes_an_account_an_admin_does_not_vouch_for(
     assert not user.has_usable_password()
 
 
+def test_an_admin_vouches_for_a_signed_up_accounts_email_by_deleting_its_row(
+    settings: Any,
+) -> None:
+    settings.CHAT_OIDC_LINK_BY_EMAIL = True
+    local = User.objects.create_user("ann", email="ann@corp.test", password=PASSWORD)
+    row = SelfSignUp.objects.create(user=local)
+    client = Client()
+    client.force_login(User.objects.create_superuser("root", password=PASSWORD))
+    listed = client.get("/admin/chatapp/selfsignup/")
+    assert "ann@corp.test" in listed.content.decode()
+    deleted = client.post(
+        "/admin/chatapp/selfsignup/",
+        {"action": "delete_selected", "_selected_action": [row.pk], "post": "yes"},
+    )
+    assert deleted.status_code == 302
+    assert linking.account_for(ISSUER, claims("v3")).pk == local.pk
+
+
 def test_a_signed_up_account_with_a_victims_email_is_not_handed_to_the_victim(
     settings: Any,
 ) -> None:
