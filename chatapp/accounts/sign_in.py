@@ -45,7 +45,9 @@ class SignIn(LoginView):
         who has just typed the password, learns that the account exists)."""
         user = getattr(form, "waiting_user", None)
         if user is None and not getattr(form, "throttled", ""):
-            user = waiting_account(form.data.get("username", ""), form.data.get("password", ""))
+            # The name as the form cleaned it (trimmed, NFKC), as `authenticate` looked it up.
+            name = form.cleaned_data.get("username", "")
+            user = waiting_account(name, form.data.get("password", ""))
         if user is not None:
             return self.render_to_response(self.get_context_data(form=form, refusal=WAITING))
         return super().form_invalid(form)

@@ -4,14 +4,16 @@ and in the admin.
 A username is trimmed and NFKC-normalised, as Django's sign-in form (`UsernameField`) reads what
 is typed, so fullwidth or compatibility letters become the plain ones and the form finds the
 account. It must then pass the user model's own validators: letters, digits and `@ . + - _`
-(`UnicodeUsernameValidator`, which leaves out spaces and every invisible or direction-changing
-character, the right-to-left override U+202E among them), 150 characters at most. A provider's
+(`UnicodeUsernameValidator`, which leaves out spaces, other punctuation and the format
+characters, the zero-width ones and the right-to-left override U+202E among them), 150 characters
+at most. A provider's
 claim that fails them is not used (`for_claims` falls back to the next claim).
 
 Names that differ only by case are one name: "ALICE" is taken while alice exists, here (`taken`)
 and in the database (migration 0027's unique index on `UPPER(username)`), so that two sign-ups
-racing cannot both have it. The refusal says only that the name cannot be had, not which account
-holds it or in what spelling.
+racing cannot both have it. SQLite's `UPPER` folds ASCII letters alone, so there the index holds
+"Älice" beside "älice" and only `taken` refuses it. The refusal says only that the name cannot
+be had, not which account holds it or in what spelling.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
+from django.db.models.functions import Length
 
 LONGEST = 150  # the user model's username max_length
 TAKEN = "This username is not available. Choose another."
@@ -39,10 +42,19 @@ def valid(raw: str) -> str:
 
 def taken(name: str, but: int | None = None) -> bool:
     """Whether an account (other than the one with primary key `but`) has `name` in any case."""
-    found = User.objects.filter(username__iexact=name)
-    if but is not None:
-        found = found.exclude(pk=but)
-    return found.exists()
+    others = User.objects.exclude(pk=but) if but is not None else User.objects.all()
+    if others.filter(username__iexact=name).exists():
+        return True
+    if name.isascii():
+        return False
+    # SQLite folds ASCII letters alone (PostgreSQL folds them all): a name with others is also
+    # compared here, with the names of its length.
+    folded = name.casefold()
+    same_length = others.annotate(length=Length("username")).filter(length=len(name))
+    return any(
+        other.casefold() == folded
+        for other in same_length.values_list("username", flat=True).iterator()
+    )
 
 
 def check(raw: str, but: int | None = None) -> str:

@@ -77,6 +77,10 @@ def test_a_sign_up_waits_for_approval_and_then_signs_in(settings: Any) -> None:
     assert escape(WAITING) in waiting.content.decode()
     wrong = client.post(reverse("login"), {"username": "newcomer", "password": "wrong one"})
     assert escape(WAITING) not in wrong.content.decode()
+    # Typed as sign-in reads it (trimmed, NFKC: fullwidth letters), it is the same account.
+    for typed in [" newcomer ", "\uff4eewcomer"]:
+        same = client.post(reverse("login"), {"username": typed, "password": PASSWORD})
+        assert escape(WAITING) in same.content.decode()
     # An admin ticks Active: approved, the waiting row goes, and the password signs in.
     user.is_active = True
     user.save()
@@ -107,14 +111,18 @@ def test_sign_ups_from_one_address_are_limited(settings: Any) -> None:
     assert not User.objects.filter(username="third").exists()
 
 
-@pytest.mark.parametrize("taken", ["ALICE", "Alice", "\uff41\uff4c\uff49\uff43\uff45", " alice "])
+@pytest.mark.parametrize(
+    "taken", ["ALICE", "Alice", "\uff41\uff4c\uff49\uff43\uff45", " alice ", "\u00c4lice"]
+)
 def test_a_username_taken_in_any_case_or_width_is_refused(settings: Any, taken: str) -> None:
     settings.CHAT_SIGN_UP = True
     User.objects.create_user("alice", password=PASSWORD)
+    # Älice is älice in a case SQLite's own comparisons do not fold (ASCII letters alone).
+    User.objects.create_user("\u00e4lice", password=PASSWORD)
     response = sign_up(Client(), taken)
     assert response.status_code == 200
     assert escape(usernames.TAKEN) in response.content.decode()
-    assert User.objects.count() == 1
+    assert User.objects.count() == 2
 
 
 def test_the_database_refuses_a_username_that_differs_only_by_case() -> None:
@@ -308,6 +316,24 @@ def test_linking_by_email_never_takes_an_account_an_admin_does_not_vouch_for(
     assert user.pk != local.pk
     assert user.username == "ann@corp.test"
     assert not user.has_usable_password()
+
+
+def test_an_admin_vouches_for_a_signed_up_accounts_email_by_deleting_its_row(
+    settings: Any,
+) -> None:
+    settings.CHAT_OIDC_LINK_BY_EMAIL = True
+    local = User.objects.create_user("ann", email="ann@corp.test", password=PASSWORD)
+    row = SelfSignUp.objects.create(user=local)
+    client = Client()
+    client.force_login(User.objects.create_superuser("root", password=PASSWORD))
+    listed = client.get("/admin/chatapp/selfsignup/")
+    assert "ann@corp.test" in listed.content.decode()
+    deleted = client.post(
+        "/admin/chatapp/selfsignup/",
+        {"action": "delete_selected", "_selected_action": [row.pk], "post": "yes"},
+    )
+    assert deleted.status_code == 302
+    assert linking.account_for(ISSUER, claims("v3")).pk == local.pk
 
 
 def test_a_signed_up_account_with_a_victims_email_is_not_handed_to_the_victim(
