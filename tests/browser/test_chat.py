@@ -203,7 +203,9 @@ def test_reload_mid_stream_reattaches_without_gap_or_duplicate(alice: Any) -> No
 
 
 def test_two_tabs_on_one_conversation_both_stream(alice: Any) -> None:
-    send(alice, WORDS, "emulator/echo")
+    # Long: the second tab loads, then both must see the text grow before it ends (a ~4 s
+    # answer ended first on a loaded machine).
+    send(alice, LONG_WORDS, "emulator/echo")
     expect(alice).to_have_url(re.compile(r"/c/\d+/$"))
     other = alice.context.new_page()
     other.goto(alice.url)
@@ -214,7 +216,7 @@ def test_two_tabs_on_one_conversation_both_stream(alice: Any) -> None:
         wait_for_more_text(answer, len(before))
     for answer in answers:
         expect(answer).to_have_attribute("data-status", "completed", timeout=15_000)
-        assert content(answer).strip() == WORDS
+        assert content(answer).strip() == LONG_WORDS
     other.close()
 
 
