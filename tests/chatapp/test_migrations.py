@@ -97,3 +97,23 @@ def test_a_read_alouds_audio_survives_its_models_rename() -> None:
     )
     read_aloud = new.get_model("chatapp", "Message").objects.get(pk=answer.pk).read_alouds.get()
     assert (read_aloud.pk, read_aloud.kind) == (generation.pk, "speech")
+
+
+BEFORE_EMULATOR_NAME = [("chatapp", "0025_assistants_and_prompts")]
+EMULATOR_NAME = [("chatapp", "0026_emulator_gateway_named_by_its_dialect")]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("at_latest")
+def test_the_emulators_default_gateway_is_named_by_its_dialect_and_back() -> None:
+    old = migrated(BEFORE_EMULATOR_NAME).get_model("chatapp", "Gateway").objects
+    row = old.create(name="Emulator", base_url="/numes/api/v1", dialect="numes", emulated=True)
+    new = migrated(EMULATOR_NAME).get_model("chatapp", "Gateway").objects
+    assert new.get(pk=row.pk).name == "Emulator (Numes)"
+    back = migrated(BEFORE_EMULATOR_NAME).get_model("chatapp", "Gateway").objects
+    assert back.get(pk=row.pk).name == "Emulator"
+    # A row an admin named so already keeps its name, and the emulator's keeps its own.
+    admins = back.create(name="Emulator (Numes)", base_url="https://llm.example/v1")
+    migrated(EMULATOR_NAME)
+    assert [row.name for row in back.order_by("pk")] == ["Emulator", "Emulator (Numes)"]
+    assert back.get(pk=admins.pk).base_url == "https://llm.example/v1"
