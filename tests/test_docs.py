@@ -1,7 +1,8 @@
 """The documents (README.md and docs/*.md) name only what exists, and document what exists.
 
 Four checks, each read off the files with no Django, no server and no browser (so `make
-test-quick` runs them): every repository path a document names in backticks or links to exists;
+test-quick` runs them): every repository path a document names in backticks or links to exists
+(or is one git ignores, made at run time: its being there depends on what ran before);
 every relative link resolves, to its file and, for `#anchor`, to a heading there (GitHub's
 slugs); every target the Makefile defines has its one row in docs/development.md's table, and
 every `make X` a document names is a target; every environment variable the code reads is named
@@ -15,6 +16,7 @@ import ast
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from functools import cache
 from pathlib import Path
 
@@ -35,8 +37,6 @@ DYNAMIC_READS = {
     # `env_bool`'s own read: its callers, which name the variable, are the reads checked.
     ("chatapp/settings.py", "name"),
 }
-# Paths the documents name that are made at run time, not kept in the repository.
-GENERATED = {"chatapp/.secret_key", "tests/oidc/node_modules"}  # the latter: `make oidc-provider`
 
 _FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.MULTILINE | re.DOTALL)
 _CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.DOTALL)
@@ -86,9 +86,46 @@ def repository_path(span: str) -> str | None:
     return candidate
 
 
+@cache
+def ignore_rules() -> tuple[tuple[str, str, bool], ...]:
+    """The rules of the repository's `.gitignore` files (at the top and one folder down, where
+    they are) as (folder, pattern, anchored): gitignore's own rules, but for `!` (none is used)."""
+    rules = []
+    for ignore in sorted([*ROOT.glob(".gitignore"), *ROOT.glob("*/.gitignore")]):
+        folder = str(ignore.parent.relative_to(ROOT)).removeprefix(".")
+        for line in ignore.read_text().split("\n"):
+            pattern = line.strip()
+            if not pattern or pattern.startswith(("#", "!")):
+                continue
+            pattern = pattern.rstrip("/")
+            anchored = "/" in pattern  # a slash but at the end anchors it to its folder
+            rules.append((folder, pattern.lstrip("/"), anchored))
+    return tuple(rules)
+
+
+def made_at_run_time(path: str) -> bool:
+    """Whether git ignores `path` or a folder it is in: made by `make` (the Node packages of
+    `make oidc-provider`), by `collectstatic` or on first run (the development key), never kept
+    in the repository. A document may name it before it exists: whether it does depends on what
+    ran before, so the check would pass or fail by the order of a run, not by the document."""
+    parts = path.split("/")
+    for folder, pattern, anchored in ignore_rules():
+        inside = folder.split("/") if folder else []
+        if parts[: len(inside)] != inside:
+            continue
+        rest = parts[len(inside) :]
+        if anchored:
+            if any(fnmatchcase("/".join(rest[:end]), pattern) for end in range(1, len(rest) + 1)):
+                return True
+        elif any(fnmatchcase(part, pattern) for part in rest):
+            return True
+    return False
+
+
 def path_exists(path: str) -> bool:
-    """A path, or a pattern of one (`tests/fixtures/streams/<name>-*.http`), that matches."""
-    if path in GENERATED:
+    """A path, or a pattern of one (`tests/fixtures/streams/<name>-*.http`), that matches; or
+    one made at run time, whether it is there now or not."""
+    if made_at_run_time(path):
         return True
     if "<" in path or "*" in path:
         return any(ROOT.glob(re.sub(r"<[^>]*>", "*", path)))
@@ -275,6 +312,27 @@ def test_the_checks_catch_a_missing_path_and_a_broken_anchor() -> None:
     assert [p.what for p in link_problems(ROOT / "README.md", text)] == [
         "link to docs/architecture.md#no-such-heading: no heading #no-such-heading there",
         "link to docs/gone.md: no such file",
+    ]
+
+
+def test_a_path_made_at_run_time_may_be_named_whether_it_is_there_or_not() -> None:
+    """Whether these exist depends on what ran before in the checkout (`make`, a first run,
+    `collectstatic`); the check must not (it failed on a fresh clone for a path a `make` target
+    makes, and passed after it ran)."""
+    for path in (
+        "chatapp/.secret_key",
+        "tests/oidc/node_modules",
+        "tests/oidc/node_modules/no-such-package/index.js",
+        "staticfiles/chatapp/chat.js",
+        "chatapp/__pycache__/models.cpython-312.pyc",
+    ):
+        assert made_at_run_time(path), path
+        assert path_exists(path), path
+    for path in ("chatapp/views/chat.py", "chatapp/.secret_keys", "tests/oidc/provider.py"):
+        assert not made_at_run_time(path), path
+    text = "`tests/oidc/node_modules/no-such-package/index.js`, `chatapp/views/no_such_view.py`"
+    assert [p.what for p in path_problems("README.md", text)] == [
+        "`chatapp/views/no_such_view.py` does not exist"
     ]
 
 

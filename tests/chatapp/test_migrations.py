@@ -103,6 +103,9 @@ BEFORE_SELF_SIGN_UPS = [("chatapp", "0025_assistants_and_prompts")]
 SELF_SIGN_UPS = [("chatapp", "0026_self_sign_ups")]
 USERNAMES_IGNORING_CASE = [("chatapp", "0027_usernames_unique_ignoring_case")]
 
+BEFORE_EMULATOR_NAME = [("chatapp", "0027_usernames_unique_ignoring_case")]
+EMULATOR_NAME = [("chatapp", "0028_emulator_gateway_named_by_its_dialect")]
+
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("at_latest")
@@ -129,3 +132,19 @@ def test_usernames_that_differ_only_by_case_stop_the_migration_saying_which() ->
     migrated(USERNAMES_IGNORING_CASE)
     with pytest.raises(IntegrityError):
         users.create(username="CASEY")
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("at_latest")
+def test_the_emulators_default_gateway_is_named_by_its_dialect_and_back() -> None:
+    old = migrated(BEFORE_EMULATOR_NAME).get_model("chatapp", "Gateway").objects
+    row = old.create(name="Emulator", base_url="/numes/api/v1", dialect="numes", emulated=True)
+    new = migrated(EMULATOR_NAME).get_model("chatapp", "Gateway").objects
+    assert new.get(pk=row.pk).name == "Emulator (Numes)"
+    back = migrated(BEFORE_EMULATOR_NAME).get_model("chatapp", "Gateway").objects
+    assert back.get(pk=row.pk).name == "Emulator"
+    # A row an admin named so already keeps its name, and the emulator's keeps its own.
+    admins = back.create(name="Emulator (Numes)", base_url="https://llm.example/v1")
+    migrated(EMULATOR_NAME)
+    assert [row.name for row in back.order_by("pk")] == ["Emulator", "Emulator (Numes)"]
+    assert back.get(pk=admins.pk).base_url == "https://llm.example/v1"
