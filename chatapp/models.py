@@ -42,6 +42,7 @@ Glossary (the code uses these words for these things, and no other):
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from datetime import datetime
 from decimal import ROUND_FLOOR, Context, Decimal
 from typing import Any, NoReturn
@@ -662,7 +663,10 @@ class Generation(models.Model):
             and self.cost_source != self.CostSource.PENDING
             and (fields is None or "cost_source" in fields)
         )
-        with transaction.atomic(savepoint=False):
+        # A transaction of its own only when the caller has none: inside the caller's, a failed
+        # save is the caller's to handle, as it was before totals were kept.
+        alone = not transaction.get_connection(kwargs.get("using")).in_atomic_block
+        with transaction.atomic(using=kwargs.get("using")) if alone else nullcontext():
             super().save(*args, **kwargs)
             if adding and self.user_id is not None:
                 GenerationGroup.record(self)

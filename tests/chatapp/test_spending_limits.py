@@ -229,12 +229,11 @@ async def test_a_cost_that_settles_while_a_limit_is_read_is_counted_not_lost(ali
             result = execute(sql, *args)
             if not settled and "chatapp_generation" in sql:
                 settled = True
-                Generation.objects.filter(pk=running.pk).update(
-                    status=Generation.Status.COMPLETED,
-                    cost=Decimal("0.5"),
-                    cost_unit=CostUnit.USD,
-                    cost_source=Generation.CostSource.STREAM,
-                )
+                row = Generation.objects.get(pk=running.pk)  # settled as the records thread does
+                row.status = Generation.Status.COMPLETED
+                row.cost, row.cost_unit = Decimal("0.5"), CostUnit.USD
+                row.cost_source = Generation.CostSource.STREAM
+                row.save()  # and so added to the running totals
             return result
 
         with connection.execute_wrapper(settle_after_the_first_read):

@@ -243,6 +243,7 @@ async def test_a_user_at_a_limit_is_refused_before_a_pdf_is_read(
             status=Generation.Status.COMPLETED,
             cost=Decimal(1),
             cost_unit=CostUnit.USD,
+            cost_source=Generation.CostSource.STREAM,  # settled: counted by the totals
         )
     if limit == "spending":
         await SpendingLimit.objects.acreate(amount=Decimal(1), unit=CostUnit.USD)
