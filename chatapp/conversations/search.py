@@ -112,7 +112,6 @@ _LINE_START = re.compile(
     r"[ \t]*(?:>[ \t]?)*[ \t]*"
     r"(?:#{1,6}(?:[ \t]+|$)|(?:[-*+]|\d{1,9}[.)])[ \t]+(?:\[[ xX]\][ \t]+)?)?"
 )
-_CLOSING_HASHES = re.compile(r"[ \t]+#+[ \t]*$")
 _CODE_SPAN = re.compile(r"`+")
 # Bounded, so that no line costs more than a pass over it (model text can be anything).
 _LINK = re.compile(
@@ -143,11 +142,22 @@ def plain_text(markdown: str) -> str:
             heading = start is not None and "#" in start[0]
             line = line[start.end() :] if start else line
             if heading:
-                line = _CLOSING_HASHES.sub("", line)
+                line = _without_closing_hashes(line)
             if line.lstrip().startswith("|"):
                 line = re.sub(r"(?<!\\)\|", " ", line)
             lines.append(_inline_text(line))
     return "\n".join(lines)
+
+
+def _without_closing_hashes(line: str) -> str:
+    """A heading's text without its closing `#`s (and the blanks before them), by string methods:
+    as a regular expression (`[ \t]+#+[ \t]*$`, tried at each blank) a heading of 20,000 spaces
+    took 8 s."""
+    trimmed = line.rstrip(" \t")
+    bare = trimmed.rstrip("#")
+    if bare != trimmed and bare[-1:] in (" ", "\t"):
+        return bare.rstrip(" \t")
+    return line
 
 
 def _inline_text(line: str) -> str:

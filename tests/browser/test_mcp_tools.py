@@ -60,7 +60,7 @@ def add_server(page: Any, name: str, prefix: str, url: str) -> None:
     page.get_by_label("URL:").fill(url)
     page.get_by_label("Bearer token:").fill(TOKEN)
     page.get_by_role("button", name="Save", exact=True).click()
-    expect(page.locator(".messagelist")).to_contain_text(f"{name}: 7 tool(s) listed.")
+    expect(page.locator(".messagelist")).to_contain_text(f"{name}: 8 tool(s) listed.")
 
 
 def tick_tools(page: Any, *titles: str) -> None:

@@ -56,7 +56,7 @@ def test_adding_a_server_stores_its_headers_encrypted_and_lists_its_tools(
 ) -> None:
     page = add(root, mcp_server.url).text
     server = McpServer.objects.get()
-    assert "Test tools: 7 tool(s) listed." in page
+    assert "Test tools: 8 tool(s) listed." in page
     assert TOKEN not in server.headers_encrypted
     stored = orjson.loads(key_vault.decrypt(server.headers_encrypted))
     assert stored == {"X-Team": "blue", "Authorization": f"Bearer {TOKEN}"}
@@ -104,10 +104,10 @@ def test_refresh_lists_again_on_demand(root: Client, mcp_server: RunningServer) 
     changelist = reverse("admin:chatapp_mcpserver_changelist")
     selected = {"action": "refresh_tools", "_selected_action": [str(server.pk)]}
     page = root.post(changelist, selected, follow=True).text
-    assert "Test tools: 7 tool(s) listed." in page
+    assert "Test tools: 8 tool(s) listed." in page
     server.refresh_from_db()
     assert server.problem == ""
-    assert len(server.tools) == 7
+    assert len(server.tools) == 8
 
 
 def test_headers_that_are_not_headers_are_refused(root: Client, mcp_server: RunningServer) -> None:

@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 
 ALL = frozenset(
     f"test__{name}"
-    for name in ("lookup", "slow", "fail", "picture", "document", "huge", "grow", "grown")
+    for name in ("lookup", "slow", "fail", "picture", "document", "huge", "shaped", "grow", "grown")
 )
 
 
@@ -81,6 +81,24 @@ async def test_arguments_are_checked_against_the_schema_before_the_server_is_ask
     ran = await call("test__lookup", {"word": 7}, alice.pk)
     assert ran.status == "error"
     assert "do not match the parameters of test__lookup" in ran.result
+
+
+@pytest.mark.timeout(60)
+async def test_a_hostile_pattern_in_a_server_s_schema_holds_nothing(
+    mcp_server: RunningServer, alice: Any
+) -> None:
+    """`shaped`'s schema has `^(a+)+$`: checked by Python's `re` on the model's 29 characters,
+    it held the whole process for a minute, and each character more doubles that (these 41 would
+    take days); with RE2 the refusal is at once, and the server is asked only with a word that
+    fits."""
+    server = await add_server(mcp_server.url)
+    shaped = next(entry for entry in server.tools if entry["name"] == "shaped")
+    assert shaped["input_schema"]["properties"]["word"]["pattern"] == "^(a+)+$"
+    ran = await call("test__shaped", {"word": "a" * 40 + "!"}, alice.pk)
+    assert ran.status == "error"
+    assert "do not match the parameters of test__shaped at $.word" in ran.result
+    ran = await call("test__shaped", {"word": "a" * 28}, alice.pk)
+    assert (ran.status, ran.result) == ("done", "28 a's.")
 
 
 async def test_the_failing_tool_s_error_is_the_result(

@@ -96,9 +96,27 @@ def test_a_snippet_is_the_words_a_reader_sees_not_the_markdown(alice: Any) -> No
         ),
         ("| a | b |\n|---|:-:|\n| c | d |", "  a   b  \n  c   d  "),
         ("~~gone~~ ~5 km and ``a ` b``", "gone ~5 km and a ` b"),
+        ("## Closed ##  \n# Tab\t#\n# C#\n# ###\n# a #b", "Closed\nTab\nC#\n###\na #b"),
     ],
 )
 def test_plain_text_drops_the_marks_and_keeps_the_words(markdown: str, text: str) -> None:
+    assert plain_text(markdown) == text
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize(
+    ("markdown", "text"),
+    [
+        ("# a" + " " * 200_000 + "x", "a" + " " * 200_000 + "x"),
+        ("# a" + "\t" * 200_000 + "#x", "a" + "\t" * 200_000 + "#x"),
+        ("# a" + " " * 200_000 + "#", "a"),
+        ("> " * 100_000 + "x", "x"),
+    ],
+    ids=["blanks", "tabs", "closed", "quotes"],
+)
+def test_plain_text_is_linear_in_hostile_lines(markdown: str, text: str) -> None:
+    """Model text is anything: a heading of 20,000 blanks took 8 s (tried at each blank, the
+    closing-hashes pattern ran to the end of the line)."""
     assert plain_text(markdown) == text
 
 

@@ -6,7 +6,8 @@ uvicorn:
 
 Its tools are the cases the app must survive: `lookup` answers, `slow` takes its time and
 reports progress, `fail` fails, `picture` returns a PNG, `document` a CSV file and a resource
-link, `huge` returns 2 MB of text, `grow` adds a tool and says the list changed. `slow` writes a
+link, `huge` returns 2 MB of text, `grow` adds a tool and says the list changed, `shaped` takes
+a word whose schema's `pattern` backtracks catastrophically under Python's `re`. `slow` writes a
 line to stdout when it starts and when it is cancelled (`notifications/cancelled`), so a test can
 see the cancellation reach the server. `/garbage` answers a web page and `/broken` HTTP 500:
 servers that are not what they claim.
@@ -18,10 +19,12 @@ import argparse
 import asyncio
 import base64
 import sys
+from typing import Annotated
 
 import uvicorn
 from mcp import types
 from mcp.server.fastmcp import Context, FastMCP, Image
+from pydantic import Field
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
@@ -83,6 +86,13 @@ def document() -> list[types.ContentBlock]:
 def huge() -> str:
     """Two megabytes of text."""
     return "0123456789abcdef" * (2 * 1024 * 1024 // 16)
+
+
+@server.tool()
+def shaped(word: Annotated[str, Field(pattern=r"^(a+)+$")]) -> str:
+    """Takes a word of a's only; its pattern, run by a backtracking engine on 29 characters that
+    do not match, takes a minute (pydantic-core's own engine checks it here in linear time)."""
+    return f"{len(word)} a's."
 
 
 @server.tool()
