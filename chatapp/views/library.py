@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from django.contrib.auth.decorators import login_required
-from django.db.models import F, Q
+from django.db.models import BooleanField, ExpressionWrapper, F, Func, Q, Subquery, Window
+from django.db.models.functions import RowNumber
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
@@ -101,27 +102,40 @@ SIDEBAR_FIELDS = ("pk", "title", "updated_at", "pinned_at", "folder_id", "import
 
 def sidebar(user: User, shown_pk: int | None = None) -> Sidebar:
     """The user's conversations not archived: pinned ones first, then their folders, then the
-    newest of the rest by date group; `shown_pk` is the one on screen."""
+    newest of the rest by date group; `shown_pk` is the one on screen. Two statements: the
+    conversations placed (pinned or filed) and the rest, up to `SIDEBAR_LENGTH` of each, with
+    the count of the archived ones beside each row; and the folders."""
     today = timezone.localdate()
-    kept = Conversation.objects.filter(user=user, archived_at__isnull=True, temporary=False).only(
-        *SIDEBAR_FIELDS
+    kept = Conversation.objects.filter(user=user, archived_at__isnull=False)
+    archived_count = kept.order_by().annotate(n=Func(F("pk"), function="COUNT")).values("n")
+    listed = (
+        Conversation.objects.filter(user=user, archived_at__isnull=True, temporary=False)
+        .only(*SIDEBAR_FIELDS)
+        .annotate(archived=Subquery(archived_count))
     )
-    placed = kept.filter(Q(pinned_at__isnull=False) | Q(folder__isnull=False))
+    placed = Q(pinned_at__isnull=False) | Q(folder__isnull=False)
+    # Pinned first, newest pin first, then the newest: the order of both parts (the rest has no
+    # pin), each cut at `SIDEBAR_LENGTH`.
+    order = [F("pinned_at").desc(nulls_last=True), F("updated_at").desc(), F("pk").desc()]
+    rows = list(
+        listed.annotate(
+            placed=ExpressionWrapper(placed, output_field=BooleanField()),
+            place=Window(RowNumber(), partition_by=[F("placed")], order_by=order),
+        )
+        .filter(place__lte=SIDEBAR_LENGTH)
+        .order_by(*order)
+    )
     pinned: list[Entry] = []
     filed: dict[int, list[Entry]] = {}
-    for conversation in placed.order_by(F("pinned_at").desc(nulls_last=True), "-updated_at")[
-        :SIDEBAR_LENGTH
-    ]:
+    grouped: dict[str, list[Entry]] = {key: [] for key in GROUPS}
+    for conversation in rows:
         entry = Entry(conversation, conversation.pk == shown_pk)
-        if conversation.folder_id is None:
+        if not conversation.placed:
+            grouped[date_group(conversation.updated_at, today)].append(entry)
+        elif conversation.folder_id is None:
             pinned.append(entry)
         else:
             filed.setdefault(conversation.folder_id, []).append(entry)
-    grouped: dict[str, list[Entry]] = {key: [] for key in GROUPS}
-    rest = kept.filter(pinned_at__isnull=True, folder__isnull=True)
-    for conversation in rest[:SIDEBAR_LENGTH]:
-        entry = Entry(conversation, conversation.pk == shown_pk)
-        grouped[date_group(conversation.updated_at, today)].append(entry)
     groups = [
         DateGroup(key, label, grouped[key])
         for key, label in GROUPS.items()
@@ -130,7 +144,7 @@ def sidebar(user: User, shown_pk: int | None = None) -> Sidebar:
     folders = [
         FolderGroup(folder, filed.get(folder.pk, [])) for folder in Folder.objects.filter(user=user)
     ]
-    archived = Conversation.objects.filter(user=user, archived_at__isnull=False).count()
+    archived = rows[0].archived if rows else kept.count()
     return Sidebar(pinned, folders, groups, shown_pk, archived)
 
 
