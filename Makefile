@@ -161,6 +161,7 @@ bench: install
 	$(BIN)/python -m benchmarks load
 	$(BIN)/python -m benchmarks admin
 	$(BIN)/python -m benchmarks markdown
+	$(BIN)/python -m benchmarks costs
 
 # docs/screenshot-desktop.png and docs/screenshot-phone.png, from the app as it is (docs/screenshots.py),
 # with Debian's Noto fonts for the answer's CJK and emoji (without them Chromium draws boxes).

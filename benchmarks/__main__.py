@@ -25,6 +25,10 @@ if __name__ == "__main__":
         from benchmarks.live_markdown import main as markdown_main
 
         sys.exit(markdown_main(sys.argv[2:]))
+    if sys.argv[1:2] == ["costs"]:
+        from benchmarks.costs import main as costs_main
+
+        sys.exit(costs_main(sys.argv[2:]))
     if sys.argv[1:2] == ["admin"]:
         from benchmarks.admin_costs import main as admin_main
 

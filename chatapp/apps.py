@@ -13,7 +13,10 @@ class ChatappConfig(AppConfig):
     def ready(self) -> None:
         from django.contrib.auth import get_user_model
 
-        from chatapp import checks  # noqa: F401  (registers them)
+        from chatapp import (
+            checks,  # noqa: F401  (registers them)
+            shared_cache,
+        )
         from chatapp.accounts import checks as account_checks  # noqa: F401  (registers them)
         from chatapp.accounts import deactivation, sign_up
         from chatapp.costs.ledger import forget_read_aloud_audio
@@ -28,6 +31,8 @@ class ChatappConfig(AppConfig):
         post_delete.connect(forget_configs, sender=Gateway, dispatch_uid="chatapp.gateway.gone")
         post_save.connect(forget_asked, sender=Gateway, dispatch_uid="chatapp.gateway.ask")
         post_delete.connect(forget_asked, sender=Gateway, dispatch_uid="chatapp.gateway.unask")
+        # What pages keep between requests is read again after a change, in every process.
+        shared_cache.connect_signals()
         # A sign-out, a password change or a deactivation ends the user's sockets too.
         session_sockets.connect_signals()
         # A deactivation stops the user's running answers; an activation approves a sign-up.

@@ -460,6 +460,18 @@ class ToolSwitch(models.Model):
         return f"{self.name} ({'on' if self.enabled else 'off'})"
 
 
+class SharedVersion(models.Model):
+    """One row whose token changes with every change to what pages keep in memory between
+    requests (the tools, the group policies, the assistants, prompts and chat defaults:
+    `chatapp.shared_cache`), written in the transaction of the change."""
+
+    ONE = 1
+    token = models.CharField(max_length=32)
+
+    def __str__(self) -> str:
+        return f"Shared version {self.token}"
+
+
 class GroupPolicy(models.Model):
     """What the members of one group (`auth.Group`: made in the admin, or from a sign-in
     provider's claim) may use: the models and the tools whose names match one of its patterns

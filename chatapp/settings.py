@@ -100,6 +100,7 @@ MIDDLEWARE = [
     "chatapp.patches.inline_middleware.Common",
     "chatapp.patches.inline_middleware.Csrf",
     "chatapp.patches.inline_middleware.Authentication",
+    "chatapp.middleware.RequestMemo",  # ours: what a request reads once (chatapp.request_memo)
     "chatapp.patches.inline_middleware.Messages",
     "chatapp.patches.inline_middleware.XFrameOptions",
     "django_htmx.middleware.HtmxMiddleware",

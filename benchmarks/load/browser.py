@@ -198,6 +198,10 @@ class Tab:
         self._wire_closed = 0  # bytes of the sockets closed so far
         self._tasks: set[asyncio.Task[None]] = set()
 
+    @property
+    def socket_open(self) -> bool:
+        return self._ws is not None
+
     async def open_home(self) -> None:
         """Load the chat page (the "New chat" link), leaving the conversation page if any."""
         await self.leave()

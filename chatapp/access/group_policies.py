@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
 
+from chatapp import request_memo, shared_cache
 from chatapp.errors import ChatAppError
 from chatapp.gateways.catalog import narrowed
 from chatapp.models import GroupPolicy
@@ -85,9 +86,16 @@ EVERYTHING = Access(None, None)
 
 
 def access_for(user_pk: int | None) -> Access:
-    """What the user `user_pk` may use (None, or a user since deleted: everything). One query."""
+    """What the user `user_pk` may use (None, or a user since deleted: everything). One query,
+    kept until a policy or a membership changes (`shared_cache`), and once per request
+    (`request_memo`): a page asks for it for the picker and for the tools."""
     if user_pk is None:
         return EVERYTHING
+    key = ("access_for", user_pk)
+    return request_memo.remember(key, lambda: shared_cache.cached(key, lambda: _resolved(user_pk)))
+
+
+def _resolved(user_pk: int) -> Access:
     policies = list(
         # One filter call: both conditions are on the same membership's user.
         GroupPolicy.objects.filter(group__user=user_pk, group__user__is_superuser=False)

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from chatapp import tools
+from chatapp import shared_cache, tools
 from chatapp.gateways import configs
 from chatapp.models import AnswerSettings, ChatDefaults
 from gateway_client.dialects import DIALECTS, facts_for, guess_dialect, titles
@@ -80,10 +80,18 @@ def options_for(settings_row: AnswerSettings) -> RequestOptions:
     return RequestOptions(**values)
 
 
+def chat_defaults(user: User) -> ChatDefaults | None:
+    """`user`'s `ChatDefaults` (None: they set none), kept until they change them
+    (`shared_cache`): not to be changed. Database work: call off the event loop."""
+    return shared_cache.cached(
+        ("chat_defaults", user.pk), lambda: ChatDefaults.objects.filter(user=user).first()
+    )
+
+
 def default_options(user: User) -> RequestOptions:
     """The options a new conversation of `user` starts with: their `ChatDefaults`, or the
     gateway's defaults when they set none. Database work: call off the event loop."""
-    row = ChatDefaults.objects.filter(user=user).first()
+    row = chat_defaults(user)
     return options_for(row) if row is not None else RequestOptions()
 
 

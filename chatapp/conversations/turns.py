@@ -194,7 +194,9 @@ def _started(
     if max_tokens is None:
         max_tokens = options.max_tokens
     previous_round = None
-    if parent_pk is not None:  # a tool round's answer is the parent of the next round's
+    # A tool round's answer is the parent of the next round's; a user message just written
+    # (`user_message`) has no generation.
+    if parent_pk is not None and user_message is None:
         rounds = Generation.objects.filter(message_id=parent_pk).values_list("tool_round")
         previous_round = rounds.first()
     tool_round = 1 if previous_round is None else previous_round[0] + 1
@@ -285,7 +287,8 @@ def create_turn(
     makes a branch, a follow-up never does). An `admission` (`rate_limits.admit`) is the send's
     own: its request left already."""
     text = checked_message(turn.text, turn.answerer.model)
-    rate_limits.check_generation_start(user, admission=admission)
+    if admission is None:  # one held was checked as it was taken, and counts until released
+        rate_limits.check_generation_start(user)
     with transaction.atomic():
         parent_pk = None
         if turn.conversation_pk is None:

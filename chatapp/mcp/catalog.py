@@ -27,6 +27,7 @@ from django.db.models import Q
 from django.utils import timezone
 from mcp import types
 
+from chatapp import shared_cache
 from chatapp.gateways import key_vault
 from chatapp.mcp import client
 from chatapp.mcp.models import McpServer
@@ -242,12 +243,14 @@ async def refresh(server_pk: int) -> str:
         await McpServer.objects.filter(pk=server_pk).aupdate(
             problem=problem[:300], checked_at=timezone.now()
         )
+        await sync_to_async(shared_cache.changed)()  # an update sends no signal
         return problem
     if refused:
         logger.info("MCP server %s: tools left out: %s", server.name, "; ".join(refused)[:500])
     await McpServer.objects.filter(pk=server_pk).aupdate(
         tools=kept, problem="", checked_at=timezone.now()
     )
+    await sync_to_async(shared_cache.changed)()  # an update sends no signal
     return ""
 
 
@@ -262,6 +265,7 @@ async def mark_unreachable(server_pk: int, problem: str) -> None:
     await McpServer.objects.filter(pk=server_pk).aupdate(
         problem=problem[:300], checked_at=timezone.now()
     )
+    await sync_to_async(shared_cache.changed)()  # an update sends no signal
 
 
 async def refresh_due() -> None:

@@ -108,7 +108,22 @@ class Csrf(InlineHooks, CsrfViewMiddleware):
 
 
 class Authentication(InlineHooks, AuthenticationMiddleware):
-    pass  # puts a lazy user on the request; `request.auser()` loads it asynchronously
+    """Puts a lazy user on the request; `request.auser()` loads it asynchronously. Django caches
+    the two apart (`_acached_user`, `_cached_user`), so an async view (its `login_required`
+    awaits `auser()`) that then reads `request.user` in its thread loaded the user twice: the
+    user `auser()` loads is the sync one's too."""
+
+    def process_request(self, request: HttpRequest) -> None:
+        super().process_request(request)
+        load = request.auser
+
+        async def auser() -> Any:
+            user = await load()
+            if not hasattr(request, "_cached_user"):
+                request._cached_user = user  # type: ignore[attr-defined]
+            return user
+
+        request.auser = auser
 
 
 class Messages(InlineHooks, MessageMiddleware):

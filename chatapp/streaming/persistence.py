@@ -9,6 +9,7 @@ state (message and generation together) is one transaction: the text sent, and e
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import logging
 import time
@@ -91,7 +92,9 @@ async def on_record_thread_from_view[**P, R](
     10), the records thread got none, and every send hung until the pool's timeout."""
     if connection.settings_dict.get("OPTIONS", {}).get("pool"):
         await sync_to_async(_give_back_connection)()  # on the request's thread
-    return await _on_records(Priority.USER_WAITING, functools.partial(function, *args, **kwargs))
+    # In the request's context, so that what it read once (`request_memo`) is not read again.
+    call = functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
+    return await _on_records(Priority.USER_WAITING, call)
 
 
 def _on_final_thread[**P, R](function: Callable[P, R]) -> Callable[P, Awaitable[R]]:

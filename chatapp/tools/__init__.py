@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from chatapp import request_memo, shared_cache
 from chatapp.access.group_policies import access_for
 from chatapp.models import ToolSwitch
 from chatapp.tools import calculator, clock, conversation_search, schema_check
@@ -88,7 +89,16 @@ def choosable(user_pk: int | None) -> list[Tool]:
     the MCP servers they may use, but those an admin switched off and those their groups leave
     out. An MCP tool whose server has a problem is among them (`McpTool.problem` says it), so an
     outage does not drop it from a user's choice; `offered` leaves it out of requests until the
-    server is back."""
+    server is back. Kept until a switch, a server or a policy changes (`shared_cache`), and once
+    per request (`request_memo`): a new chat's page asks twice."""
+    key = ("choosable", user_pk)
+    found = request_memo.remember(
+        key, lambda: shared_cache.cached(key, lambda: _choosable(user_pk))
+    )
+    return list(found)
+
+
+def _choosable(user_pk: int | None) -> list[Tool]:
     from chatapp.mcp import catalog
 
     off = set(ToolSwitch.objects.filter(enabled=False).values_list("name", flat=True))

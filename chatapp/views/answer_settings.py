@@ -31,6 +31,7 @@ from chatapp.conversations.request_options import (
     EFFORT_SENT_TO,
     FIELDS,
     RequestOptions,
+    chat_defaults,
     dialect_of,
     options_for,
     summary,
@@ -241,7 +242,7 @@ def new_chat_context(
     user's defaults fill it, and the line of what they apply with the model picked
     (`picker_value`)."""
     if row is None:
-        row = ChatDefaults.objects.filter(user=user).first() or ChatDefaults(user=user)
+        row = chat_defaults(user) or ChatDefaults(user=user)
     options = options_for(row)
     return {
         "settings_form": AnswerSettingsForm.of(row, user.pk),

@@ -143,6 +143,7 @@ def _page(
     groups = group_policies.catalog_for(group_policies.access_for(request.user.pk), groups)
     if conversation_pk is not None:
         conversation = get_object_or_404(Conversation, pk=conversation_pk, user=request.user)
+        conversation.user = request.user  # its owner, not read again by what shows it
         messages = shown_path(conversation)  # the branch shown, with each message's versions
     selected = _selected(
         groups, conversation, last_used_model(request.user) if conversation is None else None

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from django.contrib.auth.decorators import login_required
-from django.db.models import F, Q
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
@@ -86,42 +85,78 @@ class Sidebar:
         return not any(lists) and not any(group.entries for group in self.folders)
 
 
+@dataclass(frozen=True, slots=True)
+class DayStarts:
+    """When today, yesterday and the day a week before today began in the server's time zone:
+    a conversation's date group is found by comparing its time with these, not by converting
+    each time to a local date (a sidebar of 200 spent a few milliseconds on that)."""
+
+    today: datetime.datetime
+    yesterday: datetime.datetime
+    week: datetime.datetime
+
+    @classmethod
+    def of(cls, today: datetime.date) -> DayStarts:
+        def start(days_before: int) -> datetime.datetime:
+            day = today - datetime.timedelta(days=days_before)
+            return timezone.make_aware(datetime.datetime.combine(day, datetime.time.min))
+
+        return cls(start(0), start(1), start(7))
+
+    def group(self, updated_at: datetime.datetime) -> str:
+        """The key of the group a conversation last active at `updated_at` is listed under."""
+        if updated_at >= self.today:  # a clock ahead of ours is not the future
+            return "today"
+        if updated_at >= self.yesterday:
+            return "yesterday"
+        return "week" if updated_at >= self.week else "older"
+
+
 def date_group(updated_at: datetime.datetime, today: datetime.date) -> str:
     """The key of the group a conversation last active at `updated_at` is listed under."""
-    age = (today - timezone.localdate(updated_at)).days
-    if age <= 0:
-        return "today"
-    if age == 1:
-        return "yesterday"
-    return "week" if age <= 7 else "older"
+    return DayStarts.of(today).group(updated_at)
 
 
-SIDEBAR_FIELDS = ("pk", "title", "updated_at", "pinned_at", "folder_id", "imported_from")
+# The conversations placed (pinned or in a folder) and the rest, up to `SIDEBAR_LENGTH` of each,
+# pinned first, newest pin first, then the newest (the rest has no pin), with the count of the
+# archived ones beside each row. Written out rather than built with the ORM: the query's
+# compilation (a window, a subquery) cost more CPU than the statements it saves.
+_SIDEBAR_SQL = f"""
+SELECT id, title, updated_at, pinned_at, folder_id, imported_from, placed, archived FROM (
+    SELECT c.id, c.title, c.updated_at, c.pinned_at, c.folder_id, c.imported_from,
+        (c.pinned_at IS NOT NULL OR c.folder_id IS NOT NULL) AS placed,
+        ROW_NUMBER() OVER (
+            PARTITION BY (c.pinned_at IS NOT NULL OR c.folder_id IS NOT NULL)
+            ORDER BY c.pinned_at DESC NULLS LAST, c.updated_at DESC, c.id DESC
+        ) AS place,
+        (SELECT COUNT(*) FROM {Conversation._meta.db_table} AS a
+            WHERE a.user_id = %s AND a.archived_at IS NOT NULL) AS archived
+    FROM {Conversation._meta.db_table} AS c
+    WHERE c.user_id = %s AND c.archived_at IS NULL AND NOT c.temporary
+) AS listed
+WHERE place <= %s
+ORDER BY pinned_at DESC NULLS LAST, updated_at DESC, id DESC
+"""  # only the table's name is put in: the values are parameters
 
 
 def sidebar(user: User, shown_pk: int | None = None) -> Sidebar:
     """The user's conversations not archived: pinned ones first, then their folders, then the
-    newest of the rest by date group; `shown_pk` is the one on screen."""
-    today = timezone.localdate()
-    kept = Conversation.objects.filter(user=user, archived_at__isnull=True, temporary=False).only(
-        *SIDEBAR_FIELDS
-    )
-    placed = kept.filter(Q(pinned_at__isnull=False) | Q(folder__isnull=False))
+    newest of the rest by date group; `shown_pk` is the one on screen. Two statements: the
+    conversations placed (pinned or filed) and the rest, up to `SIDEBAR_LENGTH` of each, with
+    the count of the archived ones beside each row; and the folders."""
+    day_starts = DayStarts.of(timezone.localdate())
+    rows = list(Conversation.objects.raw(_SIDEBAR_SQL, [user.pk, user.pk, SIDEBAR_LENGTH]))
     pinned: list[Entry] = []
     filed: dict[int, list[Entry]] = {}
-    for conversation in placed.order_by(F("pinned_at").desc(nulls_last=True), "-updated_at")[
-        :SIDEBAR_LENGTH
-    ]:
+    grouped: dict[str, list[Entry]] = {key: [] for key in GROUPS}
+    for conversation in rows:
         entry = Entry(conversation, conversation.pk == shown_pk)
-        if conversation.folder_id is None:
+        if not conversation.placed:  # type: ignore[attr-defined]  # the query's: 0 or False
+            grouped[day_starts.group(conversation.updated_at)].append(entry)
+        elif conversation.folder_id is None:
             pinned.append(entry)
         else:
             filed.setdefault(conversation.folder_id, []).append(entry)
-    grouped: dict[str, list[Entry]] = {key: [] for key in GROUPS}
-    rest = kept.filter(pinned_at__isnull=True, folder__isnull=True)
-    for conversation in rest[:SIDEBAR_LENGTH]:
-        entry = Entry(conversation, conversation.pk == shown_pk)
-        grouped[date_group(conversation.updated_at, today)].append(entry)
     groups = [
         DateGroup(key, label, grouped[key])
         for key, label in GROUPS.items()
@@ -130,7 +165,11 @@ def sidebar(user: User, shown_pk: int | None = None) -> Sidebar:
     folders = [
         FolderGroup(folder, filed.get(folder.pk, [])) for folder in Folder.objects.filter(user=user)
     ]
-    archived = Conversation.objects.filter(user=user, archived_at__isnull=False).count()
+    archived = (
+        int(rows[0].archived)  # type: ignore[attr-defined]  # the query's column
+        if rows
+        else Conversation.objects.filter(user=user, archived_at__isnull=False).count()
+    )
     return Sidebar(pinned, folders, groups, shown_pk, archived)
 
 

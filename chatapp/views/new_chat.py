@@ -16,6 +16,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 from django_htmx.http import trigger_client_event
 
+from chatapp import shared_cache
 from chatapp.conversations.request_options import RequestOptions, options_for
 from chatapp.conversations.turns import TurnError
 from chatapp.gateways.catalog import choice_value
@@ -40,8 +41,13 @@ LISTED = 200  # assistants in a new chat's list, by name
 
 
 def assistants_for(user: User) -> list[Assistant]:
-    """The assistants `user` may start a chat with, for the new chat's Assistant list."""
-    return list(sharing.visible(Assistant, user)[:LISTED])
+    """The assistants `user` may start a chat with, for the new chat's Assistant list; kept
+    until one changes (`shared_cache`)."""
+    return list(
+        shared_cache.cached(
+            ("assistants", user.pk), lambda: list(sharing.visible(Assistant, user)[:LISTED])
+        )
+    )
 
 
 def picker_value(assistant: Assistant) -> str:

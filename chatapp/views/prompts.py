@@ -14,6 +14,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from chatapp import shared_cache
 from chatapp.models import Prompt
 from chatapp.starting import sharing
 from chatapp.starting.prompt_text import MAX_TEXT_CHARS, PromptEntry, variables
@@ -72,7 +73,12 @@ class PromptForm(forms.Form):
 
 def menu_entries(user: User) -> list[PromptEntry]:
     """The prompts the composer's `/` menu offers `user`, by name: their own, then the shared
-    ones they may use whose name they have not taken."""
+    ones they may use whose name they have not taken; kept until one changes
+    (`shared_cache`)."""
+    return list(shared_cache.cached(("prompt_menu", user.pk), lambda: _menu_entries(user)))
+
+
+def _menu_entries(user: User) -> list[PromptEntry]:
     rows = sharing.visible(Prompt, user).only("name", "text", "owner")[: 2 * MENU_LENGTH]
     entries: dict[str, PromptEntry] = {}
     budget = MENU_CHARS

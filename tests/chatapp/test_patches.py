@@ -692,3 +692,28 @@ async def test_the_base_scan_expires_what_ours_queued() -> None:
     layer._clean_expired()
     assert layer.channels == {}
     assert layer.groups["group"] == {}  # an expired message takes its channel out of groups
+
+
+async def test_the_user_auser_loads_is_the_request_users_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An async view's `login_required` awaits `auser()`; its thread then reads `request.user`,
+    which Django caches apart (`_cached_user`): without our `Authentication` it loaded the user a
+    second time."""
+    from django.contrib.auth import middleware as auth_middleware
+
+    user = object()
+
+    async def aget_user(request: HttpRequest) -> object:
+        return user
+
+    def get_user(request: HttpRequest) -> object:
+        raise AssertionError("the user was loaded a second time")
+
+    monkeypatch.setattr(auth_middleware.auth, "aget_user", aget_user)
+    monkeypatch.setattr(auth_middleware.auth, "get_user", get_user)
+    request = RequestFactory().get("/")
+    request.session = Tripwire(KEY)
+    inline_middleware.Authentication(a_view).process_request(request)
+    assert await request.auser() is user
+    assert request.user == user  # the lazy object resolved to the one loaded
