@@ -486,7 +486,7 @@ def start(job: Job, *, early: EarlyStream | None = None) -> asyncio.Task[None]:
     def _done(task: asyncio.Task[None]) -> None:
         _running.pop(job.generation_pk, None)
         worker.ticker.remove(worker)  # also when the task never ran its first step
-        memory_trim.answer_ended()
+        memory_trim.answer_ended(last=not _running)
         if not task.cancelled() and task.exception() is not None:
             logger.error("Generation %s worker died", job.generation_pk, exc_info=task.exception())
 

@@ -26,22 +26,34 @@ def trims(monkeypatch: pytest.MonkeyPatch, settings: Any) -> list[int]:
     return asked
 
 
-async def test_an_answer_ending_trims_once_per_interval(
+async def trimmed() -> None:
+    await asyncio.wait_for(asyncio.shield(memory_trim._running), 5)  # type: ignore[arg-type]
+
+
+async def test_answers_ending_while_others_run_trim_once_per_interval(
     trims: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    memory_trim.answer_ended()
-    await asyncio.wait_for(asyncio.shield(memory_trim._running), 5)  # type: ignore[arg-type]
-    memory_trim.answer_ended()  # within the interval: nothing
+    memory_trim.answer_ended(last=False)
+    await trimmed()
+    memory_trim.answer_ended(last=False)  # within the interval: nothing
     assert trims == [0]
     monkeypatch.setattr(memory_trim, "_last", asyncio.get_running_loop().time() - 61)
-    memory_trim.answer_ended()
-    await asyncio.wait_for(asyncio.shield(memory_trim._running), 5)  # type: ignore[arg-type]
+    memory_trim.answer_ended(last=False)
+    await trimmed()
+    assert trims == [0, 0]
+
+
+async def test_the_last_answer_ending_trims_at_once(trims: list[int]) -> None:
+    memory_trim.answer_ended(last=False)
+    await trimmed()
+    memory_trim.answer_ended(last=True)  # within the interval, but nothing runs any more
+    await trimmed()
     assert trims == [0, 0]
 
 
 async def test_no_trim_when_switched_off(trims: list[int], settings: Any) -> None:
     settings.CHAT_MALLOC_TRIM_INTERVAL = 0
-    memory_trim.answer_ended()
+    memory_trim.answer_ended(last=True)
     assert trims == []
 
 

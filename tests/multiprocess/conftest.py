@@ -103,13 +103,18 @@ def server_b(servers: tuple[Server, Server]) -> Server:
     return servers[1]
 
 
+VICTIM_BOOT_S = 600.0  # past pytest-timeout's 120 s: the hang guard is the test's own
+
+
 @pytest.fixture
 def victim(
     servers: tuple[Server, Server], cluster_env: dict[str, str], cluster_dir: Path
 ) -> Iterator[Server]:
     server = start_server("victim", cluster_env, cluster_dir)
     try:
-        server.wait_ready()
+        # Booted inside the test, unlike A and B: on two cores shared with a test suite, Django's
+        # and Daphne's imports alone took over 30 s. A hang is ended by the test's own timeout.
+        server.wait_ready(timeout=VICTIM_BOOT_S)
         yield server
     finally:
         server.stop()

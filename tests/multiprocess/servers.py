@@ -61,8 +61,10 @@ class Server:
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
 
-    def wait_ready(self) -> None:
-        processes.wait_for_port(f"daphne {self.name}", self.port, self.process, log=self.log_text)
+    def wait_ready(self, timeout: float = processes.START_TIMEOUT) -> None:
+        processes.wait_for_port(
+            f"daphne {self.name}", self.port, self.process, log=self.log_text, timeout=timeout
+        )
 
     def kill(self) -> None:
         """SIGKILL: no shutdown handler runs, as when the machine or the OOM killer ends it."""
