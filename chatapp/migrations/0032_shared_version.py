@@ -2,7 +2,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-    dependencies = [("chatapp", "0025_assistants_and_prompts")]
+    dependencies = [("chatapp", "0031_provider_identity_plural")]
 
     operations = [
         migrations.CreateModel(
