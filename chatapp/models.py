@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from datetime import datetime
-from decimal import ROUND_FLOOR, Context, Decimal
+from decimal import Decimal
 from typing import Any, NoReturn
 
 from django.conf import settings
@@ -858,9 +858,6 @@ class SpendingLimit(models.Model):
         return "every user"
 
 
-_EXACT = Context(prec=60)
-
-
 class LedgerDay(models.Model):
     """Generations folded away by `manage.py fold_ledger` (`chatapp/costs/ledger.py`): one UTC day's
     generations of one user, gateway, model, kind, status, unit and cost source, counted and
@@ -910,15 +907,13 @@ class LedgerDay(models.Model):
     @property
     def cost(self) -> Decimal:
         """The exact sum of the folded generations' costs, in `cost_unit`."""
-        steps = self.cost_high * 10**8 + self.cost_low
-        return _EXACT.add(Decimal(self.cost_whole), Decimal(steps).scaleb(-15, _EXACT))
+        return running_totals.joined(self.cost_whole, self.cost_high, self.cost_low)
 
     @staticmethod
     def cost_parts(amount: Decimal) -> tuple[int, int, int]:
-        """`amount` as (whole, high, low): the columns `cost` joins back."""
-        whole = int(amount.to_integral_value(ROUND_FLOOR))
-        steps = int(((amount - whole) * 10**15).to_integral_value(ROUND_FLOOR))
-        return whole, steps // 10**8, steps % 10**8
+        """`amount` as (whole, high, low): the columns `cost` joins back (the running totals'
+        split too: `running_totals.parts`)."""
+        return running_totals.parts(amount)
 
 
 class LedgerDayGroupQuerySet(models.QuerySet["LedgerDayGroup"]):

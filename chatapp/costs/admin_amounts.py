@@ -12,6 +12,8 @@ from typing import Any
 from django import forms
 from django.db import models
 
+from chatapp.costs.csv_file import plain
+
 __all__ = ["TRIMMED_DECIMALS", "TrimmedDecimalField", "trimmed"]
 
 
@@ -19,7 +21,7 @@ def trimmed(value: Decimal | None) -> str:
     """`value` exactly, without trailing zeros ("-" for none)."""
     if value is None:
         return "-"
-    return format(value.normalize(), "f") if value else "0"
+    return plain(value) if value else "0"  # the CSV's exact figure; a zero of any sign is "0"
 
 
 class TrimmedDecimalField(forms.DecimalField):

@@ -140,7 +140,8 @@ class Tally:
 
 
 def parts(amount: Decimal) -> tuple[int, int, int]:
-    """`amount` as (whole, high, low), `LedgerDay.cost_parts`' split."""
+    """`amount` as (whole, high, low): the columns of a total, and of a daily total
+    (`LedgerDay.cost_parts`), that `joined` joins back."""
     whole = int(amount.to_integral_value(ROUND_FLOOR))
     steps = int(((amount - whole) * 10**15).to_integral_value(ROUND_FLOOR))
     return whole, steps // 10**8, steps % 10**8

@@ -25,7 +25,7 @@ from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from chatapp.costs.running_totals import SpendTotal, Tally, period_starts
-from chatapp.costs.units import CostUnit, Money, is_dollars
+from chatapp.costs.units import CostUnit, Money, in_dollars, is_dollars
 from chatapp.models import Conversation, Gateway, Generation
 
 if TYPE_CHECKING:
@@ -34,8 +34,6 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
 __all__ = ["GatewayAmount", "SpendLine", "conversation_spend", "month_spend"]
-
-_MICRO = Decimal("0.000001")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,9 +87,8 @@ class SpendLine:
             if not tally.priced or unit not in CostUnit.values:
                 continue
             if is_dollars(unit):
-                scale = _MICRO if unit == CostUnit.MICRO_USD else Decimal(1)
-                dollars += tally.amount * scale
-                estimated += tally.estimated * scale
+                dollars += in_dollars(tally.amount, unit)
+                estimated += in_dollars(tally.estimated, unit)
                 priced_dollars = True
             else:
                 others[gateway, unit] = others.get((gateway, unit), Tally()) + tally

@@ -46,7 +46,7 @@ from django.db.models import (
 )
 from django.db.models.functions import TruncDate
 
-from chatapp.costs.units import CostUnit, Money
+from chatapp.costs.units import CostUnit, Money, is_dollars
 from chatapp.models import Gateway, Generation, LedgerDay
 
 if TYPE_CHECKING:
@@ -87,8 +87,7 @@ class UnitTotal:
 
     @classmethod
     def of(cls, unit: CostUnit, amount: Decimal, estimated: Decimal, priced: int) -> UnitTotal:
-        dollars = unit in (CostUnit.USD, CostUnit.MICRO_USD)
-        converted = None if dollars else Money(amount, unit).converted()
+        converted = None if is_dollars(unit) else Money(amount, unit).converted()
         return cls(unit, amount, estimated, priced, converted)
 
     @property

@@ -22,7 +22,14 @@ from typing import Any
 from django.apps import apps as installed_apps
 from django.db import connection, transaction
 
-from chatapp.costs.running_totals import NOT_BILLED, SpendTotal, Tally, joined, period_starts
+from chatapp.costs.running_totals import (
+    ESTIMATE,
+    NOT_BILLED,
+    SpendTotal,
+    Tally,
+    joined,
+    period_starts,
+)
 
 __all__ = ["Drift", "check", "expected", "rebuild"]
 
@@ -113,7 +120,7 @@ def expected(apps: Any = installed_apps) -> dict[Key, Tally]:
         amount = joined(*cost)
         scopes = (user, gateway, day_groups.get(pk, []), day, day.replace(day=1))
         if priced:
-            estimated = amount if source == "estimate" else Decimal(0)
+            estimated = amount if source == ESTIMATE else Decimal(0)
             add(_keys(*scopes, unit), Tally(priced=priced, amount=amount, estimated=estimated))
         if count > priced:
             rest = count - priced
@@ -151,16 +158,7 @@ def check(*, repair: bool = True) -> list[Drift]:
 
 def _write(row: SpendTotal | None, key: Key, tally: Tally) -> None:
     if row is None:
-        scope, scope_key, period, start, gateway, unit = key
-        SpendTotal.objects.create(
-            scope=scope,
-            scope_key=scope_key,
-            period=period,
-            start=start,
-            gateway_key=gateway,
-            unit=unit,
-            **tally.columns(),
-        )
+        SpendTotal.objects.create(**_fields(key, tally))
     elif tally == Tally():
         row.delete()  # derived, not a money fact: the ledger has nothing for it
     else:
@@ -171,17 +169,19 @@ def rebuild(apps: Any, schema_editor: Any) -> None:
     """The migration's: every total from the ledger, into the new, empty table."""
     model = apps.get_model("chatapp", "SpendTotal")
     model.objects.bulk_create(
-        (
-            model(
-                scope=scope,
-                scope_key=scope_key,
-                period=period,
-                start=start,
-                gateway_key=gateway,
-                unit=unit,
-                **tally.columns(),
-            )
-            for (scope, scope_key, period, start, gateway, unit), tally in expected(apps).items()
-        ),
-        batch_size=2000,
+        (model(**_fields(key, tally)) for key, tally in expected(apps).items()), batch_size=2000
     )
+
+
+def _fields(key: Key, tally: Tally) -> dict[str, Any]:
+    """A total's row, as `_key` reads it back."""
+    scope, scope_key, period, start, gateway, unit = key
+    return {
+        "scope": scope,
+        "scope_key": scope_key,
+        "period": period,
+        "start": start,
+        "gateway_key": gateway,
+        "unit": unit,
+        **tally.columns(),
+    }

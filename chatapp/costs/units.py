@@ -20,7 +20,7 @@ from django.db import models
 
 from gateway_client.dialects import facts_for
 
-__all__ = ["CostUnit", "Money", "default_unit", "exact", "is_dollars", "stream_unit"]
+__all__ = ["CostUnit", "Money", "default_unit", "exact", "in_dollars", "is_dollars", "stream_unit"]
 
 
 class CostUnit(models.TextChoices):
@@ -39,6 +39,11 @@ _SUFFIX = {CostUnit.SAT: "sat", CostUnit.PNP: "PnP", CostUnit.CREDITS: "credits"
 def is_dollars(unit: str) -> bool:
     """Whether amounts in `unit` are dollars exactly (micro-USD are): added up with each other."""
     return unit in (CostUnit.USD, CostUnit.MICRO_USD)
+
+
+def in_dollars(amount: Decimal, unit: str) -> Decimal:
+    """`amount`, in `unit` (one that `is_dollars`), in dollars."""
+    return amount * _MICRO if unit == CostUnit.MICRO_USD else amount
 
 
 def default_unit(dialect: str | None) -> CostUnit:
@@ -93,7 +98,7 @@ class Money:
         digits below one, cents (hundredths) above; a dollar amount with at least two places,
         and never rounded to nothing: $0.00702, $0.17, $12.35, 0.000322 PnP, 1,234.5 sat."""
         dollars = is_dollars(self.unit)
-        amount = self.amount * _MICRO if self.unit == CostUnit.MICRO_USD else self.amount
+        amount = in_dollars(self.amount, self.unit)
         if abs(amount) >= 1 or not amount:
             shown = amount.quantize(_CENT, ROUND_HALF_UP)
         else:

@@ -12,6 +12,7 @@ line restyles is rendered again from its source (`Step.restyle`).
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -194,14 +195,18 @@ def formula_start(text: str) -> int | None:
     """Where in `text` a formula opens that is not closed yet, or None. A draft stops there: the
     formula's source shows as text as it is written (rendered half-written, its `\\,` would be
     an escaped comma, its LaTeX markdown), and is drawn as soon as it closes."""
-    code = [match.span() for match in _CODE_SPAN.finditer(text)]  # `$$` in code is text
+    spans = [match.span() for match in _CODE_SPAN.finditer(text)]  # `$$` in code is text
+    starts = [start for start, _ in spans]
+
+    def in_code(at: int) -> bool:
+        # The spans do not overlap and come in order: only the last one starting before `at`
+        # can hold it (a scan of them all per opener made a tick's draft quadratic).
+        index = bisect_left(starts, at) - 1
+        return index >= 0 and at < spans[index][1]
+
     found = []
     for opener, closer in _FORMULA_OPENERS:
-        opens = [
-            match.start()
-            for match in opener.finditer(text)
-            if not any(start < match.start() < end for start, end in code)
-        ]
+        opens = [match.start() for match in opener.finditer(text) if not in_code(match.start())]
         if opener is closer:
             if len(opens) % 2:
                 found.append(opens[-1])

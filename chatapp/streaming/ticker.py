@@ -125,22 +125,27 @@ class Ticker:
                 except Exception:  # one answer's failure must not stop the other streams
                     logger.exception("Generation %s: a delta failed", worker.job.generation_pk)
             for group, message in frames.messages():
-                await self._send(group, message)
+                try:
+                    await self.send(group, message)
+                except Exception:
+                    logger.exception("Deltas to %s failed", group)
         finally:
             for lock in held:  # after the sends: a snapshot waits until its deltas have left
                 lock.release()
 
-    async def _send(self, group: str, message: socket_messages.ForwardMessage) -> None:
+    async def send(self, group: str, message: socket_messages.ForwardMessage) -> bool:
+        """Deltas to `group`'s sockets, the ticker's and a worker's own (`send_delta`): False
+        when the layer is down and they are lost."""
         if self._send_now is not None:  # in process: nothing to wait for, nothing to cut short
             self._send_now(group, message)
-            return
+            return True
         try:
-            await finish_despite_cancel(self.layer.group_send(group, message))
+            await _finish_despite_cancel(self.layer.group_send(group, message))
         except layer_errors.LAYER_DOWN as exc:
             # Numbered: a page sees the gap at the next delta and asks for a snapshot.
             logger.warning("Deltas to %s lost (%s)", group, exc)
-        except Exception:
-            logger.exception("Deltas to %s failed", group)
+            return False
+        return True
 
     def _flush(self) -> bool:
         """Hand every running generation's state to the writer, unless a batch is still out;
@@ -205,7 +210,7 @@ class Ticker:
         self._early_cancels[generation_pk] = now
 
 
-async def finish_despite_cancel(send: Awaitable[None]) -> None:
+async def _finish_despite_cancel(send: Awaitable[None]) -> None:
     """Await `send` to its end even when the caller is cancelled meanwhile, then re-raise.
 
     A delta taken from the `LiveState` exists nowhere else: a network layer's send (Redis) cut

@@ -38,7 +38,7 @@ from chatapp.streaming import log_context, memory_trim, persistence, titles
 from chatapp.streaming.jobs import Job, JobEnd, Status
 from chatapp.streaming.live_state import LiveState
 from chatapp.streaming.persistence import FinalState
-from chatapp.streaming.ticker import Ticker, current_ticker, finish_despite_cancel, ticker
+from chatapp.streaming.ticker import Ticker, current_ticker, ticker
 from chatapp.streaming.writer import PartialRow
 from chatapp.tools import tool_loop
 from chatapp.tools.base import ToolContext
@@ -135,7 +135,6 @@ class GenerationWorker:
         # The answer's one budget for sending its request again, whichever layer would.
         self.retries = early.retries if early is not None else RetryBudget()
         self.layer: socket_messages.ChannelLayer = ticker.layer
-        self._send_now = socket_messages.immediate_group_send(self.layer)
         self.group = socket_messages.group_name(job.conversation_pk)
         self.state = LiveState.for_answer(doc_id_for(job.message_pk))
         self.flushed_seq = 0  # the last seq the writer has on disk
@@ -357,16 +356,7 @@ class GenerationWorker:
         if delta is None:
             return
         for frame in socket_messages.delta_frames(self.job.generation_pk, delta):
-            message = socket_messages.group_message(frame)
-            if self._send_now is not None:  # in process: nothing to wait for, nothing to cut short
-                self._send_now(self.group, message)
-                continue
-            try:
-                await finish_despite_cancel(self.layer.group_send(self.group, message))
-            except layer_errors.LAYER_DOWN as exc:
-                # Numbered: a page sees the gap at the next delta and asks for a snapshot.
-                pk = self.job.generation_pk
-                logger.warning("Generation %s: delta %s lost (%s)", pk, frame[1], exc)
+            if not await self.ticker.send(self.group, socket_messages.group_message(frame)):
                 return
 
     async def snapshot_message(self) -> dict[str, object]:

@@ -424,3 +424,11 @@ def test_a_draft_stops_where_a_formula_opens_that_is_not_closed(
     text: str, opened: int | None
 ) -> None:
     assert formula_start(text) == opened
+
+
+@pytest.mark.timeout(10)
+def test_a_long_tail_of_code_spans_and_dollars_is_read_in_one_pass() -> None:
+    # Each `$$` was looked for in every code span: 210,000 characters of these took minutes,
+    # for every tick's draft of the answer.
+    assert formula_start("`a` $$ " * 30_000) is None
+    assert formula_start("`a` $$ " * 30_000 + "$$x") == 7 * 30_000

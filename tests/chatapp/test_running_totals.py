@@ -11,6 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.apps import apps as django_apps
 from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.db import connection, connections
@@ -148,6 +149,18 @@ def test_every_settle_keeps_the_totals_equal_to_the_ledgers_exact_sums(
         ("micro_usd", 1, 0, 0),
         ("usd", 4, 0, 0),
     ]
+
+
+def test_the_migrations_rebuild_makes_the_totals_the_ledgers(
+    alice: Any, bob: Any, numes: Gateway, nodul: Gateway
+) -> None:
+    a_mix(alice, bob, numes, nodul)
+    SpendTotal.objects.all().delete()  # derived rows, not money facts
+
+    totals_check.rebuild(django_apps, None)
+
+    assert SpendTotal.objects.exists()
+    assert totals_check.check(repair=False) == []
 
 
 def test_folding_leaves_the_totals_equal_to_the_ledger(

@@ -15,6 +15,7 @@ from chatapp.conversations.tree import Versions, context_for, shown_path
 from chatapp.conversations.turns import (
     BUSY,
     MAX_MESSAGE_CHARS,
+    TITLE_LENGTH,
     Answerer,
     NewerMessages,
     TurnError,
@@ -145,6 +146,15 @@ def test_a_retry_while_the_answer_is_running_is_refused(alice: Any) -> None:
 )
 def test_title_from(text: str, title: str) -> None:
     assert title_from(text) == title
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("line", ["_a " * 33_000, "[a" * 50_000], ids=["emphasis", "link"])
+def test_a_long_line_of_marks_titles_at_once(line: str) -> None:
+    # Unbounded, the emphasis and link patterns took 30 s and 11 s on 60,000 characters of these.
+    title = title_from(line)
+    assert len(title) == TITLE_LENGTH
+    assert title.endswith("…")
 
 
 def test_the_first_message_titles_a_new_conversation(alice: Any) -> None:
