@@ -16,7 +16,7 @@ from django.http import (
 )
 from django.utils import timezone
 
-from chatapp import tools
+from chatapp import shared_cache, tools
 from chatapp.access import groups_admin  # noqa: F401  (registers GroupAdmin)
 from chatapp.accounts import admin as accounts_admin  # noqa: F401  (registers its admins)
 from chatapp.costs import (
@@ -175,10 +175,12 @@ class ToolSwitchAdmin(_ToolSwitchAdmin):
     @admin.action(description="Turn the selected tools off", permissions=["change"])
     def turn_off(self, request: HttpRequest, queryset: Any) -> None:
         queryset.update(enabled=False, updated_at=timezone.now())
+        shared_cache.changed()  # an update sends no signal
 
     @admin.action(description="Turn the selected tools on", permissions=["change"])
     def turn_on(self, request: HttpRequest, queryset: Any) -> None:
         queryset.update(enabled=True, updated_at=timezone.now())
+        shared_cache.changed()  # an update sends no signal
 
 
 # --- Gateways and prices ----------------------------------------------------------------------

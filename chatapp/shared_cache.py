@@ -111,6 +111,11 @@ def connect_signals() -> None:
         uid = f"chatapp.shared_cache.{model.__name__}"
         post_save.connect(changed, sender=model, dispatch_uid=uid + ".saved")
         post_delete.connect(changed, sender=model, dispatch_uid=uid + ".deleted")
+    # A user deleted takes their memberships with them (no m2m signal), and SQLite may give
+    # their pk to the next user made.
+    post_delete.connect(
+        changed, sender=get_user_model(), dispatch_uid="chatapp.shared_cache.user.deleted"
+    )
     # Who is in which group, and which groups an assistant, a prompt or a server is shared with.
     throughs = [
         get_user_model().groups.through,

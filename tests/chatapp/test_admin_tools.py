@@ -84,3 +84,17 @@ def test_the_admin_index_names_each_model_in_its_plural(admin_client_of: Client)
     assert "Chat defaults" in names
     assert "Tool switches" in names
     assert not [name for name in names if name.endswith(("ss", "chs"))], names
+
+
+def test_the_actions_reach_what_pages_keep(admin_client_of: Client) -> None:
+    """An action updates the rows without saving each (no signal): pages' kept tools
+    (`shared_cache`) must still be read again."""
+    admin_client_of.get(reverse(CHANGELIST))
+    assert "current_time" in {tool.name for tool in tools.choosable(None)}
+    clock = ToolSwitch.objects.get(name="current_time")
+    selected = {"action": "turn_off", "_selected_action": [str(clock.pk)]}
+    assert admin_client_of.post(reverse(CHANGELIST), selected).status_code == 302
+    assert "current_time" not in {tool.name for tool in tools.choosable(None)}
+    selected["action"] = "turn_on"
+    admin_client_of.post(reverse(CHANGELIST), selected)
+    assert "current_time" in {tool.name for tool in tools.choosable(None)}

@@ -91,3 +91,13 @@ def test_a_request_remembers_a_value_once_and_nothing_outside_one() -> None:
         assert request_memo.remember("k", compute) == 3
     finally:
         request_memo.end(token)
+
+
+def test_a_user_deleted_leaves_nothing_kept_for_their_pk(alice: Any, bob: Any) -> None:
+    group = Group.objects.create(name="Research")
+    GroupPolicy.objects.create(group=group, model_patterns="emulator/chat")
+    bob.groups.add(group)
+    assert group_policies.access_for(bob.pk).restricted
+    before = SharedVersion.objects.get().token
+    bob.delete()  # its memberships go in the cascade, with no m2m signal
+    assert SharedVersion.objects.get().token != before
