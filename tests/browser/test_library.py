@@ -233,7 +233,7 @@ def test_on_a_phone_the_sidebar_is_a_drawer_behind_the_menu_button(
     close = alice.get_by_role("button", name="Close the menu")
     expect(close).to_be_focused()
     for part in (
-        drawer.get_by_role("link", name="New chat"),
+        drawer.get_by_role("link", name="New chat", exact=True),
         drawer.get_by_label("Search conversations"),
         drawer.get_by_role("link", name=f"phone {token}"),
         drawer.locator("#month-spend"),
@@ -345,7 +345,7 @@ def test_focus_is_in_the_message_box_on_every_load_and_after_sending(
     alice.reload()
     expect(box).to_be_focused()
     alice.locator("#conversation-list a").first.focus()
-    alice.get_by_role("link", name="New chat").click()
+    alice.get_by_role("link", name="New chat", exact=True).click()
     expect(alice).to_have_url(f"{server_url}/")
     expect(box).to_be_focused()
 
