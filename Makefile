@@ -35,10 +35,9 @@ lock:
 		--universal --python-version 3.12 --custom-compile-command 'make lock' \
 		$(if $(UPGRADE),--upgrade) -q -o requirements.lock
 
+# `prepare`: migrate, the first admin and collectstatic in one Django start, each only if needed.
 run: install
-	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py ensure_admin
-	$(BIN)/python manage.py collectstatic --noinput -v 0
+	$(BIN)/python manage.py prepare
 	MALLOC_ARENA_MAX=$${MALLOC_ARENA_MAX:-2} $(BIN)/daphne -b 127.0.0.1 -p $(PORT) chatapp.asgi:application
 
 # Debian packages the tests drive: Chromium (browser tests), Node (the browser code's unit tests,

@@ -26,12 +26,15 @@ def comment_text(text: str) -> str:
 
 
 def can_rate(message: Message) -> bool:
-    """Whether an answer takes feedback: one that has ended, with a generation of its own."""
+    """Whether an answer takes feedback: one that has ended, with a generation of its own, and
+    that the model wrote something in. A request refused or failed before a word came (a limit,
+    a gateway's error) rates no model: a thumb on it would count against one in the admin."""
     generation = getattr(message, "generation", None)
     return (
         message.role == Message.Role.ASSISTANT
         and generation is not None
         and not generation.is_running
+        and bool(message.content.strip() or message.attachments or message.tool_calls)
     )
 
 

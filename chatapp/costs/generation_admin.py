@@ -36,8 +36,9 @@ from django.http import (
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
-from django.utils.html import format_html
-from django.utils.text import smart_split, unescape_string_literal
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
+from django.utils.text import Truncator, smart_split, unescape_string_literal
 
 from chatapp.costs import chart as cost_chart
 from chatapp.costs import csv_file, group_totals
@@ -245,6 +246,7 @@ class GenerationAdmin(_GenerationAdmin):
         "kind",
         "what",
         "status",
+        "feedback_listed",
         "prompt_tokens",
         "completion_tokens",
         "reasoning_tokens",
@@ -289,14 +291,19 @@ class GenerationAdmin(_GenerationAdmin):
 
     def get_fields(self, request: HttpRequest, obj: Generation | None = None) -> Any:
         # The view page: the amount as an amount, beside the exact stored decimal (trimmed).
-        shown = {"cost_shown", *self._TRIMMED.values()}
+        shown = {"cost_shown", "feedback_given", *self._TRIMMED.values()}
         fields = [name for name in super().get_fields(request, obj) if name not in shown]
         at = fields.index("cost")
-        fields = [*fields[:at], "cost_shown", *fields[at:]]
+        fields = [*fields[:at], "cost_shown", *fields[at:], "feedback_given"]
         return [self._TRIMMED.get(name, name) if isinstance(name, str) else name for name in fields]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Generation | None = None) -> Any:
-        return (*super().get_readonly_fields(request, obj), "cost_shown", *self._TRIMMED.values())
+        return (
+            *super().get_readonly_fields(request, obj),
+            "cost_shown",
+            "feedback_given",
+            *self._TRIMMED.values(),
+        )
 
     @admin.display(description="cost (stored)")
     def cost_stored(self, obj: Generation) -> str:
@@ -305,6 +312,46 @@ class GenerationAdmin(_GenerationAdmin):
     @admin.display(description="spend ceiling")
     def ceiling_stored(self, obj: Generation) -> str:
         return trimmed(obj.spend_ceiling)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Generation]:
+        # The page's rows' feedback in one query (the list's column), not one per row.
+        return super().get_queryset(request).prefetch_related("feedback")
+
+    @admin.display(description="feedback")
+    def feedback_listed(self, obj: Generation) -> str:
+        """Each rating on the answer, with the start of its comment."""
+        return (
+            format_html_join(
+                mark_safe("<br>"),
+                "{}{}",
+                (
+                    (item.get_rating_display(), f": {Truncator(item.comment).chars(60)}")
+                    if item.comment
+                    else (item.get_rating_display(), "")
+                    for item in obj.feedback.all()
+                ),
+            )
+            or "-"
+        )
+
+    @admin.display(description="feedback")
+    def feedback_given(self, obj: Generation) -> str:
+        """Each rating on the answer, by whom, with its whole comment."""
+        return (
+            format_html_join(
+                mark_safe("<br>"),
+                "{} by {}{}",
+                (
+                    (
+                        item.get_rating_display(),
+                        item.user.get_username() if item.user else "a deleted user",
+                        f": {item.comment}" if item.comment else "",
+                    )
+                    for item in obj.feedback.all()
+                ),
+            )
+            or "-"
+        )
 
     @admin.display(description="user", ordering="user_name")
     def user_shown(self, obj: Generation) -> str:

@@ -261,3 +261,10 @@ document.addEventListener("DOMContentLoaded", () => {
     for (const change of changes) for (const node of change.addedNodes) markZoomable(node);
   }).observe(document.body, { childList: true, subtree: true });
 });
+
+// A thumbs down opens its comment box below the answer's footer: brought into view, where it may
+// lie under the composer at the end of the conversation.
+document.addEventListener("htmx:afterSettle", (event) => {
+  const comment = event.target.matches?.(".feedback") && event.target.querySelector(".feedback-comment[open]");
+  if (comment) comment.scrollIntoView({ block: "nearest" });
+});

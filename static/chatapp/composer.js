@@ -45,12 +45,25 @@ export function syncComposer(running) {
 // page's HTML for Back and puts it back without its listeners, so a mark would outlive them.
 const withKeys = new WeakSet();
 
+// On a touch screen Enter makes a new line, as in a phone's other apps, and Send sends: its
+// keyboard has no Shift+Enter to reach for, and a message sent half-written cannot be taken back.
+const touchScreen = matchMedia("(hover: none) and (pointer: coarse)");
+
+function entersSend(event) {
+  return event.key === "Enter" && !event.shiftKey && !event.isComposing && !touchScreen.matches;
+}
+
 export function setupComposer() {
   const box = document.getElementById("message");
   if (!box || withKeys.has(box)) return;
   withKeys.add(box);
+  if (touchScreen.matches) {
+    box.placeholder = "Message";
+    box.dataset.chatPlaceholder = box.placeholder; // what generated_images.js puts back
+    box.enterKeyHint = "enter";
+  }
   box.addEventListener("keydown", (event) => {
-    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    if (entersSend(event)) {
       event.preventDefault();
       if (box.value.trim()) box.form.requestSubmit();
     }
@@ -133,7 +146,7 @@ document.addEventListener("keydown", (event) => {
   const editing = event.target.closest && event.target.closest(".edit-form");
   // Enter sends from the text box only: on a focused Cancel or Save and send it is the button's.
   const inBox = editing && event.target.matches("textarea");
-  if (inBox && event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+  if (inBox && entersSend(event)) {
     event.preventDefault();
     if (event.target.value.trim()) editing.requestSubmit();
   } else if (event.key === "Escape" && !event.defaultPrevented) {

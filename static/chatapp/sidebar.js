@@ -136,6 +136,16 @@ document.addEventListener("htmx:beforeSwap", (event) => {
 
 // --- An entry's menu: one open at a time, its name ready to edit ------------------------------
 
+// Opened by a finger, the menu does not focus its name field: the touch keyboard would rise over
+// the menu each time, for what is most often Pin, Move or Delete.
+let lastPointer = "";
+document.addEventListener("pointerdown", (event) => (lastPointer = event.pointerType), true);
+document.addEventListener("keydown", () => (lastPointer = ""), true);
+
+function byTouch() {
+  return lastPointer === "touch" || matchMedia("(hover: none) and (pointer: coarse)").matches;
+}
+
 document.addEventListener(
   "toggle",
   (event) => {
@@ -145,12 +155,21 @@ document.addEventListener(
       if (other !== menu) other.open = false;
     }
     const input = menu.querySelector("input[name=title], input[name=name]");
-    input?.focus();
-    input?.select();
+    if (!byTouch() || menu.matches(".new-folder")) {
+      input?.focus();
+      input?.select();
+    }
     menu.querySelector(".item-menu-panel")?.scrollIntoView({ block: "nearest" });
   },
   true, // `toggle` does not bubble
 );
+
+// The "Move to" list arrives after the menu opened and makes it taller: its end (Delete) is
+// brought into view again, rather than left under the sidebar's footer.
+document.addEventListener("htmx:afterSettle", (event) => {
+  const panel = event.target.closest?.("details.item-menu[open] .item-menu-panel");
+  if (panel && event.target.matches(".item-move")) panel.scrollIntoView({ block: "nearest" });
+});
 
 // After a rename or delete from an entry's menu, focus goes to that entry, or to the next one.
 // (The menu is gone by then, swapped out or deleted with its entry: the request's end says when.)

@@ -324,7 +324,7 @@ def test_sidebar_navigation_switches_the_live_conversation(alice: Any, server_ur
     expect(alice.locator("article.assistant").last).to_have_attribute(
         "data-status", "completed", timeout=15_000
     )
-    alice.get_by_role("link", name="New chat").click()
+    alice.get_by_role("link", name="New chat", exact=True).click()
     send(alice, "second topic", "emulator/echo")
     expect(alice).not_to_have_url(first_url)
     expect(alice).to_have_url(re.compile(r"/c/\d+/$"))

@@ -40,15 +40,22 @@ def test_a_thumb_and_a_comment_are_kept_and_changeable(
     expect(good).to_have_attribute("aria-pressed", "false")
     expect(bad).to_have_attribute("aria-pressed", "false")
 
+    regenerate = answer.get_by_role("button", name="Regenerate")
+    row = [good.bounding_box(), regenerate.bounding_box()]
     good.click()
     expect(good).to_have_attribute("aria-pressed", "true")
     expect(answer.get_by_role("status")).to_have_text("Marked as a good answer.")
+    # The row stays as it was: nothing in it moves when a thumb is pressed.
+    assert [good.bounding_box(), regenerate.bounding_box()] == row
 
+    # The footer at the bottom edge, as at the end of a long answer: the comment opens below it.
+    answer.locator("footer").evaluate("el => el.scrollIntoView({block: 'end'})")
     bad.click()  # changed in place
     expect(bad).to_have_attribute("aria-pressed", "true")
     expect(good).to_have_attribute("aria-pressed", "false")
     comment = answer.get_by_label("What was wrong with it? (optional)")
     expect(comment).to_be_visible()  # a thumbs down asks why
+    expect(comment).to_be_in_viewport(ratio=1)  # where it can be seen
     comment.fill("They hold paws, not hands.")
     screenshots(alice, "feedback", lambda page: answer.scroll_into_view_if_needed())
     answer.get_by_role("button", name="Save comment").click()

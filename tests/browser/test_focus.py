@@ -62,9 +62,12 @@ def test_skip_links_lead_to_the_messages_and_to_the_message_box(alice: Any) -> N
     box = alice.get_by_label("Message")
     first = alice.locator("article.message").first
     inside_first = "(el) => el.contains(document.activeElement)"
+    back = alice.get_by_role("link", name="Skip to the first message")
+    hidden = back.bounding_box()
+    assert hidden is not None
+    assert hidden["width"] <= 1  # out of sight until the keyboard reaches it
     box.focus()
     alice.keyboard.press("Shift+Tab")
-    back = alice.get_by_role("link", name="Skip to the first message")
     expect(back).to_be_focused()
     expect(back).to_be_in_viewport()
     alice.keyboard.press("Enter")

@@ -66,7 +66,7 @@ def test_settings_beside_the_composer_apply_to_the_first_answer_and_keep_the_dra
     assert body["reasoning"] == {"effort": "high"}
     assert [tool["function"]["name"] for tool in body["tools"]] == ["calculator"]
     # The defaults were not changed: the next new chat starts from them again.
-    alice.get_by_role("link", name="New chat").click()
+    alice.get_by_role("link", name="New chat", exact=True).click()
     expect(alice.locator("#new-chat-applied")).to_have_text("Gateway defaults")
 
 
@@ -151,7 +151,7 @@ def test_the_filter_works_on_a_phone(alice: Any) -> None:
 
 def test_a_new_chat_starts_on_the_model_last_used(alice: Any) -> None:
     finished(alice, "Cite something", "emulator/citations")
-    alice.get_by_role("link", name="New chat").click()
+    alice.get_by_role("link", name="New chat", exact=True).click()
     expect(alice).to_have_url(re.compile(r"/$"))
     expect(alice.get_by_label("Model")).to_have_value(re.compile(r":emulator/citations$"))
     expect(alice.locator("[data-selected-model]")).to_have_text("Emulator: citations")

@@ -182,7 +182,7 @@ def test_no_swap_trips_the_csp(alice: Any, server_url: str) -> None:
     alice.add_init_script(RECORD_CSP)
     alice.goto(f"{server_url}/")
     finished(alice, "An older conversation")
-    alice.get_by_role("link", name="New chat").click()
+    alice.get_by_role("link", name="New chat", exact=True).click()
     # A send, a settings save, the lightbox, and the history htmx puts back after a boosted link.
     answer = finished(alice, "A picture of otters", "emulator/image")
     header = alice.locator("header.chat-header")

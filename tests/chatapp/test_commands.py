@@ -35,3 +35,22 @@ def test_ensure_admin_generates_and_prints_a_password_once(monkeypatch: Any) -> 
     password = output.split("password: ")[1].split()[0]
     assert get_user_model().objects.get(username="admin").check_password(password)
     assert password not in run("ensure_admin")
+
+
+def test_prepare_collects_the_static_files_only_when_they_changed(
+    settings: Any, tmp_path: Any
+) -> None:
+    """A second `make run` with nothing to do does none of it (the collect took 10 s or more)."""
+    settings.STATIC_ROOT = tmp_path / "static"
+    collected = settings.STATIC_ROOT / "chatapp" / "chat.css"
+    run("prepare")
+    assert get_user_model().objects.filter(is_superuser=True).exists()
+    assert collected.exists()
+
+    collected.unlink()  # a collect would put it back
+    run("prepare")
+    assert not collected.exists()  # nothing changed: not collected again
+
+    (settings.STATIC_ROOT / ".collected").write_text("the files as they were before an edit")
+    run("prepare")
+    assert collected.exists()

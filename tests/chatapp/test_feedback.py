@@ -239,3 +239,29 @@ def test_the_feedback_list_is_read_only_and_links_to_the_generation(admin: Clien
     assert "Too long." in html
     assert reverse("admin:chatapp_generation_change", args=[1]).rsplit("/", 3)[0] in html
     assert admin.get(reverse("admin:chatapp_feedback_add")).status_code == 403
+
+
+@pytest.mark.django_db
+def test_the_generation_list_and_page_show_the_rating_and_comment(
+    admin: Client, rated: dict[str, Generation]
+) -> None:
+    html = admin.get(reverse(CHANGELIST)).content.decode()
+    assert '<td class="field-feedback_listed">disliked: Too long.</td>' in html
+    assert '<td class="field-feedback_listed">liked</td>' in html
+    assert '<td class="field-feedback_listed">-</td>' in html  # unrated
+
+    generation = rated["a disliked too"]
+    page = admin.get(reverse("admin:chatapp_generation_change", args=[generation.pk]))
+    assert "disliked by bob: Too long." in page.content.decode()
+
+
+@pytest.mark.django_db
+def test_a_request_refused_before_a_word_takes_no_feedback(
+    client: Client, alice: Any, numes: Gateway
+) -> None:
+    generation = record(alice, numes, status="failed", cost=None, source="not_billed")
+    Message.objects.filter(pk=generation.message_id).update(content="")
+    client.force_login(alice)
+    assert rate(client, generation, rating="down").status_code == 400
+    page = client.get(reverse("chat:conversation", args=[generation.conversation_id]))
+    assert "Good answer" not in page.content.decode()
