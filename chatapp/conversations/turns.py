@@ -37,10 +37,10 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
 TITLE_LENGTH = 60
-# Of a line, what a title's markdown is looked for in: a title's worth of words with their marks
-# and a long link. The marks' patterns cost a pass over the rest of the line at each `_` or `[`,
-# so a whole line (a message holds up to 100,000 characters) of "_a " took 30 s of the server.
-_TITLE_SOURCE = 2_000
+# How much of a line a title is read from: enough for its 60 characters behind markdown's marks
+# and a link's address, and no more, so that a 100,000-character line costs no more than a short
+# one (stripping the marks of a whole one held the server for seconds, #45).
+TITLE_SOURCE = 2_000
 MAX_MESSAGE_CHARS = 100_000
 SAFE_BUDGET = 4_096  # Osmexo's "safe default" max_tokens for a reasoning model
 MAX_BUDGET = 32_768
@@ -114,7 +114,7 @@ class StartedGeneration:
 
 def title_from(text: str) -> str:
     """The first line of `text` with words in it, as a title: without its markdown."""
-    lines = (user_text.without_markdown(line[:_TITLE_SOURCE]) for line in text.strip().split("\n"))
+    lines = (user_text.without_markdown(line[:TITLE_SOURCE]) for line in text.strip().split("\n"))
     first_line = next((line for line in lines if line), "")
     if len(first_line) <= TITLE_LENGTH:
         return first_line
