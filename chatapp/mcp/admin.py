@@ -114,12 +114,17 @@ class McpServerForm(_McpServerForm):
 @admin.register(McpServer)
 class McpServerAdmin(_McpServerAdmin):
     form = McpServerForm
-    list_display = ("name", "url", "transport", "enabled", "who", "state", "tool_count")
+    # No "enabled" column: the state says "turned off", and the state must fit at 1280 px.
+    list_display = ("name", "url", "transport", "who", "state", "tool_count")
     list_filter = ("enabled", "transport")
     search_fields = ("name", "url")
     filter_horizontal = ("groups",)
     readonly_fields = ("stored_headers", "state", "checked_at", "listed_tools", "created_at")
     actions = ("refresh_tools",)
+
+    class Media:
+        css = {"all": ("chatapp/admin_mcp.css",)}
+
     fieldsets = (
         (None, {"fields": ("name", "prefix", "url", "transport", "enabled", "groups")}),
         (

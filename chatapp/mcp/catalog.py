@@ -41,7 +41,9 @@ __all__ = [
     "refresh",
     "refresh_all",
     "refresh_due",
+    "server_problem",
     "server_tools",
+    "toolless_problems",
     "usable_tools",
 ]
 
@@ -167,10 +169,18 @@ def _tool(server: McpServer, entry: dict[str, Any], problem: str) -> McpTool:
     )
 
 
+def server_problem(server: McpServer) -> str:
+    """Why `server`'s tools are not offered now ("" when they are)."""
+    if server.problem:
+        return server.problem
+    if not server.enabled:
+        return "the server is turned off"
+    return "" if server.checked_at else "it has not been reached yet"
+
+
 def server_tools(server: McpServer) -> list[McpTool]:
     """A server's listed tools, each with the server's problem (if any) as its own."""
-    problem = "" if server.enabled else "the server is turned off"
-    problem = server.problem or problem
+    problem = server_problem(server)
     entries = server.tools if isinstance(server.tools, list) else []
     return [_tool(server, entry, problem) for entry in entries if isinstance(entry, dict)]
 
@@ -186,6 +196,17 @@ def all_tools(user_pk: int | None = None) -> list[McpTool]:
     """Every listed tool of the servers `user_pk` may use (None: of every server), available or
     not: what Settings → Tools and the tool switches list. Reads the database."""
     return [tool for server in _servers_for(user_pk) for tool in server_tools(server)]
+
+
+def toolless_problems(user_pk: int | None) -> dict[str, str]:
+    """The servers `user_pk` may use that list no tool and cannot be asked now (never reached,
+    away or turned off), by name, with why: Settings → Tools names them, so that a server that
+    never answered is said to be unavailable, not silently missing. Reads the database."""
+    return {
+        server.name: problem
+        for server in _servers_for(user_pk)
+        if not server_tools(server) and (problem := server_problem(server))
+    }
 
 
 def usable_tools(user_pk: int | None = None) -> list[McpTool]:

@@ -16,6 +16,7 @@ applies again (`new_chat_settings`), which saves nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from django import forms
@@ -38,6 +39,7 @@ from chatapp.conversations.request_options import (
 )
 from chatapp.conversations.turns import MAX_MESSAGE_CHARS, TurnError
 from chatapp.gateways.catalog import parse_choice
+from chatapp.mcp import catalog as mcp_catalog
 from chatapp.models import AnswerSettings, ChatDefaults, Conversation
 
 if TYPE_CHECKING:
@@ -142,6 +144,7 @@ class AnswerSettingsForm(forms.Form):
         kwargs.setdefault("label_suffix", "")
         kwargs.setdefault("auto_id", "settings-%s")
         super().__init__(*args, **kwargs)
+        self.user_pk = user_pk
         self.tools_field.offer(tools.choosable(user_pk))  # reads the switches and the servers
 
     @property
@@ -150,22 +153,20 @@ class AnswerSettingsForm(forms.Form):
         assert isinstance(field, ToolsField)
         return field
 
-    @property
-    def tool_options(self) -> list[tuple[Any, str]]:
-        """Each tool's checkbox, with the line that says what it does."""
-        offered = self.tools_field.offered
-        return [(box, tool.about) for box, tool in zip(self["tools"], offered, strict=True)]
-
-    @property
+    @cached_property
     def tool_groups(self) -> list[ToolGroup]:
         """The checkboxes grouped as Settings → Tools shows them: the built-ins, then each MCP
-        server's (every text in them is the server's, shown escaped by the template)."""
+        server's (every text in them is the server's, shown escaped by the template), then each
+        server with no tool to choose that cannot be asked now, with why."""
         groups: list[ToolGroup] = []
         for box, tool in zip(self["tools"], self.tools_field.offered, strict=True):
             server = getattr(tool, "server_name", "")
             if not groups or groups[-1].server != server:
                 groups.append(ToolGroup(server, getattr(tool, "problem", ""), []))
             groups[-1].options.append((box, tool.about))
+        # A server that lists no tool (never reached, say) still says it is unavailable.
+        toolless = mcp_catalog.toolless_problems(self.user_pk)
+        groups += [ToolGroup(name, problem, []) for name, problem in toolless.items()]
         return groups
 
     @classmethod

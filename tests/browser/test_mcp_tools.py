@@ -11,6 +11,7 @@ With `CHAT_SCREENSHOTS` set to a directory, Settings → Tools and the pane are 
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -162,3 +163,31 @@ def test_a_server_killed_mid_call_leaves_a_clear_error_and_nothing_hung(
     expect(alice.get_by_role("group", name="Tools of the MCP server Doomed tools")).to_contain_text(
         "Unavailable now:"
     )
+
+
+def test_a_server_never_reached_is_unavailable_in_settings_and_its_state_shows_in_the_admin(
+    alice: Any, cleaned: None
+) -> None:
+    with socket.socket() as sock:  # a port nothing listens on once closed
+        sock.bind(("127.0.0.1", 0))
+        closed_url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    alice.goto(origin(alice) + "/admin/chatapp/mcpserver/add/")
+    alice.get_by_label("Name:").fill("Never reached")
+    alice.get_by_label("Prefix:").fill("never")
+    alice.get_by_label("URL:").fill(closed_url)
+    alice.get_by_role("button", name="Save", exact=True).click()
+    expect(alice.locator(".messagelist")).to_contain_text(
+        "Never reached: its tools are unavailable"
+    )
+    # The changelist shows the state whole at 1280 px: neither clipped nor off the page.
+    alice.set_viewport_size({"width": 1280, "height": 800})
+    state = alice.locator("#result_list td.field-state").first
+    expect(state).to_contain_text("unavailable: it could not be reached")
+    screenshots(alice, "mcp-admin-servers")
+    # Django's results box scrolls what does not fit, hiding the columns past its edge.
+    results = alice.locator("#changelist .results")
+    assert results.evaluate("box => box.scrollWidth <= box.clientWidth")
+    alice.goto(origin(alice) + "/settings/")
+    group = alice.get_by_role("group", name="Tools of the MCP server Never reached")
+    expect(group).to_contain_text("Unavailable now:")
+    expect(group.get_by_role("checkbox")).to_have_count(0)

@@ -4,6 +4,7 @@ the tool switches, and each server's tools grouped under its name with descripti
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -147,3 +148,21 @@ def test_settings_lists_each_server_s_tools_under_its_name(
     assert chosen.status_code == 302
     assert ChatDefaults.objects.get().tools == ["test__lookup"]
     assert tools.offered(["test__lookup"], None) == []
+
+
+def test_a_server_never_reached_is_named_unavailable_in_settings(root: Client) -> None:
+    with socket.socket() as sock:  # a port nothing listens on once closed
+        sock.bind(("127.0.0.1", 0))
+        closed_url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    page = add(root, closed_url, name="Never reached", prefix="never").text
+    assert "Never reached: its tools are unavailable:" in page
+    server = McpServer.objects.get()
+    assert server.tools == []
+    page = root.get(reverse("chat:defaults")).text
+    assert "From the MCP server <strong>Never reached</strong>" in page
+    assert f"Unavailable now: {server.problem}" in page.replace("&#x27;", "'")
+    assert 'value="never__' not in page  # nothing of it to choose
+    # Not saved yet since its address changed: said so too, not missing.
+    McpServer.objects.update(problem="", checked_at=None)
+    page = root.get(reverse("chat:defaults")).text
+    assert "Unavailable now: it has not been reached yet" in page
