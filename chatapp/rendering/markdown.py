@@ -435,6 +435,7 @@ PLAIN_TEXT_NOTES = {
     "busy": "Shown as plain text: the server was too busy to format it.",
     "pending": "Shown as plain text while it is formatted: reload to see it formatted.",
     "too_large": "Shown as plain text: formatted, it would be too large to keep.",
+    "streaming": "Shown as plain text while the answer streams: too large to send formatted.",
 }
 
 

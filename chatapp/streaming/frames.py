@@ -11,8 +11,9 @@ A frame of one delta stays the bare delta (`[g, n, ...]`, `socket_messages`); se
 a list of them, `[[g, n, ...], [g, n, ...]]`, each applied in order by the page
 (`stream_state.js` `messagesFromWire`, `page_model.messages_from_wire`). A delta is never split
 across frames or held for a later tick: what a tick takes goes out in that tick. A frame carries
-at most `socket_messages.MAX_FRAME_TEXT` characters of text (a delta holds no more,
-`delta_frames`): a conversation whose tick took more gets several frames, in order.
+at most `socket_messages.MAX_FRAME_TEXT` characters of text and HTML (a delta holds no more
+text, nor HTML beside text: `delta_frames`): a conversation whose tick took more gets several
+frames, in order.
 """
 
 from __future__ import annotations
@@ -58,8 +59,11 @@ class TickFrames:
 
 
 def _text_size(delta: list[object]) -> int:
-    """The characters of text (content and reasoning, `[g, n, content, reasoning?, ...]`)."""
-    return sum(len(part) for part in delta[2:4] if isinstance(part, str))
+    """The characters of text (content and reasoning, `[g, n, content, reasoning?, extras?]`)
+    and of the HTML in its extras (a settled chunk, a draft)."""
+    size = sum(len(part) for part in delta[2:4] if isinstance(part, str))
+    extras = delta[4] if len(delta) > 4 else None
+    return size + (socket_messages.html_size(extras) if isinstance(extras, dict) else 0)
 
 
 def frame(deltas: list[list[object]]) -> socket_messages.ForwardMessage:

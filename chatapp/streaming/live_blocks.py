@@ -25,6 +25,13 @@ the next step waits until the tail has grown by a quarter (`BACKOFF`), so the pa
 to a constant times its length. `BlockSettler.parsed` counts the characters parsed.
 
 Offsets sent to the browser count UTF-16 code units, as JavaScript strings do.
+
+A chunk or draft goes to every watching browser in one frame, so none longer than
+`MAX_FRAME_TEXT` goes out (#45: a gateway's one 300,000-character paragraph went out whole). A
+chunk whose HTML would be longer settles as plain text (a long highlighted code block: its HTML is
+3-5 times its source); if even that is too long, the settler *halts* for the rest of the answer
+(what follows a block cannot settle before it). A draft that would be longer is dropped. Browsers
+keep showing such text as it arrived, and the final render they fetch at `done` draws it.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ from chatapp.rendering.settle_steps import (
     closes_fence,
     utf16_length,
 )
+from chatapp.ws.socket_messages import MAX_FRAME_TEXT
 
 FREE_TAIL = 512  # a tail this short is parsed at every new line
 BACKOFF = 1.25  # else only once it has grown by this factor since it was last parsed
@@ -135,6 +143,7 @@ class BlockSettler:
         self._shown_draft: SettledChunk | None = None  # the newest, while still valid
         self._drafted = (0, 0)  # (settled, tail length) the newest draft was asked for at
         self._draft_at = -DRAFT_INTERVAL  # when the last draft-only parse started
+        self._halted = False  # a chunk was too long for a frame: nothing more settles live
         self.parsed = 0  # characters parsed, in all
 
     @property
@@ -216,7 +225,7 @@ class BlockSettler:
             self._task = None
         self._drafting = False
         self._draft = self._shown_draft = None  # the last chunk settles all it showed
-        if not self._tail:
+        if not self._tail or self._halted:
             return None
         result = await self._job(final=True, restyle=self._restyle)
         if isinstance(result, Step) and result.restyle:
@@ -224,6 +233,8 @@ class BlockSettler:
         return self._apply(result, final=True)
 
     def _due(self) -> bool:
+        if self._halted:
+            return False
         complete = self._tail.rfind("\n") + 1
         if complete <= self._asked:
             return False  # no new complete line
@@ -237,6 +248,7 @@ class BlockSettler:
     def _draftable(self) -> bool:
         return (
             self._fence is None
+            and not self._halted
             and not self._restyle
             and 0 < len(self._tail) <= DRAFT_MAX
             and self._drafted != (self._settled, len(self._tail))
@@ -301,8 +313,7 @@ class BlockSettler:
             if result.draft is not None:
                 self._keep_draft(result.draft, result.drafted)
             elif self.draft is not None:  # shown, and no longer true (an open fence, a restyle)
-                self._draft = self._shown_draft = None
-                self._draft_changed = True
+                self._withdraw_draft()
             return chunk
         if self._drafting:  # a draft-only parse that failed: nothing to settle from it
             self._drafting = False
@@ -333,6 +344,13 @@ class BlockSettler:
         return "".join(pieces)
 
     def _take(self, step: Step) -> SettledChunk | None:
+        if len(step.html) > MAX_FRAME_TEXT:
+            text = self._tail[: step.length]
+            plain = plain_text_html(text, "streaming")
+            if not text or len(plain) > MAX_FRAME_TEXT:
+                self._halt()
+                return None
+            step = Step(length=step.length, rest=plain)  # the open block ends before it
         pieces = self._pieces
         self._open_at = _join(pieces, self._open_at, self._open, step)
         self._open = step.opened
@@ -348,12 +366,25 @@ class BlockSettler:
 
     def _keep_draft(self, draft: Step, drafted: int) -> None:
         """`draft` covers the first `drafted` characters of the tail (which only grew since)."""
+        if self._halted or len(draft.html) > MAX_FRAME_TEXT:  # too long for a frame: none
+            self._withdraw_draft()
+            return
         start = self._settled
         end = start + utf16_length(self._tail[:drafted])
         split = utf16_length(draft.joined) if draft.join else 0
         chunk = SettledChunk(start, end, draft.html, draft.join, split)
         self._draft = self._shown_draft = chunk
         self._draft_changed = True
+
+    def _withdraw_draft(self) -> None:
+        if self._shown_draft is not None:
+            self._draft_changed = True
+        self._draft = self._shown_draft = None
+
+    def _halt(self) -> None:
+        """Settle nothing more live: the rest shows as text until the final render."""
+        self._halted = True
+        self._withdraw_draft()
 
     def _fall_back(self, failure: object, *, final: bool) -> SettledChunk | None:
         """The parse gave no result. Too slow or crashed: the complete lines settle as plain

@@ -156,7 +156,8 @@ def delta(generation_pk: int, fields: dict[str, object]) -> list[object]:
 
 # Characters of text (content and reasoning together) in one delta sent to browsers: a gateway
 # may send a whole answer in one chunk, which would reach every watching browser as one frame of
-# that size. ~16 KB is hundreds of tokens, more than a tick at any real token rate takes.
+# that size. ~16 KB is hundreds of tokens, more than a tick at any real token rate takes. The
+# HTML of a settled chunk or a draft is at most as long (`live_blocks`), and counts as text here.
 MAX_FRAME_TEXT = 16_384
 
 
@@ -166,13 +167,22 @@ def frame_count(fields: dict[str, object]) -> int:
     text = sum(
         len(value) for key in ("content", "reasoning") if isinstance(value := fields.get(key), str)
     )
-    return max(1, -(-text // MAX_FRAME_TEXT))
+    count = max(1, -(-text // MAX_FRAME_TEXT))
+    last = text - (count - 1) * MAX_FRAME_TEXT  # the text in the last frame
+    return count + (last > 0 and last + html_size(fields) > MAX_FRAME_TEXT)
+
+
+def html_size(fields: dict[str, object]) -> int:
+    """The characters of HTML in a delta's settled chunk and draft (`[start, end, html, ...]`)."""
+    chunks = (fields.get("settled"), fields.get("draft"))
+    return sum(len(c[2]) for c in chunks if isinstance(c, list) and isinstance(c[2], str))
 
 
 def delta_frames(generation_pk: int, fields: dict[str, object]) -> list[list[object]]:
     """`delta` in `frame_count(fields)` frames numbered up to `fields["seq"]`, each holding at
     most `MAX_FRAME_TEXT` characters of its text, in order (the reasoning, then the content);
-    the extras go with the last, after all the text they may refer to (a settled block's end)."""
+    the extras go with the last, after all the text they may refer to (a settled block's end),
+    or in a frame of their own when their HTML would not fit beside its text."""
     parts: list[dict[str, object]] = [{}]
     room = MAX_FRAME_TEXT
     for key in ("reasoning", "content"):
@@ -184,6 +194,8 @@ def delta_frames(generation_pk: int, fields: dict[str, object]) -> list[list[obj
             part, text = text[:room], text[room:]
             parts[-1][key] = part
             room -= len(part)
+    if room < MAX_FRAME_TEXT and html_size(fields) > room:
+        parts.append({})
     extras = {key: value for key, value in fields.items() if key not in ("content", "reasoning")}
     parts[-1].update(extras)
     last = fields["seq"]

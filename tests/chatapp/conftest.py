@@ -117,6 +117,7 @@ class GroupListener:
         self.channel = ""
         self.received: list[dict[str, Any]] = []
         self.frames = 0  # channel-layer messages, each one websocket frame
+        self.frame_sizes: list[int] = []  # each frame's bytes, as a socket sends it
         self._unread: list[dict[str, Any]] = []  # the rest of a frame of several deltas
 
     async def join(self) -> GroupListener:
@@ -131,6 +132,7 @@ class GroupListener:
             async with asyncio.timeout(30):
                 message = await self.layer.receive(self.channel)
             self.frames += 1
+            self.frame_sizes.append(len(message["text"].encode()))
             self._unread = socket_messages.decode_frame(message["text"])
         payload = self._unread.pop(0)
         self.received.append(payload)

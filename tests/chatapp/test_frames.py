@@ -145,6 +145,18 @@ def test_one_delta_is_a_bare_frame_and_several_a_list_of_them() -> None:
     assert socket_messages.decode_frame(done) == [socket_messages.decode(done)]
 
 
+def test_the_html_of_settled_chunks_counts_toward_a_frames_bound() -> None:
+    """Two answers' deltas whose settled HTML together outgrows the bound go in two frames (#45
+    point 5: a comparison's settled blocks would otherwise share one frame of any size)."""
+    html = "x" * (socket_messages.MAX_FRAME_TEXT * 3 // 4)
+    tick = frames.TickFrames()
+    tick.add("conversation.1", [1, 4, "a", "", {"settled": [0, 9, html]}])
+    tick.add("conversation.1", [2, 6, "b", "", {"settled": [0, 9, html]}])
+    sizes = [len(message["text"]) for _, message in tick.messages()]
+    assert len(sizes) == 2
+    assert max(sizes) < socket_messages.MAX_FRAME_TEXT
+
+
 @pytest.mark.django_db(transaction=True)
 async def test_a_socket_joining_two_answers_mid_stream_gets_each_whole_once(alice: Any) -> None:
     model = "emulator/long?tokens_per_second=200&long_tokens=400"

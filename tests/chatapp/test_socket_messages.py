@@ -140,3 +140,23 @@ def test_a_long_delta_goes_as_frames_of_bounded_text_numbered_in_order() -> None
     assert state.snapshot()["seq"] == decoded[-1]["seq"]  # a snapshot follows the last frame
     small = {"seq": 3, "content": "hi"}
     assert socket_messages.delta_frames(9, small) == [socket_messages.delta(9, small)]
+
+
+@pytest.mark.parametrize("text", [0, 100, 16_384 - 100, 16_384 + 100])
+def test_a_settled_chunk_that_does_not_fit_beside_the_text_goes_in_a_frame_of_its_own(
+    text: int,
+) -> None:
+    """A settled chunk's and a draft's HTML (each at most `MAX_FRAME_TEXT`, `live_blocks`)
+    count with the text: where they would not fit beside it they follow in a frame of their
+    own, after all the text, and `frame_count` numbers it (#45 point 5)."""
+    bound = socket_messages.MAX_FRAME_TEXT
+    fields: dict[str, object] = {"seq": 7, "settled": [0, 5, "x" * (bound // 2)]}
+    fields |= {"draft": [5, 9, "y" * (bound // 4)]} | ({"content": "c" * text} if text else {})
+    frames = socket_messages.delta_frames(9, fields)
+    assert len(frames) == socket_messages.frame_count(fields)
+    decoded = [socket_messages.decode(orjson.dumps(frame)) for frame in frames]
+    assert [m["seq"] for m in decoded] == list(range(8 - len(frames), 8))
+    assert "".join(m.get("content", "") for m in decoded) == "c" * text
+    assert all(len(orjson.dumps(frame)) <= bound + 100 for frame in frames)
+    assert [("settled" in m, "draft" in m) for m in decoded][-1] == (True, True)
+    assert sum("settled" in m for m in decoded) == 1

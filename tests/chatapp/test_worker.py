@@ -522,3 +522,29 @@ async def test_a_burst_goes_to_browsers_in_bounded_frames_without_losing_a_byte(
     assert done[0]["seq"] == deltas[-1]["seq"]
     message = await Message.objects.aget(generation__pk=started.generation.pk)
     assert message.content == text
+
+
+async def test_one_huge_paragraph_goes_to_browsers_in_bounded_frames(
+    alice: Any, settings: Any
+) -> None:
+    """A 95,000-character paragraph (a message holds at most 100,000) goes out in no frame
+    longer than the bound: its text as bounded deltas, and the final render draws it (#45
+    point 5: its settled HTML went out as one 303,046-character frame); the blocks after it are
+    not settled live either (none settles before the one it follows); no byte is lost."""
+    settings.CHAT_DELTA_INTERVAL = 1.0  # the paragraph arrives whole between two ticks
+    huge = "word " * 19_000
+    text = f"{huge.strip()}\n\nA *short* paragraph after it.\n\nAnd the last."
+    started = await start_turn(alice, text, "emulator/echo?tokens_per_second=500000&ttft_ms=5")
+    listener = await GroupListener(started.conversation.pk).join()
+    task = worker.start(started.job)
+    await listener.until("done", within=60)
+    await asyncio.wait_for(task, 30)
+    assert max(listener.frame_sizes) <= 2 * socket_messages.MAX_FRAME_TEXT
+    deltas = listener.deltas()
+    assert joined(deltas, "content") == text
+    settled = [d["settled"] for d in deltas if "settled" in d]
+    assert settled == [], "nothing settled live: the paragraph is first"
+    message = await Message.objects.aget(generation__pk=started.generation.pk)
+    assert message.content == text
+    assert "<em>short</em>" in message.html
+    assert message.html.count("word") == 19_000
