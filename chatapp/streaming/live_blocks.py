@@ -26,11 +26,12 @@ to a constant times its length. `BlockSettler.parsed` counts the characters pars
 
 Offsets sent to the browser count UTF-16 code units, as JavaScript strings do.
 
-A chunk or draft goes to every watching browser in one frame, so none longer than
-`MAX_FRAME_TEXT` goes out (#45: a gateway's one 300,000-character paragraph went out whole). A
-chunk whose HTML would be longer settles as plain text (a long highlighted code block: its HTML is
-3-5 times its source); if even that is too long, the settler *halts* for the rest of the answer
-(what follows a block cannot settle before it). A draft that would be longer is dropped. Browsers
+A chunk or draft goes to every watching browser in one frame, so none longer than a bound goes
+out (#45: a gateway's one 300,000-character paragraph went out whole): `MAX_SETTLED_HTML` for a
+chunk, sent once, and `MAX_FRAME_TEXT` for a draft, sent again as it changes. A chunk whose HTML
+would be longer settles as plain text (a long highlighted code block: its HTML is 3-5 times its
+source); if even that is too long, the settler *halts* for the rest of the answer (what follows a
+block cannot settle before it). A draft that would be longer is dropped. Browsers
 keep showing such text as it arrived, and the final render they fetch at `done` draws it.
 """
 
@@ -52,7 +53,7 @@ from chatapp.rendering.settle_steps import (
     closes_fence,
     utf16_length,
 )
-from chatapp.ws.socket_messages import MAX_FRAME_TEXT
+from chatapp.ws.socket_messages import MAX_FRAME_TEXT, MAX_SETTLED_HTML
 
 FREE_TAIL = 512  # a tail this short is parsed at every new line
 BACKOFF = 1.25  # else only once it has grown by this factor since it was last parsed
@@ -344,10 +345,10 @@ class BlockSettler:
         return "".join(pieces)
 
     def _take(self, step: Step) -> SettledChunk | None:
-        if len(step.html) > MAX_FRAME_TEXT:
+        if len(step.html) > MAX_SETTLED_HTML:
             text = self._tail[: step.length]
             plain = plain_text_html(text, "streaming")
-            if not text or len(plain) > MAX_FRAME_TEXT:
+            if not text or len(plain) > MAX_SETTLED_HTML:
                 self._halt()
                 return None
             step = Step(length=step.length, rest=plain)  # the open block ends before it

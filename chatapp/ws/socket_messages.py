@@ -159,6 +159,10 @@ def delta(generation_pk: int, fields: dict[str, object]) -> list[object]:
 # that size. ~16 KB is hundreds of tokens, more than a tick at any real token rate takes. The
 # HTML of a settled chunk or a draft is at most as long (`live_blocks`), and counts as text here.
 MAX_FRAME_TEXT = 16_384
+# Characters of a settled chunk's HTML (`live_blocks`), sent once: highlighted code's HTML is 3-5
+# times its source, so a bound of a frame's text would show every code block of more than about
+# 3,000 characters as plain text while it streams; this one, a few hundred lines of code.
+MAX_SETTLED_HTML = 4 * MAX_FRAME_TEXT
 
 
 def frame_count(fields: dict[str, object]) -> int:

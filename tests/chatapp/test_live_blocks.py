@@ -30,7 +30,7 @@ from chatapp.rendering.settle_steps import (
     utf16_length,
 )
 from chatapp.streaming.live_blocks import BlockSettler, SettledChunk
-from chatapp.ws.socket_messages import MAX_FRAME_TEXT
+from chatapp.ws.socket_messages import MAX_SETTLED_HTML
 
 CORPUS = {
     "headings and paragraphs": (
@@ -208,14 +208,14 @@ def test_a_chunk_too_long_for_a_frame_settles_as_plain_text() -> None:
     """A highlighted code block's HTML is 3-5 times its source: one longer than a frame holds
     settles as its plain text (the final render draws it highlighted), and what follows still
     settles live (#45 point 5)."""
-    code = "".join(f"x_{n} = {n}\n" for n in range(1000))
+    code = "".join(f"x_{n} = {n}\n" for n in range(2000))
     lines = ["Intro.\n\n```python\n", *code.splitlines(keepends=True), "```\n", "\nAfter.\n\n"]
     settler, found = settle(lines)
-    assert len(render_markdown(f"```python\n{code}```\n")) > MAX_FRAME_TEXT
-    assert all(len(chunk.html) <= MAX_FRAME_TEXT for chunk in found)
+    assert len(render_markdown(f"```python\n{code}```\n")) > MAX_SETTLED_HTML
+    assert all(len(chunk.html) <= MAX_SETTLED_HTML for chunk in found)
     plain = [chunk for chunk in found if PLAIN_TEXT_NOTES["streaming"] in chunk.html]
     assert len(plain) == 1
-    assert plain[0].html.count("x_") == 1000
+    assert plain[0].html.count("x_") == 2000
     assert found[-1].html == "<p>After.</p>\n"
     assert settler.settled == utf16_length("".join(lines))
 
@@ -223,12 +223,22 @@ def test_a_chunk_too_long_for_a_frame_settles_as_plain_text() -> None:
 def test_a_block_too_long_even_as_text_is_not_settled_live() -> None:
     """A paragraph longer than a frame holds is not settled, nor what follows it (its text
     shows as it arrived until the final render); no chunk goes out longer than a frame."""
-    lines = ["Intro.\n\n", "Next.\n", "word " * 4000, "\n\nAfter *it*.\n\n", "- a\n- b\n"]
+    lines = ["Intro.\n\n", "Next.\n", "word " * 14_000, "\n\nAfter *it*.\n\n", "- a\n- b\n"]
     settler, found = settle(lines)
     assert [chunk.html for chunk in found] == ["<p>Intro.</p>\n"]
     assert settler.settled == len("Intro.\n\n")
     assert settler.draft is None
     assert settler.html == "<p>Intro.</p>\n"
+
+
+def test_a_code_block_of_a_few_hundred_lines_settles_highlighted() -> None:
+    """Its HTML is longer than a frame's text but within the settled bound: highlighted live,
+    not shown as plain text until the end."""
+    code = "".join(f"x_{n} = {n}\n" for n in range(400))
+    lines = ["Intro.\n\n```python\n", *code.splitlines(keepends=True), "```\n", "\nAfter.\n\n"]
+    _, found = settle(lines)
+    assert not any(PLAIN_TEXT_NOTES["streaming"] in chunk.html for chunk in found)
+    assert any(chunk.html.count("x_") == 400 for chunk in found)
 
 
 def test_a_draft_too_long_for_a_frame_is_not_sent() -> None:
