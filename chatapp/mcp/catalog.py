@@ -201,7 +201,13 @@ def all_tools(user_pk: int | None = None) -> list[McpTool]:
 def toolless_problems(user_pk: int | None) -> dict[str, str]:
     """The servers `user_pk` may use that list no tool and cannot be asked now (never reached,
     away or turned off), by name, with why: Settings → Tools names them, so that a server that
-    never answered is said to be unavailable, not silently missing. Reads the database."""
+    never answered is said to be unavailable, not silently missing. Kept until a server or a
+    group changes (`shared_cache`): every page with the Tools control asks."""
+    found = shared_cache.cached(("toolless", user_pk), lambda: _toolless_problems(user_pk))
+    return dict(found)
+
+
+def _toolless_problems(user_pk: int | None) -> dict[str, str]:
     return {
         server.name: problem
         for server in _servers_for(user_pk)

@@ -13,7 +13,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from chatapp import tools
+from chatapp import shared_cache, tools
 from chatapp.gateways import key_vault
 from chatapp.models import ChatDefaults, McpServer, ToolSwitch
 from tests.mcp_server.running import RunningServer, serve
@@ -164,5 +164,6 @@ def test_a_server_never_reached_is_named_unavailable_in_settings(root: Client) -
     assert 'value="never__' not in page  # nothing of it to choose
     # Not saved yet since its address changed: said so too, not missing.
     McpServer.objects.update(problem="", checked_at=None)
+    shared_cache.changed()  # as the app's own updates say it (an update sends no signal)
     page = root.get(reverse("chat:defaults")).text
     assert "Unavailable now: it has not been reached yet" in page

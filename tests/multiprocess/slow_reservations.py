@@ -23,11 +23,11 @@ class SlowReservations(AppConfig):
             return
         from chatapp.costs import spending_limits
 
-        spent = spending_limits._spent
+        used_by = spending_limits._used
 
         def slow(*args: Any) -> Any:
-            used = spent(*args)
+            used = used_by(*args)
             time.sleep(seconds)  # on the records thread, as the real query would
             return used
 
-        spending_limits._spent = slow
+        spending_limits._used = slow
