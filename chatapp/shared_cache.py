@@ -8,7 +8,8 @@ for as long as the token of `SharedVersion` (one row) stays the same; any change
 so every process sees the change on its next request: the version is read from the database
 once per request (`request_memo`), not kept. Reading it is one statement where the facts were
 six. A database without the row (just made, or flushed) gets one with a new token when it is
-first read, so no value is kept across a flush.
+first read, so no value is kept across a flush. A write that sends no signal (a queryset's
+`update`, raw SQL, another program) must call `changed()` or give the row a new token itself.
 
 A value here is shared by every request of the process: callers must not change it.
 """
