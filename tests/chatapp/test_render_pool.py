@@ -122,10 +122,13 @@ async def test_a_flood_of_slow_jobs_waits_no_longer_than_a_deadline_each() -> No
         finished = await asyncio.gather(*(timed() for _ in range(4)))
         results = [result for result, _ in finished]
         busy = Failure("busy", "no render process was free")
-        assert results.count(busy) == 3
-        (ran,) = [result for result in results if result != busy]
-        assert isinstance(ran, Failure)
-        assert ran.kind == "deadline"
+        # The first runs into its deadline; the others give up waiting at theirs, which end at
+        # the same moment: on a loaded machine the slot the first frees may go to one of them
+        # first (it then runs into its own deadline), so two or three are busy, never fewer.
+        assert results.count(busy) >= 2
+        ran = [result for result in results if result != busy]
+        assert ran
+        assert all(isinstance(result, Failure) and result.kind == "deadline" for result in ran)
         # Each waited its deadline (lower bound: a loaded machine only adds), none the sleep.
         assert all(pool.deadline <= elapsed < SLEEP_S for _, elapsed in finished)
     finally:
