@@ -19,6 +19,7 @@ from django.utils import timezone
 from chatapp import shared_cache, tools
 from chatapp.access import groups_admin  # noqa: F401  (registers GroupAdmin)
 from chatapp.accounts import admin as accounts_admin  # noqa: F401  (registers its admins)
+from chatapp.assistants import admin as assistants_admin  # noqa: F401  (assistants and prompts)
 from chatapp.costs import (
     feedback_admin,  # noqa: F401  (registers FeedbackAdmin)
     generation_admin,  # noqa: F401  (registers GenerationAdmin)
@@ -38,7 +39,6 @@ from chatapp.models import (
     ModelPrice,
     ToolSwitch,
 )
-from chatapp.starting import admin as starting_admin  # noqa: F401  (assistants and prompts)
 from gateway_client.dialects import facts_for
 
 if TYPE_CHECKING:  # generic in django-stubs only: Django's admin classes are not subscriptable

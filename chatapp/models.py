@@ -187,7 +187,7 @@ class ChatDefaults(AnswerSettings):
 
 class SharedOrOwn(models.Model):
     """Something a user keeps for themselves (`owner`), or an admin shares (no owner) with
-    everyone or, when `groups` names some, with their members only (`starting/sharing.py`)."""
+    everyone or, when `groups` names some, with their members only (`assistants/sharing.py`)."""
 
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -251,7 +251,7 @@ class Folder(models.Model):
 
 class Prompt(SharedOrOwn):
     """A saved prompt, inserted by typing `/name` in an empty message box; its `{{variables}}`
-    are asked for first (`starting/prompt_text.py`)."""
+    are asked for first (`assistants/prompt_text.py`)."""
 
     name = models.SlugField(
         max_length=50, help_text="Typed as /name: letters, digits, - and _ (e.g. summarize)."

@@ -18,6 +18,7 @@ from django.db import transaction
 from django.http import Http404
 
 from chatapp.access import rate_limits
+from chatapp.assistants.new_chat import StartedWith
 from chatapp.conversations import request_options
 from chatapp.conversations.tree import MessageTree
 from chatapp.conversations.turns import (
@@ -32,7 +33,6 @@ from chatapp.conversations.turns import (
     title_from,
 )
 from chatapp.models import Conversation, Generation, Message
-from chatapp.starting.new_chat import StartedWith
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

@@ -21,6 +21,7 @@ from django_htmx.http import push_url, reswap, retarget
 
 from chatapp import tools
 from chatapp.access import group_policies, rate_limits
+from chatapp.assistants.new_chat import StartedWith
 from chatapp.conversations import uploads, user_text
 from chatapp.conversations.request_options import (
     RequestOptions,
@@ -57,7 +58,6 @@ from chatapp.gateways.catalog import (
 from chatapp.gateways.configs import GatewayConfig, GatewayUnavailable, aconfig_for
 from chatapp.middleware import sandboxed
 from chatapp.models import Conversation, Generation, Message, Upload
-from chatapp.starting.new_chat import StartedWith
 from chatapp.streaming import persistence, stopping, sweep, worker
 from chatapp.views import library, prompts
 from chatapp.views.answer_settings import new_chat_context
