@@ -20,25 +20,21 @@ from chatapp import shared_cache, tools
 from chatapp.access import groups_admin  # noqa: F401  (registers GroupAdmin)
 from chatapp.accounts import admin as accounts_admin  # noqa: F401  (registers its admins)
 from chatapp.assistants import admin as assistants_admin  # noqa: F401  (assistants and prompts)
+from chatapp.assistants.models import ChatDefaults
+from chatapp.conversations.models import Conversation, Message
 from chatapp.costs import (
     feedback_admin,  # noqa: F401  (registers FeedbackAdmin)
     generation_admin,  # noqa: F401  (registers GenerationAdmin)
     limits_admin,  # noqa: F401  (registers SpendingLimitAdmin)
 )
 from chatapp.costs.admin_amounts import TRIMMED_DECIMALS
+from chatapp.costs.models import Generation
 from chatapp.costs.units import CostUnit, Money
 from chatapp.gateways import configs, detected, key_vault
+from chatapp.gateways.models import Gateway, ModelPrice
 from chatapp.mcp import admin as mcp_admin  # noqa: F401  (registers McpServerAdmin)
 from chatapp.mcp import catalog as mcp_catalog
-from chatapp.models import (
-    ChatDefaults,
-    Conversation,
-    Gateway,
-    Generation,
-    Message,
-    ModelPrice,
-    ToolSwitch,
-)
+from chatapp.tools.models import ToolSwitch
 from gateway_client.dialects import facts_for
 
 if TYPE_CHECKING:  # generic in django-stubs only: Django's admin classes are not subscriptable

@@ -19,10 +19,11 @@ class ChatappConfig(AppConfig):
         )
         from chatapp.accounts import checks as account_checks  # noqa: F401  (registers them)
         from chatapp.accounts import deactivation, sign_up
+        from chatapp.conversations.models import Conversation
         from chatapp.costs.ledger import forget_read_aloud_audio
         from chatapp.gateways.configs import forget_configs
         from chatapp.gateways.detected import forget_asked
-        from chatapp.models import Conversation, Gateway
+        from chatapp.gateways.models import Gateway
         from chatapp.ws import session_sockets
 
         # An admin's change to a gateway takes effect at once in this process (others within

@@ -12,7 +12,8 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from chatapp.models import Feedback, Generation, Message
+from chatapp.conversations.models import Message
+from chatapp.costs.models import Feedback, Generation
 
 # Control characters other than line breaks and tabs: PostgreSQL cannot store NUL, and the
 # others have no place in a comment.

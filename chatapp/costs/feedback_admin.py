@@ -11,7 +11,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from chatapp.models import Feedback
+from chatapp.costs.models import Feedback
 
 if TYPE_CHECKING:
     _FeedbackAdmin = admin.ModelAdmin[Feedback]

@@ -16,8 +16,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from chatapp import shared_cache
 from chatapp.assistants import sharing
+from chatapp.assistants.models import Prompt
 from chatapp.assistants.prompt_text import MAX_TEXT_CHARS, PromptEntry, variables
-from chatapp.models import Prompt
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
