@@ -18,7 +18,6 @@ from django.utils import timezone
 
 from chatapp import shared_cache, tools
 from chatapp.access import groups_admin  # noqa: F401  (registers GroupAdmin)
-from chatapp.accounts import admin as accounts_admin  # noqa: F401  (registers its admins)
 from chatapp.assistants import admin as assistants_admin  # noqa: F401  (assistants and prompts)
 from chatapp.assistants.models import ChatDefaults
 from chatapp.conversations.models import Conversation, Message
@@ -32,6 +31,7 @@ from chatapp.costs.models import Generation
 from chatapp.costs.units import CostUnit, Money
 from chatapp.gateways import configs, detected, key_vault
 from chatapp.gateways.models import Gateway, ModelPrice
+from chatapp.identity import admin as identity_admin  # noqa: F401  (registers its admins)
 from chatapp.mcp import admin as mcp_admin  # noqa: F401  (registers McpServerAdmin)
 from chatapp.mcp import catalog as mcp_catalog
 from chatapp.tools.models import ToolSwitch

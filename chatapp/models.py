@@ -44,12 +44,6 @@ Glossary (the code uses these words for these things, and no other):
 # `migrations/`); Django looks for them here. Which package a model is in is decided by the
 # layer of the code that owns it (docs/architecture.md, "Where the code is").
 from chatapp.access.models import GroupPolicy
-from chatapp.accounts.models import (
-    PendingApproval,
-    ProviderGroupMembership,
-    ProviderIdentity,
-    SelfSignUp,
-)
 from chatapp.assistants.models import AnswerSettings, Assistant, ChatDefaults, Prompt, SharedOrOwn
 from chatapp.conversations.models import Conversation, Folder, Message, SharedLink, Upload
 from chatapp.costs.models import (
@@ -62,6 +56,12 @@ from chatapp.costs.models import (
     SpendTotal,
 )
 from chatapp.gateways.models import Gateway, ModelPrice
+from chatapp.identity.models import (
+    PendingApproval,
+    ProviderGroupMembership,
+    ProviderIdentity,
+    SelfSignUp,
+)
 from chatapp.mcp.models import McpServer
 from chatapp.read_aloud.models import ReadAloudAudio
 from chatapp.shared_cache.models import SharedVersion

@@ -97,7 +97,7 @@ def account(env: dict[str, str], subject: str) -> dict[str, Any] | None:
     """The account linked to `subject`, as the database has it (None: no such link)."""
     code = (
         "import json\n"
-        "from chatapp.accounts.models import ProviderIdentity\n"
+        "from chatapp.identity.models import ProviderIdentity\n"
         f"link = ProviderIdentity.objects.filter(subject={subject!r}).first()\n"
         "user = link and link.user\n"
         "print(json.dumps(user and {'username': user.username, 'first_name': user.first_name,"
