@@ -17,7 +17,7 @@ from django.urls import reverse
 
 from chatapp import tools
 from chatapp.conversations.models import Conversation, Message
-from chatapp.costs.generation_admin import GenerationAdmin
+from chatapp.costs.admin.generations import GenerationAdmin
 from chatapp.costs.models import Generation
 from chatapp.gateways import configs
 from chatapp.gateways.models import Gateway

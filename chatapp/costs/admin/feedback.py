@@ -1,6 +1,6 @@
 """What people said of answers (`Feedback`), in the admin: read-only, newest first, each row
 linked to the generation it rates (whose cost is on record). The cost of the answers rated one
-way or the other is the generation list's and the summary's (`generation_admin.FeedbackGiven`)."""
+way or the other is the generation list's and the summary's (`generations.FeedbackGiven`)."""
 
 from __future__ import annotations
 
