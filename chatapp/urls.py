@@ -7,7 +7,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from chatapp.access import login_limits
-from chatapp.accounts import password, provider_views, sign_in, sign_up
+from chatapp.identity import password, provider_views, sign_in, sign_up
 from chatapp.read_aloud import views as read_aloud
 from chatapp.views import (
     answer_settings,

@@ -18,7 +18,9 @@ from django.db import transaction
 from django.http import Http404
 
 from chatapp.access import rate_limits
+from chatapp.assistants.new_chat import StartedWith
 from chatapp.conversations import request_options
+from chatapp.conversations.models import Conversation, Message
 from chatapp.conversations.tree import MessageTree
 from chatapp.conversations.turns import (
     Answerer,
@@ -31,8 +33,7 @@ from chatapp.conversations.turns import (
     checked_message,
     title_from,
 )
-from chatapp.models import Conversation, Generation, Message
-from chatapp.starting.new_chat import StartedWith
+from chatapp.costs.models import Generation
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

@@ -4,7 +4,8 @@ link to it (`Generation.conversation` is SET_NULL)."""
 
 from __future__ import annotations
 
-from chatapp.models import Conversation, Generation
+from chatapp.conversations.models import Conversation
+from chatapp.costs.models import Generation
 from chatapp.ws import socket_messages
 
 

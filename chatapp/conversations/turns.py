@@ -23,14 +23,15 @@ from django.http import Http404
 from django.utils import timezone
 
 from chatapp.access import group_policies, rate_limits
+from chatapp.assistants.new_chat import StartedWith
 from chatapp.conversations import request_options, uploads, user_text
+from chatapp.conversations.models import Conversation, Message
 from chatapp.conversations.tree import MessageTree, context_for, context_through
 from chatapp.costs import spending_limits
+from chatapp.costs.models import Generation
 from chatapp.errors import ChatAppError
 from chatapp.gateways.catalog import takes_images
 from chatapp.gateways.configs import GatewayConfig, config_for
-from chatapp.models import Conversation, Generation, Message
-from chatapp.starting.new_chat import StartedWith
 from chatapp.streaming.jobs import Job
 
 if TYPE_CHECKING:

@@ -23,6 +23,7 @@ from typing import Any
 from django.contrib.auth.models import Group
 from django.db.models import F, QuerySet
 
+from chatapp.costs.models import Generation, LedgerDay
 from chatapp.costs.summary import (
     DailyAmount,
     GroupTotals,
@@ -36,7 +37,6 @@ from chatapp.costs.summary import (
     _with_amounts,
 )
 from chatapp.costs.units import CostUnit
-from chatapp.models import Generation, LedgerDay
 
 __all__ = ["DELETED_GROUP", "NO_GROUP", "GroupSpend", "group_spend"]
 

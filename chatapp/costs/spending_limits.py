@@ -48,10 +48,9 @@ from django.utils import timezone
 
 from chatapp.costs import pricing
 from chatapp.costs.costing import CHARS_PER_TOKEN, counted_prompt_tokens
-from chatapp.costs.running_totals import SpendTotal
+from chatapp.costs.models import Generation, GenerationGroup, SpendingLimit, SpendTotal
 from chatapp.costs.units import CostUnit, Money
 from chatapp.errors import ChatAppError
-from chatapp.models import Generation, GenerationGroup, SpendingLimit
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

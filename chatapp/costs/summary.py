@@ -46,8 +46,9 @@ from django.db.models import (
 )
 from django.db.models.functions import TruncDate
 
+from chatapp.costs.models import Generation, LedgerDay
 from chatapp.costs.units import CostUnit, Money, is_dollars
-from chatapp.models import Gateway, Generation, LedgerDay
+from chatapp.gateways.models import Gateway
 
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper

@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 
 from chatapp.costs import reconcile, spend_push
+from chatapp.costs.models import Generation
 from chatapp.errors import ChatAppError
 from chatapp.gateways.clients import shared_client
-from chatapp.models import Generation
 from chatapp.read_aloud.records import (
     COOL_DOWN,
     ReadAloudEnd,

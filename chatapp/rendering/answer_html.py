@@ -25,7 +25,7 @@ import orjson
 from django.conf import settings
 from django.db import connection
 
-from chatapp.models import Message
+from chatapp.conversations.models import Message
 from chatapp.rendering import pool as render_pool
 from chatapp.rendering import pool_jobs
 from chatapp.rendering.markdown import RENDERER_VERSION, doc_id_for, plain_text_html

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from chatapp.conversations.request_options import RequestOptions
+from chatapp.costs.models import Generation
 from chatapp.costs.spending_limits import SpendWatch
 from chatapp.gateways.configs import GatewayConfig
-from chatapp.models import Generation
 from gateway_client.accumulator import Completion
 from gateway_client.errors import ErrorInfo
 

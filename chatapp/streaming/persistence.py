@@ -23,14 +23,16 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from chatapp.conversations import turns
+from chatapp.conversations.models import Conversation, Message
 from chatapp.costs.costing import (
     apply_reported,
     not_billed_reason,
     record_expected,
     settle_cost_now,
 )
+from chatapp.costs.models import Generation
 from chatapp.costs.spending_limits import SPENDING_LIMIT, SpendingLimitReached
-from chatapp.models import Conversation, Generation, Message, ReadAloudAudio
+from chatapp.read_aloud.models import ReadAloudAudio
 from chatapp.rendering import answer_html, attachments
 from chatapp.rendering.markdown import citation
 from chatapp.streaming.records_thread import Priority, RecordsThread

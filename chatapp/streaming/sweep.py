@@ -21,10 +21,10 @@ from django.utils import timezone
 from chatapp.conversations import temporary
 from chatapp.costs import reconcile, spend_push
 from chatapp.costs.costing import record_expected
+from chatapp.costs.models import Generation
 from chatapp.gateways.clients import shared_client
 from chatapp.gateways.configs import GatewayUnavailable, config_for
 from chatapp.mcp import catalog as mcp_catalog
-from chatapp.models import Generation
 from chatapp.read_aloud import stream
 from chatapp.streaming import persistence, titles, worker
 from chatapp.ws import socket_messages

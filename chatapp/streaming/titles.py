@@ -23,10 +23,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from chatapp.conversations import user_text
+from chatapp.conversations.models import Conversation, Message
 from chatapp.costs import reconcile, spend_push, spending_limits
+from chatapp.costs.models import Generation
 from chatapp.gateways.clients import shared_client
 from chatapp.gateways.configs import GatewayConfig, GatewayUnavailable, config_for
-from chatapp.models import Conversation, Generation, Message
 from chatapp.streaming import persistence
 from chatapp.streaming.jobs import JobEnd
 from chatapp.streaming.ticker import current_ticker

@@ -28,11 +28,11 @@ from django.urls import reverse
 
 from chatapp.conversations.request_options import RequestOptions, stream_arguments
 from chatapp.costs import reconcile, spend_push, spending_limits
+from chatapp.costs.models import Generation
 from chatapp.costs.spending_limits import SPENDING_LIMIT
 from chatapp.gateways.clients import shared_client
 from chatapp.gateways.configs import GatewayConfig
 from chatapp.gateways.image_models import image_prompt
-from chatapp.models import Generation
 from chatapp.rendering.markdown import doc_id_for
 from chatapp.streaming import log_context, memory_trim, persistence, titles
 from chatapp.streaming.jobs import Job, JobEnd, Status

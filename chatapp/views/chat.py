@@ -21,7 +21,9 @@ from django_htmx.http import push_url, reswap, retarget
 
 from chatapp import tools
 from chatapp.access import group_policies, rate_limits
+from chatapp.assistants.new_chat import StartedWith
 from chatapp.conversations import uploads, user_text
+from chatapp.conversations.models import Conversation, Message, Upload
 from chatapp.conversations.request_options import (
     RequestOptions,
     default_options,
@@ -45,6 +47,7 @@ from chatapp.conversations.turns import (
     follow_up_request,
 )
 from chatapp.costs import spend_push, spending_limits
+from chatapp.costs.models import Generation
 from chatapp.costs.spend import conversation_spend
 from chatapp.gateways import image_models
 from chatapp.gateways.catalog import (
@@ -56,8 +59,6 @@ from chatapp.gateways.catalog import (
 )
 from chatapp.gateways.configs import GatewayConfig, GatewayUnavailable, aconfig_for
 from chatapp.middleware import sandboxed
-from chatapp.models import Conversation, Generation, Message, Upload
-from chatapp.starting.new_chat import StartedWith
 from chatapp.streaming import persistence, stopping, sweep, worker
 from chatapp.views import library, prompts
 from chatapp.views.answer_settings import new_chat_context

@@ -23,8 +23,8 @@ from chatapp.conversations.comparison import (
 )
 from chatapp.conversations.tree import shown_path
 from chatapp.conversations.turns import NewerMessages, TurnError
+from chatapp.costs.models import Generation
 from chatapp.gateways.catalog import choice_value
-from chatapp.models import Generation
 from chatapp.streaming import persistence, stopping, worker
 from chatapp.views import chat
 from chatapp.views.new_chat import new_chat_choice

@@ -74,7 +74,7 @@ from channels.layers import get_channel_layer
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from chatapp.models import Generation
+    from chatapp.costs.models import Generation
     from gateway_client.errors import Phase
 
 FORWARD: Final = "chat.forward"

@@ -40,7 +40,8 @@ def cleaned(server_env: dict[str, str]) -> Iterator[None]:
     yield
     manage_shell(
         server_env,
-        "from chatapp.models import ChatDefaults, McpServer, ToolSwitch; "
+        "from chatapp.assistants.models import ChatDefaults; "
+        "from chatapp.mcp.models import McpServer; from chatapp.tools.models import ToolSwitch; "
         "McpServer.objects.all().delete(); "
         "ToolSwitch.objects.filter(name__contains='__').delete(); "
         "ChatDefaults.objects.all().delete()",

@@ -24,8 +24,11 @@ from chatapp.access.group_policies import (
     check_model,
     patterns,
 )
+from chatapp.access.models import GroupPolicy
+from chatapp.assistants.models import Assistant, Prompt
+from chatapp.conversations.models import Conversation, Message
 from chatapp.conversations.request_options import RequestOptions, upstream_tools
-from chatapp.models import Assistant, Conversation, Generation, GroupPolicy, Message, Prompt
+from chatapp.costs.models import Generation
 from chatapp.streaming import worker
 
 from .conftest import UpstreamLog, logged_in, start_turn

@@ -17,7 +17,9 @@ from django.test import AsyncClient, Client
 from django.urls import reverse
 from django.utils import timezone
 
-from chatapp.models import Conversation, Folder, Gateway, Generation, Message
+from chatapp.conversations.models import Conversation, Folder, Message
+from chatapp.costs.models import Generation
+from chatapp.gateways.models import Gateway
 from chatapp.ws import socket_messages
 
 HTMX = {"HX-Request": "true"}

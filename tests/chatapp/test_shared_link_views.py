@@ -12,7 +12,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from chatapp.models import Conversation, Generation, Message, SharedLink
+from chatapp.conversations.models import Conversation, Message, SharedLink
+from chatapp.costs.models import Generation
 from chatapp.rendering import answer_html
 from chatapp.rendering.markdown import doc_id_for
 from chatapp.tools import conversation_search

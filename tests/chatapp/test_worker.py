@@ -14,9 +14,11 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
+from chatapp.conversations.models import Message
 from chatapp.conversations.request_options import RequestOptions
+from chatapp.costs.models import Generation
 from chatapp.gateways import configs, key_vault
-from chatapp.models import Gateway, Generation, Message
+from chatapp.gateways.models import Gateway
 from chatapp.streaming import worker
 from chatapp.streaming.jobs import Job
 from chatapp.ws import socket_messages

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from chatapp.models import Conversation, Generation, Message
+from chatapp.conversations.models import Conversation, Message
+from chatapp.costs.models import Generation
 from chatapp.streaming import writer
 from chatapp.streaming.jobs import JobEnd, Status
 from chatapp.streaming.live_state import LiveState

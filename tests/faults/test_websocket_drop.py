@@ -13,8 +13,8 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from chatapp.conversations.turns import Answerer, TurnRequest, create_turn
+from chatapp.costs.models import Generation
 from chatapp.gateways import configs
-from chatapp.models import Generation
 from chatapp.streaming import worker
 from chatapp.ws import socket_messages
 from gateway_client.emulator import EmulatorURL

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from django.db.models import Q
 
-from chatapp.models import Assistant, Prompt
+from chatapp.assistants.models import Assistant, Prompt
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

@@ -22,8 +22,8 @@ from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from chatapp.accounts import usernames
-from chatapp.accounts.models import ProviderIdentity
+from chatapp.identity import usernames
+from chatapp.identity.models import ProviderIdentity
 
 NAME_LENGTH = 150  # Django's first_name and last_name max length
 

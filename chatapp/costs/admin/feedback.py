@@ -1,6 +1,6 @@
 """What people said of answers (`Feedback`), in the admin: read-only, newest first, each row
 linked to the generation it rates (whose cost is on record). The cost of the answers rated one
-way or the other is the generation list's and the summary's (`generation_admin.FeedbackGiven`)."""
+way or the other is the generation list's and the summary's (`generations.FeedbackGiven`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from chatapp.models import Feedback
+from chatapp.costs.models import Feedback
 
 if TYPE_CHECKING:
     _FeedbackAdmin = admin.ModelAdmin[Feedback]

@@ -26,8 +26,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from chatapp.access import login_limits
-from chatapp.accounts import usernames
-from chatapp.accounts.models import PendingApproval, SelfSignUp
+from chatapp.identity import usernames
+from chatapp.identity.models import PendingApproval, SelfSignUp
 
 
 class SignUpForm(BaseUserCreationForm):  # type: ignore[type-arg]

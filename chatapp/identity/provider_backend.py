@@ -6,7 +6,7 @@ session, the code exchanged at the token endpoint, the ID token's RS256 signatur
 the provider's JWKS). Its `_verify_jws` decodes with `verify_aud: False` and no issuer, so this
 backend decodes with PyJWT asking for both: the audience must include our client ID, the issuer
 must be the configured one, and `exp`, `iat` and `sub` must be present (PyJWT refuses an expired
-token by default). The endpoints come from discovery (`chatapp.accounts.discovery`), asked only
+token by default). The endpoints come from discovery (`chatapp.identity.discovery`), asked only
 when someone signs in: this backend is also built for every request that reads a session it
 signed in (`get_user`), which must not touch the network.
 
@@ -32,7 +32,7 @@ from django.db import transaction
 from django.http import HttpRequest
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
-from chatapp.accounts import discovery, linking, provider_groups
+from chatapp.identity import discovery, linking, provider_groups
 
 logger = logging.getLogger(__name__)
 

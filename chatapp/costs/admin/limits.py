@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 from django import forms
 from django.contrib import admin
 
-from chatapp.costs.admin_amounts import TRIMMED_DECIMALS
+from chatapp.costs.admin.amounts import TRIMMED_DECIMALS
+from chatapp.costs.models import Generation, SpendingLimit
 from chatapp.costs.spending_limits import Standing, period_bounds, standing
 from chatapp.costs.units import CostUnit, Money
-from chatapp.models import Generation, SpendingLimit
 
 if TYPE_CHECKING:
     _LimitAdmin = admin.ModelAdmin[SpendingLimit]

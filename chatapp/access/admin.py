@@ -14,9 +14,10 @@ from django.contrib.auth.models import Group
 
 from chatapp import tools
 from chatapp.access.group_policies import patterns
-from chatapp.costs.limits_admin import SpendingLimitForm
+from chatapp.access.models import GroupPolicy
+from chatapp.costs.admin.limits import SpendingLimitForm
+from chatapp.costs.models import SpendingLimit
 from chatapp.mcp import catalog as mcp_catalog
-from chatapp.models import GroupPolicy, SpendingLimit
 
 if TYPE_CHECKING:
     _PolicyInline = admin.StackedInline[GroupPolicy, Group]

@@ -16,7 +16,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.db import transaction
 
-from chatapp.models import Generation
+from chatapp.costs.models import Generation
 from chatapp.streaming import stopping
 from chatapp.ws import layer_errors
 

@@ -17,8 +17,8 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from chatapp.accounts import usernames
-from chatapp.accounts.models import PendingApproval, ProviderIdentity, SelfSignUp
+from chatapp.identity import usernames
+from chatapp.identity.models import PendingApproval, ProviderIdentity, SelfSignUp
 
 if TYPE_CHECKING:
     _PendingAdmin = admin.ModelAdmin[PendingApproval]

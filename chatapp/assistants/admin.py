@@ -9,8 +9,8 @@ from django import forms
 from django.contrib import admin
 
 from chatapp import tools
-from chatapp.models import Assistant, Prompt
-from chatapp.starting.prompt_text import variables
+from chatapp.assistants.models import Assistant, Prompt
+from chatapp.assistants.prompt_text import variables
 
 if TYPE_CHECKING:
     _AssistantAdmin = admin.ModelAdmin[Assistant]

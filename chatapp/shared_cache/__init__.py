@@ -25,15 +25,11 @@ from django.db.models import Model
 from django.db.models.signals import m2m_changed, post_delete, post_save
 
 from chatapp import request_memo
+from chatapp.access.models import GroupPolicy
+from chatapp.assistants.models import Assistant, ChatDefaults, Prompt
 from chatapp.mcp.models import McpServer
-from chatapp.models import (
-    Assistant,
-    ChatDefaults,
-    GroupPolicy,
-    Prompt,
-    SharedVersion,
-    ToolSwitch,
-)
+from chatapp.shared_cache.models import SharedVersion
+from chatapp.tools.models import ToolSwitch
 
 __all__ = ["WATCHED", "cached", "changed", "connect_signals"]
 

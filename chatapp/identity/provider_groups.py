@@ -13,7 +13,7 @@ from typing import Any
 
 from django.contrib.auth.models import Group, User
 
-from chatapp.accounts.models import ProviderGroupMembership
+from chatapp.identity.models import ProviderGroupMembership
 
 NAME_LENGTH = 150  # Group.name's max_length
 MOST = 500  # groups taken from one claim (a claim is the provider's, but bounded all the same)

@@ -17,7 +17,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
 from chatapp.access.login_limits import LimitedAuthenticationForm
-from chatapp.accounts.models import PendingApproval
+from chatapp.identity.models import PendingApproval
 
 PASSWORDS_OFF = "Passwords are not accepted here. Sign in with the button below."
 WAITING = "Your account is waiting for an administrator's approval."

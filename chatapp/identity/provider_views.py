@@ -25,7 +25,7 @@ from mozilla_django_oidc.views import (
     OIDCAuthenticationRequestView,
 )
 
-from chatapp.accounts import discovery
+from chatapp.identity import discovery
 
 logger = logging.getLogger(__name__)
 

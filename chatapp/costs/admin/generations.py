@@ -43,10 +43,10 @@ from django.utils.text import Truncator, smart_split, unescape_string_literal
 from chatapp.costs import chart as cost_chart
 from chatapp.costs import csv_file, group_totals
 from chatapp.costs import summary as cost_summary
-from chatapp.costs.admin_amounts import trimmed
+from chatapp.costs.admin.amounts import trimmed
+from chatapp.costs.models import Feedback, Generation, GenerationGroup, LedgerDay, LedgerDayGroup
 from chatapp.costs.summary import DELETED_USER, GroupTotals
 from chatapp.costs.units import CostUnit, Money
-from chatapp.models import Feedback, Generation, GenerationGroup, LedgerDay, LedgerDayGroup
 
 if TYPE_CHECKING:  # generic in django-stubs only: Django's admin classes are not subscriptable
     _GenerationAdmin = admin.ModelAdmin[Generation]
