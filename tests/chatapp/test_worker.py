@@ -478,12 +478,11 @@ async def test_a_snapshot_asked_after_the_end_while_the_cost_settles_is_answered
     settling = asyncio.Event()
     release = asyncio.Event()
 
-    async def held(*_: Any) -> None:
+    async def held(*_: Any, **__: Any) -> None:
         settling.set()
         await release.wait()
 
-    monkeypatch.setattr(worker.GenerationWorker, "_reconcile", held)
-    monkeypatch.setattr(worker.spend_push, "cost_settled", held)
+    monkeypatch.setattr(worker.settling, "settle", held)
     started = await start_turn(alice, "hello", "emulator/echo")
     listener = await GroupListener(started.conversation.pk).join()
     task = worker.start(started.job)
