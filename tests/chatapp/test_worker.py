@@ -20,7 +20,7 @@ from chatapp.models import Gateway, Generation, Message
 from chatapp.streaming import worker
 from chatapp.streaming.jobs import Job
 from chatapp.ws import socket_messages
-from gateway_client.emulator import GenerationRecord
+from gateway_client.emulator import EmulatorRecord
 from gateway_client.emulator.text import markdown_answer, split_tokens
 from gateway_client.events import TextDelta
 from tests.waiting import eventually
@@ -46,7 +46,7 @@ def joined(deltas: list[dict[str, Any]], field: str) -> str:
     return "".join(d.get(field, "") for d in deltas)
 
 
-async def settled_record(upstream: UpstreamLog, generation: Generation) -> GenerationRecord:
+async def settled_record(upstream: UpstreamLog, generation: Generation) -> EmulatorRecord:
     """The emulator's record of `generation`'s request, once it shows its final outcome."""
     assert generation.upstream_id, "the gateway's generation ID was recorded"
     return await upstream.settled(generation.upstream_id)
