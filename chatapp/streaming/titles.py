@@ -24,11 +24,11 @@ from django.utils import timezone
 
 from chatapp.conversations import user_text
 from chatapp.conversations.models import Conversation, Message
-from chatapp.costs import reconcile, spend_push, spending_limits
+from chatapp.costs import spending_limits
 from chatapp.costs.models import Generation
 from chatapp.gateways.clients import shared_client
 from chatapp.gateways.configs import GatewayConfig, GatewayUnavailable, config_for
-from chatapp.streaming import persistence
+from chatapp.streaming import persistence, settling
 from chatapp.streaming.jobs import JobEnd
 from chatapp.streaming.ticker import current_ticker
 from chatapp.ws import layer_errors, socket_messages
@@ -139,16 +139,7 @@ async def _title(answer_generation_pk: int) -> None:
         _running.discard(start.generation_pk)
     if title and end.status == Status.COMPLETED:
         await _tell(start, title)
-    if final.cost_pending:
-        client = shared_client(start.config)
-        try:
-            lookup = await reconcile.look_up(
-                client, final.upstream_id, expected=final.record_expected
-            )
-            await persistence.settle_cost(start.generation_pk, lookup)
-        except Exception:  # the sweep settles it later
-            logger.exception("Settling the cost of title %s failed", start.generation_pk)
-    await spend_push.cost_settled(start.user_pk)
+    await settling.settle(shared_client(start.config), start.generation_pk, start.user_pk, final)
     await _conversation_total_changed(answer_generation_pk, start.conversation_pk)
 
 
