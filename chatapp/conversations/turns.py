@@ -6,9 +6,8 @@ A turn that calls tools is a chain of answers, each round's after the one before
 another streams would read the half-written one as context, so it is refused (the conversation row
 is locked while that is checked).
 
-An answer that ran out of its token budget is continued as a retry with a larger one: the Osmexo
-docs say to raise the budget and retry when thinking used it all, with 4,096 "a safe default" for a
-reasoning model. So `larger_budget` asks for twice what the answer used, at least 4,096.
+An answer that ran out of its token budget is continued as a retry with a larger one
+(`costs/token_budgets.py` says how much larger).
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ from chatapp.conversations.models import Conversation, Message
 from chatapp.conversations.tree import MessageTree, context_for, context_through
 from chatapp.costs import spending_limits
 from chatapp.costs.models import Generation
+from chatapp.costs.token_budgets import larger_budget
 from chatapp.errors import ChatAppError
 from chatapp.gateways.catalog import takes_images
 from chatapp.gateways.configs import GatewayConfig, config_for
@@ -43,8 +43,6 @@ TITLE_LENGTH = 60
 # one (stripping the marks of a whole one held the server for seconds, #45).
 TITLE_SOURCE = 2_000
 MAX_MESSAGE_CHARS = 100_000
-SAFE_BUDGET = 4_096  # Osmexo's "safe default" max_tokens for a reasoning model
-MAX_BUDGET = 32_768
 BUSY = "An answer is still being written in this conversation; stop it or wait for it to finish."
 NEWER = "This conversation has new messages: they are shown now; send again to continue."
 IMPORTED_RETRY = "This answer was imported: choose a model below to write a new version with."
@@ -460,15 +458,6 @@ def create_tool_round(
         max_tokens=generation.max_tokens,
         tools=tools,
     )
-
-
-def larger_budget(generation: Generation) -> int | None:
-    """The `max_tokens` for another try at an answer that ran out of its budget: twice what it
-    used (its budget, else its completion tokens, reasoning included), at least `SAFE_BUDGET`, at
-    most `MAX_BUDGET`; None when that would be no larger."""
-    used = generation.max_tokens or generation.completion_tokens
-    budget = min(MAX_BUDGET, max(SAFE_BUDGET, 2 * (used or 0)))
-    return budget if used is None or budget > used else None
 
 
 def create_continuation(user: User, message_pk: int, owner_channel: str) -> StartedGeneration:
