@@ -282,24 +282,7 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
 )
 
 # Private names still imported from another module, named until they are made public or moved.
-KNOWN_PRIVATE: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("chatapp.conversations.comparison", "chatapp.conversations.turns._follow_up_parent"),
-        ("chatapp.conversations.comparison", "chatapp.conversations.turns._idle_conversation"),
-        ("chatapp.conversations.comparison", "chatapp.conversations.turns._own_message"),
-        ("chatapp.conversations.comparison", "chatapp.conversations.turns._start"),
-        ("chatapp.costs.group_totals", "chatapp.costs.summary._added"),
-        ("chatapp.costs.group_totals", "chatapp.costs.summary._busiest_first"),
-        ("chatapp.costs.group_totals", "chatapp.costs.summary._fold"),
-        ("chatapp.costs.group_totals", "chatapp.costs.summary._folded_sums"),
-        ("chatapp.costs.group_totals", "chatapp.costs.summary._is_sqlite"),
-        ("chatapp.costs.group_totals", "chatapp.costs.summary._sums"),
-        ("chatapp.costs.group_totals", "chatapp.costs.summary._utc_day"),
-        ("chatapp.costs.group_totals", "chatapp.costs.summary._with_amounts"),
-        ("chatapp.views.branches", "chatapp.views.chat._chosen"),
-        ("gateway_client.stream_parser", "sse._RawLimit"),
-    }
-)
+KNOWN_PRIVATE: frozenset[tuple[str, str]] = frozenset()
 
 
 def unit_of(module: str) -> str | None:
@@ -381,18 +364,35 @@ def test_no_two_units_import_each_other() -> None:
 
 
 def private_imports() -> list[Import]:
-    """`from chatapp.x import _name` in another module: a name its module keeps to itself."""
+    """A name its module keeps to itself (`_x`) used in another module of the packages: imported
+    (`from chatapp.x import _name`) or read off an imported module (`x._name`)."""
     modules = module_files()
     found: list[Import] = []
     for name, path in modules.items():
-        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-            if not isinstance(node, ast.ImportFrom) or node.module is None:
-                continue
-            if node.level == 0 and node.module.partition(".")[0] not in PACKAGES:
-                continue
-            for alias in node.names:
-                if alias.name.startswith("_") and not alias.name.startswith("__"):
-                    found.append(Import(name, f"{node.module}.{alias.name}", node.lineno))
+        tree = ast.parse(path.read_text(), filename=str(path))
+        bound: dict[str, str] = {}  # a local name of an imported module of the packages
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module is not None:
+                if node.level == 0 and node.module.partition(".")[0] not in PACKAGES:
+                    continue
+                for alias in node.names:
+                    if alias.name.startswith("_") and not alias.name.startswith("__"):
+                        found.append(Import(name, f"{node.module}.{alias.name}", node.lineno))
+                    if f"{node.module}.{alias.name}" in modules:
+                        bound[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname and alias.name in modules:
+                        bound[alias.asname] = alias.name
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in bound
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+            ):
+                found.append(Import(name, f"{bound[node.value.id]}.{node.attr}", node.lineno))
     return found
 
 
