@@ -41,6 +41,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
+from chatapp.messaging.socket_messages import MAX_FRAME_TEXT, MAX_SETTLED_HTML
 from chatapp.rendering.markdown import plain_text_html
 from chatapp.rendering.settle_steps import (
     LINE_BREAK,
@@ -53,7 +54,6 @@ from chatapp.rendering.settle_steps import (
     closes_fence,
     utf16_length,
 )
-from chatapp.ws.socket_messages import MAX_FRAME_TEXT, MAX_SETTLED_HTML
 
 FREE_TAIL = 512  # a tail this short is parsed at every new line
 BACKOFF = 1.25  # else only once it has grown by this factor since it was last parsed

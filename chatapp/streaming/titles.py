@@ -28,10 +28,10 @@ from chatapp.costs import reconcile, spend_push, spending_limits
 from chatapp.costs.models import Generation
 from chatapp.gateways.clients import shared_client
 from chatapp.gateways.configs import GatewayConfig, GatewayUnavailable, config_for
+from chatapp.messaging import layer_errors, socket_messages
 from chatapp.streaming import persistence
 from chatapp.streaming.jobs import JobEnd
 from chatapp.streaming.ticker import current_ticker
-from chatapp.ws import layer_errors, socket_messages
 from gateway_client.errors import GatewayError, IncompleteStream, StatusError
 
 __all__ = ["TITLE_MAX_TOKENS", "clean_title", "running_pks", "start_after"]

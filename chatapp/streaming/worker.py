@@ -33,6 +33,7 @@ from chatapp.costs.spending_limits import SPENDING_LIMIT
 from chatapp.gateways.clients import shared_client
 from chatapp.gateways.configs import GatewayConfig
 from chatapp.gateways.image_models import image_prompt
+from chatapp.messaging import layer_errors, socket_messages
 from chatapp.rendering.markdown import doc_id_for
 from chatapp.streaming import log_context, memory_trim, persistence, titles
 from chatapp.streaming.jobs import Job, JobEnd, Status
@@ -43,7 +44,6 @@ from chatapp.streaming.writer import PartialRow
 from chatapp.tools import tool_loop
 from chatapp.tools.base import ToolContext
 from chatapp.tools.tool_loop import CallRun
-from chatapp.ws import layer_errors, socket_messages
 from gateway_client import EventStream, GatewayClient, RetryBudget
 from gateway_client.errors import (
     ConnectError,
