@@ -233,7 +233,6 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
         ("chatapp.conversations.shared_links", "chatapp.mcp.catalog"),
         ("chatapp.conversations.shared_links", "chatapp.tools"),
         ("chatapp.conversations.tree", "chatapp.tools.base"),
-        ("chatapp.conversations.turns", "chatapp.streaming.jobs"),
         ("chatapp.costs.costing", "chatapp.conversations.models"),
         ("chatapp.costs.costing", "chatapp.conversations.tree"),
         ("chatapp.costs.ledger", "chatapp.conversations.models"),
@@ -253,7 +252,6 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
         ("chatapp.read_aloud.views", "chatapp.middleware"),
         ("chatapp.read_aloud.views", "chatapp.views.authenticated"),
         ("chatapp.rendering.answer_html", "chatapp.conversations.models"),
-        ("chatapp.rendering.answer_html", "chatapp.streaming.live_blocks"),
         ("chatapp.rendering.presentation", "chatapp.conversations.models"),
         ("chatapp.rendering.presentation", "chatapp.tools"),
         ("chatapp.rendering.presentation", "chatapp.tools.tool_loop"),
@@ -264,7 +262,6 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
         ("chatapp.streaming.persistence", "chatapp.read_aloud.models"),
         ("chatapp.streaming.persistence", "chatapp.read_aloud.records"),
         ("chatapp.streaming.sweep", "chatapp.read_aloud.stream"),
-        ("chatapp.tools.tool_loop", "chatapp.streaming.jobs"),
     }
 )
 

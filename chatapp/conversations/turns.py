@@ -24,6 +24,7 @@ from django.utils import timezone
 from chatapp.access import group_policies, rate_limits
 from chatapp.assistants.new_chat import StartedWith
 from chatapp.conversations import request_options, uploads, user_text
+from chatapp.conversations.jobs import Job
 from chatapp.conversations.models import Conversation, Message
 from chatapp.conversations.tree import MessageTree, context_for, context_through
 from chatapp.costs import spending_limits
@@ -32,7 +33,6 @@ from chatapp.costs.token_budgets import larger_budget
 from chatapp.errors import ChatAppError
 from chatapp.gateways.catalog import takes_images
 from chatapp.gateways.configs import GatewayConfig, config_for
-from chatapp.streaming.jobs import Job
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

@@ -23,6 +23,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from chatapp.conversations import user_text
+from chatapp.conversations.jobs import JobEnd
 from chatapp.conversations.models import Conversation, Message
 from chatapp.costs import reconcile, spend_push, spending_limits
 from chatapp.costs.models import Generation
@@ -30,7 +31,6 @@ from chatapp.gateways.clients import shared_client
 from chatapp.gateways.configs import GatewayConfig, GatewayUnavailable, config_for
 from chatapp.messaging import layer_errors, socket_messages
 from chatapp.streaming import persistence
-from chatapp.streaming.jobs import JobEnd
 from chatapp.streaming.ticker import current_ticker
 from gateway_client.errors import GatewayError, IncompleteStream, StatusError
 

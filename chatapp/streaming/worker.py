@@ -26,6 +26,7 @@ from typing import Any
 
 from django.urls import reverse
 
+from chatapp.conversations.jobs import Job, JobEnd, Status
 from chatapp.conversations.request_options import RequestOptions, stream_arguments
 from chatapp.costs import reconcile, spend_push, spending_limits
 from chatapp.costs.models import Generation
@@ -36,7 +37,6 @@ from chatapp.gateways.image_models import image_prompt
 from chatapp.messaging import layer_errors, socket_messages
 from chatapp.rendering.markdown import doc_id_for
 from chatapp.streaming import log_context, memory_trim, persistence, titles
-from chatapp.streaming.jobs import Job, JobEnd, Status
 from chatapp.streaming.live_state import LiveState
 from chatapp.streaming.persistence import FinalState
 from chatapp.streaming.ticker import Ticker, current_ticker, ticker
