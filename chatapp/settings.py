@@ -176,8 +176,8 @@ if os.environ.get("REDIS_URL"):
     # At-most-once by design: a message waiting longer than `expiry` seconds is dropped, and so is
     # one sent to a channel already holding `capacity` messages (a consumer that stopped reading).
     # The app never depends on a delta arriving: deltas are numbered, and a browser that sees a
-    # gap asks the worker for a snapshot (ws/socket_messages.py). `group_expiry` is how long a
-    # socket's group membership lasts without being renewed.
+    # gap asks the worker for a snapshot (chatapp/messaging/socket_messages.py). `group_expiry` is
+    # how long a socket's group membership lasts without being renewed.
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",

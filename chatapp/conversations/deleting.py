@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from chatapp.conversations.models import Conversation
 from chatapp.costs.models import Generation
-from chatapp.ws import socket_messages
+from chatapp.messaging import socket_messages
 
 
 async def delete_conversation(conversation: Conversation) -> None:

@@ -29,7 +29,7 @@ from django.template.loader import render_to_string
 
 from chatapp.costs.spend import month_spend
 from chatapp.costs.spending_limits import standings_for
-from chatapp.ws import layer_errors, socket_messages
+from chatapp.messaging import layer_errors, socket_messages
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

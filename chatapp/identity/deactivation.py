@@ -17,8 +17,8 @@ from asgiref.sync import async_to_sync
 from django.db import transaction
 
 from chatapp.costs.models import Generation
+from chatapp.messaging import layer_errors
 from chatapp.streaming import stopping
-from chatapp.ws import layer_errors
 
 logger = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from chatapp.conversations.models import Message
 from chatapp.rendering import pool as render_pool
 from chatapp.rendering import pool_jobs
 from chatapp.rendering.markdown import RENDERER_VERSION, doc_id_for, plain_text_html
-from chatapp.streaming.live_blocks import Runner
+from chatapp.rendering.pool import Runner
 
 type Citations = Sequence[Mapping[str, object]]
 

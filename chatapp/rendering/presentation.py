@@ -15,9 +15,9 @@ from typing import Any
 
 from chatapp import tools
 from chatapp.conversations.models import Message
-from chatapp.conversations.turns import larger_budget
 from chatapp.costs.models import Generation
 from chatapp.costs.spending_limits import SPENDING_LIMIT
+from chatapp.costs.token_budgets import larger_budget
 from chatapp.costs.units import CostUnit, Money
 from chatapp.tools import tool_loop
 

@@ -39,9 +39,9 @@ from chatapp.streaming.records_thread import Priority, RecordsThread
 from chatapp.tools import tool_loop
 
 if TYPE_CHECKING:
+    from chatapp.conversations.jobs import Job, JobEnd
     from chatapp.read_aloud.records import ReadAloudEnd
     from chatapp.rendering.answer_html import RenderedAnswer
-    from chatapp.streaming.jobs import Job, JobEnd
     from chatapp.streaming.live_state import LiveState
     from chatapp.tools.tool_loop import CallRun
     from gateway_client.accumulator import Completion

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from chatapp.conversations.models import Message
 from chatapp.costs.models import Generation
-from chatapp.ws import socket_messages
+from chatapp.messaging import socket_messages
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

@@ -24,9 +24,9 @@ from chatapp.costs.models import Generation
 from chatapp.gateways.clients import shared_client
 from chatapp.gateways.configs import GatewayUnavailable, config_for
 from chatapp.mcp import catalog as mcp_catalog
+from chatapp.messaging import socket_messages
 from chatapp.read_aloud import stream
 from chatapp.streaming import persistence, settling, titles, worker
-from chatapp.ws import socket_messages
 
 logger = logging.getLogger(__name__)
 

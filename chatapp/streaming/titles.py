@@ -23,15 +23,15 @@ from django.db import transaction
 from django.utils import timezone
 
 from chatapp.conversations import user_text
+from chatapp.conversations.jobs import JobEnd
 from chatapp.conversations.models import Conversation, Message
 from chatapp.costs import spending_limits
 from chatapp.costs.models import Generation
 from chatapp.gateways.clients import shared_client
 from chatapp.gateways.configs import GatewayConfig, GatewayUnavailable, config_for
+from chatapp.messaging import layer_errors, socket_messages
 from chatapp.streaming import persistence, settling
-from chatapp.streaming.jobs import JobEnd
 from chatapp.streaming.ticker import current_ticker
-from chatapp.ws import layer_errors, socket_messages
 from gateway_client.errors import GatewayError, IncompleteStream, StatusError
 
 __all__ = ["TITLE_MAX_TOKENS", "clean_title", "running_pks", "start_after"]

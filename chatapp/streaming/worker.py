@@ -26,6 +26,7 @@ from typing import Any
 
 from django.urls import reverse
 
+from chatapp.conversations.jobs import Job, JobEnd, Status
 from chatapp.conversations.request_options import RequestOptions, stream_arguments
 from chatapp.costs import spending_limits
 from chatapp.costs.models import Generation
@@ -33,9 +34,9 @@ from chatapp.costs.spending_limits import SPENDING_LIMIT
 from chatapp.gateways.clients import shared_client
 from chatapp.gateways.configs import GatewayConfig
 from chatapp.gateways.image_models import image_prompt
+from chatapp.messaging import layer_errors, socket_messages
 from chatapp.rendering.markdown import doc_id_for
 from chatapp.streaming import log_context, memory_trim, persistence, settling, titles
-from chatapp.streaming.jobs import Job, JobEnd, Status
 from chatapp.streaming.live_state import LiveState
 from chatapp.streaming.persistence import FinalState
 from chatapp.streaming.ticker import Ticker, current_ticker, ticker
@@ -43,7 +44,6 @@ from chatapp.streaming.writer import PartialRow
 from chatapp.tools import tool_loop
 from chatapp.tools.base import ToolContext
 from chatapp.tools.tool_loop import CallRun
-from chatapp.ws import layer_errors, socket_messages
 from gateway_client import EventStream, GatewayClient, RetryBudget
 from gateway_client.errors import (
     ConnectError,

@@ -16,8 +16,8 @@ from django.contrib.auth import get_user_model
 from django.test import AsyncClient
 
 from chatapp.conversations.turns import Answerer, StartedGeneration, TurnRequest, create_turn
+from chatapp.messaging import socket_messages
 from chatapp.streaming import worker
-from chatapp.ws import socket_messages
 from gateway_client.emulator import EmulatorRecord, EmulatorURL
 from tests.django_fixtures import (  # noqa: F401 (used by name: pytest finds fixtures here)
     closed_clients,

@@ -20,9 +20,9 @@ from chatapp.costs.units import default_unit
 from chatapp.gateways import catalog, configs, key_vault
 from chatapp.gateways.configs import GatewayConfig
 from chatapp.gateways.models import Gateway, ModelPrice
+from chatapp.messaging import socket_messages
 from chatapp.rendering.presentation import error_text
 from chatapp.streaming import worker
-from chatapp.ws import socket_messages
 from gateway_client import ModelInfo
 
 from .conftest import GroupListener

@@ -19,8 +19,8 @@ from chatapp.conversations.models import Message
 from chatapp.conversations.turns import Answerer, StartedGeneration, TurnRequest, create_turn
 from chatapp.costs.models import Generation
 from chatapp.gateways import catalog, configs
+from chatapp.messaging import socket_messages
 from chatapp.streaming import worker
-from chatapp.ws import socket_messages
 from gateway_client.emulator.media import png_b64
 from gateway_client.emulator.numes_media import IMAGE_PRICE
 

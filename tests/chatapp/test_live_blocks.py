@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from chatapp.messaging.socket_messages import MAX_SETTLED_HTML
 from chatapp.rendering.markdown import PLAIN_TEXT_NOTES, TOO_DEEP_NOTE, render_markdown
 from chatapp.rendering.settle_steps import (
     _FENCE_START,
@@ -30,7 +31,6 @@ from chatapp.rendering.settle_steps import (
     utf16_length,
 )
 from chatapp.streaming.live_blocks import BlockSettler, SettledChunk
-from chatapp.ws.socket_messages import MAX_SETTLED_HTML
 
 CORPUS = {
     "headings and paragraphs": (

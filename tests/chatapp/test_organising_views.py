@@ -20,7 +20,7 @@ from django.utils import timezone
 from chatapp.conversations.models import Conversation, Folder, Message
 from chatapp.costs.models import Generation
 from chatapp.gateways.models import Gateway
-from chatapp.ws import socket_messages
+from chatapp.messaging import socket_messages
 
 HTMX = {"HX-Request": "true"}
 

@@ -14,9 +14,9 @@ from chatapp.costs import spend_push
 from chatapp.costs.costing import Lookup
 from chatapp.costs.models import Generation
 from chatapp.gateways.clients import shared_client
+from chatapp.messaging import socket_messages
 from chatapp.streaming import persistence, settling, worker
 from chatapp.streaming.persistence import FinalState
-from chatapp.ws import socket_messages
 from gateway_client.client import GenerationRecord
 from gateway_client.events import Cost
 

@@ -12,9 +12,9 @@ from django.utils import timezone
 
 from chatapp.conversations.models import Conversation, Message
 from chatapp.costs.models import Generation
+from chatapp.messaging import socket_messages
 from chatapp.streaming import worker
 from chatapp.streaming.sweep import sweep_stale_generations
-from chatapp.ws import socket_messages
 
 from .conftest import GroupListener, start_turn
 

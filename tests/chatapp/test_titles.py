@@ -15,9 +15,9 @@ from chatapp.conversations.turns import StartedGeneration
 from chatapp.costs.models import Generation
 from chatapp.gateways import configs
 from chatapp.gateways.models import Gateway
+from chatapp.messaging import socket_messages
 from chatapp.streaming import titles, worker
 from chatapp.streaming.titles import clean_title
-from chatapp.ws import socket_messages
 from tests.waiting import eventually
 
 from .conftest import GroupListener, UpstreamLog, logged_in, start_turn

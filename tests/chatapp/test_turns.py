@@ -24,11 +24,11 @@ from chatapp.conversations.turns import (
     create_edit,
     create_retry,
     create_turn,
-    larger_budget,
     select_version,
     title_from,
 )
 from chatapp.costs.models import Generation
+from chatapp.costs.token_budgets import larger_budget
 from tests.chatapp.conftest import asked
 
 pytestmark = [pytest.mark.django_db]

@@ -14,14 +14,14 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
+from chatapp.conversations.jobs import Job
 from chatapp.conversations.models import Message
 from chatapp.conversations.request_options import RequestOptions
 from chatapp.costs.models import Generation
 from chatapp.gateways import configs, key_vault
 from chatapp.gateways.models import Gateway
+from chatapp.messaging import socket_messages
 from chatapp.streaming import worker
-from chatapp.streaming.jobs import Job
-from chatapp.ws import socket_messages
 from gateway_client.emulator import EmulatorRecord
 from gateway_client.emulator.text import markdown_answer, split_tokens
 from gateway_client.events import TextDelta

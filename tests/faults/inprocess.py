@@ -26,8 +26,8 @@ from chatapp.asgi import application
 from chatapp.conversations.turns import Answerer, TurnRequest, create_turn
 from chatapp.costs.models import Generation
 from chatapp.gateways import configs
+from chatapp.messaging import socket_messages
 from chatapp.streaming import persistence, worker
-from chatapp.ws import socket_messages
 from gateway_client.emulator import EmulatorURL
 
 from .browser_model import ShownAnswer

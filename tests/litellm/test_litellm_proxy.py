@@ -19,8 +19,8 @@ from chatapp.costs.models import Generation
 from chatapp.costs.units import default_unit
 from chatapp.gateways import catalog, configs, detected, key_vault
 from chatapp.gateways.models import Gateway, ModelPrice
+from chatapp.messaging import socket_messages
 from chatapp.streaming import worker
-from chatapp.ws import socket_messages
 from tests.chatapp.conftest import GroupListener
 
 from .conftest import MASTER_KEY, PRICES, Proxy, RecordingProxy, Upstream

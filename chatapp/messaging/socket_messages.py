@@ -74,7 +74,6 @@ from channels.layers import get_channel_layer
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from chatapp.costs.models import Generation
     from gateway_client.errors import Phase
 
 FORWARD: Final = "chat.forward"
@@ -242,8 +241,9 @@ def snapshot(generation_pk: int, fields: dict[str, object]) -> dict[str, object]
 
 
 def done(
-    generation_pk: int, seq: int, status: Generation.Status, next_url: str | None = None
+    generation_pk: int, seq: int, status: str, next_url: str | None = None
 ) -> dict[str, object]:
+    """The end of an answer; `status` is its generation's terminal `Generation.Status`."""
     message: dict[str, object] = {"t": "done", "g": generation_pk, "seq": seq, "status": status}
     if next_url is not None:
         message["next"] = next_url

@@ -1,7 +1,7 @@
 """What a generation is asked to do, and how it ended: the values the worker hands persistence.
 
-They live apart from the worker so that persistence (and turns) can import them without importing
-the worker and its channel-layer machinery.
+A turn makes a `Job` (`turns.py`), the tool loop makes the next round's and reads a `JobEnd`, and
+the worker runs it (`chatapp.streaming`): so they live here, below both, as plain values.
 """
 
 from __future__ import annotations
