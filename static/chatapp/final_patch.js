@@ -3,7 +3,7 @@
 // an error already shown stays the same node too, so a later render (cost reconciled) does not
 // announce its alert again.
 
-import { followingBottom, scrollToBottom } from "./live_render.js";
+import { followingBottom, scrollToBottom } from "./follow_end.js";
 
 const latestRefresh = new WeakMap(); // element -> token of its newest fragment request
 
