@@ -7,14 +7,19 @@ follows the page's. Set `CHAT_SCREENSHOTS` to keep screenshots at 1280x800 and 3
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import unquote
 
 import pytest
 from playwright.sync_api import expect
 
+from tests.security.scripted_gateway import INJECTIONS
+
 from .conftest import finished, send
 from .conftest import screenshots as shoot
+
+NEXT_FRAME = "() => new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve)))"
 
 pytestmark = [pytest.mark.browser]
 
@@ -146,3 +151,139 @@ def test_an_html_block_is_previewed_in_a_sandbox_only_on_a_click(
     assert left == []
     block.get_by_role("button", name="Close preview").click()
     expect(frame).to_have_count(0)
+
+
+WATCH_THE_PAGE = """
+window.__violations = [];
+document.addEventListener("securitypolicyviolation", (event) => {
+  window.__violations.push(`${event.violatedDirective}: ${event.sample || event.blockedURI}`);
+});
+"""
+# Every payload of the XSS corpus sets `window.__xss` (or its parent's) if it runs; these set
+# `__pwned` on any window they reach.
+CORPUS = [*INJECTIONS["inject-html"], "<script>parent.__pwned = top.__pwned = 1</script>"]
+
+
+def mermaid_label(text: str) -> str:
+    return text.replace('"', "#quot;").replace("\r", " ").replace("\n", " ")
+
+
+def corpus_message() -> str:
+    labels = "\n".join(
+        f'    N{i}["{mermaid_label(payload)}"] --> N{i + 1}' for i, payload in enumerate(CORPUS)
+    )
+    diagram = (
+        "flowchart TD\n" + labels + '\n    click N0 "javascript:window.__xss=1"\n'
+        "    click N1 call alert(1)\n"
+    )
+    sequence = (
+        "sequenceDiagram\n    Alice->>Bob: <img src=x onerror=window.__xss='seq'>\n"
+        "    Note over Bob: <script>window.__xss='note'</script>\n"
+    )
+    svg = (
+        '<svg xmlns="http://www.w3.org/2000/svg" onload="parent.__pwned=1" width="200" height="80">'
+        "<script>parent.__pwned = top.__pwned = 'svg'</script>"
+        '<image href="https://example.invalid/leak.png" width="10" height="10"/>'
+        '<a href="javascript:parent.__pwned=1"><text x="10" y="40">SVG</text></a></svg>'
+    )
+    html = "\n".join(CORPUS)
+    return (
+        f"```mermaid\n{diagram}```\n\n```mermaid\n{sequence}```\n\n"
+        f"```svg\n{svg}\n```\n\n```html\n{html}\n```\n"
+    )
+
+
+def test_the_xss_corpus_in_diagrams_svg_and_html_reaches_nothing(
+    alice: Any, server_url: str
+) -> None:
+    alice.context.add_init_script(WATCH_THE_PAGE)
+    alice.reload()
+    left = leaving_requests(alice, server_url)
+    answer = finished(alice, corpus_message())
+    diagrams = answer.locator(".code-block[data-diagram='mermaid']")
+    expect(diagrams).to_have_count(2)
+    for i in range(2):
+        expect(diagrams.nth(i)).to_have_attribute(
+            "data-drawing", re.compile("drawn|failed"), timeout=30_000
+        )
+    expect(diagrams.first).to_have_attribute("data-drawing", "drawn")
+    for name in ("svg", "html"):
+        block = answer.locator(f".code-block[data-preview='{name}']")
+        block.get_by_role("button", name="Preview").click()
+        expect(block.frame_locator("iframe.preview-frame").locator("body")).to_be_attached()
+    frames = answer.locator("iframe.preview-frame")
+    expect(frames).to_have_count(2)
+    svg_frame = answer.locator(".code-block[data-preview='svg']").frame_locator("iframe")
+    expect(svg_frame.locator("text")).to_have_text("SVG")
+    alice.evaluate(NEXT_FRAME)
+    content = answer.locator(".content")
+    for selector in ("script", "svg", "[onerror]", "[onload]", "a[href^=java]", "foreignObject"):
+        assert content.locator(selector).count() == 0, selector
+    assert alice.evaluate("window.__xss") is None
+    assert alice.evaluate("window.__pwned") is None
+    assert alice.evaluate("window.__violations") == []
+    assert left == []
+
+
+ADD_BLOCK = """source => {
+    const block = document.createElement("div");
+    block.className = "code-block";
+    block.dataset.diagram = "mermaid";
+    block.innerHTML = '<div class="code-head"><span class="code-lang">mermaid</span>'
+        + '<button class="copy-code" type="button">Copy</button></div>'
+        + '<pre tabindex="0" aria-label="mermaid code"><code></code></pre>';
+    block.querySelector("code").textContent = source + "\\n";
+    const content = document.createElement("div");
+    content.className = "content";
+    content.append(block);
+    document.querySelector("#messages").append(content);
+}"""
+# A diagram frame that starts and then never answers, as one whose drawing hangs would not.
+SILENT_FRAME = """<!doctype html><script>parent.postMessage({ ready: true }, "*")</script>"""
+
+
+def added_block(page: Any, source: str) -> Any:
+    page.evaluate(ADD_BLOCK, source)
+    return page.locator(".code-block[data-diagram='mermaid']").last
+
+
+def test_a_drawing_that_does_not_end_is_given_up_and_the_next_one_is_drawn(alice: Any) -> None:
+    alice.goto(alice.url)  # the page as it loads, with no answer drawn yet
+    alice.route(
+        "**/code-frames/diagram/",
+        lambda route: route.fulfill(
+            body=SILENT_FRAME,
+            content_type="text/html",
+            headers={"Content-Security-Policy": "sandbox allow-scripts"},
+        ),
+    )
+    block = added_block(alice, FLOW)
+    expect(block).to_have_attribute("data-drawing", "pending")
+    expect(block).to_have_attribute("data-drawing", "failed", timeout=20_000)
+    expect(block.locator(".diagram-error")).to_have_text("It took longer than 10 seconds to draw.")
+    expect(block.get_by_label("mermaid code")).to_be_visible()
+    expect(alice.locator("iframe.diagram-drawer")).to_have_count(0)  # its frame is gone
+    alice.unroute("**/code-frames/diagram/")
+    expect(added_block(alice, FLOW + "\n    Answer --> Done")).to_have_attribute(
+        "data-drawing", "drawn", timeout=30_000
+    )
+
+
+def test_a_diagram_too_long_to_draw_shows_as_code(alice: Any) -> None:
+    source = "flowchart LR\n" + "\n".join(f"    A{i} --> B{i}" for i in range(2_000))
+    block = added_block(alice, source)
+    expect(block).to_have_attribute("data-drawing", "failed")
+    expect(block.locator(".diagram-note")).to_have_text(
+        "Not drawn: a diagram of over 20,000 characters is shown as code."
+    )
+    expect(alice.locator("iframe.diagram-drawer")).to_have_count(0)  # Mermaid never loaded
+
+
+def test_without_mermaid_installed_diagrams_show_as_code(alice: Any) -> None:
+    alice.route("**/vendor/mermaid/**", lambda route: route.abort())
+    block = added_block(alice, FLOW)
+    expect(block).to_have_attribute("data-drawing", "unavailable", timeout=30_000)
+    expect(block.locator(".diagram-note")).to_have_text(
+        "Diagrams are not installed on this server: shown as code."
+    )
+    expect(block.get_by_label("mermaid code")).to_be_visible()
