@@ -32,6 +32,8 @@ window.addEventListener("message", (event) => {
 
 function openDrawer() {
   if (drawer?.frame.isConnected) return drawer;
+  // One that htmx put back for Back, with the page it had copied: not ours, nor wanted.
+  for (const stale of document.querySelectorAll("iframe.diagram-drawer")) stale.remove();
   const frame = document.createElement("iframe");
   frame.className = "diagram-drawer";
   frame.setAttribute("sandbox", "allow-scripts");
@@ -104,6 +106,7 @@ function note(block, text, detail = "") {
   if (!el) {
     el = document.createElement("div");
     el.className = "diagram-note";
+    el.dataset.added = "";
     el.setAttribute("role", "status");
     block.append(el);
   }
@@ -134,6 +137,7 @@ function showDiagram(block, { svg, title }) {
   if (!figure) {
     figure = document.createElement("figure");
     figure.className = "diagram";
+    figure.dataset.added = "";
     figure.append(document.createElement("img"));
     block.querySelector(":scope > pre").before(figure);
     headButton(block, "diagram-toggle", "Source");

@@ -5,6 +5,8 @@
 // MutationObserver, scanned once per frame): never in a draft (live_render.js), whose block may
 // still change, nor the open fence a stream shows as code. `sameBlock` lets final_patch.js keep
 // a block the page changed when the final render brings it unchanged, rather than draw it again.
+// What the page adds to a block is marked `data-added`: a block that htmx puts back for Back
+// (its copy of the page holds the additions) is made as it arrived before it is taken again.
 
 import { isDraft } from "./live_render.js";
 
@@ -25,6 +27,7 @@ export function headButton(block, className, label) {
   button.type = "button";
   button.className = className;
   button.textContent = label;
+  button.dataset.added = "";
   const head = block.querySelector(":scope > .code-head");
   head?.insertBefore(button, head.querySelector(".copy-code"));
   return button;
@@ -37,6 +40,7 @@ export function watchBlocks(selector, take) {
     scheduled = false;
     for (const block of document.querySelectorAll(selector)) {
       if (originals.has(block) || inDraft(block)) continue;
+      asArrived(block);
       originals.set(block, block.cloneNode(true));
       take(block);
     }
@@ -51,6 +55,15 @@ export function watchBlocks(selector, take) {
     subtree: true,
   });
   schedule();
+}
+
+function asArrived(block) {
+  for (const added of block.querySelectorAll("[data-added]")) added.remove();
+  const pre = block.querySelector(":scope > pre");
+  if (pre) pre.hidden = false;
+  for (const name of Object.keys(block.dataset)) {
+    if (name !== "diagram" && name !== "preview") delete block.dataset[name];
+  }
 }
 
 function inDraft(block) {

@@ -12,6 +12,7 @@ function open(block, button) {
   const kind = block.dataset.preview === "svg" ? "SVG" : "HTML";
   const frame = document.createElement("iframe");
   frame.className = "preview-frame";
+  frame.dataset.added = "";
   frame.setAttribute("sandbox", "allow-scripts");
   frame.title = `Preview of the ${kind}`;
   frame.addEventListener(
