@@ -68,6 +68,8 @@ def test_a_mermaid_block_is_drawn_with_its_source_a_click_away(alice: Any, serve
     expect(image).to_be_visible()
     expect(block.get_by_label("mermaid code")).to_be_hidden()
     assert image.evaluate("img => img.naturalWidth") > 100
+    image.click()  # not the lightbox, whose Download and Copy take rasters
+    expect(alice.locator("dialog.lightbox[open]")).to_have_count(0)
     shoot(alice, "diagram")
     block.get_by_role("button", name="Copy").click()  # the source, though the diagram shows
     expect(block.locator("button.copy-code")).to_have_text("Copied")
