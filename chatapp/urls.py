@@ -13,6 +13,7 @@ from chatapp.views import (
     answer_settings,
     assistants,
     branches,
+    code_frames,
     comparison,
     feedback,
     files,
@@ -118,6 +119,9 @@ urlpatterns = [
     path("admin/login/", sign_in.admin_sign_in),
     path("admin/", admin.site.urls),
     path("favicon.ico", library.favicon),
+    # Anyone's: the sandboxed frames that draw and preview answers' code hold nothing of a user's.
+    path("code-frames/diagram/", code_frames.diagram_frame, name="diagram_frame"),
+    path("code-frames/preview/", code_frames.preview_frame, name="preview_frame"),
 ]
 
 handler404 = not_found.page_not_found

@@ -142,6 +142,13 @@ export function settleInto(view, settle) {
 // A draft of stream_state.js: the start of the tail rendered as it would settle now, placed as a
 // settle is but kept apart (its nodes are remembered), so that `clearDraft` takes it out before
 // the next settle or draft goes in. False when the open block is not `join`'s: the text stays.
+const draftNodes = new WeakSet(); // every node a draft placed: not yet the answer's (`isDraft`)
+
+// Whether `node` is one a draft placed, which the next settle or draft takes out.
+export function isDraft(node) {
+  return draftNodes.has(node);
+}
+
 export function showDraft(view, draft) {
   clearDraft(view);
   const box = part(view, ".content");
@@ -150,6 +157,7 @@ export function showDraft(view, draft) {
   const place = (html, parent, before) => {
     const found = fragment(html);
     nodes.push(...found.childNodes);
+    for (const node of found.childNodes) draftNodes.add(node);
     parent.insertBefore(found, before);
   };
   if (draft.join) {
