@@ -200,7 +200,7 @@ def test_gateway_client_imports_neither_django_nor_chatapp() -> None:
 # `gateway_client` stands below them all. A unit is a package under `chatapp/` or a root
 # module; `chatapp.models` only gathers every package's models for Django, at the top.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "log_format", "settings", "request_memo", "static_files", "checks"),
+    ("errors", "log_format", "settings", "request_memo", "static_files", "static_vendor", "checks"),
     ("patches",),
     ("messaging",),
     ("gateways",),
