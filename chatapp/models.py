@@ -51,6 +51,7 @@ from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import models, transaction
 
+from chatapp.access.shared_or_own import SharedOrOwn
 from chatapp.costs.units import CostUnit
 from chatapp.errors import LedgerIsAppendOnly
 from gateway_client.dialects import DIALECTS
@@ -183,31 +184,6 @@ class ChatDefaults(AnswerSettings):
 
     def __str__(self) -> str:
         return f"Defaults of {self.user}"
-
-
-class SharedOrOwn(models.Model):
-    """Something a user keeps for themselves (`owner`), or an admin shares (no owner) with
-    everyone or, when `groups` names some, with their members only (`starting/sharing.py`)."""
-
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        on_delete=models.CASCADE,
-        null=True,
-        blank=True,
-        related_name="+",
-        help_text="Empty: shared by an admin (with the groups below, or with everyone).",
-    )
-    groups = models.ManyToManyField(
-        "auth.Group",
-        blank=True,
-        related_name="+",
-        help_text="Shared ones only: the groups whose members see it; none: everyone.",
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        abstract = True
 
 
 class Assistant(AnswerSettings, SharedOrOwn):
@@ -995,4 +971,5 @@ from chatapp.accounts.models import (  # noqa: E402, F401
 )
 from chatapp.costs import running_totals  # noqa: E402
 from chatapp.costs.running_totals import SpendTotal  # noqa: E402, F401
+from chatapp.knowledge.models import Chunk, Collection, KnowledgeFile  # noqa: E402, F401
 from chatapp.mcp.models import McpServer  # noqa: E402, F401
