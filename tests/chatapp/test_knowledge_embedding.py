@@ -9,7 +9,10 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.test import AsyncClient
+from django.urls import reverse
 
+from chatapp.costs.spend import month_spend
 from chatapp.costs.units import CostUnit
 from chatapp.gateways import configs
 from chatapp.knowledge.embedding import (
@@ -137,3 +140,31 @@ async def test_a_gateway_error_is_a_failed_generation_that_cost_nothing(
     assert generation.error_status == 402
     assert generation.cost_source == Generation.CostSource.NOT_BILLED
     assert upstream.new(endpoint="embeddings")[0].final_outcome == "error"
+
+
+async def test_the_admins_cost_history_lists_it_by_kind_and_collection_and_the_user_sees_it(
+    alice: Any, admin_user: Any
+) -> None:
+    setup = await setup_for()
+    handbook = await Collection.objects.acreate(owner=alice, name="Handbook")
+    other = await Collection.objects.acreate(owner=alice, name="Recipes")
+    await embed_texts(TEXTS, setup, EmbeddingFor(alice.pk, collection_pk=handbook.pk))
+    await embed_texts(TEXTS[:1], setup, EmbeddingFor(alice.pk, collection_pk=other.pk))
+    first, _ = await ledger()
+    admin = AsyncClient()
+    await admin.aforce_login(admin_user)
+    listed = await admin.get(
+        reverse("admin:chatapp_generation_changelist"),
+        {"kind": "embedding", "collection": str(handbook.pk)},
+    )
+    assert listed.status_code == 200
+    assert listed.context["cl"].result_count == 1
+    (total,) = listed.context["cost_totals"].totals
+    assert (total.unit, total.amount) == (CostUnit.USD, first.cost)
+    assert f"Documents of collection #{handbook.pk}" in listed.content.decode()
+    assert "Handbook (alice)" in listed.content.decode()  # the filter's choice
+
+    line = await sync_to_async(month_spend)(alice)
+    everything = sum([g.cost for g in await ledger() if g.cost is not None], Decimal(0))
+    assert line.dollars is not None
+    assert line.dollars.amount == everything  # both collections' embeddings, in the user's month
