@@ -29,8 +29,7 @@ from chatapp.models import Collection, Conversation, Gateway, Generation, Messag
 from gateway_client.emulator import EMBEDDING_MODEL
 from gateway_client.emulator.embeddings import embedding_vector
 from tests.chatapp.conftest import UpstreamLog
-
-from .test_spending_limits import limit
+from tests.chatapp.test_spending_limits import limit
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
