@@ -185,6 +185,7 @@ bench: install
 	$(BIN)/python -m benchmarks admin
 	$(BIN)/python -m benchmarks markdown
 	$(BIN)/python -m benchmarks costs
+	$(BIN)/python -m benchmarks knowledge
 
 # docs/screenshot-desktop.png and docs/screenshot-phone.png, from the app as it is (docs/screenshots.py),
 # with Debian's Noto fonts for the answer's CJK and emoji (without them Chromium draws boxes).
