@@ -167,3 +167,46 @@ async def test_the_admins_cost_history_lists_it_by_kind_and_collection_and_the_u
     everything = sum([g.cost for g in await ledger() if g.cost is not None], Decimal(0))
     assert line.dollars is not None
     assert line.dollars.amount == everything  # both collections' embeddings, in the user's month
+
+
+async def emulated(dialect: str) -> EmbeddingSetup:
+    """The emulator's gateway row of `dialect` (each embeds with `emulator/embedding`)."""
+
+    def find() -> EmbeddingSetup:
+        rows = {row.dialect: row for row in configs.add_emulator_gateways()}
+        found = embedding_setup(rows[dialect].pk)
+        assert found is not None
+        assert found.config.pk == rows[dialect].pk
+        return found
+
+    return await sync_to_async(find)()
+
+
+async def test_osmexos_cost_is_in_micro_dollars_as_its_answers_are(
+    settings: Any, alice: Any
+) -> None:
+    settings.LLM_BASE_URL = None
+    setup = await emulated("osmexo")
+    await embed_texts(TEXTS, setup, EmbeddingFor(alice.pk))
+    (generation,) = await ledger()
+    assert generation.cost_unit == CostUnit.MICRO_USD
+    assert generation.prompt_tokens is not None
+    # The emulator's Osmexo bills 0.15 micro-dollars a prompt token, in whole micro-dollars.
+    assert generation.cost == round(generation.prompt_tokens * Decimal("0.15"))
+    assert generation.cost_source == Generation.CostSource.STREAM
+
+
+async def test_tiny_reports_no_cost_so_it_is_estimated_from_the_tokens_at_the_price(
+    settings: Any, alice: Any
+) -> None:
+    settings.LLM_BASE_URL = None
+    setup = await emulated("tiny")
+    await ModelPrice.objects.acreate(
+        gateway_id=setup.config.pk, model=EMBEDDING_MODEL, prompt=Decimal("0.000001"), completion=0
+    )
+    await embed_texts(TEXTS, setup, EmbeddingFor(alice.pk))
+    (generation,) = await ledger()
+    assert generation.cost_source == Generation.CostSource.ESTIMATE
+    assert generation.prompt_tokens is not None
+    assert generation.cost == generation.prompt_tokens * Decimal("0.000001")
+    assert "estimated" in generation.cost_note
