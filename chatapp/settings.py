@@ -86,6 +86,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_htmx",
+    "django_tasks_db",
     "chatapp",
 ]
 
@@ -320,6 +321,16 @@ CHAT_EMULATOR_REQUEST_OPTIONS = env_bool("CHAT_EMULATOR_REQUEST_OPTIONS")
 # PostgreSQL's text search for their words (`make cluster` sets it); unset: sqlite-vec and FTS5 in
 # the app's SQLite database.
 CHAT_CHROMA_URL = os.environ.get("CHAT_CHROMA_URL", "").strip()
+
+# --- Background tasks -----------------------------------------------------------------------------
+
+# Django's Tasks framework on its database backend (django-tasks-db): tasks are rows of the app's
+# own database, run by `manage.py run_worker` (`make run` starts it beside Daphne).
+TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+# A knowledge file busy this many seconds without progress was left by a worker that stopped:
+# the next worker's sweep picks it up again (`knowledge/tasks.py`).
+CHAT_KNOWLEDGE_STALE_AFTER = float(os.environ.get("CHAT_KNOWLEDGE_STALE_AFTER", "120"))
+CHAT_KNOWLEDGE_SWEEP_INTERVAL = 30.0
 
 # --- Streaming ------------------------------------------------------------------------------------
 

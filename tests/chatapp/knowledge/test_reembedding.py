@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from django.urls import reverse
+from django_tasks_db.models import DBTaskResult
 
 from chatapp.gateways import configs
 from chatapp.knowledge.models import Chunk, Collection, KnowledgeFile
@@ -99,4 +100,6 @@ def test_the_admin_is_told_the_cost_first_and_only_a_confirmed_save_re_embeds(
     file.refresh_from_db()
     assert gateway.embedding_model == NEW
     assert (file.state, file.done) == (KnowledgeFile.State.QUEUED, 0)
-    assert file.chunks.count() == 2  # only the vectors are made again
+    (task,) = DBTaskResult.objects.all()
+    assert task.task_path == "chatapp.knowledge.tasks.index_file"
+    assert task.args_kwargs["args"] == [file.pk]
