@@ -4,6 +4,7 @@ gateway's unit, reserved against the spending limits before anything is sent."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 from django.urls import reverse
+from django.utils import timezone
 
 from chatapp.costs.spend import month_spend
 from chatapp.costs.units import CostUnit
@@ -26,6 +28,7 @@ from chatapp.knowledge.embedding import (
     embedding_setup,
 )
 from chatapp.models import Collection, Conversation, Gateway, Generation, Message, ModelPrice
+from chatapp.streaming import sweep
 from gateway_client.emulator import EMBEDDING_MODEL
 from gateway_client.emulator.embeddings import embedding_vector
 from tests.chatapp.conftest import UpstreamLog
@@ -210,3 +213,21 @@ async def test_tiny_reports_no_cost_so_it_is_estimated_from_the_tokens_at_the_pr
     assert generation.prompt_tokens is not None
     assert generation.cost == generation.prompt_tokens * Decimal("0.000001")
     assert "estimated" in generation.cost_note
+
+
+async def test_an_embedding_whose_process_died_is_interrupted_by_the_sweep_as_answerless(
+    alice: Any,
+) -> None:
+    setup = await setup_for()
+    stale = await Generation.objects.acreate(
+        kind=Generation.Kind.EMBEDDING,
+        user=alice,
+        gateway_id=setup.config.pk,
+        model=EMBEDDING_MODEL,
+        heartbeat_at=timezone.now() - timedelta(minutes=5),
+    )
+    assert await sweep.sweep_stale_generations() == 1
+    await stale.arefresh_from_db()
+    assert stale.status == Generation.Status.INTERRUPTED
+    assert stale.error_message == "The server stopped while these texts were being embedded."
+    assert stale.cost_source == Generation.CostSource.PENDING  # for the sweep's reconciliation
