@@ -22,6 +22,7 @@ from chatapp.knowledge.stores.sqlite import STOP_WORDS, TEXT_TABLE
 __all__ = ["PostgresFullTextIndex", "ts_query"]
 
 _WORD = re.compile(r"[^\W_]{1,64}")  # no underscore: a query's words are letters and digits
+_made: set[str] = set()  # the databases whose table this process has seen made
 
 
 def ts_query(query: str) -> str:
@@ -34,6 +35,11 @@ class PostgresFullTextIndex:
     """`FullTextIndex` over PostgreSQL's text search."""
 
     def _ensure(self) -> None:
+        # Once per process and database: `CREATE INDEX IF NOT EXISTS` takes a lock on the table
+        # before it finds the index there, which every search would otherwise queue behind.
+        database = str(connection.settings_dict.get("NAME"))
+        if database in _made:
+            return
         with connection.cursor() as cursor:
             cursor.execute(
                 f"CREATE TABLE IF NOT EXISTS {TEXT_TABLE} ("
@@ -48,6 +54,7 @@ class PostgresFullTextIndex:
             cursor.execute(
                 f"CREATE INDEX IF NOT EXISTS {TEXT_TABLE}_file ON {TEXT_TABLE} (file_id)"
             )
+        connection.on_commit(lambda: _made.add(database))  # not before the table is there
 
     def add(self, chunks: Sequence[ChunkText]) -> None:
         if not chunks:
