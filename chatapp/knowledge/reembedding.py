@@ -16,6 +16,7 @@ from django.db.models import Count, Sum
 
 from chatapp.costs import pricing
 from chatapp.costs.units import CostUnit, Money
+from chatapp.knowledge.files import reembed
 from chatapp.knowledge.models import Chunk, KnowledgeFile
 
 __all__ = ["ReembeddingEstimate", "estimate", "start_reembedding"]
@@ -73,7 +74,5 @@ def start_reembedding(gateway_pk: int) -> list[int]:
     """Queue every document embedded through the gateway to be embedded again (with the model
     its row now names); the pks queued. Its chunks stay: only their vectors are made again."""
     files = _embedded_with(gateway_pk)
-    KnowledgeFile.objects.filter(pk__in=files).update(
-        state=KnowledgeFile.State.QUEUED, done=0, error=""
-    )
+    reembed(files)
     return files
