@@ -316,12 +316,6 @@ CHAT_KEY_ENV_ALLOWED = tuple(
 # ("emulator/long?long_tokens=500") and the app accepts such a suffix on a listed model.
 CHAT_EMULATOR_REQUEST_OPTIONS = env_bool("CHAT_EMULATOR_REQUEST_OPTIONS")
 
-# --- Knowledge ------------------------------------------------------------------------------------
-# A Chroma server (`chroma run`, `make chroma`) to keep knowledge collections' vectors in, with
-# PostgreSQL's text search for their words (`make cluster` sets it); unset: sqlite-vec and FTS5 in
-# the app's SQLite database.
-CHAT_CHROMA_URL = os.environ.get("CHAT_CHROMA_URL", "").strip()
-
 # --- Background tasks -----------------------------------------------------------------------------
 
 # Django's Tasks framework on its database backend (django-tasks-db): tasks are rows of the app's
@@ -331,6 +325,12 @@ TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
 # the next worker's sweep picks it up again (`knowledge/tasks.py`).
 CHAT_KNOWLEDGE_STALE_AFTER = float(os.environ.get("CHAT_KNOWLEDGE_STALE_AFTER", "120"))
 CHAT_KNOWLEDGE_SWEEP_INTERVAL = 30.0
+
+# --- Knowledge ------------------------------------------------------------------------------------
+# A Chroma server (`chroma run`, `make chroma`) to keep knowledge collections' vectors in, with
+# PostgreSQL's text search for their words (`make cluster` sets it); unset: sqlite-vec and FTS5 in
+# the app's SQLite database.
+CHAT_CHROMA_URL = os.environ.get("CHAT_CHROMA_URL", "").strip()
 
 # --- Streaming ------------------------------------------------------------------------------------
 

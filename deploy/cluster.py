@@ -1,15 +1,16 @@
 """`make cluster`: the multi-process setup on loopback, started and stopped as one.
 
 PostgreSQL, Redis, Chroma (knowledge collections' vectors), a gateway emulator (unless
-`LLM_BASE_URL` names a gateway), N Daphne processes and nginx in front of them, each a private
-instance in one temporary directory that is deleted on exit, so nothing is kept (it shows the
-setup; it is not where to keep conversations). Every process gets the settings a real host
+`LLM_BASE_URL` names a gateway), N Daphne processes and nginx in front of them, and the task
+worker (`manage.py run_worker`: knowledge files' indexing), each a private instance in one
+temporary directory that is deleted on exit, so nothing is kept (it shows the setup; it is not
+where to keep conversations). Every process gets the settings a real host
 gives it (docs/deployment.md, "Running in production"): the same `DATABASE_URL`, `REDIS_URL`,
 `CHAT_CHROMA_URL`, `DJANGO_SECRET_KEY` and gateway.
 
 Each child runs in a session of its own, so a Ctrl-C in the terminal reaches only this process,
-which then stops them in order (nginx; Daphne and the emulator; Chroma; PostgreSQL; Redis)
-instead of all of them dying at once. `cluster.json` in the directory lists the URL, the
+which then stops them in order (nginx; Daphne, the worker and the emulator; Chroma; PostgreSQL;
+Redis) instead of all of them dying at once. `cluster.json` in the directory lists the URL, the
 services' URLs and the main PIDs (PostgreSQL's too, which pg_ctl detached from this process's
 tree).
 
@@ -208,6 +209,7 @@ def cluster(options: ClusterOptions) -> Iterator[RunningCluster]:
                 "LLM_BASE_URL": gateway_url,
                 "LLM_API_KEY": "sk-cluster",
                 "LLM_SPEECH_MODEL": emulator.SPEECH_MODEL,  # Read aloud works as with make run
+                "LLM_EMBEDDING_MODEL": emulator.EMBEDDING_MODEL,  # and knowledge collections
             }
         ports = tuple(free_port() for _ in range(options.processes))
         for number, port in enumerate(ports, start=1):
@@ -228,8 +230,12 @@ def cluster(options: ClusterOptions) -> Iterator[RunningCluster]:
                 DAPHNE_ENVIRONMENT,
             )
         admin = _prepare(env)
+        # The task worker (knowledge files' indexing) once the tables exist: it reads them at
+        # once. It serves no port.
+        start("worker", 0, [sys.executable, str(ROOT / "manage.py"), "run_worker"])
         for child, port in children:
-            wait_for_port(child.name, port, child.process, log=child.log)
+            if port:
+                wait_for_port(child.name, port, child.process, log=child.log)
         pids = {child.name: child.process.pid for child, _ in children}
         nginx = stack.enter_context(nginx_server(directory, options.port, ports, static_root))
         pids["nginx"] = nginx.pid

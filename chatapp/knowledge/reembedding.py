@@ -16,7 +16,7 @@ from django.db.models import Count, Sum
 
 from chatapp.costs import pricing
 from chatapp.costs.units import CostUnit, Money
-from chatapp.knowledge import files
+from chatapp.knowledge.files import reembed
 from chatapp.knowledge.models import Chunk, KnowledgeFile
 
 __all__ = ["ReembeddingEstimate", "estimate", "start_reembedding"]
@@ -71,11 +71,8 @@ def estimate(gateway_pk: int, cost_unit: str, model: str) -> ReembeddingEstimate
 
 
 def start_reembedding(gateway_pk: int) -> list[int]:
-    """Queue every document embedded through the gateway to be indexed again (with the model its
-    row now names: `ingest` starts a file's vectors over when its model changed); the pks
-    queued. A file busy now is left to its run, which embeds with the new model already."""
-    return [
-        file.pk
-        for file in KnowledgeFile.objects.filter(pk__in=_embedded_with(gateway_pk))
-        if files.reindex(file)
-    ]
+    """Queue every document embedded through the gateway to be embedded again (with the model
+    its row now names); the pks queued. Its chunks stay: only their vectors are made again."""
+    files = _embedded_with(gateway_pk)
+    reembed(files)
+    return files

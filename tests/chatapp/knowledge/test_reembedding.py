@@ -103,3 +103,4 @@ def test_the_admin_is_told_the_cost_first_and_only_a_confirmed_save_re_embeds(
     (task,) = DBTaskResult.objects.all()
     assert task.task_path == "chatapp.knowledge.tasks.index_file"
     assert task.args_kwargs["args"] == [file.pk]
+    assert file.chunks.count() == 2  # only the vectors are made again
