@@ -86,6 +86,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_htmx",
+    "django_tasks_db",
     "chatapp",
 ]
 
@@ -153,6 +154,8 @@ DATABASES = {
     )
 }
 if DATABASES["default"].get("ENGINE", "").endswith("sqlite3"):
+    # Django's backend on sqlean's SQLite, with sqlite-vec loaded: knowledge collections' store.
+    DATABASES["default"]["ENGINE"] = "chatapp.patches.sqlite_backend"
     # Workers flush partial answers while pages read them: wait for the lock instead of failing.
     # WAL: pages read while the writer writes, and a commit is an append, not a journal rewrite
     # with fsyncs (the turn's insert was most of a send's time under load). NORMAL sync is WAL's
@@ -292,6 +295,9 @@ LLM_SPEECH_MODEL = os.environ.get("LLM_SPEECH_MODEL", "")
 # The model that writes new conversations' titles on the default gateway; unset: the gateway
 # row's own setting (Admin → Gateways → Titles), which this then overrides.
 LLM_TITLE_MODEL = os.environ.get("LLM_TITLE_MODEL", "")
+# The model knowledge collections are embedded with on the default gateway (POST /embeddings);
+# unset: the gateway row's own setting (Admin → Gateways → Knowledge), which this then overrides.
+LLM_EMBEDDING_MODEL = os.environ.get("LLM_EMBEDDING_MODEL", "")
 # Seconds; each unset one keeps the dialect's default (gateway_client.dialects).
 LLM_TIMEOUTS = {
     phase: float(os.environ[f"LLM_{phase.upper()}_TIMEOUT"])
@@ -309,6 +315,22 @@ CHAT_KEY_ENV_ALLOWED = tuple(
 # Tests and demos only: the built-in emulator takes options from the model name
 # ("emulator/long?long_tokens=500") and the app accepts such a suffix on a listed model.
 CHAT_EMULATOR_REQUEST_OPTIONS = env_bool("CHAT_EMULATOR_REQUEST_OPTIONS")
+
+# --- Background tasks -----------------------------------------------------------------------------
+
+# Django's Tasks framework on its database backend (django-tasks-db): tasks are rows of the app's
+# own database, run by `manage.py run_worker` (`make run` starts it beside Daphne).
+TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+# A knowledge file busy this many seconds without progress was left by a worker that stopped:
+# the next worker's sweep picks it up again (`knowledge/tasks.py`).
+CHAT_KNOWLEDGE_STALE_AFTER = float(os.environ.get("CHAT_KNOWLEDGE_STALE_AFTER", "120"))
+CHAT_KNOWLEDGE_SWEEP_INTERVAL = 30.0
+
+# --- Knowledge ------------------------------------------------------------------------------------
+# A Chroma server (`chroma run`, `make chroma`) to keep knowledge collections' vectors in, with
+# PostgreSQL's text search for their words (`make cluster` sets it); unset: sqlite-vec and FTS5 in
+# the app's SQLite database.
+CHAT_CHROMA_URL = os.environ.get("CHAT_CHROMA_URL", "").strip()
 
 # --- Streaming ------------------------------------------------------------------------------------
 

@@ -209,6 +209,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("access",),
     ("assistants",),
     ("rendering",),
+    ("knowledge",),
     ("conversations",),
     ("mcp",),
     ("tools",),

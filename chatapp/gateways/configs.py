@@ -80,6 +80,8 @@ class GatewayConfig:
     speech_voice: str = ""
     # The model that writes new conversations' titles (`conversations.titles`); empty: theirs.
     title_model: str = ""
+    # The model knowledge collections are embedded with (`knowledge.embedding`); empty: none.
+    embedding_model: str = ""
     # Why the row cannot be used (`unusable`); empty for a usable one.
     unusable: str = ""
 
@@ -129,6 +131,7 @@ def _settings_key() -> tuple[object, ...]:
         settings.LLM_COST_UNIT,
         settings.LLM_SPEECH_MODEL,
         settings.LLM_TITLE_MODEL,
+        settings.LLM_EMBEDDING_MODEL,
     )
 
 
@@ -158,6 +161,8 @@ def _ensure_default() -> Gateway:
         wanted["speech_model"] = settings.LLM_SPEECH_MODEL
     if settings.LLM_TITLE_MODEL:  # likewise
         wanted["title_model"] = settings.LLM_TITLE_MODEL
+    if settings.LLM_EMBEDDING_MODEL:  # likewise
+        wanted["embedding_model"] = settings.LLM_EMBEDDING_MODEL
     gateway, _ = Gateway.objects.get_or_create(name=DEFAULT_NAME, defaults=wanted)
     changed = [name for name, value in wanted.items() if getattr(gateway, name) != value]
     for name in changed:
@@ -206,6 +211,7 @@ def resolve(gateway: Gateway) -> GatewayConfig:
         gateway.speech_model,
         gateway.speech_voice,
         gateway.title_model,
+        gateway.embedding_model,
     )
 
 
@@ -325,6 +331,7 @@ def _emulated(dialect: DialectFacts) -> dict[str, str]:
         "cost_unit": default_unit(dialect.name),
         "speech_model": emulator.SPEECH_MODEL if dialect.speech else "",
         "title_model": emulator.TITLE_MODEL,
+        "embedding_model": emulator.EMBEDDING_MODEL,  # every dialect serves `/embeddings`
     }
 
 
