@@ -201,12 +201,13 @@ def test_gateway_client_imports_neither_django_nor_chatapp() -> None:
 # module; `chatapp.models` only gathers every package's models for Django, at the top.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "log_format", "settings", "request_memo", "static_files", "checks"),
-    ("patches",),
     ("messaging",),
     ("gateways",),
     ("costs",),
     ("shared_cache",),
     ("access",),
+    ("patches",),
+    ("middleware",),
     ("assistants",),
     ("rendering",),
     ("conversations",),
@@ -216,7 +217,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("read_aloud",),
     ("ws",),
     ("identity",),
-    ("middleware",),
     ("views",),
     ("templatetags", "management", "admin", "urls", "asgi", "apps", "models", "migrations"),
 )
@@ -226,8 +226,6 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
     {
         ("chatapp.access.admin", "chatapp.mcp.catalog"),
         ("chatapp.access.admin", "chatapp.tools"),
-        ("chatapp.access.body_limits", "chatapp.conversations.importing"),
-        ("chatapp.access.body_limits", "chatapp.conversations.uploads"),
         ("chatapp.assistants.admin", "chatapp.tools"),
         ("chatapp.conversations.request_options", "chatapp.tools"),
         ("chatapp.conversations.shared_links", "chatapp.mcp.catalog"),
@@ -248,8 +246,6 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
         ("chatapp.mcp.calls", "chatapp.tools.base"),
         ("chatapp.mcp.catalog", "chatapp.tools.base"),
         ("chatapp.mcp.catalog", "chatapp.tools.schema_check"),
-        ("chatapp.patches.daphne_bodies", "chatapp.access.body_limits"),
-        ("chatapp.read_aloud.views", "chatapp.middleware"),
         ("chatapp.read_aloud.views", "chatapp.views.authenticated"),
         ("chatapp.rendering.answer_html", "chatapp.conversations.models"),
         ("chatapp.rendering.presentation", "chatapp.conversations.models"),
