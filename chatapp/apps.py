@@ -17,6 +17,8 @@ class ChatappConfig(AppConfig):
             checks,  # noqa: F401  (registers them)
             shared_cache,
         )
+        from chatapp.access.models import GroupPolicy
+        from chatapp.assistants.models import Assistant, ChatDefaults, Prompt
         from chatapp.conversations.models import Conversation
         from chatapp.costs.ledger import forget_read_aloud_audio
         from chatapp.gateways.configs import forget_configs
@@ -24,6 +26,8 @@ class ChatappConfig(AppConfig):
         from chatapp.gateways.models import Gateway
         from chatapp.identity import checks as identity_checks  # noqa: F401  (registers them)
         from chatapp.identity import deactivation, sign_up
+        from chatapp.mcp.models import McpServer
+        from chatapp.tools.models import ToolSwitch
         from chatapp.ws import session_sockets
 
         # An admin's change to a gateway takes effect at once in this process (others within
@@ -33,7 +37,10 @@ class ChatappConfig(AppConfig):
         post_save.connect(forget_asked, sender=Gateway, dispatch_uid="chatapp.gateway.ask")
         post_delete.connect(forget_asked, sender=Gateway, dispatch_uid="chatapp.gateway.unask")
         # What pages keep between requests is read again after a change, in every process.
-        shared_cache.connect_signals()
+        shared_cache.connect_signals(
+            watched=(Assistant, ChatDefaults, GroupPolicy, Prompt, ToolSwitch, McpServer),
+            shared_with_groups=(Assistant, Prompt, McpServer),
+        )
         # A sign-out, a password change or a deactivation ends the user's sockets too.
         session_sockets.connect_signals()
         # A deactivation stops the user's running answers; an activation approves a sign-up.
