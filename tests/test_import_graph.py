@@ -200,7 +200,7 @@ def test_gateway_client_imports_neither_django_nor_chatapp() -> None:
 # `gateway_client` stands below them all. A unit is a package under `chatapp/` or a root
 # module; `chatapp.models` only gathers every package's models for Django, at the top.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "log_format", "settings", "request_memo", "static_files", "checks"),
+    ("errors", "log_format", "settings", "request_memo", "static_files", "checks", "authenticated"),
     ("messaging",),
     ("gateways",),
     ("costs",),
@@ -246,7 +246,6 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
         ("chatapp.mcp.calls", "chatapp.tools.base"),
         ("chatapp.mcp.catalog", "chatapp.tools.base"),
         ("chatapp.mcp.catalog", "chatapp.tools.schema_check"),
-        ("chatapp.read_aloud.views", "chatapp.views.authenticated"),
         ("chatapp.rendering.answer_html", "chatapp.conversations.models"),
         ("chatapp.rendering.presentation", "chatapp.conversations.models"),
         ("chatapp.rendering.presentation", "chatapp.tools"),

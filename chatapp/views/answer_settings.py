@@ -46,7 +46,7 @@ from chatapp.mcp import catalog as mcp_catalog
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
-    from chatapp.views.authenticated import AuthenticatedRequest
+    from chatapp.authenticated import AuthenticatedRequest
 
 MAX_TOKENS = 1_000_000
 

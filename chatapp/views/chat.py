@@ -70,7 +70,7 @@ if TYPE_CHECKING:
 
     from django.contrib.auth.models import User
 
-    from chatapp.views.authenticated import AuthenticatedRequest
+    from chatapp.authenticated import AuthenticatedRequest
 
 
 PREFERRED_MODEL = "emulator/chat"

@@ -28,7 +28,7 @@ from chatapp.views import sidebar_push
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
-    from chatapp.views.authenticated import AuthenticatedRequest
+    from chatapp.authenticated import AuthenticatedRequest
 
 _FORM_OVERHEAD = 64 * 1024  # multipart boundaries, headers and the CSRF field
 # How long a user's running import is remembered if its process dies before it lets go: past any
