@@ -20,13 +20,13 @@ class ChatappConfig(AppConfig):
         from chatapp.access.models import GroupPolicy
         from chatapp.assistants.models import Assistant, ChatDefaults, Prompt
         from chatapp.conversations.models import Conversation
-        from chatapp.costs.ledger import forget_read_aloud_audio
         from chatapp.gateways.configs import forget_configs
         from chatapp.gateways.detected import forget_asked
         from chatapp.gateways.models import Gateway
         from chatapp.identity import checks as identity_checks  # noqa: F401  (registers them)
         from chatapp.identity import deactivation, sign_up
         from chatapp.mcp.models import McpServer
+        from chatapp.read_aloud.models import forget_read_aloud_audio
         from chatapp.tools.models import ToolSwitch
         from chatapp.ws import session_sockets
 
@@ -54,5 +54,5 @@ class ChatappConfig(AppConfig):
         # A deleted conversation's text goes, and the audio of its read alouds with it (their
         # generations stay in the ledger).
         pre_delete.connect(
-            forget_read_aloud_audio, sender=Conversation, dispatch_uid="chatapp.costs.ledger.audio"
+            forget_read_aloud_audio, sender=Conversation, dispatch_uid="chatapp.read_aloud.audio"
         )

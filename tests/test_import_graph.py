@@ -233,8 +233,6 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
         ("chatapp.conversations.tree", "chatapp.tools.base"),
         ("chatapp.costs.costing", "chatapp.conversations.models"),
         ("chatapp.costs.costing", "chatapp.conversations.tree"),
-        ("chatapp.costs.ledger", "chatapp.conversations.models"),
-        ("chatapp.costs.ledger", "chatapp.read_aloud.models"),
         ("chatapp.costs.models", "chatapp.conversations.models"),
         ("chatapp.costs.spend", "chatapp.conversations.models"),
         ("chatapp.gateways.catalog", "chatapp.costs.pricing"),
