@@ -25,9 +25,8 @@ class ChatappConfig(AppConfig):
         from chatapp.gateways.models import Gateway
         from chatapp.identity import checks as identity_checks  # noqa: F401  (registers them)
         from chatapp.identity import deactivation, sign_up
-        from chatapp.mcp.models import McpServer
         from chatapp.read_aloud.models import forget_read_aloud_audio
-        from chatapp.tools.models import ToolSwitch
+        from chatapp.tools.models import McpServer, ToolSwitch
         from chatapp.ws import session_sockets
 
         # An admin's change to a gateway takes effect at once in this process (others within

@@ -41,7 +41,7 @@ from chatapp.conversations.request_options import (
 )
 from chatapp.conversations.turns import MAX_MESSAGE_CHARS, TurnError
 from chatapp.gateways.catalog import parse_choice
-from chatapp.mcp import catalog as mcp_catalog
+from chatapp.tools.mcp import catalog as mcp_catalog
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
