@@ -28,7 +28,8 @@ from django.db import connections
 
 from chatapp import tools
 from chatapp.conversations.jobs import Job, JobEnd, Status
-from chatapp.tools.base import ENDED, CallStatus, ToolContext, ToolRun
+from chatapp.conversations.models import ENDED, CallStatus
+from chatapp.tools.base import ToolContext, ToolRun
 from chatapp.tools.mcp import calls as mcp_calls
 from gateway_client.accumulator import ToolCall
 
