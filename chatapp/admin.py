@@ -32,8 +32,8 @@ from chatapp.gateways.models import Gateway, ModelPrice
 from chatapp.identity import admin as identity_admin  # noqa: F401  (registers its admins)
 from chatapp.knowledge import admin as knowledge_admin  # noqa: F401  (collections)
 from chatapp.knowledge import reembedding
-from chatapp.mcp import admin as mcp_admin  # noqa: F401  (registers McpServerAdmin)
-from chatapp.mcp import catalog as mcp_catalog
+from chatapp.tools.mcp import admin as mcp_admin  # noqa: F401  (registers McpServerAdmin)
+from chatapp.tools.mcp import catalog as mcp_catalog
 from chatapp.tools.models import ToolSwitch
 from gateway_client.dialects import facts_for
 

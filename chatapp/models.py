@@ -68,10 +68,9 @@ from chatapp.identity.models import (
     SelfSignUp,
 )
 from chatapp.knowledge.models import Chunk, Collection, KnowledgeFile
-from chatapp.mcp.models import McpServer
 from chatapp.read_aloud.models import ReadAloudAudio
 from chatapp.shared_cache.models import SharedVersion
-from chatapp.tools.models import ToolSwitch
+from chatapp.tools.models import McpServer, ToolSwitch
 
 __all__ = [
     "AnswerSettings",

@@ -350,7 +350,7 @@ CHAT_STALL_NOTICE = float(os.environ.get("CHAT_STALL_NOTICE", "6"))
 # without end); a tool that runs longer than CHAT_TOOL_TIMEOUT seconds is reported as failed.
 CHAT_TOOL_ROUNDS = int(os.environ.get("CHAT_TOOL_ROUNDS", "8"))
 CHAT_TOOL_TIMEOUT = float(os.environ.get("CHAT_TOOL_TIMEOUT", "20"))
-# MCP servers' tools (`chatapp/mcp`): a call's deadline, a connection's (and a listing's), the
+# MCP servers' tools (`chatapp/tools/mcp`): a call's deadline, a connection's (and a listing's), the
 # bytes one session may receive, and how often a server's tool list is asked for again (sooner
 # when it has a problem).
 CHAT_MCP_TIMEOUT = float(os.environ.get("CHAT_MCP_TIMEOUT", "60"))
@@ -400,7 +400,7 @@ LOGGING = {
         "chatapp": {"level": os.environ.get("CHAT_LOG_LEVEL", "INFO")},
         "django": {"level": "INFO"},
         # The MCP SDK's lines per session (its session ID, stream reconnects) are noise; what
-        # goes wrong with a server is said by chatapp.mcp, once, with the server's name.
+        # goes wrong with a server is said by chatapp.tools.mcp, once, with the server's name.
         "mcp": {"level": "WARNING"},
     },
 }

@@ -30,7 +30,7 @@ from chatapp.knowledge.models import Collection, KnowledgeFile
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
-    from chatapp.views.authenticated import AuthenticatedRequest
+    from chatapp.authenticated import AuthenticatedRequest
 
 ACCEPT = ",".join(
     [".pdf", ".md", ".markdown", ".txt", ".html", ".htm", ".docx", "text/plain", "text/markdown"]
