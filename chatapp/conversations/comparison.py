@@ -4,7 +4,7 @@ A comparison is a question with one answer per model, started together: each a g
 its own (its cost, its Stop), siblings in the message tree like a regenerated answer's, so once
 one is chosen the others are its versions ("2 / 3") with nothing more to store. Until then
 `Conversation.comparing` names the question, and the branch shown ends in its answers side by
-side (`tree.shown_path`). The next turn clears it (`turns._start`): a follow-up sent without
+side (`tree.shown_path`). The next turn clears it (`turns._started`): a follow-up sent without
 choosing goes on from `turns.default_choice`. Comparisons are of chat answers without tools: a
 tool round would be a second answer under one column.
 """
@@ -27,7 +27,7 @@ from chatapp.conversations.turns import (
     _follow_up_parent,
     _idle_conversation,
     _own_message,
-    _start,
+    _started,
     checked_message,
     title_from,
 )
@@ -84,7 +84,7 @@ def create_comparison(
             conversation=conversation, role=Message.Role.USER, content=text, parent_id=parent_pk
         )
         started = [
-            _start(
+            _started(
                 conversation, answerer, owner_channel, question.pk, user_message=question, tools=()
             )
             for answerer in answerers

@@ -1,0 +1,67 @@
+"""Starting a turn the user sent: the one function a view asks (`start_turn`).
+
+A chat turn without files sends its upstream request first, once every check that could refuse
+it has passed (`turns.early_request`: a new chat's one message, a follow-up's context read
+ahead, one thread hop, nothing written), so the gateway prepares its first token while the
+turn's rows are written on the records thread (`persistence.on_record_thread_from_view`: it no
+longer waits behind a burst's other turns); then the worker starts, reading that request
+(`worker.start`). A turn that is refused after its request left closes it: the gateway stops.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from asgiref.sync import sync_to_async
+
+from chatapp.conversations.turns import StartedGeneration, TurnRequest, create_turn, early_request
+from chatapp.models import Generation
+from chatapp.streaming import persistence, worker
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+__all__ = ["start_turn"]
+
+
+def sends_early(turn: TurnRequest) -> bool:
+    """Whether `turn`'s request can leave before its rows are written: a chat answer without
+    files (their context is read from the rows, files included, once written) to a new chat or
+    after a message the page names."""
+    chat = turn.answerer.kind == Generation.Kind.CHAT
+    return chat and not turn.attached and (turn.conversation_pk is None or turn.after is not None)
+
+
+async def start_turn(user: User, turn: TurnRequest) -> StartedGeneration:
+    """Start `turn`: its request sent early where it can be, its rows written, its worker
+    started. Raises what refuses it (`turns.create_turn`, `turns.early_request`), its request
+    closed and its place under the answer limit given back."""
+    owner_channel = await worker.owner_channel()
+    early = None
+    admission = None
+    try:
+        gateway = turn.answerer.gateway  # the view's, as the picker chose it
+        if gateway is not None and sends_early(turn):
+            ahead = await sync_to_async(early_request)(user, turn)
+            if ahead is not None:
+                admission = ahead.admission
+                early = worker.open_early(
+                    gateway,
+                    turn.answerer.model,
+                    ahead.messages,
+                    options=ahead.options,
+                    tools=ahead.tools,
+                )
+        started = await persistence.on_record_thread_from_view(
+            create_turn, user=user, turn=turn, owner_channel=owner_channel, admission=admission
+        )
+    except BaseException:
+        if admission is not None:
+            admission.release()
+        if early is not None:  # no generation will read it: cancel the request upstream
+            await early.aclose()
+        raise
+    if admission is not None:
+        admission.release()  # the generation is on record, and counts from now on
+    worker.start(started.job, early=early)
+    return started
