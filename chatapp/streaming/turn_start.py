@@ -1,4 +1,5 @@
-"""Starting a turn the user sent: the one function a view asks (`start_turn`).
+"""Starting a turn the user sent: the one function a view asks (`start_turn`; a message sent to
+several models to compare, `start_comparison`).
 
 A chat turn without files sends its upstream request first, once every check that could refuse
 it has passed (`turns.early_request`: a new chat's one message, a follow-up's context read
@@ -14,14 +15,24 @@ from typing import TYPE_CHECKING
 
 from asgiref.sync import sync_to_async
 
-from chatapp.conversations.turns import StartedGeneration, TurnRequest, create_turn, early_request
+from chatapp.conversations.comparison import create_comparison
+from chatapp.conversations.turns import (
+    Answerer,
+    StartedGeneration,
+    TurnRequest,
+    create_turn,
+    early_request,
+)
 from chatapp.models import Generation
 from chatapp.streaming import persistence, worker
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
-__all__ = ["start_turn"]
+    from chatapp.conversations.request_options import RequestOptions
+    from chatapp.starting.new_chat import StartedWith
+
+__all__ = ["start_comparison", "start_turn"]
 
 
 def sends_early(turn: TurnRequest) -> bool:
@@ -64,4 +75,34 @@ async def start_turn(user: User, turn: TurnRequest) -> StartedGeneration:
     if admission is not None:
         admission.release()  # the generation is on record, and counts from now on
     worker.start(started.job, early=early)
+    return started
+
+
+async def start_comparison(
+    user: User,
+    conversation_pk: int | None,
+    text: str,
+    answerers: list[Answerer],
+    *,
+    after: int | None = None,
+    options: RequestOptions | None = None,
+    started_with: StartedWith | None = None,
+) -> list[StartedGeneration]:
+    """Start a turn answered by each of `answerers` side by side (`comparison.create_comparison`:
+    its rows written on the records thread), then their workers. Nothing is sent early: the
+    answers' requests wait for their rows."""
+    owner_channel = await worker.owner_channel()
+    started = await persistence.on_record_thread_from_view(
+        create_comparison,
+        user=user,
+        conversation_pk=conversation_pk,
+        text=text,
+        answerers=answerers,
+        owner_channel=owner_channel,
+        after=after,
+        options=options,
+        started_with=started_with,
+    )
+    for each in started:
+        worker.start(each.job)
     return started
