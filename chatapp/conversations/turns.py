@@ -80,6 +80,16 @@ class Answerer:
     gateway: GatewayConfig | None = None
     kind: Generation.Kind = Generation.Kind.CHAT
     image_count: int = 1
+    takes_images: bool | None = None
+    """Whether the model takes images, from the gateway's list read for this send (`kind` is
+    from the same list: the catalog is asked once a send); None: from its last list (a retry of
+    an answer, a tool round: `catalog.takes_images`)."""
+
+    def sent_images(self, gateway: GatewayConfig) -> bool:
+        """Whether images attached in the conversation go to the model with its context."""
+        if self.takes_images is not None:
+            return self.takes_images
+        return takes_images(gateway, self.model)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -158,40 +168,18 @@ def start_generation(
     user_message: Message | None = None,
     max_tokens: int | None = None,
     tools: tuple[dict[str, Any], ...] | None = None,
+    model_allowed: bool = False,
 ) -> StartedGeneration:
-    """A generation by the model a person chose (`answerer`, which the user's groups must allow:
-    `ModelNotAllowed` otherwise) answering `parent_pk`, a user message or, for a new version of
-    a tool round's answer, the answer before it. Every path that starts a generation comes here,
-    but the tool loop's next round (`create_tool_round`)."""
+    """A generation by `answerer` answering `parent_pk` (a user message or, for a new version
+    of a tool round's answer or the turn's next round, the answer before it), its answer the
+    leaf shown, asked with the conversation's request options (a larger budget of its own wins)
+    and `tools` (None: those the options choose; an image generation is offered none). Every
+    path that starts a generation comes here. The model is one a person chose, which the
+    user's groups must allow (`ModelNotAllowed` otherwise), but for `model_allowed`: the tool
+    loop's next round (`create_tool_round`), whose model was allowed when the turn began."""
     gateway = answerer.gateway or config_for(None)
-    group_policies.check_model(conversation.user_id, gateway.name, answerer.model)
-    return _started(
-        conversation,
-        answerer,
-        owner_channel,
-        parent_pk,
-        user_message=user_message,
-        max_tokens=max_tokens,
-        tools=tools,
-    )
-
-
-def _started(
-    conversation: Conversation,
-    answerer: Answerer,
-    owner_channel: str,
-    parent_pk: int | None,
-    *,
-    user_message: Message | None = None,
-    max_tokens: int | None = None,
-    tools: tuple[dict[str, Any], ...] | None = None,
-) -> StartedGeneration:
-    """A generation answering `parent_pk` (a user message, or an answer whose tool calls ran: the
-    next round of its turn), its answer the leaf shown, asked with the conversation's request
-    options (a larger budget of its own wins) and `tools` (None: those the options choose; an
-    image generation is offered none). Whether the user may use the model is checked before
-    (`start_generation`), or was when the turn began (`create_tool_round`)."""
-    gateway = answerer.gateway or config_for(None)
+    if not model_allowed:
+        group_policies.check_model(conversation.user_id, gateway.name, answerer.model)
     model, kind = answerer.model, answerer.kind
     options = request_options.options_for(conversation)
     if max_tokens is None:
@@ -211,7 +199,7 @@ def _started(
     assistant = Message.objects.create(
         conversation=conversation, role=Message.Role.ASSISTANT, parent_id=parent_pk
     )
-    messages = context_for(conversation, assistant, images=takes_images(gateway, model))
+    messages = context_for(conversation, assistant, images=answerer.sent_images(gateway))
     # Before the row exists, under the limits' locks: `SpendingLimitReached` rolls it all back.
     ceiling = spending_limits.ceiling_for(
         gateway.pk, gateway.cost_unit, model, messages, max_tokens, kind
@@ -368,25 +356,33 @@ class EarlyRequest:
     admission: rate_limits.Admission
 
 
-def follow_up_request(
-    user: User, conversation_pk: int, text: str, model: str, gateway: GatewayConfig, after: int
-) -> EarlyRequest | None:
-    """The request `create_turn` will make for this follow-up, read ahead (nothing locked, nothing
-    written) so that it can leave before the turn's rows are written, with `create_turn`'s
-    refusals first so that a refused one sends nothing, the answer limit last (`admit`: the
-    request counts from then on). None when a spending limit applies (the request waits for its
-    reservation, made with the turn). `create_turn` checks it all again under its lock: if the
-    conversation went on meanwhile, it refuses and the request is closed."""
-    text = checked_message(text, model)
-    group_policies.check_model(user.pk, gateway.name, model)  # before anything leaves
+def early_request(user: User, turn: TurnRequest) -> EarlyRequest | None:
+    """The request `create_turn` will make for `turn`, read ahead (nothing locked, nothing
+    written) so that it can leave before the turn's rows are written: a new chat's one message
+    with the settings chosen beside it (or the user's defaults) and the tools they choose, as the
+    conversation will copy them; a follow-up's context through `turn.after`. `create_turn`'s
+    refusals come first, so that a refused one sends nothing, the answer limit last (`admit`:
+    the request counts from then on). None when a spending limit applies (the request waits for
+    its reservation, made with the turn). `create_turn` checks it all again under its lock: if
+    the conversation went on meanwhile, it refuses and the request is closed."""
+    answerer = turn.answerer
+    gateway = answerer.gateway or config_for(None)
+    text = checked_message(turn.text, answerer.model)
+    group_policies.check_model(user.pk, gateway.name, answerer.model)  # before anything leaves
     if spending_limits.any_apply(user.pk, gateway.pk):
         return None
-    conversation = idle_conversation(user, conversation_pk, lock=False)
-    parent_pk = follow_up_parent(conversation, after)
-    options = request_options.options_for(conversation)
+    if turn.conversation_pk is None:
+        options = turn.options
+        if options is None:
+            options = request_options.default_options(user)
+        messages = first_context(text)
+    else:
+        conversation = idle_conversation(user, turn.conversation_pk, lock=False)
+        parent_pk = follow_up_parent(conversation, turn.after)
+        options = request_options.options_for(conversation)
+        history = context_through(conversation.pk, parent_pk, images=answerer.sent_images(gateway))
+        messages = [*history, {"role": "user", "content": text}]
     tools = request_options.upstream_tools(options, request_options.dialect_of(gateway.pk), user.pk)
-    history = context_through(conversation.pk, parent_pk, images=takes_images(gateway, model))
-    messages = [*history, {"role": "user", "content": text}]
     return EarlyRequest(messages, options, tools, rate_limits.admit(user))
 
 
@@ -450,16 +446,16 @@ def create_tool_round(
     model with the same budget and the same `tools` (its context holds their calls, whatever the
     settings say since). Called inside the transaction that writes `answer`'s final state, so no
     other turn can start between the two. The model is the stored generation's, allowed when the
-    turn began, never one posted: so it is not checked again (`_started`, not
-    `start_generation`)."""
+    turn began, never one posted: so it is not checked again (`model_allowed`)."""
     conversation = Conversation.objects.select_for_update().get(pk=answer.conversation_id)
-    return _started(
+    return start_generation(
         conversation,
         Answerer(gateway=config_for(generation.gateway_id), model=generation.model),
         generation.owner_channel,
         answer.pk,
         max_tokens=generation.max_tokens,
         tools=tools,
+        model_allowed=True,
     )
 
 
