@@ -22,6 +22,8 @@ class ChatappConfig(AppConfig):
         from chatapp.costs.ledger import forget_read_aloud_audio
         from chatapp.gateways.configs import forget_configs
         from chatapp.gateways.detected import forget_asked
+        from chatapp.knowledge.files import forget_collection
+        from chatapp.knowledge.models import Collection
         from chatapp.models import Conversation, Gateway
         from chatapp.ws import session_sockets
 
@@ -42,6 +44,10 @@ class ChatappConfig(AppConfig):
         )
         post_save.connect(
             sign_up.approved, sender=user_model, dispatch_uid="chatapp.accounts.approved"
+        )
+        # A deleted collection's vectors and text leave the stores, however it was deleted.
+        pre_delete.connect(
+            forget_collection, sender=Collection, dispatch_uid="chatapp.knowledge.vectors"
         )
         # A deleted conversation's text goes, and the audio of its read alouds with it (their
         # generations stay in the ledger).
