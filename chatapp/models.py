@@ -108,6 +108,13 @@ class Gateway(models.Model):
         help_text="The model that writes a new conversation's title from its first exchange "
         "(a generation of its own in the ledger); empty: the conversation's own model.",
     )
+    embedding_model = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="The model knowledge collections are embedded with (POST /embeddings): their "
+        "documents when added, each question asked of them. Changing it re-embeds every "
+        "document embedded with the old one, at its price; empty: this gateway embeds nothing.",
+    )
     emulated = models.BooleanField(default=False, editable=False)
     api_key_encrypted = models.TextField(blank=True, editable=False)
     api_key_env = models.CharField(
@@ -502,6 +509,7 @@ class Generation(models.Model):
         IMAGE = "image", "image generation"
         READ_ALOUD = "speech", "read aloud"
         TITLE = "title", "conversation title"
+        EMBEDDING = "embedding", "embedding"
 
     class Status(models.TextChoices):
         STREAMING = "streaming"
@@ -549,6 +557,23 @@ class Generation(models.Model):
         null=True,
         blank=True,
         related_name="generations",
+    )
+    # An embedding's (`knowledge.embedding`): the collection whose documents it embedded, or the
+    # user's message whose question it embedded for retrieval (with `conversation`). SET_NULL: a
+    # deleted collection or message leaves its cost on the ledger.
+    collection = models.ForeignKey(
+        "chatapp.Collection",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="generations",
+    )
+    question = models.ForeignKey(
+        Message,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="question_embeddings",
     )
     # PROTECT: a gateway with history is disabled, not deleted, so its totals stay whole.
     gateway = models.ForeignKey(
@@ -621,7 +646,7 @@ class Generation(models.Model):
 
     # The kinds that write no answer of their own (`message` is None): no new turn waits for
     # them, and the sweep interrupts them without telling any page.
-    ANSWERLESS_KINDS = (Kind.READ_ALOUD, Kind.TITLE)
+    ANSWERLESS_KINDS = (Kind.READ_ALOUD, Kind.TITLE, Kind.EMBEDDING)
 
     class Meta:
         ordering = ["-started_at", "-id"]

@@ -153,6 +153,8 @@ DATABASES = {
     )
 }
 if DATABASES["default"].get("ENGINE", "").endswith("sqlite3"):
+    # Django's backend on sqlean's SQLite, with sqlite-vec loaded: knowledge collections' store.
+    DATABASES["default"]["ENGINE"] = "chatapp.patches.sqlite_backend"
     # Workers flush partial answers while pages read them: wait for the lock instead of failing.
     # WAL: pages read while the writer writes, and a commit is an append, not a journal rewrite
     # with fsyncs (the turn's insert was most of a send's time under load). NORMAL sync is WAL's

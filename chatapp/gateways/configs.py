@@ -80,6 +80,8 @@ class GatewayConfig:
     speech_voice: str = ""
     # The model that writes new conversations' titles (`conversations.titles`); empty: theirs.
     title_model: str = ""
+    # The model knowledge collections are embedded with (`knowledge.embedding`); empty: none.
+    embedding_model: str = ""
     # Why the row cannot be used (`unusable`); empty for a usable one.
     unusable: str = ""
 
@@ -206,6 +208,7 @@ def resolve(gateway: Gateway) -> GatewayConfig:
         gateway.speech_model,
         gateway.speech_voice,
         gateway.title_model,
+        gateway.embedding_model,
     )
 
 
@@ -325,6 +328,7 @@ def _emulated(dialect: DialectFacts) -> dict[str, str]:
         "cost_unit": default_unit(dialect.name),
         "speech_model": emulator.SPEECH_MODEL if dialect.speech else "",
         "title_model": emulator.TITLE_MODEL,
+        "embedding_model": emulator.EMBEDDING_MODEL,  # every dialect serves `/embeddings`
     }
 
 

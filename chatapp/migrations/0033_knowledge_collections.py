@@ -6,75 +6,154 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('auth', '0012_alter_user_first_name_max_length'),
-        ('chatapp', '0032_shared_version'),
+        ("auth", "0012_alter_user_first_name_max_length"),
+        ("chatapp", "0032_shared_version"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Collection',
+            name="Collection",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('name', models.CharField(max_length=100)),
-                ('description', models.CharField(blank=True, max_length=300)),
-                ('groups', models.ManyToManyField(blank=True, help_text='Shared ones only: the groups whose members see it; none: everyone.', related_name='+', to='auth.group')),
-                ('owner', models.ForeignKey(blank=True, help_text='Empty: shared by an admin (with the groups below, or with everyone).', null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("name", models.CharField(max_length=100)),
+                ("description", models.CharField(blank=True, max_length=300)),
+                (
+                    "groups",
+                    models.ManyToManyField(
+                        blank=True,
+                        help_text="Shared ones only: the groups whose members see it; none: everyone.",
+                        related_name="+",
+                        to="auth.group",
+                    ),
+                ),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="Empty: shared by an admin (with the groups below, or with everyone).",
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name', 'id'],
+                "ordering": ["name", "id"],
             },
         ),
         migrations.CreateModel(
-            name='KnowledgeFile',
+            name="KnowledgeFile",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=255)),
-                ('content_type', models.CharField(max_length=100)),
-                ('size', models.PositiveIntegerField(help_text='Bytes, as uploaded.')),
-                ('sha256', models.CharField(max_length=64)),
-                ('data', models.BinaryField()),
-                ('state', models.CharField(choices=[('queued', 'queued'), ('reading', 'reading'), ('embedding', 'embedding'), ('ready', 'ready'), ('failed', 'failed')], default='queued', max_length=16)),
-                ('done', models.PositiveIntegerField(default=0)),
-                ('total', models.PositiveIntegerField(default=0)),
-                ('pages', models.PositiveIntegerField(blank=True, null=True)),
-                ('error', models.TextField(blank=True)),
-                ('embedding_model', models.CharField(blank=True, max_length=200)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('added_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('collection', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='files', to='chatapp.collection')),
-                ('embedding_gateway', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='chatapp.gateway')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=255)),
+                ("content_type", models.CharField(max_length=100)),
+                ("size", models.PositiveIntegerField(help_text="Bytes, as uploaded.")),
+                ("sha256", models.CharField(max_length=64)),
+                ("data", models.BinaryField()),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("queued", "queued"),
+                            ("reading", "reading"),
+                            ("embedding", "embedding"),
+                            ("ready", "ready"),
+                            ("failed", "failed"),
+                        ],
+                        default="queued",
+                        max_length=16,
+                    ),
+                ),
+                ("done", models.PositiveIntegerField(default=0)),
+                ("total", models.PositiveIntegerField(default=0)),
+                ("pages", models.PositiveIntegerField(blank=True, null=True)),
+                ("error", models.TextField(blank=True)),
+                ("embedding_model", models.CharField(blank=True, max_length=200)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "added_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "collection",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="files",
+                        to="chatapp.collection",
+                    ),
+                ),
+                (
+                    "embedding_gateway",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="chatapp.gateway",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['collection', 'name', 'id'],
+                "ordering": ["collection", "name", "id"],
             },
         ),
         migrations.CreateModel(
-            name='Chunk',
+            name="Chunk",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('ordinal', models.PositiveIntegerField()),
-                ('text', models.TextField()),
-                ('page', models.PositiveIntegerField(blank=True, null=True)),
-                ('heading', models.CharField(blank=True, max_length=300)),
-                ('token_count', models.PositiveIntegerField()),
-                ('file', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='chunks', to='chatapp.knowledgefile')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("ordinal", models.PositiveIntegerField()),
+                ("text", models.TextField()),
+                ("page", models.PositiveIntegerField(blank=True, null=True)),
+                ("heading", models.CharField(blank=True, max_length=300)),
+                ("token_count", models.PositiveIntegerField()),
+                (
+                    "file",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="chunks",
+                        to="chatapp.knowledgefile",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['file', 'ordinal'],
+                "ordering": ["file", "ordinal"],
             },
         ),
         migrations.AddIndex(
-            model_name='knowledgefile',
-            index=models.Index(fields=['state'], name='knowledge_file_state'),
+            model_name="knowledgefile",
+            index=models.Index(fields=["state"], name="knowledge_file_state"),
         ),
         migrations.AddConstraint(
-            model_name='chunk',
-            constraint=models.UniqueConstraint(fields=('file', 'ordinal'), name='one_chunk_per_place'),
+            model_name="chunk",
+            constraint=models.UniqueConstraint(
+                fields=("file", "ordinal"), name="one_chunk_per_place"
+            ),
         ),
     ]

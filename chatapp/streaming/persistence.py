@@ -399,6 +399,7 @@ def mark_answerless_interrupted(generation_pks: list[int]) -> int:
 _INTERRUPTED_WORDS = {
     Generation.Kind.READ_ALOUD: "The server stopped while reading this answer aloud.",
     Generation.Kind.TITLE: "The server stopped while this conversation's title was written.",
+    Generation.Kind.EMBEDDING: "The server stopped while these texts were being embedded.",
 }
 
 
