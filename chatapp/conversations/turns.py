@@ -23,12 +23,13 @@ from django.http import Http404
 from django.utils import timezone
 
 from chatapp.access import group_policies, rate_limits
-from chatapp.conversations import request_options, uploads, user_text
+from chatapp.conversations import knowledge_context, request_options, uploads, user_text
 from chatapp.conversations.tree import MessageTree, context_for, context_through
 from chatapp.costs import spending_limits
 from chatapp.errors import ChatAppError
 from chatapp.gateways.catalog import takes_images
 from chatapp.gateways.configs import GatewayConfig, config_for
+from chatapp.knowledge.passages import Passage
 from chatapp.models import Conversation, Generation, Message
 from chatapp.starting.new_chat import StartedWith
 from chatapp.streaming.jobs import Job
@@ -89,7 +90,7 @@ class TurnRequest:
     answered by `answerer`. A new conversation (`conversation_pk` None) has the settings
     `options` (None: the user's defaults) and is `started_with` an assistant or as a temporary
     chat; a follow-up comes after `after`, the last message the page shows (None: the leaf
-    shown)."""
+    shown). `passages` were retrieved for it from the documents chosen (`knowledge_context`)."""
 
     text: str
     answerer: Answerer
@@ -98,6 +99,7 @@ class TurnRequest:
     attached: tuple[uploads.CheckedUpload, ...] = ()
     options: request_options.RequestOptions | None = None
     started_with: StartedWith = field(default_factory=StartedWith)
+    passages: tuple[Passage, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +161,7 @@ def _start(
     user_message: Message | None = None,
     max_tokens: int | None = None,
     tools: tuple[dict[str, Any], ...] | None = None,
+    passages: tuple[Passage, ...] = (),
 ) -> StartedGeneration:
     """A generation by the model a person chose (`answerer`, which the user's groups must allow:
     `ModelNotAllowed` otherwise) answering `parent_pk`, a user message or, for a new version of
@@ -174,6 +177,7 @@ def _start(
         user_message=user_message,
         max_tokens=max_tokens,
         tools=tools,
+        passages=passages,
     )
 
 
@@ -186,12 +190,14 @@ def _started(
     user_message: Message | None = None,
     max_tokens: int | None = None,
     tools: tuple[dict[str, Any], ...] | None = None,
+    passages: tuple[Passage, ...] = (),
 ) -> StartedGeneration:
     """A generation answering `parent_pk` (a user message, or an answer whose tool calls ran: the
     next round of its turn), its answer the leaf shown, asked with the conversation's request
     options (a larger budget of its own wins) and `tools` (None: those the options choose; an
-    image generation is offered none). Whether the user may use the model is checked before
-    (`_start`), or was when the turn began (`create_tool_round`)."""
+    image generation is offered none), with `passages` quoted in its context and cited by its
+    answer. Whether the user may use the model is checked before (`_start`), or was when the
+    turn began (`create_tool_round`)."""
     gateway = answerer.gateway or config_for(None)
     model, kind = answerer.model, answerer.kind
     options = request_options.options_for(conversation)
@@ -209,10 +215,17 @@ def _started(
     elif tools is None:
         dialect = request_options.dialect_of(gateway.pk)
         tools = request_options.upstream_tools(options, dialect, conversation.user_id)
+    records = knowledge_context.recorded(passages)
+    sources = knowledge_context.citations(records)
     assistant = Message.objects.create(
-        conversation=conversation, role=Message.Role.ASSISTANT, parent_id=parent_pk
+        conversation=conversation,
+        role=Message.Role.ASSISTANT,
+        parent_id=parent_pk,
+        annotations=sources,
     )
-    messages = context_for(conversation, assistant, images=takes_images(gateway, model))
+    messages = knowledge_context.with_context(
+        context_for(conversation, assistant, images=takes_images(gateway, model)), records
+    )
     # Before the row exists, under the limits' locks: `SpendingLimitReached` rolls it all back.
     ceiling = spending_limits.ceiling_for(
         gateway.pk, gateway.cost_unit, model, messages, max_tokens, kind
@@ -234,6 +247,7 @@ def _started(
         kind=kind,
         spend_ceiling=None if spend is None else spend.reserved,
         budget_capped_by="" if spend is None else spend.capped_by,
+        passages=records,
     )
     conversation.gateway_id = gateway.pk
     conversation.model = model
@@ -256,6 +270,7 @@ def _started(
         kind=kind,
         image_count=answerer.image_count,
         spend=spend,
+        sources=tuple(sources),
     )
     return StartedGeneration(conversation, assistant, generation, job, user_message)
 
@@ -315,7 +330,12 @@ def create_turn(
         )
         uploads.store(question, turn.attached)
         started = _start(
-            conversation, turn.answerer, owner_channel, question.pk, user_message=question
+            conversation,
+            turn.answerer,
+            owner_channel,
+            question.pk,
+            user_message=question,
+            passages=turn.passages,
         )
         if admission is not None:
             admission.record(started.generation.pk)
