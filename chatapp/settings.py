@@ -86,6 +86,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_htmx",
+    "django_tasks_db",
     "chatapp",
 ]
 
@@ -311,6 +312,16 @@ CHAT_KEY_ENV_ALLOWED = tuple(
 # Tests and demos only: the built-in emulator takes options from the model name
 # ("emulator/long?long_tokens=500") and the app accepts such a suffix on a listed model.
 CHAT_EMULATOR_REQUEST_OPTIONS = env_bool("CHAT_EMULATOR_REQUEST_OPTIONS")
+
+# --- Background tasks -----------------------------------------------------------------------------
+
+# Django's Tasks framework on its database backend (django-tasks-db): tasks are rows of the app's
+# own database, run by `manage.py run_worker` (`make run` starts it beside Daphne).
+TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+# A knowledge file busy this many seconds without progress was left by a worker that stopped:
+# the next worker's sweep picks it up again (`knowledge/tasks.py`).
+CHAT_KNOWLEDGE_STALE_AFTER = float(os.environ.get("CHAT_KNOWLEDGE_STALE_AFTER", "120"))
+CHAT_KNOWLEDGE_SWEEP_INTERVAL = 30.0
 
 # --- Streaming ------------------------------------------------------------------------------------
 

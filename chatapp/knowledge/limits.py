@@ -22,8 +22,6 @@ CHUNK_TOKENS: Final = 300
 PDF_PAGES_PER_JOB: Final = 20
 # Chunks per embedding call (one ledger generation each).
 EMBED_BATCH: Final = 64
-# A file busy for this long without progress was left by a worker that stopped: picked up again.
-STALE_AFTER_SECONDS: Final = 120.0
 
 LIMITS_IN_WORDS: Final = (
     f"PDF, Markdown, text, HTML or DOCX, each up to {MAX_FILE_BYTES // 2**20} MB "
