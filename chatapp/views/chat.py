@@ -21,7 +21,7 @@ from django_htmx.http import push_url, reswap, retarget
 
 from chatapp import tools
 from chatapp.access import group_policies, rate_limits
-from chatapp.conversations import uploads, user_text
+from chatapp.conversations import knowledge_choice, uploads, user_text
 from chatapp.conversations.request_options import (
     RequestOptions,
     default_options,
@@ -371,9 +371,19 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
             if pk is None
             else (None, StartedWith())
         )
-        # Files: the context is read from the rows, files included, once they are written.
+        # The documents chosen, and the assistant's, are searched once, now, for the passages
+        # the context quotes.
+        documents = knowledge_choice.posted(request.POST).with_collections(
+            await sync_to_async(knowledge_choice.assistant_collections)(
+                user, pk, started_with.assistant_pk
+            )
+        )
+        passages = await knowledge_choice.passages_for(user, documents, text, pk)
+        # Files: the context is read from the rows, files included, once they are written; so
+        # are passages, quoted into it as the turn is made.
         if (
             not attached
+            and not passages
             and answerer.kind == Generation.Kind.CHAT
             and (pk is None or after is not None)
         ):
@@ -397,6 +407,7 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
             attached=tuple(attached),
             options=chosen,
             started_with=started_with,
+            passages=passages,
         )
         started = await persistence.on_record_thread_from_view(
             create_turn, user=user, turn=turn, owner_channel=owner_channel, admission=admission
