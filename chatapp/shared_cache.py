@@ -121,6 +121,7 @@ def connect_signals() -> None:
     throughs = [
         get_user_model().groups.through,
         Assistant.groups.through,
+        Assistant.collections.through,  # which assistants draw on collections (knowledge_choice)
         Prompt.groups.through,
         McpServer.groups.through,
     ]

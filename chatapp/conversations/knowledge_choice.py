@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from django.db.models import Subquery
 
+from chatapp import shared_cache
 from chatapp.access.shared_or_own import visible_to
 from chatapp.conversations.knowledge_context import CONTEXT_TOKENS
 from chatapp.conversations.turns import TurnError
@@ -60,13 +61,22 @@ def posted(data: QueryDict) -> KnowledgeChoice:
     )
 
 
+def _assistants_with_collections() -> frozenset[int]:
+    rows = Assistant.collections.through.objects.values_list("assistant_id", flat=True)
+    return frozenset(rows.distinct())
+
+
 def assistant_collections(
     user: User, conversation_pk: int | None, assistant_pk: int | None
 ) -> tuple[int, ...]:
     """The collections of the assistant a conversation was started with (`conversation_pk`, or
     for a new chat `assistant_pk`) that `user` may use: a shared assistant may name a collection
     that is not shared with them, which it then leaves out rather than refuse the message.
-    One statement, none for a new chat without an assistant."""
+    One statement, and none while no assistant has collections or the chat's is known to have
+    none (`shared_cache`), as for most sends."""
+    drawing = shared_cache.cached(("assistants_with_collections",), _assistants_with_collections)
+    if not drawing or (conversation_pk is None and assistant_pk not in drawing):
+        return ()
     assistant: int | Subquery
     if conversation_pk is not None:
         started = Conversation.objects.filter(pk=conversation_pk, user=user)
