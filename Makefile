@@ -38,7 +38,7 @@ lock:
 # `prepare`: migrate, the first admin and collectstatic in one Django start, each only if needed.
 run: install
 	$(BIN)/python manage.py prepare
-	MALLOC_ARENA_MAX=$${MALLOC_ARENA_MAX:-2} $(BIN)/daphne -b 127.0.0.1 -p $(PORT) chatapp.asgi:application
+	$(BIN)/python -m deploy.run --port $(PORT)
 
 # Debian packages the tests drive: Chromium (browser tests), Node (the browser code's unit tests,
 # `make test-js`, and the OpenID Connect provider of tests/oidc, installed with npm), and the Redis and PostgreSQL servers and nginx with its brotli_static module

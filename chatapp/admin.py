@@ -27,6 +27,7 @@ from chatapp.costs import (
 from chatapp.costs.admin_amounts import TRIMMED_DECIMALS
 from chatapp.costs.units import CostUnit, Money
 from chatapp.gateways import configs, detected, key_vault
+from chatapp.knowledge import admin as knowledge_admin  # noqa: F401  (collections)
 from chatapp.mcp import admin as mcp_admin  # noqa: F401  (registers McpServerAdmin)
 from chatapp.mcp import catalog as mcp_catalog
 from chatapp.models import (

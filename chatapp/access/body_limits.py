@@ -21,6 +21,7 @@ from typing import Final
 
 from chatapp.conversations.importing import MAX_BYTES as MAX_IMPORT_BYTES
 from chatapp.conversations.uploads import MAX_FORM_BYTES, MAX_MESSAGE_UPLOAD_BYTES, size_words
+from chatapp.knowledge.limits import MAX_FILE_BYTES as MAX_KNOWLEDGE_FILE_BYTES
 
 __all__ = ["BODY_LIMITS", "FORM", "BodyLimit", "limit_for", "refusal"]
 
@@ -49,6 +50,10 @@ BODY_LIMITS: Final = (
     BodyLimit(r"^/(accounts|admin)/login/$", 64 * 1024, "a sign-in form"),
     # An export file to import, and its form's framing (`views/importing.py`).
     BodyLimit(r"^/import/$", MAX_IMPORT_BYTES + 1024 * 1024, "an export file to import"),
+    # Files added to a knowledge collection, and their form's framing (`views/knowledge.py`).
+    BodyLimit(
+        r"^/knowledge/[0-9]+/files/$", MAX_KNOWLEDGE_FILE_BYTES + 1024 * 1024, "files to add"
+    ),
 )
 # Every other route: above Django's DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MB), which refuses a larger
 # form, only later. A message's 100,000 characters, percent-encoded, take at most 1.2 MB.
