@@ -378,6 +378,8 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
                 user, pk, started_with.assistant_pk
             )
         )
+        if answerer.kind != Generation.Kind.CHAT:  # an image is drawn from the text alone
+            documents = knowledge_choice.KnowledgeChoice()
         passages = await knowledge_choice.passages_for(user, documents, text, pk)
         # Files: the context is read from the rows, files included, once they are written; so
         # are passages, quoted into it as the turn is made.

@@ -15,6 +15,7 @@ from asgiref.sync import sync_to_async
 from django.test import AsyncClient, Client
 from django.urls import reverse
 
+from chatapp.gateways import catalog
 from chatapp.knowledge import ingest
 from chatapp.models import Assistant, Collection, Conversation, Generation, KnowledgeFile
 from chatapp.streaming import worker
@@ -126,3 +127,17 @@ def test_the_assistant_form_offers_only_collections_its_owner_may_use(
     )
     assert response.status_code == 302, response.content.decode()[:2000]
     assert list(Assistant.objects.get(name="HR").collections.all()) == [handbook]
+
+
+async def test_an_image_model_is_sent_the_text_alone_and_nothing_is_searched(
+    alice: Any, handbook: Collection, indexed: KnowledgeFile
+) -> None:
+    """An image is drawn from the message's text: the documents are not searched, and no
+    embedding call is made (or paid) for it."""
+    (choice,) = [c.value for g in await catalog.catalog() for c in g.choices if c.generates_images]
+    embeddings = await Generation.objects.filter(kind="embedding").acount()
+    generation = await sent(alice, model=choice, collections=[str(handbook.pk)])
+
+    assert generation.kind == Generation.Kind.IMAGE
+    assert generation.passages == []
+    assert await Generation.objects.filter(kind="embedding").acount() == embeddings
