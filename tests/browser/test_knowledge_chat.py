@@ -4,7 +4,7 @@ ones show as chips that can be removed, the answer cites [1], and the [1] opens 
 file, its heading, its text) in a dialog, by keyboard and by mouse.
 
 With `CHAT_SCREENSHOTS` set to a directory, the `#` menu, the chips and an opened citation are
-saved there at both sizes.
+saved there at both sizes, and the passages listed under the answer.
 """
 
 from __future__ import annotations
@@ -136,3 +136,10 @@ def test_asked_with_hash_the_answer_cites_the_passage_which_opens(
     expect(dialog).to_be_visible()
     dialog.get_by_role("button", name="Close").click()
     expect(dialog).to_have_count(0)
+
+    # Under the answer, what it drew on: each passage with its file and place.
+    pane = answer.locator(".passages-pane")
+    pane.locator("summary").click()
+    expect(pane.locator("li.passage").first).to_contain_text("Handbook.md, § Annual leave")
+    if size == "desktop":
+        screenshots(alice, "knowledge-passages", lambda page: pane.scroll_into_view_if_needed())
