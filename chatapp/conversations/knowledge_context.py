@@ -46,6 +46,19 @@ def recorded(passages: Sequence[Passage]) -> list[dict[str, Any]]:
     return [dataclasses.asdict(passage) for passage in passages]
 
 
+def kept(generation_passages: object) -> tuple[Passage, ...]:
+    """The passages a generation's record kept, again as `Passage`s: what a retry of its answer
+    and its turn's next tool round quote, as it did (the same question, the same context)."""
+    if not isinstance(generation_passages, list):
+        return ()
+    names = {field.name for field in dataclasses.fields(Passage)}
+    return tuple(
+        Passage(**{name: record[name] for name in names})
+        for record in generation_passages
+        if isinstance(record, dict) and names <= record.keys()
+    )
+
+
 def _attribute(value: object) -> str:
     return re.sub(r'["<>\r\n]+', " ", str(value)).strip()
 

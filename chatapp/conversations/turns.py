@@ -443,7 +443,9 @@ def create_retry(
         conversation = _idle_conversation(user, answer.conversation_id)
         if answerer is None:
             answerer = _answered_by(answer)
-        return _start(conversation, answerer, owner_channel, answer.parent_id)
+        previous = _generation_of(answer)
+        passages = knowledge_context.kept(previous.passages) if previous else ()
+        return _start(conversation, answerer, owner_channel, answer.parent_id, passages=passages)
 
 
 def _answered_by(answer: Message) -> Answerer:
@@ -478,6 +480,7 @@ def create_tool_round(
         answer.pk,
         max_tokens=generation.max_tokens,
         tools=tools,
+        passages=knowledge_context.kept(generation.passages),
     )
 
 
@@ -504,7 +507,14 @@ def create_continuation(user: User, message_pk: int, owner_channel: str) -> Star
             raise TurnError("Only an answer that ran out of its token budget gets a larger one.")
         conversation = _idle_conversation(user, cut.conversation_id)
         answerer = Answerer(gateway=config_for(generation.gateway_id), model=generation.model)
-        return _start(conversation, answerer, owner_channel, cut.parent_id, max_tokens=budget)
+        return _start(
+            conversation,
+            answerer,
+            owner_channel,
+            cut.parent_id,
+            max_tokens=budget,
+            passages=knowledge_context.kept(generation.passages),
+        )
 
 
 def select_version(user: User, message_pk: int) -> tuple[Conversation, int]:

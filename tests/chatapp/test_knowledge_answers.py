@@ -13,7 +13,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from chatapp.conversations import knowledge_context
-from chatapp.conversations.turns import Answerer, TurnRequest, create_turn
+from chatapp.conversations.turns import Answerer, TurnRequest, create_retry, create_turn
 from chatapp.knowledge.passages import Passage
 from chatapp.models import Conversation, Generation
 from chatapp.rendering.markdown import render_markdown
@@ -173,3 +173,49 @@ async def test_a_document_that_gives_instructions_changes_nothing(
     assert await Generation.objects.filter(conversation=conversation).acount() == 1
     assert "test-key" not in message.content
     assert "test-key" not in message.html
+
+
+async def test_a_regenerated_answer_quotes_the_same_passages(
+    alice: Any, received: list[dict[str, Any]]
+) -> None:
+    """A retry answers the same question from the same context: its passages too, without
+    searching again."""
+    first, _ = await answered(alice, "How much paid leave do I get?", (LEAVE,))
+    assert first.message is not None
+    owner = await worker.owner_channel()
+    retry = await sync_to_async(create_retry)(alice, first.message.pk, owner)
+    task = worker.start(retry.job)
+    await asyncio.wait_for(task, 30)
+
+    again = await Generation.objects.select_related("message").aget(pk=retry.generation.pk)
+    assert again.passages == first.passages
+    assert again.message is not None
+    assert f'href="#passage-m{again.message.pk}-1"' in again.message.html
+    assert received[1]["messages"][-2] == received[0]["messages"][-2]
+
+
+async def test_the_next_round_of_a_tool_calling_turn_still_quotes_the_passages(
+    alice: Any, received: list[dict[str, Any]]
+) -> None:
+    conversation = await Conversation.objects.acreate(user=alice, tools=["calculator"])
+    turn = TurnRequest(
+        text="What is six times seven?",
+        answerer=Answerer(model="emulator/tools"),
+        conversation_pk=conversation.pk,
+        passages=(LEAVE,),
+    )
+    started = await sync_to_async(create_turn)(alice, turn, await worker.owner_channel())
+    worker.start(started.job)
+    while worker._tasks:
+        await asyncio.wait_for(asyncio.wait(list(worker._tasks)), 30)
+
+    rounds = [g async for g in Generation.objects.filter(conversation=conversation).order_by("pk")]
+    assert [g.tool_round for g in rounds] == [1, 2]
+    assert rounds[1].passages == rounds[0].passages == knowledge_context.recorded([LEAVE])
+    assert len(received) == 2
+    for body in received:  # quoted just before the question, the round's calls after it
+        roles = [m["role"] for m in body["messages"]]
+        at = roles.index("user")
+        assert roles[at - 1] == "system"
+        assert LEAVE.text in body["messages"][at - 1]["content"]
+    assert [m["role"] for m in received[1]["messages"]][-2:] == ["assistant", "tool"]
