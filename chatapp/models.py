@@ -36,6 +36,10 @@ Glossary (the code uses these words for these things, and no other):
   `SpendingLimit`s what they may spend together, and `GenerationGroup` which generations were
   its (`LedgerDayGroup`, once folded). (The cost summary's `GroupTotals` are rows of a table,
   of any kind.)
+- collection: a named set of documents answers can draw on (`Collection`, `chatapp/knowledge`),
+  a user's own or shared by an admin as assistants are; each document is a knowledge file
+  (`KnowledgeFile`, unlike an upload, kept with its collection and indexed in the background),
+  read into chunks (`Chunk`); a chunk found for a question is a passage (`knowledge.passages`).
 - keys: `*_pk` holds one of our primary keys; `*_id` is a gateway's ID (generation, request, tool
   call) or Django's foreign-key attribute (`conversation_id`).
 """

@@ -295,6 +295,9 @@ LLM_SPEECH_MODEL = os.environ.get("LLM_SPEECH_MODEL", "")
 # The model that writes new conversations' titles on the default gateway; unset: the gateway
 # row's own setting (Admin → Gateways → Titles), which this then overrides.
 LLM_TITLE_MODEL = os.environ.get("LLM_TITLE_MODEL", "")
+# The model knowledge collections are embedded with on the default gateway (POST /embeddings);
+# unset: the gateway row's own setting (Admin → Gateways → Knowledge), which this then overrides.
+LLM_EMBEDDING_MODEL = os.environ.get("LLM_EMBEDDING_MODEL", "")
 # Seconds; each unset one keeps the dialect's default (gateway_client.dialects).
 LLM_TIMEOUTS = {
     phase: float(os.environ[f"LLM_{phase.upper()}_TIMEOUT"])
@@ -322,6 +325,12 @@ TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
 # the next worker's sweep picks it up again (`knowledge/tasks.py`).
 CHAT_KNOWLEDGE_STALE_AFTER = float(os.environ.get("CHAT_KNOWLEDGE_STALE_AFTER", "120"))
 CHAT_KNOWLEDGE_SWEEP_INTERVAL = 30.0
+
+# --- Knowledge ------------------------------------------------------------------------------------
+# A Chroma server (`chroma run`, `make chroma`) to keep knowledge collections' vectors in, with
+# PostgreSQL's text search for their words (`make cluster` sets it); unset: sqlite-vec and FTS5 in
+# the app's SQLite database.
+CHAT_CHROMA_URL = os.environ.get("CHAT_CHROMA_URL", "").strip()
 
 # --- Streaming ------------------------------------------------------------------------------------
 

@@ -131,6 +131,7 @@ def _settings_key() -> tuple[object, ...]:
         settings.LLM_COST_UNIT,
         settings.LLM_SPEECH_MODEL,
         settings.LLM_TITLE_MODEL,
+        settings.LLM_EMBEDDING_MODEL,
     )
 
 
@@ -160,6 +161,8 @@ def _ensure_default() -> Gateway:
         wanted["speech_model"] = settings.LLM_SPEECH_MODEL
     if settings.LLM_TITLE_MODEL:  # likewise
         wanted["title_model"] = settings.LLM_TITLE_MODEL
+    if settings.LLM_EMBEDDING_MODEL:  # likewise
+        wanted["embedding_model"] = settings.LLM_EMBEDDING_MODEL
     gateway, _ = Gateway.objects.get_or_create(name=DEFAULT_NAME, defaults=wanted)
     changed = [name for name, value in wanted.items() if getattr(gateway, name) != value]
     for name in changed:

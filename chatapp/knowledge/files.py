@@ -1,6 +1,7 @@
 """What a user does to a collection's files: add one (checked, then queued for indexing), remove
 one (its chunks, vectors and text with it; never a ledger row: an embedding generation points
-at the collection, and outlives the file), index one again, and delete a whole collection.
+at the collection, and outlives the file), index one again (or only embed it again, for a new
+embedding model), and delete a whole collection.
 
 Each change and the task it needs are one transaction (`tasks.index_file` is a row of the same
 database), so a file is never queued without its task, nor a task left for a file rolled back.
@@ -9,6 +10,7 @@ database), so a file is never queued without its task, nor a task left for a fil
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 
 from django.db import transaction
 from django.utils import timezone
@@ -73,6 +75,18 @@ def reindex(file: KnowledgeFile) -> bool:
         if queued:
             index_file.enqueue(file.pk)
     return bool(queued)
+
+
+def reembed(file_pks: Sequence[int]) -> None:
+    """Queue files to be embedded again with their gateway's model now (the admin changed it),
+    keeping their chunks: a queued file with chunks counted (`total`) is not read again
+    (`ingest._claim`); one never read is read first."""
+    with transaction.atomic():
+        KnowledgeFile.objects.filter(pk__in=file_pks).update(
+            state=State.QUEUED, done=0, error="", updated_at=timezone.now()
+        )
+        for pk in file_pks:
+            index_file.enqueue(pk)
 
 
 def delete_collection(collection: Collection) -> None:

@@ -5,7 +5,8 @@ It runs as a background task (`tasks.py`), one file per task, and may be run aga
 file at any time: `_claim` lets one run at a time work on a file (a busy file is claimed again
 only once it has made no progress for `CHAT_KNOWLEDGE_STALE_AFTER`, its worker gone), reading
 starts over, and embedding goes on from the first chunk without a vector (`done`, written in
-the transaction that stores the vectors). Every way it can stop ends the file `failed` with one
+the transaction that stores the vectors; a file queued to be embedded again for a new model
+keeps its chunks and is not read again). Every way it can stop ends the file `failed` with one
 sentence saying why; none waits without a bound (the render pool's deadline for each reading
 job, the gateway's timeouts for each embedding request).
 """
@@ -84,11 +85,15 @@ def _claim(file_pk: int) -> _Claimed | None:
     now = timezone.now()
     stale = Q(updated_at__lt=now - timedelta(seconds=settings.CHAT_KNOWLEDGE_STALE_AFTER))
     files = KnowledgeFile.objects.filter(pk=file_pk)
+    # Queued to be read (nothing counted yet), or left reading: read (again). Queued with its
+    # chunks counted (`files.reembed`: a new embedding model), or left embedding: embed, from
+    # `done` on.
+    to_read = Q(state=State.QUEUED, total=0) | (Q(state=State.READING) & stale)
+    to_embed = Q(state=State.QUEUED, total__gt=0) | (Q(state=State.EMBEDDING) & stale)
     with transaction.atomic():
-        # Queued, or left reading: read (again). Left embedding: go on from `done`.
-        if not files.filter(Q(state=State.QUEUED) | (Q(state=State.READING) & stale)).update(
+        if not files.filter(to_read).update(
             state=State.READING, updated_at=now, error=""
-        ) and not files.filter(Q(state=State.EMBEDDING) & stale).update(updated_at=now):
+        ) and not files.filter(to_embed).update(state=State.EMBEDDING, updated_at=now, error=""):
             return None
         file = files.only("pk", "collection_id", "added_by_id", "state").get()
     return _Claimed(file.pk, file.collection_id, file.added_by_id, file.state)

@@ -34,9 +34,10 @@ class KnowledgeFile(models.Model):
     """One document in a collection and how far its indexing got.
 
     `state` moves queued → reading → embedding → ready, or to failed with `error` saying why in
-    words a user can act on. `done`/`total` count chunks embedded of chunks read (0/0 before the
-    file is read). `embedding_model` and `embedding_gateway` are what its vectors were made with:
-    a question is embedded with the same, or its vectors could not be compared.
+    words a user can act on. `done`/`total` count a PDF's pages read while it is read, then
+    chunks embedded of chunks read (0/0 before the file is read). `embedding_model` and
+    `embedding_gateway` are what its vectors were made with: a question is embedded with the
+    same, or its vectors could not be compared.
     """
 
     class State(models.TextChoices):

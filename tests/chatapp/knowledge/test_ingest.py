@@ -145,3 +145,35 @@ async def test_a_busy_file_is_claimed_by_one_run_only(
     file = await indexed(file)
     assert file.state == State.READING
     assert await Chunk.objects.filter(file=file).acount() == 0
+
+
+async def test_a_new_embedding_model_embeds_the_same_chunks_again(
+    handbook: Collection, added: Callable[..., KnowledgeFile], embedding_gateway: Any
+) -> None:
+    from chatapp.gateways import configs
+    from chatapp.knowledge.files import reembed
+
+    file = await indexed(await sync_to_async(added)(handbook, "rules.md", MARKDOWN))
+    chunks = [c.pk async for c in Chunk.objects.filter(file=file).order_by("ordinal")]
+    await embedding_gateway.__class__.objects.filter(pk=embedding_gateway.pk).aupdate(
+        embedding_model="emulator/embedding-large"
+    )
+    await sync_to_async(configs.forget_configs)()
+    await sync_to_async(reembed)([file.pk])
+
+    file = await indexed(file)
+    assert (file.state, file.done, file.embedding_model) == (
+        State.READY,
+        2,
+        "emulator/embedding-large",
+    )
+    assert [c.pk async for c in Chunk.objects.filter(file=file).order_by("ordinal")] == chunks
+    travel = await Chunk.objects.aget(pk=chunks[1])
+    vector = embedding_vector(ingest.searchable(travel.heading, travel.text))
+    store = vector_store()
+    scope = Scope((handbook.pk,))
+    new = await sync_to_async(store.nearest)("emulator/embedding-large", vector, scope, 1)
+    old = await sync_to_async(store.nearest)(EMBEDDING_MODEL, vector, scope, 1)
+    assert ([h.chunk_id for h in new], old) == ([travel.pk], [])
+    rows = await sync_to_async(embedding_rows)()
+    assert [r.model for r in rows] == [EMBEDDING_MODEL, "emulator/embedding-large"]

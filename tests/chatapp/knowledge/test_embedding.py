@@ -9,7 +9,10 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.test import AsyncClient
+from django.urls import reverse
 
+from chatapp.costs.spend import month_spend
 from chatapp.costs.units import CostUnit
 from chatapp.gateways import configs
 from chatapp.knowledge.embedding import (
@@ -26,8 +29,7 @@ from chatapp.models import Collection, Conversation, Gateway, Generation, Messag
 from gateway_client.emulator import EMBEDDING_MODEL
 from gateway_client.emulator.embeddings import embedding_vector
 from tests.chatapp.conftest import UpstreamLog
-
-from .test_spending_limits import limit
+from tests.chatapp.test_spending_limits import limit
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -137,3 +139,74 @@ async def test_a_gateway_error_is_a_failed_generation_that_cost_nothing(
     assert generation.error_status == 402
     assert generation.cost_source == Generation.CostSource.NOT_BILLED
     assert upstream.new(endpoint="embeddings")[0].final_outcome == "error"
+
+
+async def test_the_admins_cost_history_lists_it_by_kind_and_collection_and_the_user_sees_it(
+    alice: Any, admin_user: Any
+) -> None:
+    setup = await setup_for()
+    handbook = await Collection.objects.acreate(owner=alice, name="Handbook")
+    other = await Collection.objects.acreate(owner=alice, name="Recipes")
+    await embed_texts(TEXTS, setup, EmbeddingFor(alice.pk, collection_pk=handbook.pk))
+    await embed_texts(TEXTS[:1], setup, EmbeddingFor(alice.pk, collection_pk=other.pk))
+    first, _ = await ledger()
+    admin = AsyncClient()
+    await admin.aforce_login(admin_user)
+    listed = await admin.get(
+        reverse("admin:chatapp_generation_changelist"),
+        {"kind": "embedding", "collection": str(handbook.pk)},
+    )
+    assert listed.status_code == 200
+    assert listed.context["cl"].result_count == 1
+    (total,) = listed.context["cost_totals"].totals
+    assert (total.unit, total.amount) == (CostUnit.USD, first.cost)
+    assert f"Documents of collection #{handbook.pk}" in listed.content.decode()
+    assert "Handbook (alice)" in listed.content.decode()  # the filter's choice
+
+    line = await sync_to_async(month_spend)(alice)
+    everything = sum([g.cost for g in await ledger() if g.cost is not None], Decimal(0))
+    assert line.dollars is not None
+    assert line.dollars.amount == everything  # both collections' embeddings, in the user's month
+
+
+async def emulated(dialect: str) -> EmbeddingSetup:
+    """The emulator's gateway row of `dialect` (each embeds with `emulator/embedding`)."""
+
+    def find() -> EmbeddingSetup:
+        rows = {row.dialect: row for row in configs.add_emulator_gateways()}
+        found = embedding_setup(rows[dialect].pk)
+        assert found is not None
+        assert found.config.pk == rows[dialect].pk
+        return found
+
+    return await sync_to_async(find)()
+
+
+async def test_osmexos_cost_is_in_micro_dollars_as_its_answers_are(
+    settings: Any, alice: Any
+) -> None:
+    settings.LLM_BASE_URL = None
+    setup = await emulated("osmexo")
+    await embed_texts(TEXTS, setup, EmbeddingFor(alice.pk))
+    (generation,) = await ledger()
+    assert generation.cost_unit == CostUnit.MICRO_USD
+    assert generation.prompt_tokens is not None
+    # The emulator's Osmexo bills 0.15 micro-dollars a prompt token, in whole micro-dollars.
+    assert generation.cost == round(generation.prompt_tokens * Decimal("0.15"))
+    assert generation.cost_source == Generation.CostSource.STREAM
+
+
+async def test_tiny_reports_no_cost_so_it_is_estimated_from_the_tokens_at_the_price(
+    settings: Any, alice: Any
+) -> None:
+    settings.LLM_BASE_URL = None
+    setup = await emulated("tiny")
+    await ModelPrice.objects.acreate(
+        gateway_id=setup.config.pk, model=EMBEDDING_MODEL, prompt=Decimal("0.000001"), completion=0
+    )
+    await embed_texts(TEXTS, setup, EmbeddingFor(alice.pk))
+    (generation,) = await ledger()
+    assert generation.cost_source == Generation.CostSource.ESTIMATE
+    assert generation.prompt_tokens is not None
+    assert generation.cost == generation.prompt_tokens * Decimal("0.000001")
+    assert "estimated" in generation.cost_note
