@@ -41,6 +41,8 @@ class ChatappConfig(AppConfig):
         shared_cache.connect_signals(
             watched=(Assistant, ChatDefaults, GroupPolicy, Prompt, ToolSwitch, McpServer),
             shared_with_groups=(Assistant, Prompt, McpServer),
+            # Which assistants draw on collections (`conversations/knowledge_choice.py`).
+            relations=(Assistant.collections.through,),
         )
         # A sign-out, a password change or a deactivation ends the user's sockets too.
         session_sockets.connect_signals()

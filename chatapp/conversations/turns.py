@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from chatapp.access import group_policies, rate_limits
 from chatapp.assistants.new_chat import StartedWith
-from chatapp.conversations import request_options, uploads, user_text
+from chatapp.conversations import knowledge_context, request_options, uploads, user_text
 from chatapp.conversations.jobs import Job
 from chatapp.conversations.models import Conversation, Message
 from chatapp.conversations.tree import MessageTree, context_for, context_through
@@ -33,6 +33,7 @@ from chatapp.costs.token_budgets import larger_budget
 from chatapp.errors import ChatAppError
 from chatapp.gateways.catalog import takes_images
 from chatapp.gateways.configs import GatewayConfig, config_for
+from chatapp.knowledge.passages import Passage
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -98,7 +99,7 @@ class TurnRequest:
     answered by `answerer`. A new conversation (`conversation_pk` None) has the settings
     `options` (None: the user's defaults) and is `started_with` an assistant or as a temporary
     chat; a follow-up comes after `after`, the last message the page shows (None: the leaf
-    shown)."""
+    shown). `passages` were retrieved for it from the documents chosen (`knowledge_context`)."""
 
     text: str
     answerer: Answerer
@@ -107,6 +108,7 @@ class TurnRequest:
     attached: tuple[uploads.CheckedUpload, ...] = ()
     options: request_options.RequestOptions | None = None
     started_with: StartedWith = field(default_factory=StartedWith)
+    passages: tuple[Passage, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,14 +171,16 @@ def start_generation(
     max_tokens: int | None = None,
     tools: tuple[dict[str, Any], ...] | None = None,
     model_allowed: bool = False,
+    passages: tuple[Passage, ...] = (),
 ) -> StartedGeneration:
     """A generation by `answerer` answering `parent_pk` (a user message or, for a new version
     of a tool round's answer or the turn's next round, the answer before it), its answer the
     leaf shown, asked with the conversation's request options (a larger budget of its own wins)
-    and `tools` (None: those the options choose; an image generation is offered none). Every
-    path that starts a generation comes here. The model is one a person chose, which the
-    user's groups must allow (`ModelNotAllowed` otherwise), but for `model_allowed`: the tool
-    loop's next round (`create_tool_round`), whose model was allowed when the turn began."""
+    and `tools` (None: those the options choose; an image generation is offered none), with
+    `passages` quoted in its context and cited by its answer. Every path that starts a
+    generation comes here. The model is one a person chose, which the user's groups must allow
+    (`ModelNotAllowed` otherwise), but for `model_allowed`: the tool loop's next round
+    (`create_tool_round`), whose model was allowed when the turn began."""
     gateway = answerer.gateway or config_for(None)
     if not model_allowed:
         group_policies.check_model(conversation.user_id, gateway.name, answerer.model)
@@ -196,10 +200,17 @@ def start_generation(
     elif tools is None:
         dialect = request_options.dialect_of(gateway.pk)
         tools = request_options.upstream_tools(options, dialect, conversation.user_id)
+    records = knowledge_context.recorded(passages)
+    sources = knowledge_context.citations(records)
     assistant = Message.objects.create(
-        conversation=conversation, role=Message.Role.ASSISTANT, parent_id=parent_pk
+        conversation=conversation,
+        role=Message.Role.ASSISTANT,
+        parent_id=parent_pk,
+        annotations=sources,
     )
-    messages = context_for(conversation, assistant, images=answerer.sent_images(gateway))
+    messages = knowledge_context.with_context(
+        context_for(conversation, assistant, images=answerer.sent_images(gateway)), records
+    )
     # Before the row exists, under the limits' locks: `SpendingLimitReached` rolls it all back.
     ceiling = spending_limits.ceiling_for(
         gateway.pk, gateway.cost_unit, model, messages, max_tokens, kind
@@ -221,6 +232,7 @@ def start_generation(
         kind=kind,
         spend_ceiling=None if spend is None else spend.reserved,
         budget_capped_by="" if spend is None else spend.capped_by,
+        passages=records,
     )
     conversation.gateway_id = gateway.pk
     conversation.model = model
@@ -243,6 +255,7 @@ def start_generation(
         kind=kind,
         image_count=answerer.image_count,
         spend=spend,
+        sources=tuple(sources),
     )
     return StartedGeneration(conversation, assistant, generation, job, user_message)
 
@@ -302,7 +315,12 @@ def create_turn(
         )
         uploads.store(question, turn.attached)
         started = start_generation(
-            conversation, turn.answerer, owner_channel, question.pk, user_message=question
+            conversation,
+            turn.answerer,
+            owner_channel,
+            question.pk,
+            user_message=question,
+            passages=turn.passages,
         )
         if admission is not None:
             admission.record(started.generation.pk)
@@ -420,7 +438,11 @@ def create_retry(
         conversation = idle_conversation(user, answer.conversation_id)
         if answerer is None:
             answerer = _answered_by(answer)
-        return start_generation(conversation, answerer, owner_channel, answer.parent_id)
+        previous = _generation_of(answer)
+        passages = knowledge_context.kept(previous.passages) if previous else ()
+        return start_generation(
+            conversation, answerer, owner_channel, answer.parent_id, passages=passages
+        )
 
 
 def _answered_by(answer: Message) -> Answerer:
@@ -456,6 +478,7 @@ def create_tool_round(
         max_tokens=generation.max_tokens,
         tools=tools,
         model_allowed=True,
+        passages=knowledge_context.kept(generation.passages),
     )
 
 
@@ -474,7 +497,12 @@ def create_continuation(user: User, message_pk: int, owner_channel: str) -> Star
         conversation = idle_conversation(user, cut.conversation_id)
         answerer = Answerer(gateway=config_for(generation.gateway_id), model=generation.model)
         return start_generation(
-            conversation, answerer, owner_channel, cut.parent_id, max_tokens=budget
+            conversation,
+            answerer,
+            owner_channel,
+            cut.parent_id,
+            max_tokens=budget,
+            passages=knowledge_context.kept(generation.passages),
         )
 
 

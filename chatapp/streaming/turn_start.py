@@ -37,10 +37,12 @@ __all__ = ["start_comparison", "start_turn"]
 
 def sends_early(turn: TurnRequest) -> bool:
     """Whether `turn`'s request can leave before its rows are written: a chat answer without
-    files (their context is read from the rows, files included, once written) to a new chat or
-    after a message the page names."""
+    files or passages (the context is read from the rows, files included, once written, and
+    passages are quoted into it as the turn is made) to a new chat or after a message the page
+    names."""
     chat = turn.answerer.kind == Generation.Kind.CHAT
-    return chat and not turn.attached and (turn.conversation_pk is None or turn.after is not None)
+    alone = not turn.attached and not turn.passages
+    return chat and alone and (turn.conversation_pk is None or turn.after is not None)
 
 
 async def start_turn(user: User, turn: TurnRequest) -> StartedGeneration:

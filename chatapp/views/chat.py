@@ -23,7 +23,7 @@ from chatapp import tools
 from chatapp.access import group_policies, rate_limits
 from chatapp.access.body_limits import MAX_FORM_BYTES, MAX_MESSAGE_UPLOAD_BYTES, size_words
 from chatapp.assistants.new_chat import StartedWith
-from chatapp.conversations import uploads, user_text
+from chatapp.conversations import knowledge_choice, uploads, user_text
 from chatapp.conversations.models import Conversation, Message, Upload
 from chatapp.conversations.tree import ShownMessage, in_comparison, shown, shown_path
 from chatapp.conversations.turns import (
@@ -325,14 +325,26 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
             if pk is None
             else (None, StartedWith())
         )
+        # The documents chosen, and the assistant's, are searched once, now, for the passages
+        # the context quotes (a turn with passages sends no early request: `turn_start`).
+        documents = knowledge_choice.posted(request.POST).with_collections(
+            await sync_to_async(knowledge_choice.assistant_collections)(
+                user, pk, started_with.assistant_pk
+            )
+        )
+        if answerer.kind != Generation.Kind.CHAT:  # an image is drawn from the text alone
+            documents = knowledge_choice.KnowledgeChoice()
+        text = request.POST.get("content", "")
+        passages = await knowledge_choice.passages_for(user, documents, text, pk)
         turn = TurnRequest(
-            text=request.POST.get("content", ""),
+            text=text,
             answerer=answerer,
             conversation_pk=pk,
             after=posted_after(request),
             attached=tuple(attached),
             options=chosen,
             started_with=started_with,
+            passages=passages,
         )
         started = await turn_start.start_turn(user, turn)
     except REFUSALS as exc:
