@@ -9,7 +9,7 @@ state), `client` (`GatewayClient` over httpx, with deadlines, caps and cancel by
 from __future__ import annotations
 
 from .accumulator import Accumulator, Completion, ToolCall
-from .client import GatewayClient, GenerationRecord, ModelInfo
+from .client import GatewayClient, GenerationRecord, ModelInfo, Transcription
 from .dialects import Limits, Timeouts
 from .errors import (
     ConnectError,
@@ -55,5 +55,6 @@ __all__ = [
     "StreamFailed",
     "Timeouts",
     "ToolCall",
+    "Transcription",
     "TransportError",
 ]

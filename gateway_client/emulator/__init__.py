@@ -35,6 +35,10 @@ SPEECH_MODEL = "emulator/audio"
 """The model to ask its Numes `POST /audio/speech` for (any scenario speaks; this one is named
 for it), as the app's Read aloud does."""
 
+TRANSCRIPTION_MODEL = "emulator/audio"
+"""The model to ask its `POST /audio/transcriptions` for (any scenario transcribes), as the app's
+voice input does (`Gateway.transcription_model`)."""
+
 TITLE_MODEL = "emulator/title"
 """The model the app's emulated gateways write titles with (`Gateway.title_model`)."""
 
@@ -43,6 +47,7 @@ __all__ = [
     "SCENARIOS",
     "SPEECH_MODEL",
     "TITLE_MODEL",
+    "TRANSCRIPTION_MODEL",
     "EmulatorApp",
     "EmulatorURL",
     "GenerationRecord",

@@ -34,6 +34,7 @@ def test_public_names() -> None:
         "StreamFailed",
         "Timeouts",
         "ToolCall",
+        "Transcription",
         "TransportError",
     ]
     for name in gateway_client.__all__:
