@@ -214,6 +214,7 @@ class GatewayForm(_GatewayForm):
             "api_key_env",
             "speech_model",
             "speech_voice",
+            "transcription_model",
             "title_model",
         )
 
@@ -334,6 +335,7 @@ class GatewayAdmin(_GatewayAdmin):
         ),
         ("API key", {"fields": ("key", "api_key", "clear_api_key", "api_key_env")}),
         ("Read aloud", {"fields": ("speech_model", "speech_voice")}),
+        ("Voice input", {"fields": ("transcription_model",)}),
         ("Titles", {"fields": ("title_model",)}),
         (None, {"fields": ("created_at",)}),
     )

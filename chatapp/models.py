@@ -23,6 +23,9 @@ Glossary (the code uses these words for these things, and no other):
   kept in `ReadAloudAudio`. Its stored kind value is `"speech"`, kept from before the name (money
   rows, CSV exports and the admin's filter links carry it); "speech" otherwise names only the
   upstream endpoint and its model and voice (`Gateway.speech_model`, `speech_voice`).
+- transcription: what a person said into the composer's microphone, turned into text by the
+  gateway's `POST /audio/transcriptions` (`Gateway.transcription_model`): a generation of kind
+  `Kind.TRANSCRIPTION` with no answer; the text goes to the message box, the audio is not kept.
 - attachment kinds (`Message.attachments`): `image_url`, an image kept as the URL it came with;
   `image`, an image kept as bytes and served from our origin; `audio`, `file`, `note`.
 - upload: a file the user attached to their message (`Upload`, `conversations/uploads.py`): an
@@ -101,6 +104,12 @@ class Gateway(models.Model):
         help_text="The model Read aloud asks for (POST /audio/speech, Numes only); empty: none.",
     )
     speech_voice = models.CharField(max_length=100, blank=True, help_text="Empty: the model's.")
+    transcription_model = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="The model voice input asks for (POST /audio/transcriptions, OpenAI's "
+        "speech-to-text); empty: this gateway does not transcribe.",
+    )
     title_model = models.CharField(
         max_length=200,
         blank=True,
@@ -526,6 +535,7 @@ class Generation(models.Model):
         IMAGE = "image", "image generation"
         READ_ALOUD = "speech", "read aloud"
         TITLE = "title", "conversation title"
+        TRANSCRIPTION = "transcription", "voice input"
 
     class Status(models.TextChoices):
         STREAMING = "streaming"
@@ -645,7 +655,7 @@ class Generation(models.Model):
 
     # The kinds that write no answer of their own (`message` is None): no new turn waits for
     # them, and the sweep interrupts them without telling any page.
-    ANSWERLESS_KINDS = (Kind.READ_ALOUD, Kind.TITLE)
+    ANSWERLESS_KINDS = (Kind.READ_ALOUD, Kind.TITLE, Kind.TRANSCRIPTION)
 
     class Meta:
         ordering = ["-started_at", "-id"]

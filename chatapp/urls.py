@@ -9,6 +9,7 @@ from django.urls import include, path
 from chatapp.access import login_limits
 from chatapp.accounts import password, provider_views, sign_in, sign_up
 from chatapp.read_aloud import views as read_aloud
+from chatapp.transcription import views as transcription
 from chatapp.views import (
     answer_settings,
     assistants,
@@ -80,6 +81,7 @@ chat_patterns = [
     path("m/<int:pk>/attachments/<int:index>/", files.attachment, name="attachment"),
     path("u/<int:pk>/", files.upload, name="upload"),
     path("m/<int:pk>/speech/", read_aloud.read_aloud, name="read_aloud"),
+    path("transcribe/", transcription.transcribe, name="transcribe"),
     path("m/<int:pk>/speech/state/", read_aloud.read_aloud_state, name="read_aloud_state"),
     path("g/<int:pk>/stop/", views.stop, name="stop"),
     path("c/<int:pk>/share/", shared_links.share, name="share"),

@@ -11,6 +11,8 @@ refused request is not sent again, since a person waits and the gateway may have
 from __future__ import annotations
 
 import asyncio
+import io
+import wave
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -22,7 +24,7 @@ from .dialects import Timeouts, header_request_id
 from .errors import ConnectError, GatewayTimeout, ProtocolError, StatusError
 from .events import Usage
 
-__all__ = ["MAX_TRANSCRIPT_BYTES", "Transcription", "transcribe"]
+__all__ = ["MAX_TRANSCRIPT_BYTES", "Transcription", "transcribe", "wav_seconds"]
 
 # A transcript is text: a minute of speech is about a kilobyte. Anything past this is not one.
 MAX_TRANSCRIPT_BYTES = 1024 * 1024
@@ -113,3 +115,15 @@ async def transcribe(
         generation_id=headers.get("x-generation-id") or "",
         request_id=header_request_id(headers, client.dialect) or "",
     )
+
+
+def wav_seconds(audio: bytes) -> float | None:
+    """A WAV recording's length from its header; None for anything else (a compressed
+    recording's length is in its frames, which only a decoder reads)."""
+    if audio[:4] != b"RIFF" or audio[8:12] != b"WAVE":
+        return None
+    try:
+        with wave.open(io.BytesIO(audio)) as reader:
+            return float(reader.getnframes() / reader.getframerate())
+    except (wave.Error, EOFError, ZeroDivisionError):
+        return None

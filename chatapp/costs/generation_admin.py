@@ -364,6 +364,8 @@ class GenerationAdmin(_GenerationAdmin):
             if obj.read_aloud_id is None:
                 return "Read aloud of a deleted answer"
             return f"Read aloud of answer #{obj.read_aloud_id}"
+        if obj.kind == Generation.Kind.TRANSCRIPTION:
+            return "Voice input"
         if not obj.message_id:
             return "Deleted answer"
         if obj.tool_round > 1:  # a turn that calls tools: each round is a generation of its own

@@ -23,8 +23,8 @@ A priced chat answer whose full budget does not fit has its budget cut to what i
 of being refused (`reserve`).
 
 A generation the limit cannot price in its unit (no price for the model, another unit, an image,
-a read aloud) follows the limit's `unknown_price` policy: refused, or allowed while anything is
-left.
+a read aloud, a transcription) follows the limit's `unknown_price` policy: refused, or allowed
+while anything is left.
 
 While an answer streams, its worker compares its cost so far (tokens so far at the model's price,
 once per tick) with what it reserved; past it, the reservation is extended (`extend`) under the
@@ -364,6 +364,8 @@ def ceiling_for(
         return _unpriced(base, "images are not priced here")
     if kind == Generation.Kind.READ_ALOUD:
         return _unpriced(base, "read alouds are not priced here")
+    if kind == Generation.Kind.TRANSCRIPTION:
+        return _unpriced(base, "voice input is not priced here")
     price = pricing.price_for(gateway_pk, model)
     if price is None:
         return _unpriced(base, f"no price is known for {model.partition('?')[0]}")
@@ -437,6 +439,7 @@ _WHAT = {
     Generation.Kind.IMAGE: "image generation",
     Generation.Kind.READ_ALOUD: "read aloud",
     Generation.Kind.TITLE: "title",
+    Generation.Kind.TRANSCRIPTION: "transcription",
 }
 
 

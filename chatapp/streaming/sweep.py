@@ -27,6 +27,7 @@ from chatapp.mcp import catalog as mcp_catalog
 from chatapp.models import Generation
 from chatapp.read_aloud import stream
 from chatapp.streaming import persistence, titles, worker
+from chatapp.transcription import requests as transcription_requests
 from chatapp.ws import socket_messages
 
 logger = logging.getLogger(__name__)
@@ -45,8 +46,13 @@ async def sweep_stale_generations(stale_after: float | None = None) -> int:
         .filter(Generation.silent_since(cutoff))
         .values_list("pk", "kind")
     ]
-    alive = worker.running_pks() | stream.running_pks() | titles.running_pks()
-    # A read aloud or a title has no answer of its own to keep or tell open pages about.
+    alive = (
+        worker.running_pks()
+        | stream.running_pks()
+        | titles.running_pks()
+        | transcription_requests.running_pks()
+    )
+    # A read aloud, a title or a transcription has no answer of its own to keep or tell pages of.
     answerless = Generation.ANSWERLESS_KINDS
     others = [pk for pk, kind in candidates if kind in answerless and pk not in alive]
     answers = [pk for pk, kind in candidates if kind not in answerless and pk not in alive]

@@ -18,15 +18,14 @@ very audio it sent was transcribed, once. The model name picks a scenario as for
 from __future__ import annotations
 
 import hashlib
-import io
 import math
-import wave
 from dataclasses import dataclass
 from email.message import Message
 from email.parser import BytesParser
 from email.policy import HTTP
 from typing import Any
 
+from ..transcription import wav_seconds
 from .channel import Channel
 from .dialects import Dialect
 from .options import Options
@@ -91,13 +90,8 @@ def _text(part: Message | None) -> str:
 
 def seconds_of(audio: bytes) -> float:
     """The audio's length: a WAV's from its header, anything else's from its size."""
-    if audio[:4] == b"RIFF" and audio[8:12] == b"WAVE":
-        try:
-            with wave.open(io.BytesIO(audio)) as reader:
-                return float(reader.getnframes() / reader.getframerate())
-        except (wave.Error, EOFError, ZeroDivisionError):
-            pass
-    return len(audio) / OPUS_BYTES_PER_SECOND
+    found = wav_seconds(audio)
+    return len(audio) / OPUS_BYTES_PER_SECOND if found is None else found
 
 
 def transcript(audio: bytes) -> str:
