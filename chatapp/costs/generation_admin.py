@@ -387,7 +387,8 @@ class GenerationAdmin(_GenerationAdmin):
     @admin.display(description="conversation", ordering="conversation_id")
     def conversation_link(self, obj: Generation) -> str:
         if obj.conversation_id is None:
-            return "deleted"
+            # A transcription made before its chat began has none; any other's was deleted.
+            return "-" if obj.kind == Generation.Kind.TRANSCRIPTION else "deleted"
         url = reverse("admin:chatapp_conversation_change", args=[obj.conversation_id])
         return format_html('<a href="{}">#{}</a>', url, obj.conversation_id)
 
