@@ -201,6 +201,24 @@ def test_a_refused_microphone_says_so(
         asking.close()
 
 
+def test_no_microphone_says_so(
+    browser: Any, server_url: str, transcribing: Callable[[str], None]
+) -> None:
+    transcribing("emulator/audio")
+    # Allowed without asking, but no fake device: this machine has no microphone of its own.
+    bare = browser.browser_type.launch(
+        executable_path=CHROMIUM, args=[*CHROMIUM_ARGS, "--use-fake-ui-for-media-stream"]
+    )
+    try:
+        page = sign_in(bare, server_url, "alice")
+        page.get_by_role("button", name="Speak").click()
+        expect(page.locator("#composer .voice-note")).to_have_text(
+            "No microphone was found: connect one, then press Speak again."
+        )
+    finally:
+        bare.close()
+
+
 def test_the_recording_stops_itself_at_the_limit(
     alice: Any, server_url: str, transcribing: Callable[[str], None]
 ) -> None:

@@ -190,3 +190,30 @@ async def test_the_sweep_interrupts_a_dead_transcription(alice: Any) -> None:
     await generation.arefresh_from_db()
     assert generation.status == "interrupted"
     assert generation.error_message == "The server stopped while it transcribed a recording."
+
+
+async def test_a_cost_the_gateway_does_not_report_is_explained(
+    alice: Any, settings: Any, emulator_url: str
+) -> None:
+    settings.CHAT_KEY_ENV_ALLOWED = ("HOME",)
+
+    def tiny() -> Gateway:
+        gateway = Gateway.objects.create(
+            name="Tiny", base_url=f"{emulator_url}/tiny/v1", dialect="tiny",
+            cost_unit="credits", transcription_model="emulator/audio", api_key_env="HOME",
+        )  # fmt: skip
+        configs.forget_configs()
+        return gateway
+
+    gateway = await sync_to_async(tiny)()
+    conversation = await Conversation.objects.acreate(user=alice, gateway=gateway)
+    response = await post(await logged_in(alice), tone(1.0), conversation=str(conversation.pk))
+    assert response.json()["text"].startswith("Emulated transcript of 1.0 seconds")
+    generation = await Generation.objects.aget(kind="transcription")
+    assert generation.status == "completed"
+    assert generation.cost is None
+    assert generation.cost_source == "unavailable"
+    assert generation.cost_note == (
+        "tiny-3b reported no cost for this transcription, and transcription prices are not kept "
+        "here"
+    )
