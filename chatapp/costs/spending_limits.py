@@ -70,6 +70,7 @@ __all__ = [
     "applicable",
     "ceiling_for",
     "extend",
+    "keep_refused",
     "period_bounds",
     "reserve",
     "standings",
@@ -552,4 +553,19 @@ def stop_note(watch: SpendWatch, user_pk: int) -> str:
         f"this answer reached {tightest.whose} spending limit of {amount.rounded()} "
         f"{'a day' if tightest.limit.period == Period.DAY else 'a month'}; "
         f"{tightest.reset_words()}."
+    )
+
+
+def keep_refused(row: dict[str, Any], refused: SpendingLimitReached) -> Generation:
+    """A generation a limit refused before it began, kept with the limit's words and not billed,
+    so that the page that asked can say why (a read aloud's player, voice input) and the ledger
+    shows the refusal. `row`: its fields as it would have started."""
+    return Generation.objects.create(
+        **row,
+        status=Generation.Status.FAILED,
+        finished_at=timezone.now(),
+        cost_source=Generation.CostSource.NOT_BILLED,
+        cost_note="refused before it began: over a spending limit",
+        error_type=SPENDING_LIMIT,
+        error_message=str(refused),
     )

@@ -101,15 +101,7 @@ def create_transcription(user: User, conversation_pk: int | None) -> Transcripti
             spending_limits.reserve(user.pk, config.pk, ceiling, TRANSCRIPTION)
             generation = Generation.objects.create(**row, heartbeat_at=timezone.now())
     except spending_limits.SpendingLimitReached as exc:
-        Generation.objects.create(
-            **row,
-            status=Generation.Status.FAILED,
-            finished_at=timezone.now(),
-            cost_source=Generation.CostSource.NOT_BILLED,
-            cost_note="refused before it began: over a spending limit",
-            error_type=spending_limits.SPENDING_LIMIT,
-            error_message=str(exc),
-        )
+        spending_limits.keep_refused(row, exc)
         raise TranscriptionRefused(str(exc)) from exc
     return TranscriptionStart(generation.pk, setup, user.pk)
 
