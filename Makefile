@@ -23,7 +23,15 @@ $(STAMP): pyproject.toml requirements.lock Makefile
 	$(BIN)/python -m pip check
 	@touch $(STAMP)
 
-install: $(STAMP)
+# Mermaid, which draws answers' diagrams, from the exact tarball static_vendor/package-lock.json
+# names, its integrity checked (chatapp/static_vendor.py); never copied into the repository and
+# needing no Node. An unreachable registry is reported, not fatal: diagrams then show as code.
+MERMAID := static/vendor/mermaid/mermaid.min.js
+
+$(MERMAID): static_vendor/package-lock.json | $(STAMP)
+	$(BIN)/python -m chatapp.static_vendor
+
+install: $(STAMP) $(MERMAID)
 
 # requirements.lock from pyproject.toml: the app and its dev, redis and postgres extras, pinned
 # for every platform on Python 3.12+. Pins already in the file are kept unless UPGRADE=1. uv is
@@ -174,4 +182,4 @@ screenshots: install test-packages
 	$(BIN)/python docs/screenshots.py
 
 clean:
-	rm -rf $(VENV) $(LITELLM_VENV) $(OIDC_DIR)/node_modules $(AXE_DIR)/node_modules staticfiles .pytest_cache
+	rm -rf $(VENV) $(LITELLM_VENV) $(OIDC_DIR)/node_modules $(AXE_DIR)/node_modules static/vendor/mermaid staticfiles .pytest_cache

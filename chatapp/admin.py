@@ -1,6 +1,6 @@
 """The admin: conversations, gateways with write-only keys, model prices and the tool switches.
-The cost ledger (generations, the summary, the CSV export) is `generation_admin`'s, registered
-from here."""
+The cost ledger (generations, the summary, the CSV export) is `costs/admin/generations.py`'s,
+registered from here. Each package's admin is its `admin.py` (`admin/` where there are several)."""
 
 from __future__ import annotations
 
@@ -17,28 +17,22 @@ from django.http import (
 from django.utils import timezone
 
 from chatapp import shared_cache, tools
-from chatapp.access import groups_admin  # noqa: F401  (registers GroupAdmin)
-from chatapp.accounts import admin as accounts_admin  # noqa: F401  (registers its admins)
-from chatapp.costs import (
-    feedback_admin,  # noqa: F401  (registers FeedbackAdmin)
-    generation_admin,  # noqa: F401  (registers GenerationAdmin)
-    limits_admin,  # noqa: F401  (registers SpendingLimitAdmin)
-)
-from chatapp.costs.admin_amounts import TRIMMED_DECIMALS
+from chatapp.access import admin as access_admin  # noqa: F401  (registers GroupAdmin)
+from chatapp.assistants import admin as assistants_admin  # noqa: F401  (assistants and prompts)
+from chatapp.assistants.models import ChatDefaults
+from chatapp.conversations.models import Conversation, Message
+from chatapp.costs.admin import feedback as feedback_admin  # noqa: F401  (registers FeedbackAdmin)
+from chatapp.costs.admin import generations as generations_admin  # noqa: F401  (GenerationAdmin)
+from chatapp.costs.admin import limits as limits_admin  # noqa: F401  (SpendingLimitAdmin)
+from chatapp.costs.admin.amounts import TRIMMED_DECIMALS
+from chatapp.costs.models import Generation
 from chatapp.costs.units import CostUnit, Money
 from chatapp.gateways import configs, detected, key_vault
+from chatapp.gateways.models import Gateway, ModelPrice
+from chatapp.identity import admin as identity_admin  # noqa: F401  (registers its admins)
 from chatapp.mcp import admin as mcp_admin  # noqa: F401  (registers McpServerAdmin)
 from chatapp.mcp import catalog as mcp_catalog
-from chatapp.models import (
-    ChatDefaults,
-    Conversation,
-    Gateway,
-    Generation,
-    Message,
-    ModelPrice,
-    ToolSwitch,
-)
-from chatapp.starting import admin as starting_admin  # noqa: F401  (assistants and prompts)
+from chatapp.tools.models import ToolSwitch
 from gateway_client.dialects import facts_for
 
 if TYPE_CHECKING:  # generic in django-stubs only: Django's admin classes are not subscriptable

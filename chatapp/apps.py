@@ -17,12 +17,13 @@ class ChatappConfig(AppConfig):
             checks,  # noqa: F401  (registers them)
             shared_cache,
         )
-        from chatapp.accounts import checks as account_checks  # noqa: F401  (registers them)
-        from chatapp.accounts import deactivation, sign_up
+        from chatapp.conversations.models import Conversation
         from chatapp.costs.ledger import forget_read_aloud_audio
         from chatapp.gateways.configs import forget_configs
         from chatapp.gateways.detected import forget_asked
-        from chatapp.models import Conversation, Gateway
+        from chatapp.gateways.models import Gateway
+        from chatapp.identity import checks as identity_checks  # noqa: F401  (registers them)
+        from chatapp.identity import deactivation, sign_up
         from chatapp.ws import session_sockets
 
         # An admin's change to a gateway takes effect at once in this process (others within
@@ -38,10 +39,10 @@ class ChatappConfig(AppConfig):
         # A deactivation stops the user's running answers; an activation approves a sign-up.
         user_model = get_user_model()
         post_save.connect(
-            deactivation.user_saved, sender=user_model, dispatch_uid="chatapp.accounts.deactivated"
+            deactivation.user_saved, sender=user_model, dispatch_uid="chatapp.identity.deactivated"
         )
         post_save.connect(
-            sign_up.approved, sender=user_model, dispatch_uid="chatapp.accounts.approved"
+            sign_up.approved, sender=user_model, dispatch_uid="chatapp.identity.approved"
         )
         # A deleted conversation's text goes, and the audio of its read alouds with it (their
         # generations stay in the ledger).

@@ -139,7 +139,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "chatapp.accounts.password.context",
+                "chatapp.identity.password.context",
             ],
         },
     },
@@ -176,8 +176,8 @@ if os.environ.get("REDIS_URL"):
     # At-most-once by design: a message waiting longer than `expiry` seconds is dropped, and so is
     # one sent to a channel already holding `capacity` messages (a consumer that stopped reading).
     # The app never depends on a delta arriving: deltas are numbered, and a browser that sees a
-    # gap asks the worker for a snapshot (ws/socket_messages.py). `group_expiry` is how long a
-    # socket's group membership lasts without being renewed.
+    # gap asks the worker for a snapshot (chatapp/messaging/socket_messages.py). `group_expiry` is
+    # how long a socket's group membership lasts without being renewed.
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
@@ -216,7 +216,7 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "chat:home"
 LOGOUT_REDIRECT_URL = "login"
 
-# Local accounts (chatapp/accounts). Off: the sign-in page shows no password form and no password
+# Local accounts (chatapp/identity). Off: the sign-in page shows no password form and no password
 # is accepted anywhere, the admin's sign-in included (sign in with the provider instead).
 CHAT_PASSWORD_SIGN_IN = env_bool("CHAT_PASSWORD_SIGN_IN", default=True)
 # Self sign-up (/accounts/sign-up/); with approval on, a new account waits, inactive, until an
@@ -227,7 +227,7 @@ CHAT_SIGN_UP_APPROVAL = env_bool("CHAT_SIGN_UP_APPROVAL", default=True)
 # Single sign-on with an OpenID Connect provider (mozilla-django-oidc; docs/configuration.md
 # says how to point it at Keycloak, Authentik, Entra ID, Google Workspace and Okta). On when the
 # issuer and the client ID are set; the endpoints come from the issuer's discovery document
-# (chatapp/accounts/discovery.py), fetched on the first sign-in.
+# (chatapp/identity/discovery.py), fetched on the first sign-in.
 # The issuer exactly as the provider writes it in its tokens (Authentik's ends in a slash).
 CHAT_OIDC_ISSUER = os.environ.get("CHAT_OIDC_ISSUER", "").strip()
 CHAT_OIDC_CLIENT_ID = os.environ.get("CHAT_OIDC_CLIENT_ID", "")
@@ -237,7 +237,7 @@ CHAT_OIDC_LABEL = os.environ.get("CHAT_OIDC_LABEL", "") or "single sign-on"
 # groups are not taken from the provider.
 CHAT_OIDC_GROUPS_CLAIM = os.environ.get("CHAT_OIDC_GROUPS_CLAIM", "groups")
 # A first sign-in whose verified e-mail matches an existing account without a provider link
-# takes that account over when on; off (the default), it is refused (chatapp/accounts/linking.py).
+# takes that account over when on; off (the default), it is refused (chatapp/identity/linking.py).
 CHAT_OIDC_LINK_BY_EMAIL = env_bool("CHAT_OIDC_LINK_BY_EMAIL")
 # mozilla-django-oidc's own settings, derived from the above.
 OIDC_RP_CLIENT_ID = CHAT_OIDC_CLIENT_ID
@@ -251,7 +251,7 @@ OIDC_AUTHENTICATION_CALLBACK_URL = "oidc_authentication_callback"
 
 AUTHENTICATION_BACKENDS = [
     *(["django.contrib.auth.backends.ModelBackend"] if CHAT_PASSWORD_SIGN_IN else []),
-    *(["chatapp.accounts.provider_backend.ProviderBackend"] if CHAT_OIDC else []),
+    *(["chatapp.identity.provider_backend.ProviderBackend"] if CHAT_OIDC else []),
 ]
 if not AUTHENTICATION_BACKENDS:  # no way to sign in: chatapp.checks reports it as an error
     AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"]

@@ -7,13 +7,13 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from chatapp.access import login_limits
-from chatapp.accounts import password, provider_views, sign_in, sign_up
+from chatapp.identity import password, provider_views, sign_in, sign_up
 from chatapp.read_aloud import views as read_aloud
-from chatapp.transcription import views as transcription
 from chatapp.views import (
     answer_settings,
     assistants,
     branches,
+    code_frames,
     comparison,
     feedback,
     files,
@@ -24,6 +24,7 @@ from chatapp.views import (
     organising,
     prompts,
     shared_links,
+    transcription,
 )
 from chatapp.views import chat as views
 
@@ -120,6 +121,9 @@ urlpatterns = [
     path("admin/login/", sign_in.admin_sign_in),
     path("admin/", admin.site.urls),
     path("favicon.ico", library.favicon),
+    # Anyone's: the sandboxed frames that draw and preview answers' code hold nothing of a user's.
+    path("code-frames/diagram/", code_frames.diagram_frame, name="diagram_frame"),
+    path("code-frames/preview/", code_frames.preview_frame, name="preview_frame"),
 ]
 
 handler404 = not_found.page_not_found

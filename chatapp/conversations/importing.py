@@ -26,7 +26,7 @@ from django.db.models import Field
 
 from chatapp.conversations import export_zip, import_formats, user_text
 from chatapp.conversations.import_formats import Imported
-from chatapp.models import Conversation, Message
+from chatapp.conversations.models import Conversation, Message
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

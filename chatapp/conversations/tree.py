@@ -19,7 +19,7 @@ from typing import Any
 from django.db.models import Prefetch
 
 from chatapp.conversations import uploads
-from chatapp.models import Conversation, Message, Upload
+from chatapp.conversations.models import Conversation, Message, Upload
 from chatapp.tools.base import ENDED
 
 

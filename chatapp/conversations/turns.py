@@ -6,9 +6,8 @@ A turn that calls tools is a chain of answers, each round's after the one before
 another streams would read the half-written one as context, so it is refused (the conversation row
 is locked while that is checked).
 
-An answer that ran out of its token budget is continued as a retry with a larger one: the Osmexo
-docs say to raise the budget and retry when thinking used it all, with 4,096 "a safe default" for a
-reasoning model. So `larger_budget` asks for twice what the answer used, at least 4,096.
+An answer that ran out of its token budget is continued as a retry with a larger one
+(`costs/token_budgets.py` says how much larger).
 """
 
 from __future__ import annotations
@@ -23,15 +22,17 @@ from django.http import Http404
 from django.utils import timezone
 
 from chatapp.access import group_policies, rate_limits
+from chatapp.assistants.new_chat import StartedWith
 from chatapp.conversations import request_options, uploads, user_text
+from chatapp.conversations.jobs import Job
+from chatapp.conversations.models import Conversation, Message
 from chatapp.conversations.tree import MessageTree, context_for, context_through
 from chatapp.costs import spending_limits
+from chatapp.costs.models import Generation
+from chatapp.costs.token_budgets import larger_budget
 from chatapp.errors import ChatAppError
 from chatapp.gateways.catalog import takes_images
 from chatapp.gateways.configs import GatewayConfig, config_for
-from chatapp.models import Conversation, Generation, Message
-from chatapp.starting.new_chat import StartedWith
-from chatapp.streaming.jobs import Job
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -42,8 +43,6 @@ TITLE_LENGTH = 60
 # one (stripping the marks of a whole one held the server for seconds, #45).
 TITLE_SOURCE = 2_000
 MAX_MESSAGE_CHARS = 100_000
-SAFE_BUDGET = 4_096  # Osmexo's "safe default" max_tokens for a reasoning model
-MAX_BUDGET = 32_768
 BUSY = "An answer is still being written in this conversation; stop it or wait for it to finish."
 NEWER = "This conversation has new messages: they are shown now; send again to continue."
 IMPORTED_RETRY = "This answer was imported: choose a model below to write a new version with."
@@ -121,7 +120,7 @@ def title_from(text: str) -> str:
     return first_line[: TITLE_LENGTH - 1].rstrip() + "…"
 
 
-def _idle_conversation(user: User, conversation_pk: int, *, lock: bool = True) -> Conversation:
+def idle_conversation(user: User, conversation_pk: int, *, lock: bool = True) -> Conversation:
     """The user's conversation, locked until the transaction ends (unless `lock` is false: a
     read ahead of the turn), if no answer is being written in it (a `TurnError` otherwise)."""
     rows = Conversation.objects.select_for_update() if lock else Conversation.objects
@@ -140,7 +139,7 @@ def _idle_conversation(user: User, conversation_pk: int, *, lock: bool = True) -
     return conversation
 
 
-def _own_message(user: User, message_pk: int, role: str | None = None) -> Message:
+def own_message(user: User, message_pk: int, role: str | None = None) -> Message:
     found = Message.objects.select_related("conversation").filter(
         pk=message_pk, conversation__user=user
     )
@@ -150,7 +149,7 @@ def _own_message(user: User, message_pk: int, role: str | None = None) -> Messag
     return message
 
 
-def _start(
+def start_generation(
     conversation: Conversation,
     answerer: Answerer,
     owner_channel: str,
@@ -191,7 +190,7 @@ def _started(
     next round of its turn), its answer the leaf shown, asked with the conversation's request
     options (a larger budget of its own wins) and `tools` (None: those the options choose; an
     image generation is offered none). Whether the user may use the model is checked before
-    (`_start`), or was when the turn began (`create_tool_round`)."""
+    (`start_generation`), or was when the turn began (`create_tool_round`)."""
     gateway = answerer.gateway or config_for(None)
     model, kind = answerer.model, answerer.kind
     options = request_options.options_for(conversation)
@@ -305,8 +304,8 @@ def create_turn(
                 user=user, title=title_from(text), **values, **turn.started_with.row_values()
             )
         else:
-            conversation = _idle_conversation(user, turn.conversation_pk)
-            parent_pk = _follow_up_parent(conversation, turn.after)
+            conversation = idle_conversation(user, turn.conversation_pk)
+            parent_pk = follow_up_parent(conversation, turn.after)
             if not conversation.title:
                 conversation.title = title_from(text)
                 conversation.save(update_fields=["title"])
@@ -314,7 +313,7 @@ def create_turn(
             conversation=conversation, role=Message.Role.USER, content=text, parent_id=parent_pk
         )
         uploads.store(question, turn.attached)
-        started = _start(
+        started = start_generation(
             conversation, turn.answerer, owner_channel, question.pk, user_message=question
         )
         if admission is not None:
@@ -322,7 +321,7 @@ def create_turn(
         return started
 
 
-def _follow_up_parent(conversation: Conversation, after: int | None) -> int | None:
+def follow_up_parent(conversation: Conversation, after: int | None) -> int | None:
     """The message a follow-up answers to: `after` if nothing came after it since (else
     `NewerMessages`), or the leaf shown when the page did not say. A page showing a comparison
     names its question: the follow-up answers its `default_choice` while none is chosen."""
@@ -382,8 +381,8 @@ def follow_up_request(
     group_policies.check_model(user.pk, gateway.name, model)  # before anything leaves
     if spending_limits.any_apply(user.pk, gateway.pk):
         return None
-    conversation = _idle_conversation(user, conversation_pk, lock=False)
-    parent_pk = _follow_up_parent(conversation, after)
+    conversation = idle_conversation(user, conversation_pk, lock=False)
+    parent_pk = follow_up_parent(conversation, after)
     options = request_options.options_for(conversation)
     tools = request_options.upstream_tools(options, request_options.dialect_of(gateway.pk), user.pk)
     history = context_through(conversation.pk, parent_pk, images=takes_images(gateway, model))
@@ -399,8 +398,8 @@ def create_edit(
     text = checked_message(text, answerer.model)
     rate_limits.check_generation_start(user)
     with transaction.atomic():
-        original = _own_message(user, message_pk, Message.Role.USER)
-        conversation = _idle_conversation(user, original.conversation_id)
+        original = own_message(user, message_pk, Message.Role.USER)
+        conversation = idle_conversation(user, original.conversation_id)
         question = Message.objects.create(
             conversation=conversation,
             role=Message.Role.USER,
@@ -408,7 +407,9 @@ def create_edit(
             parent_id=original.parent_id,
         )
         uploads.copy_uploads(original, question)  # the files go with the new version
-        return _start(conversation, answerer, owner_channel, question.pk, user_message=question)
+        return start_generation(
+            conversation, answerer, owner_channel, question.pk, user_message=question
+        )
 
 
 def create_retry(
@@ -420,10 +421,10 @@ def create_retry(
     rate_limits.check_generation_start(user)
     with transaction.atomic():
         answer = _finished_answer(user, message_pk)
-        conversation = _idle_conversation(user, answer.conversation_id)
+        conversation = idle_conversation(user, answer.conversation_id)
         if answerer is None:
             answerer = _answered_by(answer)
-        return _start(conversation, answerer, owner_channel, answer.parent_id)
+        return start_generation(conversation, answerer, owner_channel, answer.parent_id)
 
 
 def _answered_by(answer: Message) -> Answerer:
@@ -449,7 +450,8 @@ def create_tool_round(
     model with the same budget and the same `tools` (its context holds their calls, whatever the
     settings say since). Called inside the transaction that writes `answer`'s final state, so no
     other turn can start between the two. The model is the stored generation's, allowed when the
-    turn began, never one posted: so it is not checked again (`_started`, not `_start`)."""
+    turn began, never one posted: so it is not checked again (`_started`, not
+    `start_generation`)."""
     conversation = Conversation.objects.select_for_update().get(pk=answer.conversation_id)
     return _started(
         conversation,
@@ -459,15 +461,6 @@ def create_tool_round(
         max_tokens=generation.max_tokens,
         tools=tools,
     )
-
-
-def larger_budget(generation: Generation) -> int | None:
-    """The `max_tokens` for another try at an answer that ran out of its budget: twice what it
-    used (its budget, else its completion tokens, reasoning included), at least `SAFE_BUDGET`, at
-    most `MAX_BUDGET`; None when that would be no larger."""
-    used = generation.max_tokens or generation.completion_tokens
-    budget = min(MAX_BUDGET, max(SAFE_BUDGET, 2 * (used or 0)))
-    return budget if used is None or budget > used else None
 
 
 def create_continuation(user: User, message_pk: int, owner_channel: str) -> StartedGeneration:
@@ -482,16 +475,18 @@ def create_continuation(user: User, message_pk: int, owner_channel: str) -> Star
         budget = larger_budget(generation)
         if generation.finish_reason != "length" or budget is None:
             raise TurnError("Only an answer that ran out of its token budget gets a larger one.")
-        conversation = _idle_conversation(user, cut.conversation_id)
+        conversation = idle_conversation(user, cut.conversation_id)
         answerer = Answerer(gateway=config_for(generation.gateway_id), model=generation.model)
-        return _start(conversation, answerer, owner_channel, cut.parent_id, max_tokens=budget)
+        return start_generation(
+            conversation, answerer, owner_channel, cut.parent_id, max_tokens=budget
+        )
 
 
 def select_version(user: User, message_pk: int) -> tuple[Conversation, int]:
     """Show the branch of the user's message `message_pk`: its newest descendant becomes the
     conversation's current leaf. The conversation, and that leaf."""
     with transaction.atomic():
-        message = _own_message(user, message_pk)
+        message = own_message(user, message_pk)
         # Locked as a new turn locks it: a turn starting meanwhile makes its answer the leaf
         # after this, not under it.
         conversation = Conversation.objects.select_for_update().get(pk=message.conversation_id)
@@ -504,7 +499,7 @@ def select_version(user: User, message_pk: int) -> tuple[Conversation, int]:
 def _finished_answer(user: User, message_pk: int) -> Message:
     """The user's assistant message `message_pk` once its generation has ended (an imported
     answer has none)."""
-    answer = _own_message(user, message_pk, Message.Role.ASSISTANT)
+    answer = own_message(user, message_pk, Message.Role.ASSISTANT)
     generation = _generation_of(answer)
     if generation is not None and generation.is_running:
         raise TurnError("This answer is still being written.")

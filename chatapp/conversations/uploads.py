@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
+from chatapp.conversations.models import Message, Upload
 from chatapp.errors import ChatAppError
-from chatapp.models import Message, Upload
 from chatapp.rendering import pool, pool_jobs
 from chatapp.rendering.attachments import safe_filename
 from chatapp.rendering.image_checks import sniffed_type

@@ -26,16 +26,11 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models import Count, Sum
 
+from chatapp.conversations.models import Conversation
 from chatapp.costs import summary as cost_summary
+from chatapp.costs.models import Generation, GenerationGroup, LedgerDay, LedgerDayGroup
 from chatapp.costs.units import CostUnit, Money
-from chatapp.models import (
-    Conversation,
-    Generation,
-    GenerationGroup,
-    LedgerDay,
-    LedgerDayGroup,
-    ReadAloudAudio,
-)
+from chatapp.read_aloud.models import ReadAloudAudio
 
 __all__ = ["FoldReport", "UnitFolded", "fold", "forget_read_aloud_audio"]
 

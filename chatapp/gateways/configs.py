@@ -30,7 +30,7 @@ from django.conf import settings
 from chatapp.costs.units import default_unit
 from chatapp.errors import ChatAppError
 from chatapp.gateways import key_vault
-from chatapp.models import Gateway
+from chatapp.gateways.models import Gateway
 from gateway_client import emulator
 from gateway_client.dialects import DIALECTS, DialectFacts, emulated_dialects, guess_dialect
 

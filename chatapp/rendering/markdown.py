@@ -12,7 +12,8 @@ Everything below is a render rule or a token rule of markdown-it, never a rewrit
 and a pure function of the text, the citations and the `doc_id`, so a part of an answer renders
 as it does within the whole (except a footnote whose reference and note are in different parts:
 markdown-it links them only within one render). Code blocks get a language label and a Copy
-button (`static/chatapp/answer_tools.js`); task lists render as disabled checkboxes, the
+button (`static/chatapp/answer_tools.js`), and a data attribute when the page draws them
+(`mermaid`) or previews them (`html`, `svg`); task lists render as disabled checkboxes, the
 sanitizer forcing `type="checkbox" disabled` (our rule, `_task_lists`: mdit-py-plugins' looked
 back through the whole document for each item's list, so 12,500 items took 42 s); footnote ids
 carry the `doc_id`, so two answers on one page do not share them. Blocks nested deeper than
@@ -55,7 +56,7 @@ from chatapp.rendering.math import (
 )
 from gateway_client.events import Annotation
 
-RENDERER_VERSION = 4
+RENDERER_VERSION = 5
 
 
 def _highlight(code: str, language: str, attributes: str) -> str:
@@ -198,11 +199,28 @@ def _code_block(
     name = f"{language} code" if language else "Code"
     pre = pre.replace("<pre>", f'<pre tabindex="0" aria-label="{escapeHtml(name)}">', 1)
     return (
-        '<div class="code-block"><div class="code-head">'
+        f'<div class="code-block"{_code_view(language)}><div class="code-head">'
         f'<span class="code-lang">{escapeHtml(language)}</span>'
         '<button type="button" class="copy-code">Copy</button></div>'
         f"{pre}</div>\n"
     )
+
+
+# What the page may show a block of these languages as, besides its code (`_code_view`).
+DIAGRAM_LANGUAGES = {"mermaid": "mermaid"}
+PREVIEW_LANGUAGES = {"html": "html", "svg": "svg"}
+
+
+def _code_view(language: str) -> str:
+    """The data attribute that asks the page to draw the block (`static/chatapp/diagrams.js`) or
+    to offer its preview (`previews.js`): the hook is here, on the block the one renderer and
+    sanitizer make, so a live block and the final render carry the same."""
+    word = language.lower()
+    if word in DIAGRAM_LANGUAGES:
+        return f' data-diagram="{DIAGRAM_LANGUAGES[word]}"'
+    if word in PREVIEW_LANGUAGES:
+        return f' data-preview="{PREVIEW_LANGUAGES[word]}"'
+    return ""
 
 
 _md.add_render_rule("fence", _code_block)
@@ -311,6 +329,10 @@ ALLOWED_ATTRIBUTES = {
 _ALLOWED_VALUES = {
     "a": {"target": {"_blank"}},
     "pre": {"tabindex": {"0"}},
+    "div": {
+        "data-diagram": set(DIAGRAM_LANGUAGES.values()),
+        "data-preview": set(PREVIEW_LANGUAGES.values()),
+    },
     "input": {"type": {"checkbox"}, "checked": {"checked", ""}, "disabled": {"disabled", ""}},
 }
 _FORCED_VALUES = {

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from chatapp.messaging.socket_messages import frame_count
 from chatapp.rendering.attachments import MediaKind, image_url_attachment
 from chatapp.rendering.image_checks import (
     MAX_PREVIEW_BYTES,
@@ -25,7 +26,6 @@ from chatapp.rendering.image_checks import (
 )
 from chatapp.rendering.markdown import citation
 from chatapp.streaming.live_blocks import BlockSettler, SettledChunk
-from chatapp.ws.socket_messages import frame_count
 from gateway_client.accumulator import Accumulator, Completion
 from gateway_client.events import (
     Annotation,

@@ -11,7 +11,8 @@ from django import template
 from django.utils.safestring import SafeString, mark_safe
 
 from chatapp.conversations import feedback, uploads
-from chatapp.models import Feedback, Generation, Message, Upload
+from chatapp.conversations.models import Message, Upload
+from chatapp.costs.models import Feedback, Generation
 from chatapp.read_aloud import offer
 from chatapp.rendering import answer_html as answer_render
 from chatapp.rendering import attachments, presentation

@@ -22,9 +22,9 @@ import orjson
 
 from chatapp import request_memo, shared_cache
 from chatapp.access.group_policies import access_for
-from chatapp.models import ToolSwitch
 from chatapp.tools import calculator, clock, conversation_search, schema_check
 from chatapp.tools.base import RunStatus, Tool, ToolContext, ToolFailure, ToolRun
+from chatapp.tools.models import ToolSwitch
 
 __all__ = [
     "MAX_RESULT",

@@ -27,8 +27,8 @@ from django.conf import settings
 from django.db import connections
 
 from chatapp import tools
+from chatapp.conversations.jobs import Job, JobEnd, Status
 from chatapp.mcp import calls as mcp_calls
-from chatapp.streaming.jobs import Job, JobEnd, Status
 from chatapp.tools.base import ENDED, CallStatus, ToolContext, ToolRun
 from gateway_client.accumulator import ToolCall
 

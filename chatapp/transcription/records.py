@@ -1,5 +1,5 @@
 """A transcription's rows: the `Generation` it starts as, checked against the spending limits
-first, and its heartbeat.
+first, and its heartbeat (which keeps every process's sweep off it while it runs).
 
 A transcription is a `Generation` of kind `transcription` with `message=None` (the text it gives
 goes to the message box, which the person may edit, send or drop), so the cost ledger, the sweep
@@ -17,20 +17,18 @@ from django.db import transaction
 from django.utils import timezone
 
 from chatapp.access import rate_limits
+from chatapp.conversations.models import Conversation
 from chatapp.costs import spending_limits
+from chatapp.costs.models import Generation
 from chatapp.errors import ChatAppError
-from chatapp.models import Conversation, Generation
 from chatapp.transcription.offer import TranscriptionSetup, transcription_for
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
-    from gateway_client.errors import ErrorInfo
-    from gateway_client.events import Usage
 
 __all__ = [
     "NO_GATEWAY",
-    "TranscriptionEnd",
     "TranscriptionRefused",
     "TranscriptionStart",
     "beat",
@@ -52,18 +50,6 @@ class TranscriptionStart:
     generation_pk: int
     setup: TranscriptionSetup
     user_pk: int
-
-
-@dataclass(frozen=True, slots=True)
-class TranscriptionEnd:
-    """How a transcription ended, for `persistence.save_transcription`."""
-
-    status: Generation.Status
-    upstream_id: str
-    request_id: str
-    ttft_ms: int | None
-    usage: Usage | None
-    error: ErrorInfo | None = None
 
 
 def _gateway_of(user: User, conversation_pk: int | None) -> tuple[Conversation | None, int | None]:

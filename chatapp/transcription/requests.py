@@ -3,12 +3,13 @@
 The view waits for the task, but does not own it: when the browser goes away, Django cancels
 the view, not the request the gateway may already be billing, so the transcription still ends in
 one terminal state with its cost (what the person said is lost; what it cost is not). The
-request beats while it runs, so that another process's sweep leaves it alone, and has a deadline
-of its own (`TRANSCRIPTION_SECONDS`): a person is waiting.
+request beats every second while it runs, so that the sweep (of any process, which interrupts
+what has not beaten for `CHAT_STALE_AFTER`) leaves it alone, and has a deadline of its own
+(`TRANSCRIPTION_SECONDS`): a person is waiting.
 
-Its cost is the usage's, in the gateway's unit; where the usage reported none, the gateway's
-record is asked (Numes and Nodul send a generation ID) and the sweep settles what is still
-pending, as for a read aloud.
+Its cost is the usage's, in the gateway's unit; where the usage reported none, it is settled as
+every kind's is (`streaming.settling`: the gateway's record, where Numes and Nodul keep one, else
+the reason), and the sweep settles what is still pending.
 """
 
 from __future__ import annotations
@@ -20,14 +21,14 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from chatapp.costs import reconcile, spend_push
+from chatapp.costs.models import Generation
 from chatapp.gateways.clients import shared_client
-from chatapp.models import Generation
-from chatapp.streaming import persistence
-from chatapp.transcription.records import TranscriptionEnd, TranscriptionStart, beat
+from chatapp.streaming import persistence, settling
+from chatapp.streaming.persistence import TranscriptionEnd
+from chatapp.transcription.records import TranscriptionStart, beat
 from gateway_client.errors import ErrorInfo, GatewayError
 
-__all__ = ["TRANSCRIPTION_SECONDS", "Heard", "running_pks", "transcribe"]
+__all__ = ["TRANSCRIPTION_SECONDS", "Heard", "transcribe"]
 
 logger = logging.getLogger(__name__)
 
@@ -36,8 +37,6 @@ Status = Generation.Status
 # A minute of speech takes a transcription model a few seconds; this long is a failure.
 TRANSCRIPTION_SECONDS = 90.0
 
-_running: set[int] = set()
-
 
 @dataclass(frozen=True, slots=True)
 class Heard:
@@ -45,11 +44,6 @@ class Heard:
 
     text: str
     error: str = ""
-
-
-def running_pks() -> set[int]:
-    """Transcriptions running in this process (the sweep leaves them alone)."""
-    return set(_running)
 
 
 async def transcribe(
@@ -63,15 +57,14 @@ async def transcribe(
 
 
 async def _run(start: TranscriptionStart, audio: bytes, filename: str, media_type: str) -> Heard:
-    _running.add(start.generation_pk)
     beating = asyncio.create_task(_beat(start.generation_pk))
     try:
         heard, end = await _ask(start, audio, filename, media_type)
         final = await persistence.save_transcription(start.generation_pk, end)
     finally:
         beating.cancel()
-        _running.discard(start.generation_pk)
-    await _settle(start, final)
+    client = shared_client(start.setup.config)
+    await settling.settle(client, start.generation_pk, start.user_pk, final)
     return heard
 
 
@@ -109,22 +102,6 @@ def _refusal_words(exc: GatewayError) -> str:
             "can choose another gateway's transcription model."
         )
     return f"The gateway could not transcribe the recording: {exc.info.message}"
-
-
-async def _settle(start: TranscriptionStart, final: persistence.FinalState) -> None:
-    """The transcription's cost, when its usage reported none: the gateway's record, else the
-    reason (`costing`); the sweep retries what stays pending. The user's spend line is told."""
-    if final.cost_pending:
-        try:
-            lookup = await reconcile.look_up(
-                shared_client(start.setup.config),
-                final.upstream_id,
-                expected=final.record_expected,
-            )
-            await persistence.settle_cost(start.generation_pk, lookup)
-        except Exception:  # the sweep settles it later
-            logger.exception("Settling the cost of transcription %s failed", start.generation_pk)
-    await spend_push.cost_settled(start.user_pk)
 
 
 async def _beat(generation_pk: int) -> None:

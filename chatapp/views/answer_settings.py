@@ -28,6 +28,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from chatapp import tools
+from chatapp.assistants.models import AnswerSettings, ChatDefaults
+from chatapp.conversations.models import Conversation
 from chatapp.conversations.request_options import (
     EFFORT_SENT_TO,
     FIELDS,
@@ -40,7 +42,6 @@ from chatapp.conversations.request_options import (
 from chatapp.conversations.turns import MAX_MESSAGE_CHARS, TurnError
 from chatapp.gateways.catalog import parse_choice
 from chatapp.mcp import catalog as mcp_catalog
-from chatapp.models import AnswerSettings, ChatDefaults, Conversation
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

@@ -23,10 +23,10 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from chatapp.access import group_policies
+from chatapp.assistants import sharing
+from chatapp.assistants.models import Assistant
 from chatapp.conversations.request_options import FIELDS, options_for, summary
 from chatapp.gateways.catalog import GatewayModels, catalog, choice_value, parse_choice
-from chatapp.models import Assistant
-from chatapp.starting import sharing
 from chatapp.views.answer_settings import AnswerSettingsForm
 
 if TYPE_CHECKING:

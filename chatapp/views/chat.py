@@ -21,7 +21,9 @@ from django_htmx.http import push_url, reswap, retarget
 
 from chatapp import tools
 from chatapp.access import group_policies, rate_limits
+from chatapp.assistants.new_chat import StartedWith
 from chatapp.conversations import uploads, user_text
+from chatapp.conversations.models import Conversation, Message, Upload
 from chatapp.conversations.request_options import (
     RequestOptions,
     default_options,
@@ -45,6 +47,7 @@ from chatapp.conversations.turns import (
     follow_up_request,
 )
 from chatapp.costs import spend_push, spending_limits
+from chatapp.costs.models import Generation
 from chatapp.costs.spend import conversation_spend
 from chatapp.gateways import image_models
 from chatapp.gateways.catalog import (
@@ -56,8 +59,6 @@ from chatapp.gateways.catalog import (
 )
 from chatapp.gateways.configs import GatewayConfig, GatewayUnavailable, aconfig_for
 from chatapp.middleware import sandboxed
-from chatapp.models import Conversation, Generation, Message, Upload
-from chatapp.starting.new_chat import StartedWith
 from chatapp.streaming import persistence, stopping, sweep, worker
 from chatapp.transcription.offer import can_transcribe
 from chatapp.views import library, prompts
@@ -216,14 +217,14 @@ async def conversation_page(request: AuthenticatedRequest, pk: int) -> HttpRespo
     return await sync_to_async(_page)(request, pk, await catalog(in_use))
 
 
-def _composer_error(request: HttpRequest, refused: BaseException) -> HttpResponse:
+def composer_error(request: HttpRequest, refused: BaseException) -> HttpResponse:
     # A refusal because an answer is running holds only until it ends: the page clears it then.
     context = {"error": str(refused), "until_done": isinstance(refused, AnswerRunning)}
     response = render(request, "chatapp/_composer_error.html", context)
     return reswap(retarget(response, "#composer-error"), "innerHTML")
 
 
-def _newer_messages(request: HttpRequest, pk: int, refused: NewerMessages) -> HttpResponse:
+def newer_messages(request: HttpRequest, pk: int, refused: NewerMessages) -> HttpResponse:
     """The composer's error line, with the branch the page showed brought up to date (out of
     band): the page then follows on from its new end."""
     conversation = get_object_or_404(Conversation, pk=pk, user=request.user)
@@ -244,13 +245,13 @@ def _render_turn(request: HttpRequest, started: StartedGeneration) -> HttpRespon
     return render(request, "chatapp/_messages.html", {"chat_messages": path})
 
 
-def _after(request: HttpRequest) -> int | None:
+def posted_after(request: HttpRequest) -> int | None:
     """The last message the page shows, which a follow-up comes after (None: not said)."""
     after = request.POST.get("after", "")
     return int(after) if after.isdigit() else None
 
 
-async def _chosen(value: str) -> tuple[GatewayConfig, str]:
+async def chosen_model(value: str) -> tuple[GatewayConfig, str]:
     """The picker's value → the gateway to use and the model on it."""
     gateway_pk, model = parse_choice(value)
     return await aconfig_for(gateway_pk), model
@@ -316,7 +317,7 @@ async def check_answer_model(user: User, pk: int) -> None:
         await listed_models(await aconfig_for(found[0]), found[1])
 
 
-def _posted_files(request: HttpRequest) -> list[tuple[str, bytes]]:
+def posted_files(request: HttpRequest) -> list[tuple[str, bytes]]:
     """The files posted with a message (`files`), as (name, bytes); `UploadRefused` past the
     caps, judged from the sizes before any file is read."""
     length = request.META.get("CONTENT_LENGTH") or "0"
@@ -363,14 +364,14 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
     early = None
     admission = None
     try:
-        posted = await sync_to_async(_posted_files)(request)  # the form is parsed off the loop
+        posted = await sync_to_async(posted_files)(request)  # the form is parsed off the loop
         text = request.POST.get("content", "")
-        config, model = await _chosen(request.POST.get("model", ""))
+        config, model = await chosen_model(request.POST.get("model", ""))
         if posted:  # refused before its files are read: a PDF holds a render process for seconds
             await sync_to_async(_check_may_start)(user, config)
         attached = await uploads.checked_uploads(posted)
         answerer = await answerer_for(request, config, model)
-        after = _after(request)
+        after = posted_after(request)
         _check_attached(attached, config, model, answerer.kind)
         # A new chat's Settings, chosen beside its composer (None: the user's defaults), and its
         # assistant and whether it is temporary.
@@ -415,9 +416,9 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
         if early is not None:  # no generation will read it: cancel the request upstream
             await early.aclose()
         if isinstance(exc, NewerMessages) and pk is not None:
-            return await sync_to_async(_newer_messages)(request, pk, exc)
+            return await sync_to_async(newer_messages)(request, pk, exc)
         if isinstance(exc, REFUSALS):
-            return await sync_to_async(_composer_error)(request, exc)
+            return await sync_to_async(composer_error)(request, exc)
         raise
     if admission is not None:
         admission.release()  # the generation is on record, and counts from now on
@@ -458,7 +459,7 @@ async def start_version(
     try:
         started = await create(user, owner_channel)
     except REFUSALS as exc:
-        return await sync_to_async(_composer_error)(request, exc)
+        return await sync_to_async(composer_error)(request, exc)
     worker.start(started.job)
     response = await sync_to_async(_render_turn)(request, started)
     return library.moved_to_top(response, started.conversation)  # it is the newest now
@@ -473,7 +474,7 @@ async def retry(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     async def create(user: User, owner_channel: str) -> StartedGeneration:
         answerer = None  # the answer's own
         if value:
-            answerer = await answerer_for(request, *await _chosen(value))
+            answerer = await answerer_for(request, *await chosen_model(value))
         else:
             await check_answer_model(user, pk)
         return await persistence.on_record_thread_from_view(

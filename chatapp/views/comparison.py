@@ -23,8 +23,8 @@ from chatapp.conversations.comparison import (
 )
 from chatapp.conversations.tree import shown_path
 from chatapp.conversations.turns import NewerMessages, TurnError
+from chatapp.costs.models import Generation
 from chatapp.gateways.catalog import choice_value
-from chatapp.models import Generation
 from chatapp.streaming import persistence, stopping, worker
 from chatapp.views import chat
 from chatapp.views.new_chat import new_chat_choice
@@ -52,7 +52,7 @@ async def send(request: AuthenticatedRequest, pk: int | None = None) -> HttpResp
     try:
         if len(compare) >= MAX_MODELS:
             raise TurnError(TOO_MANY)
-        if await sync_to_async(chat._posted_files)(request):  # never dropped unsaid
+        if await sync_to_async(chat.posted_files)(request):  # never dropped unsaid
             raise TurnError(NO_FILES)
         # A new chat's Settings (None: the user's defaults), assistant and temporariness.
         options, started_with = (
@@ -60,7 +60,7 @@ async def send(request: AuthenticatedRequest, pk: int | None = None) -> HttpResp
         )
         answerers = []
         for value in [request.POST.get("model", ""), *compare]:
-            answerer = await chat.answerer_for(request, *await chat._chosen(value))
+            answerer = await chat.answerer_for(request, *await chat.chosen_model(value))
             if answerer.kind != Generation.Kind.CHAT:
                 raise TurnError(NOT_CHAT.format(model=answerer.model))
             answerers.append(answerer)
@@ -71,16 +71,16 @@ async def send(request: AuthenticatedRequest, pk: int | None = None) -> HttpResp
             text=request.POST.get("content", ""),
             answerers=answerers,
             owner_channel=owner_channel,
-            after=chat._after(request),
+            after=chat.posted_after(request),
             options=options,
             started_with=started_with,
         )
     except NewerMessages as exc:
         if pk is None:
             raise
-        return await sync_to_async(chat._newer_messages)(request, pk, exc)
+        return await sync_to_async(chat.newer_messages)(request, pk, exc)
     except chat.REFUSALS as exc:
-        return await sync_to_async(chat._composer_error)(request, exc)
+        return await sync_to_async(chat.composer_error)(request, exc)
     for each in started:
         worker.start(each.job)
     return await chat.turn_response(request, pk, started[0])

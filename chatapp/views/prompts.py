@@ -15,9 +15,9 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from chatapp import shared_cache
-from chatapp.models import Prompt
-from chatapp.starting import sharing
-from chatapp.starting.prompt_text import MAX_TEXT_CHARS, PromptEntry, variables
+from chatapp.assistants import sharing
+from chatapp.assistants.models import Prompt
+from chatapp.assistants.prompt_text import MAX_TEXT_CHARS, PromptEntry, variables
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

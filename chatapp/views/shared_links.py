@@ -26,8 +26,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST, require_safe
 
 from chatapp.conversations import shared_links
+from chatapp.conversations.models import SharedLink
 from chatapp.middleware import sandboxed
-from chatapp.models import SharedLink
 from chatapp.rendering import attachments
 
 if TYPE_CHECKING:

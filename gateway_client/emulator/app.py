@@ -37,7 +37,7 @@ from .parsing import (
     parse_completion,
     parse_media,
 )
-from .records import GenerationRecord, Registry
+from .records import EmulatorRecord, Registry
 from .scenarios import build_script
 from .streaming import run_stream
 from .transcription import parse_transcription, run_transcription
@@ -66,7 +66,7 @@ class EmulatorApp:
         return self.records
 
     @property
-    def active_streams(self) -> list[GenerationRecord]:
+    def active_streams(self) -> list[EmulatorRecord]:
         """Records of requests still generating (streams and buffered)."""
         return self.records.active
 

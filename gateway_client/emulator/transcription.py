@@ -30,7 +30,7 @@ from .channel import Channel
 from .dialects import Dialect
 from .options import Options
 from .parsing import BadRequest, scenario_of
-from .records import GenerationRecord, Registry
+from .records import EmulatorRecord, Registry
 
 __all__ = ["TranscriptionRequest", "parse_transcription", "run_transcription", "transcript"]
 
@@ -130,7 +130,7 @@ async def run_transcription(
 ) -> None:
     ids = dialect.new_ids(text_completion=False)
     record = registry.add(
-        GenerationRecord(
+        EmulatorRecord(
             id=ids.generation_id,
             request_id=ids.request_id,
             dialect=dialect.name,

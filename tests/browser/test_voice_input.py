@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from gateway_client.emulator import GenerationRecord
+from gateway_client.emulator import EmulatorRecord
 
 from .conftest import CHROMIUM, CHROMIUM_ARGS, screenshots, sign_in
 
@@ -92,7 +92,7 @@ def transcribing(alice: Any, server_url: str) -> Iterator[Callable[[str], None]]
     set_transcription_model(alice, server_url, "")
 
 
-def transcriptions(paced_emulator: Any, since: set[str]) -> list[GenerationRecord]:
+def transcriptions(paced_emulator: Any, since: set[str]) -> list[EmulatorRecord]:
     return [
         record
         for record in paced_emulator.app.records.all()

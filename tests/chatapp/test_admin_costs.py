@@ -21,19 +21,14 @@ from django.db.models import Sum
 from django.test import AsyncClient, Client
 from django.urls import reverse
 
+from chatapp.conversations.models import Conversation, Message
 from chatapp.costs import chart as cost_chart
 from chatapp.costs import csv_file
 from chatapp.costs import summary as cost_summary
+from chatapp.costs.models import Generation, SpendingLimit
 from chatapp.costs.units import CostUnit, Money
 from chatapp.gateways import key_vault
-from chatapp.models import (
-    Conversation,
-    Gateway,
-    Generation,
-    Message,
-    ModelPrice,
-    SpendingLimit,
-)
+from chatapp.gateways.models import Gateway, ModelPrice
 
 SUMMARY = "admin:chatapp_generation_summary"
 EXPORT = "admin:chatapp_generation_export"

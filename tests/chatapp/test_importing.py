@@ -23,9 +23,10 @@ from django.utils import timezone
 from django.utils.html import escape
 
 from chatapp.conversations import export_zip, import_formats, importing
+from chatapp.conversations.models import Conversation, Message
 from chatapp.conversations.tree import MessageTree
 from chatapp.conversations.turns import IMPORTED_CONTINUE, IMPORTED_RETRY
-from chatapp.models import Conversation, Generation, Message
+from chatapp.costs.models import Generation
 from chatapp.streaming import worker
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "imports"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from chatapp.mcp import catalog
-from chatapp.models import McpServer
+from chatapp.mcp.models import McpServer
 from chatapp.streaming import stopping, worker
 from tests.mcp_server.running import RunningServer, serve
 from tests.waiting import eventually

@@ -11,9 +11,11 @@ from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 from django.urls import reverse
 
+from chatapp.conversations.models import Conversation, Message
+from chatapp.costs.models import Generation
 from chatapp.costs.units import exact
 from chatapp.gateways import catalog, configs, key_vault
-from chatapp.models import Conversation, Gateway, Generation, Message
+from chatapp.gateways.models import Gateway
 from chatapp.rendering.markdown import citation
 from chatapp.streaming import worker
 from gateway_client import GatewayClient
