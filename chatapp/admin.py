@@ -30,8 +30,10 @@ from chatapp.costs.units import CostUnit, Money
 from chatapp.gateways import configs, detected, key_vault
 from chatapp.gateways.models import Gateway, ModelPrice
 from chatapp.identity import admin as identity_admin  # noqa: F401  (registers its admins)
-from chatapp.mcp import admin as mcp_admin  # noqa: F401  (registers McpServerAdmin)
-from chatapp.mcp import catalog as mcp_catalog
+from chatapp.knowledge import admin as knowledge_admin  # noqa: F401  (collections)
+from chatapp.knowledge import reembedding
+from chatapp.tools.mcp import admin as mcp_admin  # noqa: F401  (registers McpServerAdmin)
+from chatapp.tools.mcp import catalog as mcp_catalog
 from chatapp.tools.models import ToolSwitch
 from gateway_client.dialects import facts_for
 
@@ -196,6 +198,12 @@ class GatewayForm(_GatewayForm):
         help_text="Stored encrypted. Leave blank to keep the stored key.",
     )
     clear_api_key = forms.BooleanField(label="Clear the stored key", required=False)
+    reembed = forms.BooleanField(
+        label="Embed the documents again at this cost",
+        required=False,
+        help_text="Asked when a new embedding model would embed documents again: saving says "
+        "what it will cost first.",
+    )
 
     class Meta:
         model = Gateway
@@ -210,6 +218,7 @@ class GatewayForm(_GatewayForm):
             "speech_voice",
             "transcription_model",
             "title_model",
+            "embedding_model",
         )
 
     # The stored key was typed for the old base URL: a new URL would be sent it unasked.
@@ -225,6 +234,8 @@ class GatewayForm(_GatewayForm):
 
     key_cleared = False
     env_cleared = False
+    reembedding: reembedding.ReembeddingEstimate | None = None
+    """What the save embeds again (the admin confirmed it), or None."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -257,6 +268,14 @@ class GatewayForm(_GatewayForm):
         cleaned = super().clean() or {}
         if cleaned.get("api_key") and cleaned.get("clear_api_key"):
             raise forms.ValidationError("Enter a new key or clear the stored one, not both.")
+        self.reembedding = None
+        model = cleaned.get("embedding_model") or ""
+        if self.instance.pk and model and "embedding_model" in self.changed_data:
+            unit = cleaned.get("cost_unit") or self.instance.cost_unit
+            found = reembedding.estimate(self.instance.pk, unit, model)
+            if found.files and not cleaned.get("reembed"):
+                self.add_error("reembed", f"{found} Tick this box to go ahead.")
+            self.reembedding = found if found.files else None
         return cleaned
 
     @property
@@ -331,6 +350,7 @@ class GatewayAdmin(_GatewayAdmin):
         ("Read aloud", {"fields": ("speech_model", "speech_voice")}),
         ("Voice input", {"fields": ("transcription_model",)}),
         ("Titles", {"fields": ("title_model",)}),
+        ("Knowledge", {"fields": ("embedding_model", "reembed")}),
         (None, {"fields": ("created_at",)}),
     )
 
@@ -340,6 +360,9 @@ class GatewayAdmin(_GatewayAdmin):
             messages.warning(request, GatewayForm.KEY_CLEARED)
         if getattr(form, "env_cleared", False):
             messages.warning(request, GatewayForm.ENV_CLEARED)
+        if (estimate := getattr(form, "reembedding", None)) is not None:
+            queued = reembedding.start_reembedding(obj.pk)
+            messages.info(request, f"{estimate} {len(queued):,} document(s) queued.")
 
     @admin.display(description="dialect", ordering="dialect")
     def speaks(self, obj: Gateway) -> str:

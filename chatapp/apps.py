@@ -17,13 +17,16 @@ class ChatappConfig(AppConfig):
             checks,  # noqa: F401  (registers them)
             shared_cache,
         )
+        from chatapp.access.models import GroupPolicy
+        from chatapp.assistants.models import Assistant, ChatDefaults, Prompt
         from chatapp.conversations.models import Conversation
-        from chatapp.costs.ledger import forget_read_aloud_audio
         from chatapp.gateways.configs import forget_configs
         from chatapp.gateways.detected import forget_asked
         from chatapp.gateways.models import Gateway
         from chatapp.identity import checks as identity_checks  # noqa: F401  (registers them)
         from chatapp.identity import deactivation, sign_up
+        from chatapp.read_aloud.models import forget_read_aloud_audio
+        from chatapp.tools.models import McpServer, ToolSwitch
         from chatapp.ws import session_sockets
 
         # An admin's change to a gateway takes effect at once in this process (others within
@@ -33,7 +36,10 @@ class ChatappConfig(AppConfig):
         post_save.connect(forget_asked, sender=Gateway, dispatch_uid="chatapp.gateway.ask")
         post_delete.connect(forget_asked, sender=Gateway, dispatch_uid="chatapp.gateway.unask")
         # What pages keep between requests is read again after a change, in every process.
-        shared_cache.connect_signals()
+        shared_cache.connect_signals(
+            watched=(Assistant, ChatDefaults, GroupPolicy, Prompt, ToolSwitch, McpServer),
+            shared_with_groups=(Assistant, Prompt, McpServer),
+        )
         # A sign-out, a password change or a deactivation ends the user's sockets too.
         session_sockets.connect_signals()
         # A deactivation stops the user's running answers; an activation approves a sign-up.
@@ -47,5 +53,5 @@ class ChatappConfig(AppConfig):
         # A deleted conversation's text goes, and the audio of its read alouds with it (their
         # generations stay in the ledger).
         pre_delete.connect(
-            forget_read_aloud_audio, sender=Conversation, dispatch_uid="chatapp.costs.ledger.audio"
+            forget_read_aloud_audio, sender=Conversation, dispatch_uid="chatapp.read_aloud.audio"
         )

@@ -39,6 +39,10 @@ Glossary (the code uses these words for these things, and no other):
   `SpendingLimit`s what they may spend together, and `GenerationGroup` which generations were
   its (`LedgerDayGroup`, once folded). (The cost summary's `GroupTotals` are rows of a table,
   of any kind.)
+- collection: a named set of documents answers can draw on (`Collection`, `chatapp/knowledge`),
+  a user's own or shared by an admin as assistants are; each document is a knowledge file
+  (`KnowledgeFile`, unlike an upload, kept with its collection and indexed in the background),
+  read into chunks (`Chunk`); a chunk found for a question is a passage (`knowledge.passages`).
 - keys: `*_pk` holds one of our primary keys; `*_id` is a gateway's ID (generation, request, tool
   call) or Django's foreign-key attribute (`conversation_id`).
 """
@@ -47,7 +51,8 @@ Glossary (the code uses these words for these things, and no other):
 # `migrations/`); Django looks for them here. Which package a model is in is decided by the
 # layer of the code that owns it (docs/architecture.md, "Where the code is").
 from chatapp.access.models import GroupPolicy
-from chatapp.assistants.models import AnswerSettings, Assistant, ChatDefaults, Prompt, SharedOrOwn
+from chatapp.access.shared_or_own import SharedOrOwn
+from chatapp.assistants.models import AnswerSettings, Assistant, ChatDefaults, Prompt
 from chatapp.conversations.models import Conversation, Folder, Message, SharedLink, Upload
 from chatapp.costs.models import (
     Feedback,
@@ -65,15 +70,17 @@ from chatapp.identity.models import (
     ProviderIdentity,
     SelfSignUp,
 )
-from chatapp.mcp.models import McpServer
+from chatapp.knowledge.models import Chunk, Collection, KnowledgeFile
 from chatapp.read_aloud.models import ReadAloudAudio
 from chatapp.shared_cache.models import SharedVersion
-from chatapp.tools.models import ToolSwitch
+from chatapp.tools.models import McpServer, ToolSwitch
 
 __all__ = [
     "AnswerSettings",
     "Assistant",
     "ChatDefaults",
+    "Chunk",
+    "Collection",
     "Conversation",
     "Feedback",
     "Folder",
@@ -81,6 +88,7 @@ __all__ = [
     "Generation",
     "GenerationGroup",
     "GroupPolicy",
+    "KnowledgeFile",
     "LedgerDay",
     "LedgerDayGroup",
     "McpServer",

@@ -86,6 +86,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_htmx",
+    "django_tasks_db",
     "chatapp",
 ]
 
@@ -153,6 +154,8 @@ DATABASES = {
     )
 }
 if DATABASES["default"].get("ENGINE", "").endswith("sqlite3"):
+    # Django's backend on sqlean's SQLite, with sqlite-vec loaded: knowledge collections' store.
+    DATABASES["default"]["ENGINE"] = "chatapp.patches.sqlite_backend"
     # Workers flush partial answers while pages read them: wait for the lock instead of failing.
     # WAL: pages read while the writer writes, and a commit is an append, not a journal rewrite
     # with fsyncs (the turn's insert was most of a send's time under load). NORMAL sync is WAL's
@@ -295,6 +298,9 @@ LLM_TRANSCRIPTION_MODEL = os.environ.get("LLM_TRANSCRIPTION_MODEL", "")
 # The model that writes new conversations' titles on the default gateway; unset: the gateway
 # row's own setting (Admin → Gateways → Titles), which this then overrides.
 LLM_TITLE_MODEL = os.environ.get("LLM_TITLE_MODEL", "")
+# The model knowledge collections are embedded with on the default gateway (POST /embeddings);
+# unset: the gateway row's own setting (Admin → Gateways → Knowledge), which this then overrides.
+LLM_EMBEDDING_MODEL = os.environ.get("LLM_EMBEDDING_MODEL", "")
 # Seconds; each unset one keeps the dialect's default (gateway_client.dialects).
 LLM_TIMEOUTS = {
     phase: float(os.environ[f"LLM_{phase.upper()}_TIMEOUT"])
@@ -312,6 +318,22 @@ CHAT_KEY_ENV_ALLOWED = tuple(
 # Tests and demos only: the built-in emulator takes options from the model name
 # ("emulator/long?long_tokens=500") and the app accepts such a suffix on a listed model.
 CHAT_EMULATOR_REQUEST_OPTIONS = env_bool("CHAT_EMULATOR_REQUEST_OPTIONS")
+
+# --- Background tasks -----------------------------------------------------------------------------
+
+# Django's Tasks framework on its database backend (django-tasks-db): tasks are rows of the app's
+# own database, run by `manage.py run_worker` (`make run` starts it beside Daphne).
+TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+# A knowledge file busy this many seconds without progress was left by a worker that stopped:
+# the next worker's sweep picks it up again (`knowledge/tasks.py`).
+CHAT_KNOWLEDGE_STALE_AFTER = float(os.environ.get("CHAT_KNOWLEDGE_STALE_AFTER", "120"))
+CHAT_KNOWLEDGE_SWEEP_INTERVAL = 30.0
+
+# --- Knowledge ------------------------------------------------------------------------------------
+# A Chroma server (`chroma run`, `make chroma`) to keep knowledge collections' vectors in, with
+# PostgreSQL's text search for their words (`make cluster` sets it); unset: sqlite-vec and FTS5 in
+# the app's SQLite database.
+CHAT_CHROMA_URL = os.environ.get("CHAT_CHROMA_URL", "").strip()
 
 # --- Streaming ------------------------------------------------------------------------------------
 
@@ -331,7 +353,7 @@ CHAT_STALL_NOTICE = float(os.environ.get("CHAT_STALL_NOTICE", "6"))
 # without end); a tool that runs longer than CHAT_TOOL_TIMEOUT seconds is reported as failed.
 CHAT_TOOL_ROUNDS = int(os.environ.get("CHAT_TOOL_ROUNDS", "8"))
 CHAT_TOOL_TIMEOUT = float(os.environ.get("CHAT_TOOL_TIMEOUT", "20"))
-# MCP servers' tools (`chatapp/mcp`): a call's deadline, a connection's (and a listing's), the
+# MCP servers' tools (`chatapp/tools/mcp`): a call's deadline, a connection's (and a listing's), the
 # bytes one session may receive, and how often a server's tool list is asked for again (sooner
 # when it has a problem).
 CHAT_MCP_TIMEOUT = float(os.environ.get("CHAT_MCP_TIMEOUT", "60"))
@@ -386,7 +408,7 @@ LOGGING = {
         "chatapp": {"level": os.environ.get("CHAT_LOG_LEVEL", "INFO")},
         "django": {"level": "INFO"},
         # The MCP SDK's lines per session (its session ID, stream reconnects) are noise; what
-        # goes wrong with a server is said by chatapp.mcp, once, with the server's name.
+        # goes wrong with a server is said by chatapp.tools.mcp, once, with the server's name.
         "mcp": {"level": "WARNING"},
     },
 }

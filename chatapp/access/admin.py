@@ -17,7 +17,7 @@ from chatapp.access.group_policies import patterns
 from chatapp.access.models import GroupPolicy
 from chatapp.costs.admin.limits import SpendingLimitForm
 from chatapp.costs.models import SpendingLimit
-from chatapp.mcp import catalog as mcp_catalog
+from chatapp.tools.mcp import catalog as mcp_catalog
 
 if TYPE_CHECKING:
     _PolicyInline = admin.StackedInline[GroupPolicy, Group]

@@ -8,6 +8,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from chatapp.access.shared_or_own import SharedOrOwn
 from chatapp.gateways.models import Gateway
 
 
@@ -46,31 +47,6 @@ class ChatDefaults(AnswerSettings):
 
     def __str__(self) -> str:
         return f"Defaults of {self.user}"
-
-
-class SharedOrOwn(models.Model):
-    """Something a user keeps for themselves (`owner`), or an admin shares (no owner) with
-    everyone or, when `groups` names some, with their members only (`assistants/sharing.py`)."""
-
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        on_delete=models.CASCADE,
-        null=True,
-        blank=True,
-        related_name="+",
-        help_text="Empty: shared by an admin (with the groups below, or with everyone).",
-    )
-    groups = models.ManyToManyField(
-        "auth.Group",
-        blank=True,
-        related_name="+",
-        help_text="Shared ones only: the groups whose members see it; none: everyone.",
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        abstract = True
 
 
 class Assistant(AnswerSettings, SharedOrOwn):

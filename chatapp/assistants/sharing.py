@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from django.db.models import Q
-
+from chatapp.access.shared_or_own import visible_to
 from chatapp.assistants.models import Assistant, Prompt
 
 if TYPE_CHECKING:
@@ -18,10 +17,7 @@ if TYPE_CHECKING:
 
 def visible[Shared: (Assistant, Prompt)](model: type[Shared], user: User) -> QuerySet[Shared]:
     """The rows of `model` that `user` may use: their own and those shared with them."""
-    shared = Q(owner__isnull=True) & (
-        Q(groups__isnull=True) | Q(groups__in=user.groups.values("pk"))
-    )
-    pks = model.objects.filter(Q(owner=user) | shared).values("pk")
+    pks = model.objects.filter(visible_to(user)).values("pk")
     # Through the pks: a user in two of a row's groups would otherwise get it twice.
     return model.objects.filter(pk__in=pks).order_by("name", "owner", "pk")
 

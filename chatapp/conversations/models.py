@@ -4,6 +4,8 @@ Registered by `chatapp.models` (app label `chatapp`)."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from django.conf import settings
 from django.db import models
 
@@ -99,6 +101,12 @@ class Conversation(AnswerSettings):
 
     def __str__(self) -> str:
         return self.title or f"Conversation {self.pk}"
+
+
+# A tool call's status as its message stores it (`Message.tool_calls`): running, then one of
+# `ENDED`. The tool loop writes it (`chatapp.tools.tool_loop`); the tree reads it.
+type CallStatus = Literal["running", "done", "error", "cancelled", "not_run"]
+ENDED: frozenset[str] = frozenset({"done", "error", "cancelled", "not_run"})
 
 
 class Message(models.Model):

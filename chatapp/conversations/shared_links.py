@@ -38,7 +38,7 @@ from chatapp.conversations.models import Conversation, Message, SharedLink
 from chatapp.conversations.tree import MessageTree, shown_path
 from chatapp.conversations.turns import title_from
 from chatapp.errors import ChatAppError
-from chatapp.mcp import catalog
+from chatapp.tools.mcp import catalog
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

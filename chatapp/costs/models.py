@@ -50,6 +50,7 @@ class Generation(models.Model):
         READ_ALOUD = "speech", "read aloud"
         TITLE = "title", "conversation title"
         TRANSCRIPTION = "transcription", "voice input"
+        EMBEDDING = "embedding", "embedding"
 
     class Status(models.TextChoices):
         STREAMING = "streaming"
@@ -105,6 +106,23 @@ class Generation(models.Model):
         null=True,
         blank=True,
         related_name="generations",
+    )
+    # An embedding's (`knowledge.embedding`): the collection whose documents it embedded, or the
+    # user's message whose question it embedded for retrieval (with `conversation`). SET_NULL: a
+    # deleted collection or message leaves its cost on the ledger.
+    collection = models.ForeignKey(
+        "chatapp.Collection",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="generations",
+    )
+    question = models.ForeignKey(
+        "chatapp.Message",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="question_embeddings",
     )
     # PROTECT: a gateway with history is disabled, not deleted, so its totals stay whole.
     gateway = models.ForeignKey(
@@ -177,7 +195,7 @@ class Generation(models.Model):
 
     # The kinds that write no answer of their own (`message` is None): no new turn waits for
     # them, and the sweep interrupts them without telling any page.
-    ANSWERLESS_KINDS = (Kind.READ_ALOUD, Kind.TITLE, Kind.TRANSCRIPTION)
+    ANSWERLESS_KINDS = (Kind.READ_ALOUD, Kind.TITLE, Kind.TRANSCRIPTION, Kind.EMBEDDING)
 
     class Meta:
         ordering = ["-started_at", "-id"]

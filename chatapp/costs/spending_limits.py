@@ -358,9 +358,11 @@ def ceiling_for(
     kind: str = Generation.Kind.CHAT,
 ) -> Ceiling:
     """The worst case of a generation on gateway `gateway_pk` (billing in `cost_unit`) sent
-    `messages`, with `max_tokens` as its budget (None: `DEFAULT_CEILING_TOKENS`)."""
+    `messages`, with `max_tokens` as its budget (None: `DEFAULT_CEILING_TOKENS`). An embedding
+    makes no completion: its worst case is its input alone."""
     unit = CostUnit(cost_unit) if cost_unit in CostUnit.values else CostUnit.CREDITS
-    base = Ceiling(counted_prompt_tokens(messages), max_tokens or DEFAULT_CEILING_TOKENS, unit)
+    budget = 0 if kind == Generation.Kind.EMBEDDING else max_tokens or DEFAULT_CEILING_TOKENS
+    base = Ceiling(counted_prompt_tokens(messages), budget, unit)
     if kind == Generation.Kind.IMAGE:
         return _unpriced(base, "images are not priced here")
     if kind == Generation.Kind.READ_ALOUD:
@@ -441,6 +443,7 @@ _WHAT = {
     Generation.Kind.READ_ALOUD: "read aloud",
     Generation.Kind.TITLE: "title",
     Generation.Kind.TRANSCRIPTION: "transcription",
+    Generation.Kind.EMBEDDING: "embedding",
 }
 
 

@@ -82,6 +82,8 @@ class GatewayConfig:
     transcription_model: str = ""
     # The model that writes new conversations' titles (`conversations.titles`); empty: theirs.
     title_model: str = ""
+    # The model knowledge collections are embedded with (`knowledge.embedding`); empty: none.
+    embedding_model: str = ""
     # Why the row cannot be used (`unusable`); empty for a usable one.
     unusable: str = ""
 
@@ -132,6 +134,7 @@ def _settings_key() -> tuple[object, ...]:
         settings.LLM_SPEECH_MODEL,
         settings.LLM_TRANSCRIPTION_MODEL,
         settings.LLM_TITLE_MODEL,
+        settings.LLM_EMBEDDING_MODEL,
     )
 
 
@@ -163,6 +166,8 @@ def _ensure_default() -> Gateway:
         wanted["transcription_model"] = settings.LLM_TRANSCRIPTION_MODEL
     if settings.LLM_TITLE_MODEL:  # likewise
         wanted["title_model"] = settings.LLM_TITLE_MODEL
+    if settings.LLM_EMBEDDING_MODEL:  # likewise
+        wanted["embedding_model"] = settings.LLM_EMBEDDING_MODEL
     gateway, _ = Gateway.objects.get_or_create(name=DEFAULT_NAME, defaults=wanted)
     changed = [name for name, value in wanted.items() if getattr(gateway, name) != value]
     for name in changed:
@@ -212,6 +217,7 @@ def resolve(gateway: Gateway) -> GatewayConfig:
         gateway.speech_voice,
         transcription_model=gateway.transcription_model,
         title_model=gateway.title_model,
+        embedding_model=gateway.embedding_model,
     )
 
 
@@ -332,6 +338,7 @@ def _emulated(dialect: DialectFacts) -> dict[str, str]:
         "speech_model": emulator.SPEECH_MODEL if dialect.speech else "",
         "transcription_model": emulator.TRANSCRIPTION_MODEL,
         "title_model": emulator.TITLE_MODEL,
+        "embedding_model": emulator.EMBEDDING_MODEL,  # every dialect serves `/embeddings`
     }
 
 

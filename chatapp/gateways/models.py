@@ -67,6 +67,13 @@ class Gateway(models.Model):
         help_text="The model that writes a new conversation's title from its first exchange "
         "(a generation of its own in the ledger); empty: the conversation's own model.",
     )
+    embedding_model = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="The model knowledge collections are embedded with (POST /embeddings): their "
+        "documents when added, each question asked of them. Changing it re-embeds every "
+        "document embedded with the old one, at its price; empty: this gateway embeds nothing.",
+    )
     emulated = models.BooleanField(default=False, editable=False)
     api_key_encrypted = models.TextField(blank=True, editable=False)
     api_key_env = models.CharField(

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
 
+from chatapp.conversations.models import Conversation
 from chatapp.costs.models import Generation
 
 
@@ -21,3 +24,9 @@ class ReadAloudAudio(models.Model):
 
     def __str__(self) -> str:
         return f"Audio of generation {self.generation_id} ({self.media_type})"
+
+
+def forget_read_aloud_audio(sender: Any, instance: Conversation, **kwargs: Any) -> None:
+    """`pre_delete` of a conversation: the audio its answers were read aloud in is their text
+    spoken, so it goes with them; the read alouds' generations stay."""
+    ReadAloudAudio.objects.filter(generation__conversation=instance).delete()

@@ -3,12 +3,12 @@
 A page showed the tools a user may choose, their group policy, the assistants and prompts they
 may use and their chat defaults, each read again on every page though they change only when an
 admin or the user saves one. `cached(key, compute)` keeps `compute()`'s value in this process
-for as long as the token of `SharedVersion` (one row) stays the same; any change to a model in
-`WATCHED` (saved, deleted, or its groups changed) writes a new token in the same transaction,
-so every process sees the change on its next request: the version is read from the database
-once per request (`request_memo`), not kept. Reading it is one statement where the facts were
-six. A database without the row (just made, or flushed) gets one with a new token when it is
-first read, so no value is kept across a flush. A write that sends no signal (a queryset's
+for as long as the token of `SharedVersion` (one row) stays the same; any change to a model
+`connect_signals` watches (saved, deleted, or its groups changed) writes a new token in the same
+transaction, so every process sees the change on its next request: the version is read from the
+database once per request (`request_memo`), not kept. Reading it is one statement where the
+facts were six. A database without the row (just made, or flushed) gets one with a new token when
+it is first read, so no value is kept across a flush. A write that sends no signal (a queryset's
 `update`, raw SQL, another program) must call `changed()` or give the row a new token itself.
 
 A value here is shared by every request of the process: callers must not change it.
@@ -18,20 +18,16 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from django.db.models import Model
 from django.db.models.signals import m2m_changed, post_delete, post_save
 
 from chatapp import request_memo
-from chatapp.access.models import GroupPolicy
-from chatapp.assistants.models import Assistant, ChatDefaults, Prompt
-from chatapp.mcp.models import McpServer
 from chatapp.shared_cache.models import SharedVersion
-from chatapp.tools.models import ToolSwitch
 
-__all__ = ["WATCHED", "cached", "changed", "connect_signals"]
+__all__ = ["cached", "changed", "connect_signals"]
 
 # Past this many values (per-user ones: a few per user who loaded a page) the process forgets
 # them all and starts again, rather than growing with the number of users.
@@ -58,7 +54,7 @@ def _read_token() -> str:
 
 
 def cached[T](key: Hashable, compute: Callable[[], T]) -> T:
-    """`compute()`, kept in this process until a `WATCHED` model changes."""
+    """`compute()`, kept in this process until a watched model changes."""
     global _values_token
     token = _token()
     with _lock:
@@ -89,21 +85,16 @@ def _m2m_changed(action: str, **kwargs: Any) -> None:
         changed()
 
 
-WATCHED: tuple[type[Model], ...] = (
-    Assistant,
-    ChatDefaults,
-    GroupPolicy,
-    Prompt,
-    ToolSwitch,
-    McpServer,
-)
-
-
-def connect_signals() -> None:
+def connect_signals(
+    watched: Sequence[type[Model]], shared_with_groups: Sequence[type[Model]]
+) -> None:
+    """Watch `watched` (saved, deleted) and who is in which group, and which groups each of
+    `shared_with_groups` (a model with a `groups` many-to-many) is shared with. The app's config
+    names the models (`apps.py`): the packages that own them stand above this one."""
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
 
-    models: tuple[type[Model], ...] = (*WATCHED, Group)
+    models: tuple[type[Model], ...] = (*watched, Group)
     for model in models:
         uid = f"chatapp.shared_cache.{model.__name__}"
         post_save.connect(changed, sender=model, dispatch_uid=uid + ".saved")
@@ -116,9 +107,7 @@ def connect_signals() -> None:
     # Who is in which group, and which groups an assistant, a prompt or a server is shared with.
     throughs = [
         get_user_model().groups.through,
-        Assistant.groups.through,
-        Prompt.groups.through,
-        McpServer.groups.through,
+        *(model.groups.through for model in shared_with_groups),  # type: ignore[attr-defined]
     ]
     for through in throughs:
         m2m_changed.connect(

@@ -433,6 +433,7 @@ _INTERRUPTED_WORDS = {
     Generation.Kind.READ_ALOUD: "The server stopped while reading this answer aloud.",
     Generation.Kind.TITLE: "The server stopped while this conversation's title was written.",
     Generation.Kind.TRANSCRIPTION: "The server stopped while it transcribed a recording.",
+    Generation.Kind.EMBEDDING: "The server stopped while these texts were being embedded.",
 }
 
 

@@ -23,10 +23,10 @@ from chatapp.costs.costing import record_expected
 from chatapp.costs.models import Generation
 from chatapp.gateways.clients import shared_client
 from chatapp.gateways.configs import GatewayUnavailable, config_for
-from chatapp.mcp import catalog as mcp_catalog
 from chatapp.messaging import socket_messages
 from chatapp.read_aloud import stream
 from chatapp.streaming import persistence, settling, titles, worker
+from chatapp.tools.mcp import catalog as mcp_catalog
 
 logger = logging.getLogger(__name__)
 

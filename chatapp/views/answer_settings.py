@@ -41,12 +41,12 @@ from chatapp.conversations.request_options import (
 )
 from chatapp.conversations.turns import MAX_MESSAGE_CHARS, TurnError
 from chatapp.gateways.catalog import parse_choice
-from chatapp.mcp import catalog as mcp_catalog
+from chatapp.tools.mcp import catalog as mcp_catalog
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
-    from chatapp.views.authenticated import AuthenticatedRequest
+    from chatapp.authenticated import AuthenticatedRequest
 
 MAX_TOKENS = 1_000_000
 

@@ -30,7 +30,7 @@ from chatapp.gateways.catalog import GatewayModels, catalog, choice_value, parse
 from chatapp.views.answer_settings import AnswerSettingsForm
 
 if TYPE_CHECKING:
-    from chatapp.views.authenticated import AuthenticatedRequest
+    from chatapp.authenticated import AuthenticatedRequest
 
 PICKER_MODEL = "The model the picker shows"
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import User
     from django.http import HttpResponse
 
-    from chatapp.views.authenticated import AuthenticatedRequest
+    from chatapp.authenticated import AuthenticatedRequest
 
 
 @login_required

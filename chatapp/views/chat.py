@@ -21,6 +21,7 @@ from django_htmx.http import push_url, reswap, retarget
 
 from chatapp import tools
 from chatapp.access import group_policies, rate_limits
+from chatapp.access.body_limits import MAX_FORM_BYTES, MAX_MESSAGE_UPLOAD_BYTES, size_words
 from chatapp.assistants.new_chat import StartedWith
 from chatapp.conversations import uploads, user_text
 from chatapp.conversations.models import Conversation, Message, Upload
@@ -70,7 +71,7 @@ if TYPE_CHECKING:
 
     from django.contrib.auth.models import User
 
-    from chatapp.views.authenticated import AuthenticatedRequest
+    from chatapp.authenticated import AuthenticatedRequest
 
 
 PREFERRED_MODEL = "emulator/chat"
@@ -321,10 +322,10 @@ def posted_files(request: HttpRequest) -> list[tuple[str, bytes]]:
     """The files posted with a message (`files`), as (name, bytes); `UploadRefused` past the
     caps, judged from the sizes before any file is read."""
     length = request.META.get("CONTENT_LENGTH") or "0"
-    if length.isdigit() and int(length) > uploads.MAX_MESSAGE_UPLOAD_BYTES + uploads.MAX_FORM_BYTES:
+    if length.isdigit() and int(length) > MAX_MESSAGE_UPLOAD_BYTES + MAX_FORM_BYTES:
         raise uploads.UploadRefused(
-            f"This message is too large to send ({uploads.size_words(int(length))}): a "
-            f"message's files may be at most {uploads.MAX_MESSAGE_UPLOAD_BYTES // 2**20} MB in all."
+            f"This message is too large to send ({size_words(int(length))}): a "
+            f"message's files may be at most {MAX_MESSAGE_UPLOAD_BYTES // 2**20} MB in all."
         )
     files = request.FILES.getlist("files")
     uploads.check_sizes([(file.name or "", file.size or 0) for file in files])

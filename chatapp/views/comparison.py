@@ -32,7 +32,7 @@ from chatapp.views.new_chat import new_chat_choice
 if TYPE_CHECKING:
     from django.http import HttpRequest, HttpResponse
 
-    from chatapp.views.authenticated import AuthenticatedRequest
+    from chatapp.authenticated import AuthenticatedRequest
 
 NOT_CHAT = "Only chat models can be compared; {model} makes images."
 MODEL_CHOSEN = "chat:model-chosen"  # the event the page is sent with the chosen answer's model

@@ -18,7 +18,7 @@ from chatapp.conversations import feedback as answer_feedback
 from chatapp.conversations.models import Message
 
 if TYPE_CHECKING:
-    from chatapp.views.authenticated import AuthenticatedRequest
+    from chatapp.authenticated import AuthenticatedRequest
 
 SAID = {"up": "Marked as a good answer.", "down": "Marked as a bad answer.", "": "Rating removed."}
 

@@ -23,7 +23,7 @@ from chatapp.rendering import attachments
 from chatapp.rendering.image_checks import sniffed_type
 
 if TYPE_CHECKING:
-    from chatapp.views.authenticated import AuthenticatedRequest
+    from chatapp.authenticated import AuthenticatedRequest
 
 
 @login_required

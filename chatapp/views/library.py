@@ -40,7 +40,7 @@ from chatapp.middleware import sandboxed
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
-    from chatapp.views.authenticated import AuthenticatedRequest
+    from chatapp.authenticated import AuthenticatedRequest
 
 SIDEBAR_LENGTH = 200
 GROUPS = {

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import User
     from django.http import HttpResponse, QueryDict
 
-    from chatapp.views.authenticated import AuthenticatedRequest
+    from chatapp.authenticated import AuthenticatedRequest
 
 MODEL_CHOSEN = "chat:model-chosen"  # as comparison.MODEL_CHOSEN: compare.js moves the picker
 NOT_AVAILABLE = "That assistant is no longer available to you: choose another, or none."

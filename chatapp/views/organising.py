@@ -26,7 +26,7 @@ from chatapp.conversations.models import Conversation, Folder
 from chatapp.views import library, sidebar_push
 
 if TYPE_CHECKING:
-    from chatapp.views.authenticated import AuthenticatedRequest
+    from chatapp.authenticated import AuthenticatedRequest
 
 ARCHIVED_LENGTH = 500
 

@@ -22,7 +22,7 @@ from chatapp.assistants.prompt_text import MAX_TEXT_CHARS, PromptEntry, variable
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
-    from chatapp.views.authenticated import AuthenticatedRequest
+    from chatapp.authenticated import AuthenticatedRequest
 
 MENU_LENGTH = 100
 MENU_CHARS = 200_000

@@ -31,7 +31,7 @@ from chatapp.middleware import sandboxed
 from chatapp.rendering import attachments
 
 if TYPE_CHECKING:
-    from chatapp.views.authenticated import AuthenticatedRequest
+    from chatapp.authenticated import AuthenticatedRequest
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,8 +20,8 @@ from django.contrib.auth.decorators import login_required
 from django.http import JsonResponse
 from django.views.decorators.http import require_POST
 
+from chatapp.access.body_limits import size_words
 from chatapp.access.rate_limits import RateLimited
-from chatapp.conversations.uploads import size_words
 from chatapp.streaming.persistence import on_record_thread_from_view
 from chatapp.transcription import records, requests
 from chatapp.transcription.records import TranscriptionRefused
@@ -30,7 +30,7 @@ from gateway_client.transcription import wav_seconds
 if TYPE_CHECKING:
     from django.core.files.uploadedfile import UploadedFile
 
-    from chatapp.views.authenticated import AuthenticatedRequest
+    from chatapp.authenticated import AuthenticatedRequest
 
 __all__ = ["FILENAMES", "too_long", "transcribe"]
 

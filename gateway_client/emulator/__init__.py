@@ -26,6 +26,7 @@ It never imports Django.
 from __future__ import annotations
 
 from .app import EmulatorApp
+from .embeddings import EMBEDDING_MODEL as _EMBEDDING_MODEL
 from .options import Options
 from .parsing import CALLS_TOOLS, SCENARIOS
 from .records import EmulatorRecord, Registry
@@ -39,11 +40,16 @@ TRANSCRIPTION_MODEL = "emulator/audio"
 """The model to ask its `POST /audio/transcriptions` for (any scenario transcribes), as the app's
 voice input does (`Gateway.transcription_model`)."""
 
+EMBEDDING_MODEL = _EMBEDDING_MODEL
+"""The model its `POST /embeddings` serves under (every dialect), the emulated gateways' default
+embedding model (`Gateway.embedding_model`)."""
+
 TITLE_MODEL = "emulator/title"
 """The model the app's emulated gateways write titles with (`Gateway.title_model`)."""
 
 __all__ = [
     "CALLS_TOOLS",
+    "EMBEDDING_MODEL",
     "SCENARIOS",
     "SPEECH_MODEL",
     "TITLE_MODEL",

@@ -136,7 +136,7 @@ class MediaRequest:
     count: int = 1
 
 
-def _load(body: bytes) -> dict[str, Any]:
+def load_json(body: bytes) -> dict[str, Any]:
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -279,7 +279,7 @@ def _tool_rounds(messages: list[dict[str, Any]]) -> tuple[int, list[str]]:
 
 
 def parse_chat(body: bytes) -> ChatRequest:
-    data = _load(body)
+    data = load_json(body)
     messages = data.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest("`messages` is required and must be a non-empty array.")
@@ -319,7 +319,7 @@ def parse_chat(body: bytes) -> ChatRequest:
 
 
 def parse_completion(body: bytes) -> ChatRequest:
-    data = _load(body)
+    data = load_json(body)
     prompt = data.get("prompt")
     if isinstance(prompt, list) and all(isinstance(p, str) for p in prompt) and prompt:
         prompt = "\n".join(prompt)
@@ -342,7 +342,7 @@ def parse_completion(body: bytes) -> ChatRequest:
 
 def parse_media(body: bytes, *, text_field: str) -> MediaRequest:
     """Parse an images (`text_field="prompt"`) or speech (`text_field="input"`) request."""
-    data = _load(body)
+    data = load_json(body)
     text = data.get(text_field)
     if not isinstance(text, str) or not text.strip():
         raise BadRequest(f"`{text_field}` is required and must be a non-empty string.")

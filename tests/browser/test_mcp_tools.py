@@ -41,7 +41,7 @@ def cleaned(server_env: dict[str, str]) -> Iterator[None]:
     manage_shell(
         server_env,
         "from chatapp.assistants.models import ChatDefaults; "
-        "from chatapp.mcp.models import McpServer; from chatapp.tools.models import ToolSwitch; "
+        "from chatapp.tools.models import McpServer; from chatapp.tools.models import ToolSwitch; "
         "McpServer.objects.all().delete(); "
         "ToolSwitch.objects.filter(name__contains='__').delete(); "
         "ChatDefaults.objects.all().delete()",

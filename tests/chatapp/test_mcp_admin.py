@@ -16,8 +16,7 @@ from django.urls import reverse
 from chatapp import shared_cache, tools
 from chatapp.assistants.models import ChatDefaults
 from chatapp.gateways import key_vault
-from chatapp.mcp.models import McpServer
-from chatapp.tools.models import ToolSwitch
+from chatapp.tools.models import McpServer, ToolSwitch
 from tests.mcp_server.running import RunningServer, serve
 
 pytestmark = [pytest.mark.django_db(transaction=True)]

@@ -47,6 +47,7 @@ from chatapp.costs.admin.amounts import trimmed
 from chatapp.costs.models import Feedback, Generation, GenerationGroup, LedgerDay, LedgerDayGroup
 from chatapp.costs.summary import DELETED_USER, GroupTotals
 from chatapp.costs.units import CostUnit, Money
+from chatapp.knowledge.models import Collection
 
 if TYPE_CHECKING:  # generic in django-stubs only: Django's admin classes are not subscriptable
     _GenerationAdmin = admin.ModelAdmin[Generation]
@@ -191,6 +192,34 @@ class FeedbackGiven(admin.SimpleListFilter):
         return queryset.filter(Exists(given))
 
 
+class EmbeddedCollection(admin.SimpleListFilter):
+    """The embeddings of a knowledge collection's documents (`Generation.collection`): what
+    indexing it cost. Folded daily totals kept no collection, so a choice here leaves them out,
+    as feedback's does."""
+
+    title = "knowledge collection"
+    parameter_name = "collection"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        embedded = Collection.objects.filter(
+            Exists(Generation.objects.filter(collection=OuterRef("pk")))
+        ).select_related("owner")
+        return [
+            (str(row.pk), f"{row.name} ({row.owner.get_username() if row.owner else 'shared'})")
+            for row in embedded
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if value is None:
+            return queryset
+        if not value.isdigit():
+            raise IncorrectLookupParameters(f"No collection {value!r}.")
+        if queryset.model is LedgerDay:
+            return queryset.filter(pk__isnull=True)  # as `FeedbackGiven`'s: SQL, and no row
+        return queryset.filter(collection_id=int(value))
+
+
 class RecordedGroup(admin.SimpleListFilter):
     """The generations recorded as a user group's (`GenerationGroup`: the groups their user was
     in when they started), or of no group; a deleted group's by the name kept (the summary's
@@ -269,6 +298,7 @@ class GenerationAdmin(_GenerationAdmin):
         "cost_unit",
         FeedbackGiven,
         RecordedGroup,
+        EmbeddedCollection,
     )
     search_fields = ("upstream_id", "request_id", "user__username", "user_name")
     search_help_text = "Generation ID, request ID or user name."
@@ -359,7 +389,14 @@ class GenerationAdmin(_GenerationAdmin):
 
     @admin.display(description="for")
     def what(self, obj: Generation) -> str:
-        """The answer it wrote, or read aloud (by key: no join for the page's rows)."""
+        """The answer it wrote, or read aloud, or what it embedded (by key: no join for the
+        page's rows)."""
+        if obj.kind == Generation.Kind.EMBEDDING:
+            if obj.collection_id is not None:
+                return f"Documents of collection #{obj.collection_id}"
+            if obj.question_id is not None:
+                return f"Question of message #{obj.question_id}"
+            return "Embedding of a deleted collection or question"
         if obj.kind == Generation.Kind.READ_ALOUD:
             if obj.read_aloud_id is None:
                 return "Read aloud of a deleted answer"

@@ -26,9 +26,9 @@ from mcp import McpError, types
 
 from chatapp import tools
 from chatapp.gateways import key_vault
-from chatapp.mcp import catalog, client, results
-from chatapp.mcp.models import McpServer
 from chatapp.tools.base import RunStatus, ToolFailure
+from chatapp.tools.mcp import catalog, client, results
+from chatapp.tools.models import McpServer
 
 __all__ = ["McpRun", "is_mcp", "run"]
 

@@ -29,10 +29,10 @@ from mcp import types
 
 from chatapp import shared_cache
 from chatapp.gateways import key_vault
-from chatapp.mcp import client
-from chatapp.mcp.models import McpServer
 from chatapp.tools import schema_check
 from chatapp.tools.base import ToolContext, ToolFailure
+from chatapp.tools.mcp import client
+from chatapp.tools.models import McpServer
 
 __all__ = [
     "McpTool",
@@ -76,7 +76,7 @@ class McpTool:
     private: bool = True
 
     def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
-        raise ToolFailure("An MCP tool runs on the event loop (chatapp.mcp.calls), not here.")
+        raise ToolFailure("An MCP tool runs on the event loop (chatapp.tools.mcp.calls), not here.")
 
 
 def _depth(value: Any, limit: int) -> int:

@@ -18,7 +18,7 @@ def emulator_transcribes(apps: Any, schema_editor: Any) -> None:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("chatapp", "0032_shared_version"),
+        ("chatapp", "0034_knowledge_embeddings"),
     ]
 
     operations = [
@@ -41,6 +41,7 @@ class Migration(migrations.Migration):
                     ("speech", "read aloud"),
                     ("title", "conversation title"),
                     ("transcription", "voice input"),
+                    ("embedding", "embedding"),
                 ],
                 default="chat",
                 max_length=16,
@@ -56,6 +57,7 @@ class Migration(migrations.Migration):
                     ("speech", "read aloud"),
                     ("title", "conversation title"),
                     ("transcription", "voice input"),
+                    ("embedding", "embedding"),
                 ],
                 max_length=16,
             ),

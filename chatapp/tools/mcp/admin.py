@@ -20,8 +20,8 @@ from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
 from chatapp.gateways import key_vault
-from chatapp.mcp import catalog
-from chatapp.mcp.models import McpServer
+from chatapp.tools.mcp import catalog
+from chatapp.tools.models import McpServer
 
 if TYPE_CHECKING:
     _McpServerAdmin = admin.ModelAdmin[McpServer]

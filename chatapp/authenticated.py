@@ -1,7 +1,8 @@
 """`AuthenticatedRequest`: a request as our views receive it, for their annotations.
 
 It exists for the type checker only: `login_required` has set `user` and django-htmx's
-middleware `htmx`. Every view module names it from here, below all of them.
+middleware `htmx`. Every view module names it from here, at the root below all of them (the
+views of `read_aloud` too).
 """
 
 from __future__ import annotations
