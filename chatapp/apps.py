@@ -25,6 +25,8 @@ class ChatappConfig(AppConfig):
         from chatapp.gateways.models import Gateway
         from chatapp.identity import checks as identity_checks  # noqa: F401  (registers them)
         from chatapp.identity import deactivation, sign_up
+        from chatapp.knowledge.files import forget_collection
+        from chatapp.knowledge.models import Collection
         from chatapp.read_aloud.models import forget_read_aloud_audio
         from chatapp.tools.models import McpServer, ToolSwitch
         from chatapp.ws import session_sockets
@@ -39,6 +41,8 @@ class ChatappConfig(AppConfig):
         shared_cache.connect_signals(
             watched=(Assistant, ChatDefaults, GroupPolicy, Prompt, ToolSwitch, McpServer),
             shared_with_groups=(Assistant, Prompt, McpServer),
+            # Which assistants draw on collections (`conversations/knowledge_choice.py`).
+            relations=(Assistant.collections.through,),
         )
         # A sign-out, a password change or a deactivation ends the user's sockets too.
         session_sockets.connect_signals()
@@ -49,6 +53,10 @@ class ChatappConfig(AppConfig):
         )
         post_save.connect(
             sign_up.approved, sender=user_model, dispatch_uid="chatapp.identity.approved"
+        )
+        # A deleted collection's vectors and text leave the stores, however it was deleted.
+        pre_delete.connect(
+            forget_collection, sender=Collection, dispatch_uid="chatapp.knowledge.vectors"
         )
         # A deleted conversation's text goes, and the audio of its read alouds with it (their
         # generations stay in the ledger).

@@ -19,6 +19,7 @@ from chatapp.views import (
     files,
     importing,
     knowledge,
+    knowledge_menu,
     library,
     new_chat,
     not_found,
@@ -53,6 +54,7 @@ chat_patterns = [
     path("folders/<int:pk>/collapse/", organising.collapse_folder, name="collapse_folder"),
     path("import/", importing.import_page, name="import"),
     path("search/", library.search, name="search"),
+    path("knowledge/menu/", knowledge_menu.menu, name="knowledge_menu"),
     path(
         "c/<int:pk>/settings/",
         answer_settings.conversation_settings,

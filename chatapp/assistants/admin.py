@@ -59,10 +59,10 @@ class AssistantAdmin(_AssistantAdmin):
     list_filter = (("owner", admin.EmptyFieldListFilter), "groups")
     search_fields = ("name", "description", "owner__username")
     raw_id_fields = ("owner",)
-    filter_horizontal = ("groups",)
+    filter_horizontal = ("groups", "collections")
     fieldsets = (
         (None, {"fields": ("name", "description", "owner", "groups")}),
-        ("Model", {"fields": ("gateway", "model")}),
+        ("Model", {"fields": ("gateway", "model", "collections")}),
         (
             "Answer settings",
             {"fields": ("system_prompt", "temperature", "max_tokens", "reasoning_effort", "tools")},

@@ -62,6 +62,14 @@ class Assistant(AnswerSettings, SharedOrOwn):
         Gateway, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     model = models.CharField(max_length=200, blank=True)
+    # What every answer in a chat started with it draws on, as if chosen with `#`: those of
+    # them the user may use (`conversations/knowledge_choice.py`).
+    collections = models.ManyToManyField(
+        "chatapp.Collection",
+        blank=True,
+        related_name="+",
+        help_text="Collections every answer in a chat started with it draws on.",
+    )
 
     class Meta:
         ordering = ["name", "id"]

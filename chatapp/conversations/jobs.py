@@ -50,6 +50,9 @@ class Job:
     spend: SpendWatch | None = None
     """The spending limits a chat answer must keep within as it streams (`spending_limits`);
     None: none applies, or it could not be priced."""
+    sources: tuple[dict[str, Any], ...] = ()
+    """The citations of the passages quoted in `messages` (`knowledge_context.citations`), [1]
+    first; retrieved once, before the request."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from chatapp.access import group_policies, rate_limits
 from chatapp.assistants.new_chat import StartedWith
-from chatapp.conversations import request_options, uploads, user_text
+from chatapp.conversations import knowledge_context, request_options, uploads, user_text
 from chatapp.conversations.jobs import Job
 from chatapp.conversations.models import Conversation, Message
 from chatapp.conversations.tree import MessageTree, context_for, context_through
@@ -33,6 +33,7 @@ from chatapp.costs.token_budgets import larger_budget
 from chatapp.errors import ChatAppError
 from chatapp.gateways.catalog import takes_images
 from chatapp.gateways.configs import GatewayConfig, config_for
+from chatapp.knowledge.passages import Passage
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -80,6 +81,16 @@ class Answerer:
     gateway: GatewayConfig | None = None
     kind: Generation.Kind = Generation.Kind.CHAT
     image_count: int = 1
+    takes_images: bool | None = None
+    """Whether the model takes images, from the gateway's list read for this send (`kind` is
+    from the same list: the catalog is asked once a send); None: from its last list (a retry of
+    an answer, a tool round: `catalog.takes_images`)."""
+
+    def sent_images(self, gateway: GatewayConfig) -> bool:
+        """Whether images attached in the conversation go to the model with its context."""
+        if self.takes_images is not None:
+            return self.takes_images
+        return takes_images(gateway, self.model)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,7 +99,7 @@ class TurnRequest:
     answered by `answerer`. A new conversation (`conversation_pk` None) has the settings
     `options` (None: the user's defaults) and is `started_with` an assistant or as a temporary
     chat; a follow-up comes after `after`, the last message the page shows (None: the leaf
-    shown)."""
+    shown). `passages` were retrieved for it from the documents chosen (`knowledge_context`)."""
 
     text: str
     answerer: Answerer
@@ -97,6 +108,7 @@ class TurnRequest:
     attached: tuple[uploads.CheckedUpload, ...] = ()
     options: request_options.RequestOptions | None = None
     started_with: StartedWith = field(default_factory=StartedWith)
+    passages: tuple[Passage, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,40 +170,20 @@ def start_generation(
     user_message: Message | None = None,
     max_tokens: int | None = None,
     tools: tuple[dict[str, Any], ...] | None = None,
+    model_allowed: bool = False,
+    passages: tuple[Passage, ...] = (),
 ) -> StartedGeneration:
-    """A generation by the model a person chose (`answerer`, which the user's groups must allow:
-    `ModelNotAllowed` otherwise) answering `parent_pk`, a user message or, for a new version of
-    a tool round's answer, the answer before it. Every path that starts a generation comes here,
-    but the tool loop's next round (`create_tool_round`)."""
+    """A generation by `answerer` answering `parent_pk` (a user message or, for a new version
+    of a tool round's answer or the turn's next round, the answer before it), its answer the
+    leaf shown, asked with the conversation's request options (a larger budget of its own wins)
+    and `tools` (None: those the options choose; an image generation is offered none), with
+    `passages` quoted in its context and cited by its answer. Every path that starts a
+    generation comes here. The model is one a person chose, which the user's groups must allow
+    (`ModelNotAllowed` otherwise), but for `model_allowed`: the tool loop's next round
+    (`create_tool_round`), whose model was allowed when the turn began."""
     gateway = answerer.gateway or config_for(None)
-    group_policies.check_model(conversation.user_id, gateway.name, answerer.model)
-    return _started(
-        conversation,
-        answerer,
-        owner_channel,
-        parent_pk,
-        user_message=user_message,
-        max_tokens=max_tokens,
-        tools=tools,
-    )
-
-
-def _started(
-    conversation: Conversation,
-    answerer: Answerer,
-    owner_channel: str,
-    parent_pk: int | None,
-    *,
-    user_message: Message | None = None,
-    max_tokens: int | None = None,
-    tools: tuple[dict[str, Any], ...] | None = None,
-) -> StartedGeneration:
-    """A generation answering `parent_pk` (a user message, or an answer whose tool calls ran: the
-    next round of its turn), its answer the leaf shown, asked with the conversation's request
-    options (a larger budget of its own wins) and `tools` (None: those the options choose; an
-    image generation is offered none). Whether the user may use the model is checked before
-    (`start_generation`), or was when the turn began (`create_tool_round`)."""
-    gateway = answerer.gateway or config_for(None)
+    if not model_allowed:
+        group_policies.check_model(conversation.user_id, gateway.name, answerer.model)
     model, kind = answerer.model, answerer.kind
     options = request_options.options_for(conversation)
     if max_tokens is None:
@@ -208,10 +200,17 @@ def _started(
     elif tools is None:
         dialect = request_options.dialect_of(gateway.pk)
         tools = request_options.upstream_tools(options, dialect, conversation.user_id)
+    records = knowledge_context.recorded(passages)
+    sources = knowledge_context.citations(records)
     assistant = Message.objects.create(
-        conversation=conversation, role=Message.Role.ASSISTANT, parent_id=parent_pk
+        conversation=conversation,
+        role=Message.Role.ASSISTANT,
+        parent_id=parent_pk,
+        annotations=sources,
     )
-    messages = context_for(conversation, assistant, images=takes_images(gateway, model))
+    messages = knowledge_context.with_context(
+        context_for(conversation, assistant, images=answerer.sent_images(gateway)), records
+    )
     # Before the row exists, under the limits' locks: `SpendingLimitReached` rolls it all back.
     ceiling = spending_limits.ceiling_for(
         gateway.pk, gateway.cost_unit, model, messages, max_tokens, kind
@@ -233,6 +232,7 @@ def _started(
         kind=kind,
         spend_ceiling=None if spend is None else spend.reserved,
         budget_capped_by="" if spend is None else spend.capped_by,
+        passages=records,
     )
     conversation.gateway_id = gateway.pk
     conversation.model = model
@@ -255,6 +255,7 @@ def _started(
         kind=kind,
         image_count=answerer.image_count,
         spend=spend,
+        sources=tuple(sources),
     )
     return StartedGeneration(conversation, assistant, generation, job, user_message)
 
@@ -314,7 +315,12 @@ def create_turn(
         )
         uploads.store(question, turn.attached)
         started = start_generation(
-            conversation, turn.answerer, owner_channel, question.pk, user_message=question
+            conversation,
+            turn.answerer,
+            owner_channel,
+            question.pk,
+            user_message=question,
+            passages=turn.passages,
         )
         if admission is not None:
             admission.record(started.generation.pk)
@@ -368,25 +374,33 @@ class EarlyRequest:
     admission: rate_limits.Admission
 
 
-def follow_up_request(
-    user: User, conversation_pk: int, text: str, model: str, gateway: GatewayConfig, after: int
-) -> EarlyRequest | None:
-    """The request `create_turn` will make for this follow-up, read ahead (nothing locked, nothing
-    written) so that it can leave before the turn's rows are written, with `create_turn`'s
-    refusals first so that a refused one sends nothing, the answer limit last (`admit`: the
-    request counts from then on). None when a spending limit applies (the request waits for its
-    reservation, made with the turn). `create_turn` checks it all again under its lock: if the
-    conversation went on meanwhile, it refuses and the request is closed."""
-    text = checked_message(text, model)
-    group_policies.check_model(user.pk, gateway.name, model)  # before anything leaves
+def early_request(user: User, turn: TurnRequest) -> EarlyRequest | None:
+    """The request `create_turn` will make for `turn`, read ahead (nothing locked, nothing
+    written) so that it can leave before the turn's rows are written: a new chat's one message
+    with the settings chosen beside it (or the user's defaults) and the tools they choose, as the
+    conversation will copy them; a follow-up's context through `turn.after`. `create_turn`'s
+    refusals come first, so that a refused one sends nothing, the answer limit last (`admit`:
+    the request counts from then on). None when a spending limit applies (the request waits for
+    its reservation, made with the turn). `create_turn` checks it all again under its lock: if
+    the conversation went on meanwhile, it refuses and the request is closed."""
+    answerer = turn.answerer
+    gateway = answerer.gateway or config_for(None)
+    text = checked_message(turn.text, answerer.model)
+    group_policies.check_model(user.pk, gateway.name, answerer.model)  # before anything leaves
     if spending_limits.any_apply(user.pk, gateway.pk):
         return None
-    conversation = idle_conversation(user, conversation_pk, lock=False)
-    parent_pk = follow_up_parent(conversation, after)
-    options = request_options.options_for(conversation)
+    if turn.conversation_pk is None:
+        options = turn.options
+        if options is None:
+            options = request_options.default_options(user)
+        messages = first_context(text)
+    else:
+        conversation = idle_conversation(user, turn.conversation_pk, lock=False)
+        parent_pk = follow_up_parent(conversation, turn.after)
+        options = request_options.options_for(conversation)
+        history = context_through(conversation.pk, parent_pk, images=answerer.sent_images(gateway))
+        messages = [*history, {"role": "user", "content": text}]
     tools = request_options.upstream_tools(options, request_options.dialect_of(gateway.pk), user.pk)
-    history = context_through(conversation.pk, parent_pk, images=takes_images(gateway, model))
-    messages = [*history, {"role": "user", "content": text}]
     return EarlyRequest(messages, options, tools, rate_limits.admit(user))
 
 
@@ -424,7 +438,11 @@ def create_retry(
         conversation = idle_conversation(user, answer.conversation_id)
         if answerer is None:
             answerer = _answered_by(answer)
-        return start_generation(conversation, answerer, owner_channel, answer.parent_id)
+        previous = _generation_of(answer)
+        passages = knowledge_context.kept(previous.passages) if previous else ()
+        return start_generation(
+            conversation, answerer, owner_channel, answer.parent_id, passages=passages
+        )
 
 
 def _answered_by(answer: Message) -> Answerer:
@@ -450,16 +468,17 @@ def create_tool_round(
     model with the same budget and the same `tools` (its context holds their calls, whatever the
     settings say since). Called inside the transaction that writes `answer`'s final state, so no
     other turn can start between the two. The model is the stored generation's, allowed when the
-    turn began, never one posted: so it is not checked again (`_started`, not
-    `start_generation`)."""
+    turn began, never one posted: so it is not checked again (`model_allowed`)."""
     conversation = Conversation.objects.select_for_update().get(pk=answer.conversation_id)
-    return _started(
+    return start_generation(
         conversation,
         Answerer(gateway=config_for(generation.gateway_id), model=generation.model),
         generation.owner_channel,
         answer.pk,
         max_tokens=generation.max_tokens,
         tools=tools,
+        model_allowed=True,
+        passages=knowledge_context.kept(generation.passages),
     )
 
 
@@ -478,7 +497,12 @@ def create_continuation(user: User, message_pk: int, owner_channel: str) -> Star
         conversation = idle_conversation(user, cut.conversation_id)
         answerer = Answerer(gateway=config_for(generation.gateway_id), model=generation.model)
         return start_generation(
-            conversation, answerer, owner_channel, cut.parent_id, max_tokens=budget
+            conversation,
+            answerer,
+            owner_channel,
+            cut.parent_id,
+            max_tokens=budget,
+            passages=knowledge_context.kept(generation.passages),
         )
 
 

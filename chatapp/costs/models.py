@@ -189,6 +189,10 @@ class Generation(models.Model):
     retry_after = models.FloatField(null=True, blank=True)
     # `Completion.warnings` codes, e.g. "unread_parts": the stream carried parts we could not read.
     warnings = models.JSONField(default=list, blank=True)
+    # What the answer drew on: the passages retrieved from the collections and files chosen for
+    # it, numbered as its context quoted them (`conversations/knowledge_context.py`: file, page
+    # or heading, text, score). A copy, so a file removed later leaves the answer's sources.
+    passages = models.JSONField(default=list, blank=True)
 
     objects = GenerationQuerySet.as_manager()
     _counted: bool  # its cost was counted in the running totals when read (`from_db`)

@@ -61,9 +61,22 @@ def add_file(collection: Collection, name: str, data: bytes, user_pk: int | None
 def remove_file(file: KnowledgeFile) -> None:
     """The file, its chunks, vectors and text, gone; a run working on it stops at its next step."""
     with transaction.atomic():
-        vector_store().remove_file(file.pk)
-        full_text_index().remove_file(file.pk)
+        _forget(file.pk)
         file.delete()
+
+
+def _forget(file_pk: int) -> None:
+    vector_store().remove_file(file_pk)
+    full_text_index().remove_file(file_pk)
+
+
+def forget_collection(sender: object, instance: Collection, **kwargs: object) -> None:
+    """A collection's files' vectors and text leave the stores before it goes, however it goes:
+    on its page, in the admin, or with its owner's account (`pre_delete`, connected in
+    `apps.py`). On the collection, not on each file: a receiver on `KnowledgeFile` would have
+    Django's delete load every file's bytes to send it."""
+    for file_pk in KnowledgeFile.objects.filter(collection=instance).values_list("pk", flat=True):
+        _forget(file_pk)
 
 
 def reindex(file: KnowledgeFile) -> bool:
@@ -90,7 +103,5 @@ def reembed(file_pks: Sequence[int]) -> None:
 
 
 def delete_collection(collection: Collection) -> None:
-    with transaction.atomic():
-        for file in collection.files.only("pk"):
-            remove_file(file)
-        collection.delete()
+    """The collection and its files (their vectors and text with them: `forget_collection`)."""
+    collection.delete()

@@ -231,7 +231,9 @@ _CITATION_MARK = re.compile(r"\[([1-9][0-9]{0,2})\]")
 
 def _citation_refs(state: StateCore) -> None:
     """`[n]` in text, outside code and links, becomes a link to citation n when it has a web
-    URL. Runs before `text_join`, so an escaped `\\[1]` stays text."""
+    URL, or when it is a passage of the documents the answer drew on (`{"passage": n}`): a link
+    to the passage shown under the answer (`passage_anchor`), which the page opens in place.
+    Runs before `text_join`, so an escaped `\\[1]` stays text."""
     citations = state.env.get("citations") or ()
     if not citations:
         return
@@ -258,12 +260,16 @@ def _linked_marks(
         number = int(match[1])
         cited = citations[number - 1] if number <= len(citations) else {}
         url = cited.get("url")
-        href = linkable_url(url) if isinstance(url, str) else None
-        if href is None:
+        passage = cited.get("passage")
+        if isinstance(passage, int):
+            href, kind = "#" + passage_anchor(state.env.get("docId", ""), passage), "passage-ref"
+        elif isinstance(url, str) and (web := linkable_url(url)) is not None:
+            href, kind = state.md.normalizeLink(web), "citation-ref"
+        else:
             continue
         title = cited.get("title")
         link = Token("link_open", "a", 1, level=token.level)
-        link.attrs = {"href": state.md.normalizeLink(href), "class": "citation-ref"}
+        link.attrs = {"href": href, "class": kind}
         link.attrs["title"] = title if isinstance(title, str) else href
         parts += [
             Token("text", "", 0, content=token.content[done : match.start()], level=token.level),
@@ -343,7 +349,7 @@ _CLASSES = {  # besides the patterns below
     "span": {"code-lang"},
     "p": {"render-fallback"},
     "pre": {"plain-text"},
-    "a": {"citation-ref", "footnote-backref"},
+    "a": {"citation-ref", "passage-ref", "footnote-backref"},
     "ol": {"footnotes-list"},
     "ul": {"contains-task-list"},
     "li": {"footnote-item", "task-list-item"},
@@ -369,7 +375,14 @@ _CLASS_PATTERNS = {
 _NOTE_NUMBER = r"(-[A-Za-z0-9]{1,32}-)?[0-9]{1,4}(:[0-9]{1,4})?"
 _NOTE_ID = {"li": re.compile(f"fn{_NOTE_NUMBER}"), "a": re.compile(f"fnref{_NOTE_NUMBER}")}
 _NOTE_HREF = re.compile(f"#fn(ref)?{_NOTE_NUMBER}")
+_PASSAGE_HREF = re.compile(r"#passage-([A-Za-z0-9]{1,32}-)?[0-9]{1,3}")
 _DOC_ID = re.compile(r"[A-Za-z0-9]{1,32}")
+
+
+def passage_anchor(doc_id: str, number: int) -> str:
+    """The id of passage `number` of the answer `doc_id` (`doc_id_for`) where its page shows it
+    (`_message.html`), which its `[n]` links to."""
+    return f"passage-{doc_id}-{number}" if doc_id else f"passage-{number}"
 
 
 def linkable_url(value: str) -> str | None:
@@ -396,7 +409,8 @@ def _filter(tag: str, attribute: str, value: str) -> str | None:
     if tag in MATH_TAGS:
         return value if MATH_VALUE.fullmatch(value) else None
     if attribute == "href":
-        return value if _NOTE_HREF.fullmatch(value) else linkable_url(value)
+        same_page = _NOTE_HREF.fullmatch(value) or _PASSAGE_HREF.fullmatch(value)
+        return value if same_page else linkable_url(value)
     if attribute == "src":
         return showable_image_url(value) if tag == "img" else None
     if attribute == "id":

@@ -86,11 +86,14 @@ def _m2m_changed(action: str, **kwargs: Any) -> None:
 
 
 def connect_signals(
-    watched: Sequence[type[Model]], shared_with_groups: Sequence[type[Model]]
+    watched: Sequence[type[Model]],
+    shared_with_groups: Sequence[type[Model]],
+    relations: Sequence[type[Model]] = (),
 ) -> None:
-    """Watch `watched` (saved, deleted) and who is in which group, and which groups each of
-    `shared_with_groups` (a model with a `groups` many-to-many) is shared with. The app's config
-    names the models (`apps.py`): the packages that own them stand above this one."""
+    """Watch `watched` (saved, deleted) and who is in which group, which groups each of
+    `shared_with_groups` (a model with a `groups` many-to-many) is shared with, and the
+    many-to-many `relations` (their through models). The app's config names the models
+    (`apps.py`): the packages that own them stand above this one."""
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
 
@@ -108,6 +111,7 @@ def connect_signals(
     throughs = [
         get_user_model().groups.through,
         *(model.groups.through for model in shared_with_groups),  # type: ignore[attr-defined]
+        *relations,
     ]
     for through in throughs:
         m2m_changed.connect(

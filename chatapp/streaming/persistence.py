@@ -22,7 +22,7 @@ from asgiref.sync import sync_to_async
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
-from chatapp.conversations import turns
+from chatapp.conversations import knowledge_context, turns
 from chatapp.conversations.models import Conversation, Message
 from chatapp.costs.costing import (
     apply_reported,
@@ -293,7 +293,7 @@ def _write_answer(
     message.tool_calls = tool_loop.stored_calls(
         [call.to_dict() for call in sent.tool_calls], tool_runs
     )
-    message.annotations = (
+    message.annotations = knowledge_context.passage_citations(message.annotations) + (
         [{**citation(a), "raw": a.raw} for a in completion.annotations] if completion else []
     )
     message.attachments = attachments.from_completion(completion) + [

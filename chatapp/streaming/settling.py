@@ -7,6 +7,10 @@ their tabs when the spend changed: at once when the stream reported the cost, af
 when it settled. A pending cost is in no total (`costs/spend.py`), so a round that leaves it
 pending pushes nothing. Nothing here raises: the terminal state is saved, and a cost left
 pending is the sweep's (`sweep.reconcile_pending`) a minute later.
+
+A new kind of upstream call (an embedding, a transcription) writes its terminal state with a
+`FinalState` (its upstream ID, whether its cost is pending, whether the gateway keeps a record:
+`costing.record_expected`) and then awaits `settle(client, generation_pk, user_pk, final)`.
 """
 
 from __future__ import annotations

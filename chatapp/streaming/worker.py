@@ -136,7 +136,7 @@ class GenerationWorker:
         self.retries = early.retries if early is not None else RetryBudget()
         self.layer: socket_messages.ChannelLayer = ticker.layer
         self.group = socket_messages.group_name(job.conversation_pk)
-        self.state = LiveState.for_answer(doc_id_for(job.message_pk))
+        self.state = LiveState.for_answer(doc_id_for(job.message_pk), job.sources)
         self.flushed_seq = 0  # the last seq the writer has on disk
         self.request_id: str | None = None
         self._stream: EventStream | None = None

@@ -19,13 +19,12 @@ from chatapp.conversations.comparison import (
     TOO_MANY,
     Choice,
     choose_answer,
-    create_comparison,
 )
 from chatapp.conversations.tree import shown_path
 from chatapp.conversations.turns import NewerMessages, TurnError
 from chatapp.costs.models import Generation
 from chatapp.gateways.catalog import choice_value
-from chatapp.streaming import persistence, stopping, worker
+from chatapp.streaming import persistence, stopping, turn_start
 from chatapp.views import chat
 from chatapp.views.new_chat import new_chat_choice
 
@@ -48,7 +47,6 @@ async def send(request: AuthenticatedRequest, pk: int | None = None) -> HttpResp
     if not compare:
         return await chat.send_message(request, pk)
     user = await request.auser()
-    owner_channel = await worker.owner_channel()
     try:
         if len(compare) >= MAX_MODELS:
             raise TurnError(TOO_MANY)
@@ -64,13 +62,11 @@ async def send(request: AuthenticatedRequest, pk: int | None = None) -> HttpResp
             if answerer.kind != Generation.Kind.CHAT:
                 raise TurnError(NOT_CHAT.format(model=answerer.model))
             answerers.append(answerer)
-        started = await persistence.on_record_thread_from_view(
-            create_comparison,
-            user=user,
-            conversation_pk=pk,
-            text=request.POST.get("content", ""),
-            answerers=answerers,
-            owner_channel=owner_channel,
+        started = await turn_start.start_comparison(
+            user,
+            pk,
+            request.POST.get("content", ""),
+            answerers,
             after=chat.posted_after(request),
             options=options,
             started_with=started_with,
@@ -81,8 +77,6 @@ async def send(request: AuthenticatedRequest, pk: int | None = None) -> HttpResp
         return await sync_to_async(chat.newer_messages)(request, pk, exc)
     except chat.REFUSALS as exc:
         return await sync_to_async(chat.composer_error)(request, exc)
-    for each in started:
-        worker.start(each.job)
     return await chat.turn_response(request, pk, started[0])
 
 

@@ -57,6 +57,7 @@ class Generation:
                 system=self.request.system,
                 reasoning=self.request.reasoning,
                 parts=self.request.parts,
+                sources=self.request.sources,
             )
         )
         self.channel.on_disconnect = self._on_disconnect

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,6 +123,9 @@ class ChatRequest:
     parts: list[dict[str, Any]] | None = None
     """The last user message's content parts, described (`describe_parts`); None when its
     content is a string."""
+    sources: int = 0
+    """The numbered sources its system messages quote (`<source id="n">`: documents retrieved
+    for the question), which the `chat` scenario's answer cites."""
 
 
 @dataclass(slots=True)
@@ -263,6 +267,20 @@ def _reasoning(data: dict[str, Any]) -> dict[str, Any] | None:
     return value
 
 
+_SOURCE = re.compile(r'<source id="([0-9]{1,3})"')
+
+
+def _sources(messages: list[dict[str, Any]]) -> int:
+    """How many numbered sources the system messages quote."""
+    numbers = {
+        match
+        for message in messages
+        if message["role"] in ("system", "developer")
+        for match in _SOURCE.findall(content_text(message.get("content")))
+    }
+    return len(numbers)
+
+
 def _tool_rounds(messages: list[dict[str, Any]]) -> tuple[int, list[str]]:
     """The rounds of tool results after the last user message, and the last round's results if
     the messages end with it."""
@@ -315,6 +333,7 @@ def parse_chat(body: bytes) -> ChatRequest:
         ),
         reasoning=_reasoning(data),
         parts=parts,
+        sources=_sources(messages),
     )
 
 

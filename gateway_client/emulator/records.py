@@ -56,6 +56,8 @@ class EmulatorRecord:
     parts: list[dict[str, Any]] | None = None
     """The last user message's content parts, described (`parsing.describe_parts`): what an
     attached image or file arrived as. None when its content was a string."""
+    sources: int = 0
+    """The numbered sources its system messages quoted (`ChatRequest.sources`)."""
     created_at: float = field(default_factory=time.time)
     first_token_at: float | None = None
     finished_at: float | None = None

@@ -674,7 +674,7 @@ async def test_a_new_chat_is_sent_upstream_before_its_rows_are_written(
         )
         raise RuntimeError("the database is gone")
 
-    monkeypatch.setattr("chatapp.views.chat.create_turn", failing_create_turn)
+    monkeypatch.setattr("chatapp.streaming.turn_start.create_turn", failing_create_turn)
     client = await logged_in(alice)
     with pytest.raises(RuntimeError, match="the database is gone"):
         await client.post(
@@ -707,7 +707,7 @@ async def test_a_follow_up_is_sent_upstream_before_its_rows_are_written(
         )
         raise RuntimeError("the database is gone")
 
-    monkeypatch.setattr("chatapp.views.chat.create_turn", failing_create_turn)
+    monkeypatch.setattr("chatapp.streaming.turn_start.create_turn", failing_create_turn)
     client = await logged_in(alice)
     with pytest.raises(RuntimeError, match="the database is gone"):
         await client.post(

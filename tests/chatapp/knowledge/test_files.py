@@ -91,3 +91,21 @@ def test_only_a_file_that_is_not_busy_is_indexed_again(
     file.refresh_from_db()
     assert (file.state, file.done, file.total) == (State.QUEUED, 0, 0)
     assert DBTaskResult.objects.count() == 2
+
+
+def test_a_collection_deleted_with_its_owners_account_leaves_no_vectors(
+    handbook: Collection, added: Callable[..., KnowledgeFile], alice: Any
+) -> None:
+    file = added(handbook, "rules.md", "# Leave\n\nThirty days of leave.")
+    async_to_sync(ingest.index)(file.pk)
+    (chunk,) = Chunk.objects.filter(file=file)
+    scope = Scope((handbook.pk,))
+    vector = embedding_vector(ingest.searchable(chunk.heading, chunk.text))
+    assert vector_store().nearest(EMBEDDING_MODEL, vector, scope, 5)
+
+    alice.delete()  # as the admin deletes an account: its collections go by cascade
+
+    assert not KnowledgeFile.objects.exists()
+    assert vector_store().nearest(EMBEDDING_MODEL, vector, scope, 5) == []
+    assert full_text_index().search("leave", scope, 5) == []
+    assert Generation.objects.filter(kind=Generation.Kind.EMBEDDING).exists()  # the ledger stays

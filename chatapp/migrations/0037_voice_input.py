@@ -18,7 +18,7 @@ def emulator_transcribes(apps: Any, schema_editor: Any) -> None:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("chatapp", "0034_knowledge_embeddings"),
+        ("chatapp", "0036_assistant_collections"),
     ]
 
     operations = [
