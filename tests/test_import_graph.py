@@ -223,7 +223,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("conversations",),
     ("tools",),
     ("streaming",),
-    ("read_aloud",),
+    ("read_aloud", "transcription"),
     ("ws",),
     ("identity",),
     ("views",),

@@ -78,6 +78,8 @@ class GatewayConfig:
     # Read aloud's model and voice on this gateway (`read_aloud.offer`); empty: none.
     speech_model: str = ""
     speech_voice: str = ""
+    # Voice input's model on this gateway (`transcription.offer`); empty: it does not transcribe.
+    transcription_model: str = ""
     # The model that writes new conversations' titles (`conversations.titles`); empty: theirs.
     title_model: str = ""
     # The model knowledge collections are embedded with (`knowledge.embedding`); empty: none.
@@ -130,6 +132,7 @@ def _settings_key() -> tuple[object, ...]:
         settings.LLM_DIALECT,
         settings.LLM_COST_UNIT,
         settings.LLM_SPEECH_MODEL,
+        settings.LLM_TRANSCRIPTION_MODEL,
         settings.LLM_TITLE_MODEL,
         settings.LLM_EMBEDDING_MODEL,
     )
@@ -159,6 +162,8 @@ def _ensure_default() -> Gateway:
     }
     if settings.LLM_SPEECH_MODEL:  # else an admin's choice on the row stands
         wanted["speech_model"] = settings.LLM_SPEECH_MODEL
+    if settings.LLM_TRANSCRIPTION_MODEL:  # likewise
+        wanted["transcription_model"] = settings.LLM_TRANSCRIPTION_MODEL
     if settings.LLM_TITLE_MODEL:  # likewise
         wanted["title_model"] = settings.LLM_TITLE_MODEL
     if settings.LLM_EMBEDDING_MODEL:  # likewise
@@ -210,8 +215,9 @@ def resolve(gateway: Gateway) -> GatewayConfig:
         gateway.emulated,
         gateway.speech_model,
         gateway.speech_voice,
-        gateway.title_model,
-        gateway.embedding_model,
+        transcription_model=gateway.transcription_model,
+        title_model=gateway.title_model,
+        embedding_model=gateway.embedding_model,
     )
 
 
@@ -330,6 +336,7 @@ def _emulated(dialect: DialectFacts) -> dict[str, str]:
         "dialect": dialect.name,
         "cost_unit": default_unit(dialect.name),
         "speech_model": emulator.SPEECH_MODEL if dialect.speech else "",
+        "transcription_model": emulator.TRANSCRIPTION_MODEL,
         "title_model": emulator.TITLE_MODEL,
         "embedding_model": emulator.EMBEDDING_MODEL,  # every dialect serves `/embeddings`
     }

@@ -184,26 +184,25 @@ def test_the_composer_offers_stop_instead_of_send_while_an_answer_is_written(
     expect(stop_button).to_be_visible()
     screenshots(alice, "streaming")
 
-    # A second message now is refused in words, and kept in the box; nothing reaches the gateway.
+    # A second message now is queued (test_queued_message.py), and nothing reaches the gateway.
     box = alice.get_by_label("Message", exact=True)
     box.fill("a second question")
     box.press("Enter")
-    expect(alice.locator("#composer-error")).to_have_text(BUSY)
-    expect(box).to_have_value("a second question")
+    expect(alice.locator("#composer .queued-message")).to_have_count(1)
+    expect(alice.locator("#composer-error")).to_be_empty()
     expect(alice.locator("article.user")).to_have_count(2)
     assert all(body["messages"][-1]["content"] != "a second question" for body in received)
 
-    # Esc stops the answer; Send is back, and sends.
+    # Esc stops the answer, which lets the queued message go; Stop shows while its answer runs.
     alice.keyboard.press("Escape")
     expect(answer).to_have_attribute("data-status", "cancelled")
-    expect(send_button).to_be_visible()
-    expect(stop_button).to_be_hidden()
-    box.press("Enter")
+    expect(alice.locator("#composer .queued-message")).to_have_count(0)
     expect(alice.locator("#composer-error")).to_be_empty()
     expect(alice.locator("article.user")).to_have_count(3)
-    expect(send_button).to_be_hidden()
+    expect(alice.locator("article.user").last).to_contain_text("a second question")
     finished(alice.locator("article.assistant").last)
     expect(send_button).to_be_visible()  # learnt from the answer's `done`
+    expect(stop_button).to_be_hidden()
 
 
 # --- Branches -------------------------------------------------------------------------------------
