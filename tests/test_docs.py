@@ -3,6 +3,7 @@
 Each check is read off the files with no Django, no server and no browser (so `make
 test-quick` runs them): every repository path a document names in backticks or links to exists
 (or is one git ignores, made at run time: its being there depends on what ran before);
+a file named by its name alone (`turn_start.py`, `chat.js`) is one somewhere in it;
 every relative link resolves, to its file and, for `#anchor`, to a heading there (GitHub's
 slugs); every target the Makefile defines has its one row in docs/development.md's table, and
 every `make X` a document names is a target; every `manage.py X` a document names is a command
@@ -16,6 +17,7 @@ nothing here imports the modules.
 from __future__ import annotations
 
 import ast
+import os
 import re
 import sysconfig
 from collections.abc import Iterator
@@ -48,6 +50,7 @@ _LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$", re.MULTILINE)
 _MAKE = re.compile(r"^(?:[A-Z_]+=\S*\s+)*make ([a-z][\w-]*)", re.MULTILINE)
 _VARIABLE = re.compile(r"\b[A-Z][A-Z0-9_]{2,}\b")
+_FILE_NAME = re.compile(r"^[a-z_][\w-]*\.(?:py|js|mjs|html|css)$")  # not `Message.html`, a field
 _COMMAND = re.compile(r"\bmanage\.py ([a-z][a-z0-9_]*)")
 _MODULE = re.compile(r"\bpython -m ([a-z_][\w.]*)")
 
@@ -159,11 +162,24 @@ def anchors(text: str) -> set[str]:
     return found
 
 
+@cache
+def file_names() -> frozenset[str]:
+    """The names of the repository's files, in any folder (not in a virtualenv, Node's or git's)."""
+    skipped = {".git", "node_modules", "__pycache__", "staticfiles"}
+    names: set[str] = set()
+    for _folder, folders, files in os.walk(ROOT):
+        folders[:] = [f for f in folders if f not in skipped and not f.startswith(".venv")]
+        names.update(files)
+    return frozenset(names)
+
+
 def path_problems(name: str, text: str) -> Iterator[Problem]:
     for span in code_spans(text):
         path = repository_path(span)
         if path is not None and not path_exists(path):
             yield Problem(name, f"`{span}` does not exist")
+        elif path is None and _FILE_NAME.match(span) and span not in file_names():
+            yield Problem(name, f"`{span}` is no file of the repository")
 
 
 def link_problems(document: Path, text: str) -> Iterator[Problem]:
@@ -363,6 +379,11 @@ def test_the_checks_catch_a_missing_path_and_a_broken_anchor() -> None:
     )
     assert [p.what for p in path_problems("README.md", text)] == [
         "`chatapp/views/no_such_view.py` does not exist"
+    ]
+    named = "`turn_start.py` and `chat.js`, renamed: `no_such_module.py`, `no_such_script.js`"
+    assert [p.what for p in path_problems("README.md", named)] == [
+        "`no_such_module.py` is no file of the repository",
+        "`no_such_script.js` is no file of the repository",
     ]
     assert [p.what for p in link_problems(ROOT / "README.md", text)] == [
         "link to docs/architecture.md#no-such-heading: no heading #no-such-heading there",
