@@ -29,7 +29,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+# The README, the pages under docs/ and the benchmarks' README, which the README's table lists.
+DOCS = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    ROOT / "benchmarks" / "README.md",
+]
 CONFIGURATION = ROOT / "docs" / "configuration.md"
 DEVELOPMENT = ROOT / "docs" / "development.md"
 # Where the code that reads the environment lives (settings are chatapp/settings.py).
