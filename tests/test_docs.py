@@ -1,4 +1,5 @@
-"""The documents (README.md and docs/*.md) name only what exists, and document what exists.
+"""The documents (README.md, docs/*.md, benchmarks/README.md) name only what exists, and
+document what exists.
 
 Each check is read off the files with no Django, no server and no browser (so `make
 test-quick` runs them): every repository path a document names in backticks or links to exists
