@@ -25,8 +25,8 @@ class ChatappConfig(AppConfig):
         from chatapp.models import Conversation, Gateway
         from chatapp.ws import session_sockets
 
-        # An admin's change to a gateway takes effect at once in this process (others within
-        # `configs.CONFIGS_TTL`).
+        # An admin's change to a gateway takes effect at once in this process (in the others on
+        # their next page, which checks the token `shared_cache` writes for it: `configs`).
         post_save.connect(forget_configs, sender=Gateway, dispatch_uid="chatapp.gateway.saved")
         post_delete.connect(forget_configs, sender=Gateway, dispatch_uid="chatapp.gateway.gone")
         post_save.connect(forget_asked, sender=Gateway, dispatch_uid="chatapp.gateway.ask")

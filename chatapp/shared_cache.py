@@ -29,6 +29,7 @@ from chatapp.mcp.models import McpServer
 from chatapp.models import (
     Assistant,
     ChatDefaults,
+    Gateway,
     GroupPolicy,
     Prompt,
     SharedVersion,
@@ -51,14 +52,7 @@ def _token() -> str:
 
 
 def _read_token() -> str:
-    found = SharedVersion.objects.filter(pk=SharedVersion.ONE).values_list("token", flat=True)
-    token = found.first()
-    if token is None:  # a database just made or flushed: once, a token to keep values under
-        row, _ = SharedVersion.objects.get_or_create(
-            pk=SharedVersion.ONE, defaults={"token": uuid.uuid4().hex}
-        )
-        token = row.token
-    return token
+    return SharedVersion.current()
 
 
 def cached[T](key: Hashable, compute: Callable[[], T]) -> T:
@@ -100,6 +94,7 @@ WATCHED: tuple[type[Model], ...] = (
     Prompt,
     ToolSwitch,
     McpServer,
+    Gateway,  # read by `chatapp.gateways.configs` under the same token, not kept here
 )
 
 

@@ -197,8 +197,8 @@ def added_gateway(
 ) -> Iterator[int]:
     """A gateway row `name` with `fields` and a key of its own, written by another process as an
     admin would; afterwards disabled, and waited for until the server's picker no longer lists
-    it (the server caches its gateways for `CONFIGS_TTL`), so that the modules after this one see
-    the pickers as they were."""
+    it (at once: a save in any process has the server's next page read its gateways again), so
+    that the modules after this one see the pickers as they were."""
     pk = int(
         manage_shell(
             server_env,
@@ -212,8 +212,8 @@ def added_gateway(
     finally:
         manage_shell(
             server_env,
-            f"from chatapp.models import Gateway; Gateway.objects.filter(pk={pk}).update("
-            "enabled=False)",
+            f"from chatapp.models import Gateway; row = Gateway.objects.get(pk={pk}); "
+            "row.enabled = False; row.save()",
         )
         page = sign_in(browser, server_url, "alice")
         try:
@@ -222,7 +222,7 @@ def added_gateway(
                 page.goto(f"{server_url}/")
                 return not page.locator(f'#model option[value^="g{pk}:"]').count()
 
-            poll(withdrawn, what=f"the picker to drop gateway {name}", within=60)
+            poll(withdrawn, what=f"the picker to drop gateway {name}")
         finally:
             page.context.close()
 

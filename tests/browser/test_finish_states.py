@@ -47,8 +47,8 @@ def finished(answer: Any) -> Any:
 
 
 def choose_on(page: Any, gateway_pk: int, model: str) -> None:
-    """Pick `model` on gateway `gateway_pk`, reloading until the server lists that gateway (it
-    caches its gateways for a few seconds, and this one was added by another process)."""
+    """Pick `model` on gateway `gateway_pk`, reloading until the server lists that gateway (on
+    the first load: another process added it, which the server's next page reads)."""
     value = f"g{gateway_pk}:{model}"
 
     def listed() -> bool:
