@@ -34,19 +34,25 @@ MULTIPROCESS = TESTS / "multiprocess"
 # fault suite's `cluster`) or for one module (tests/deploy's `cluster`, some `servers`). The
 # browser's and the security suite's single Daphne are cheap enough to start in each worker.
 CLUSTERS = ("cluster", "servers")
+# Fixtures that start servers of their own as processes (a Daphne, an MCP server, LiteLLM's
+# proxy): a test that uses one is marked `processes`, which `make test-quick` leaves out with
+# `browser`, `multiprocess` and `faults`. A test that starts one in its body is marked by hand.
+PROCESSES = (*CLUSTERS, "server", "server_url", "render_server", "mcp_server", "litellm_proxy")
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups off the markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The fault suite is marked `faults` as a whole and every test that drives Chromium
-    `browser` (`make test-quick` leaves both out), and the tests of each cluster are grouped for
-    xdist (see the module docstring)."""
+    """The fault suite is marked `faults` as a whole, every test that drives Chromium `browser`
+    and every one that starts servers as processes `processes` (`make test-quick` leaves them
+    out), and the tests of each cluster are grouped for xdist (see the module docstring)."""
     for item in items:
         if item.path.is_relative_to(FAULTS):
             item.add_marker(pytest.mark.faults)
         if "browser" in getattr(item, "fixturenames", ()):
             # Chromium, marked or not: `make test-quick` (-m "not browser") promises none starts.
             item.add_marker(pytest.mark.browser)
+        if any(name in PROCESSES for name in getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.processes)
         group = _cluster_group(item) or _browser_group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
