@@ -1,9 +1,10 @@
-"""A real Daphne server on a file SQLite database, a paced emulator, and headless Chromium.
+"""A real Daphne server on a file SQLite database, the emulator, and headless Chromium.
 
 The server runs in a subprocess exactly as `make run` starts it (migrate, then Daphne on the ASGI
 app), so these tests cover the whole pipeline: htmx forms, the websocket, the worker, the
-emulator over loopback. The emulator is slower than the unit tests' so that streaming, Stop and
-reload can be observed. `send`, `content`, `wait_for_text`, `wait_for_more_text` and `poll` are
+emulator over loopback. The emulator is as fast as the unit tests' unless a test is marked
+`paced`: then it paces an answer as a gateway does, so that streaming, Stop and reload can be
+observed. `send`, `content`, `wait_for_text`, `wait_for_more_text` and `poll` are
 the steps the tests share; the waits for the page run in the page (Playwright's
 `wait_for_function`), so the sync API keeps serving the page's events while they wait.
 """
@@ -11,6 +12,7 @@ the steps the tests share; the waits for the page run in the page (Playwright's
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import socket
@@ -25,6 +27,7 @@ import pytest
 from playwright.sync_api import expect
 
 from deploy.processes import stop
+from gateway_client.emulator import EmulatorURL
 from tests.emulator_requests import record_chat_bodies
 from tests.static_root import collected_static_root
 from tests.waiting import poll
@@ -66,14 +69,31 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes], log: Path) -> No
     raise RuntimeError(f"daphne did not start:\n{log.read_text()}")
 
 
+# The emulator's pace: a gateway's (`PACED`) for the tests marked `paced`, which watch an answer
+# stream (its text growing, Stop, a reload mid-answer); `FAST` for the rest, which wait for the
+# answer's end: at 40 tokens a second every answer took a second or more.
+PACED = {"tokens_per_second": 40.0, "ttft_ms": 300.0}
+FAST = {"tokens_per_second": 2000.0, "ttft_ms": 5.0}
+
+
 @pytest.fixture(scope="session")
-def paced_emulator() -> Iterator[str]:
+def paced_emulator() -> Iterator[EmulatorURL]:
+    """The emulator the server streams from, paced per test (`emulator_pace`)."""
     from gateway_client.emulator import serve_in_thread
 
-    with serve_in_thread(
-        tokens_per_second=40, ttft_ms=300, slow_start_s=SLOW_START_S, request_options=True
-    ) as url:
+    with serve_in_thread(**PACED, slow_start_s=SLOW_START_S, request_options=True) as url:
         yield url
+
+
+@pytest.fixture(autouse=True)
+def emulator_pace(request: pytest.FixtureRequest, paced_emulator: EmulatorURL) -> Iterator[None]:
+    """The emulator at `PACED` for a test marked `paced`, else at `FAST`, for this test."""
+    app = paced_emulator.app
+    original = app.options
+    pace = PACED if request.node.get_closest_marker("paced") else FAST
+    app.options = dataclasses.replace(original, **pace)
+    yield
+    app.options = original
 
 
 @pytest.fixture(scope="session")

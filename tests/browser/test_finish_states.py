@@ -78,6 +78,7 @@ def test_an_answer_cut_at_the_budget_says_so(alice: Any, tiny_gateway: int) -> N
     screenshots(alice, "cut-off", _last_answer_in_view)
 
 
+@pytest.mark.paced
 def test_thinking_out_of_budget_continues_with_a_larger_one(
     alice: Any, received: list[dict[str, Any]]
 ) -> None:
