@@ -33,16 +33,6 @@ from tests.static_root import collected_static_root
 from tests.waiting import poll
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 PASSWORD = "browser-test-password"
 # An `expect` waits for a condition and returns as soon as it holds, so its bound costs nothing
 # when the machine is quick; Playwright's 5 s default is less than a streamed answer can take to
@@ -171,20 +161,6 @@ def serve(env: dict[str, str], log_name: str = "daphne.log") -> Iterator[str]:
             yield f"http://127.0.0.1:{port}"
         finally:
             stop(process)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """Per module: Playwright's sync API holds an event loop on the main thread while it runs,
-    which would break the async tests collected after the browser tests."""
-    from playwright.sync_api import sync_playwright
-
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is not installed (make chromium)")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 _sessions: dict[str, Any] = {}
