@@ -10,7 +10,7 @@ PYTHON ?= $(shell for p in python3.12 python3.13 python3 /root/.pyenv/versions/3
 	$$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 && { echo $$p; break; }; done)
 
 .PHONY: install lock run cluster test test-quick test-js lint format bench screenshots test-packages \
-	chromium litellm oidc-provider axe-core clean
+	chromium litellm chroma oidc-provider axe-core clean
 
 # The exact versions in requirements.lock, then the app itself without resolving anything again;
 # `pip check` fails when pyproject.toml asks for something the lock lacks (run `make lock`).
@@ -23,7 +23,15 @@ $(STAMP): pyproject.toml requirements.lock Makefile
 	$(BIN)/python -m pip check
 	@touch $(STAMP)
 
-install: $(STAMP)
+# Mermaid, which draws answers' diagrams, from the exact tarball static_vendor/package-lock.json
+# names, its integrity checked (chatapp/static_vendor.py); never copied into the repository and
+# needing no Node. An unreachable registry is reported, not fatal: diagrams then show as code.
+MERMAID := static/vendor/mermaid/mermaid.min.js
+
+$(MERMAID): static_vendor/package-lock.json | $(STAMP)
+	$(BIN)/python -m chatapp.static_vendor
+
+install: $(STAMP) $(MERMAID)
 
 # requirements.lock from pyproject.toml: the app and its dev, redis and postgres extras, pinned
 # for every platform on Python 3.12+. Pins already in the file are kept unless UPGRADE=1. uv is
@@ -38,7 +46,7 @@ lock:
 # `prepare`: migrate, the first admin and collectstatic in one Django start, each only if needed.
 run: install
 	$(BIN)/python manage.py prepare
-	MALLOC_ARENA_MAX=$${MALLOC_ARENA_MAX:-2} $(BIN)/daphne -b 127.0.0.1 -p $(PORT) chatapp.asgi:application
+	$(BIN)/python -m deploy.run --port $(PORT)
 
 # Debian packages the tests drive: Chromium (browser tests), Node (the browser code's unit tests,
 # `make test-js`, and the OpenID Connect provider of tests/oidc, installed with npm), and the Redis and PostgreSQL servers and nginx with its brotli_static module
@@ -56,7 +64,7 @@ MISSING_PACKAGES = $(strip \
 
 # PostgreSQL, Redis, two Daphne processes and nginx on loopback, as on real hosts (deploy/);
 # Ctrl-C stops them all. Nothing is kept: each run starts from an empty database.
-cluster: install test-packages
+cluster: install test-packages chroma
 	$(BIN)/python -m deploy.cluster --port $(or $(CLUSTER_PORT),8080)
 
 test-packages:
@@ -88,6 +96,30 @@ $(LITELLM_STAMP): | $(STAMP)
 	else exit 1; fi
 
 litellm: $(LITELLM_STAMP)
+
+# Chroma's vector server (`chroma run`), the store `make cluster` and tests/multiprocess use for
+# knowledge collections, in a virtualenv of its own like LiteLLM's: the app talks to it over its
+# REST API with httpx and never imports the chromadb package (it pulls OpenTelemetry, PostHog
+# telemetry and its own pydantic pins). An unreachable package index leaves `.unreachable`
+# there, and the tests that need the server skip saying so.
+CHROMA_VERSION := 1.5.9
+CHROMA_VENV := .venv-chroma
+CHROMA_STAMP := $(CHROMA_VENV)/.installed-$(CHROMA_VERSION)
+
+$(CHROMA_STAMP): | $(STAMP)
+	@rm -rf $(CHROMA_VENV)
+	@if { test -x $(BIN)/uv || $(BIN)/python -m pip install -q 'uv>=0.5'; } && \
+			$(BIN)/uv venv -q -p $(BIN)/python $(CHROMA_VENV) && \
+			$(BIN)/uv pip install -q --python $(CHROMA_VENV)/bin/python \
+				'chromadb==$(CHROMA_VERSION)'; then touch $(CHROMA_STAMP); \
+	elif ! $(BIN)/python -m pip index versions chromadb --retries 1 --timeout 20 \
+			>/dev/null 2>&1; then \
+		mkdir -p $(CHROMA_VENV); \
+		echo "The package index could not be reached: the Chroma store's tests will skip." \
+			| tee $(CHROMA_VENV)/.unreachable; \
+	else exit 1; fi
+
+chroma: $(CHROMA_STAMP)
 
 # The OpenID Connect provider the sign-in tests start (tests/oidc/provider.mjs: panva's
 # oidc-provider on Debian's Node), installed from its package-lock.json with `npm ci` into
@@ -132,7 +164,7 @@ axe-core: $(AXE_STAMP)
 TEST_WORKERS ?= 3
 PYTEST = $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
-test: install test-packages litellm oidc-provider axe-core
+test: install test-packages litellm chroma oidc-provider axe-core
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(PYTEST)
@@ -162,6 +194,7 @@ bench: install
 	$(BIN)/python -m benchmarks admin
 	$(BIN)/python -m benchmarks markdown
 	$(BIN)/python -m benchmarks costs
+	$(BIN)/python -m benchmarks knowledge
 
 # docs/screenshot-desktop.png and docs/screenshot-phone.png, from the app as it is (docs/screenshots.py),
 # with Debian's Noto fonts for the answer's CJK and emoji (without them Chromium draws boxes).
@@ -175,4 +208,4 @@ screenshots: install test-packages
 	$(BIN)/python docs/screenshots.py
 
 clean:
-	rm -rf $(VENV) $(LITELLM_VENV) $(OIDC_DIR)/node_modules $(AXE_DIR)/node_modules staticfiles .pytest_cache
+	rm -rf $(VENV) $(LITELLM_VENV) $(CHROMA_VENV) $(OIDC_DIR)/node_modules $(AXE_DIR)/node_modules static/vendor/mermaid staticfiles .pytest_cache

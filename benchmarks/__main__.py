@@ -4,7 +4,9 @@
 see benchmarks/README.md), and `python -m benchmarks admin [options]` the cost admin pages over
 100,000 generations (`benchmarks.admin_costs`), and `python -m benchmarks markdown` what live
 markdown costs on a 4,000-token answer (`benchmarks.live_markdown`), and `python -m benchmarks
-markdown-login` an anonymous page's latency while answers render (`benchmarks.markdown_login`);
+markdown-login` an anonymous page's latency while answers render (`benchmarks.markdown_login`),
+and `python -m benchmarks knowledge` knowledge collections' ingestion and retrieval
+(`benchmarks.knowledge`);
 with no sub-command the reader benchmark runs.
 """
 
@@ -29,6 +31,10 @@ if __name__ == "__main__":
         from benchmarks.costs import main as costs_main
 
         sys.exit(costs_main(sys.argv[2:]))
+    if sys.argv[1:2] == ["knowledge"]:
+        from benchmarks.knowledge import main as knowledge_main
+
+        sys.exit(knowledge_main(sys.argv[2:]))
     if sys.argv[1:2] == ["admin"]:
         from benchmarks.admin_costs import main as admin_main
 

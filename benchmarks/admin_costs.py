@@ -55,7 +55,7 @@ def _amount(unit: str, rng: random.Random) -> Decimal:
 @contextmanager
 def _recorded_times() -> Iterator[None]:
     """`started_at` is `auto_now_add`: let bulk_create keep the times we give."""
-    from chatapp.models import Generation
+    from chatapp.costs.models import Generation
 
     field = Generation._meta.get_field("started_at")
     field.auto_now_add = False  # type: ignore[attr-defined]
@@ -69,7 +69,9 @@ def seed(generations: int, days: int = 60, users: int = 10, seed: int = 9) -> di
     """Fill the (migrated, empty) database; returns what the timed requests filter by."""
     from django.contrib.auth import get_user_model
 
-    from chatapp.models import Conversation, Gateway, Generation, Message
+    from chatapp.conversations.models import Conversation, Message
+    from chatapp.costs.models import Generation
+    from chatapp.gateways.models import Gateway
 
     rng = random.Random(seed)
     user_model = get_user_model()

@@ -76,7 +76,9 @@ def seed_history(username: str, conversations: int, generations: int) -> None:
     from django.contrib.auth import get_user_model
     from django.utils import timezone
 
-    from chatapp.models import Conversation, Gateway, Generation, Message
+    from chatapp.conversations.models import Conversation, Message
+    from chatapp.costs.models import Generation
+    from chatapp.gateways.models import Gateway
 
     user = get_user_model().objects.get(username=username)
     gateway = Gateway.objects.order_by("pk").first()

@@ -136,10 +136,10 @@ class RawClock:
 
 
 async def run(tokens: int, tokens_per_delta: int, tokens_per_second: float) -> dict[str, object]:
+    from chatapp.messaging import socket_messages
     from chatapp.rendering.markdown import render_markdown
     from chatapp.streaming.live_blocks import BlockSettler
     from chatapp.streaming.live_state import LiveState
-    from chatapp.ws import socket_messages
     from gateway_client.emulator.text import split_tokens
     from gateway_client.events import TextDelta
 

@@ -1,6 +1,6 @@
 """The admin: conversations, gateways with write-only keys, model prices and the tool switches.
-The cost ledger (generations, the summary, the CSV export) is `generation_admin`'s, registered
-from here."""
+The cost ledger (generations, the summary, the CSV export) is `costs/admin/generations.py`'s,
+registered from here. Each package's admin is its `admin.py` (`admin/` where there are several)."""
 
 from __future__ import annotations
 
@@ -17,28 +17,24 @@ from django.http import (
 from django.utils import timezone
 
 from chatapp import shared_cache, tools
-from chatapp.access import groups_admin  # noqa: F401  (registers GroupAdmin)
-from chatapp.accounts import admin as accounts_admin  # noqa: F401  (registers its admins)
-from chatapp.costs import (
-    feedback_admin,  # noqa: F401  (registers FeedbackAdmin)
-    generation_admin,  # noqa: F401  (registers GenerationAdmin)
-    limits_admin,  # noqa: F401  (registers SpendingLimitAdmin)
-)
-from chatapp.costs.admin_amounts import TRIMMED_DECIMALS
+from chatapp.access import admin as access_admin  # noqa: F401  (registers GroupAdmin)
+from chatapp.assistants import admin as assistants_admin  # noqa: F401  (assistants and prompts)
+from chatapp.assistants.models import ChatDefaults
+from chatapp.conversations.models import Conversation, Message
+from chatapp.costs.admin import feedback as feedback_admin  # noqa: F401  (registers FeedbackAdmin)
+from chatapp.costs.admin import generations as generations_admin  # noqa: F401  (GenerationAdmin)
+from chatapp.costs.admin import limits as limits_admin  # noqa: F401  (SpendingLimitAdmin)
+from chatapp.costs.admin.amounts import TRIMMED_DECIMALS
+from chatapp.costs.models import Generation
 from chatapp.costs.units import CostUnit, Money
 from chatapp.gateways import configs, detected, key_vault
-from chatapp.mcp import admin as mcp_admin  # noqa: F401  (registers McpServerAdmin)
-from chatapp.mcp import catalog as mcp_catalog
-from chatapp.models import (
-    ChatDefaults,
-    Conversation,
-    Gateway,
-    Generation,
-    Message,
-    ModelPrice,
-    ToolSwitch,
-)
-from chatapp.starting import admin as starting_admin  # noqa: F401  (assistants and prompts)
+from chatapp.gateways.models import Gateway, ModelPrice
+from chatapp.identity import admin as identity_admin  # noqa: F401  (registers its admins)
+from chatapp.knowledge import admin as knowledge_admin  # noqa: F401  (collections)
+from chatapp.knowledge import reembedding
+from chatapp.tools.mcp import admin as mcp_admin  # noqa: F401  (registers McpServerAdmin)
+from chatapp.tools.mcp import catalog as mcp_catalog
+from chatapp.tools.models import ToolSwitch
 from gateway_client.dialects import facts_for
 
 if TYPE_CHECKING:  # generic in django-stubs only: Django's admin classes are not subscriptable
@@ -202,6 +198,12 @@ class GatewayForm(_GatewayForm):
         help_text="Stored encrypted. Leave blank to keep the stored key.",
     )
     clear_api_key = forms.BooleanField(label="Clear the stored key", required=False)
+    reembed = forms.BooleanField(
+        label="Embed the documents again at this cost",
+        required=False,
+        help_text="Asked when a new embedding model would embed documents again: saving says "
+        "what it will cost first.",
+    )
 
     class Meta:
         model = Gateway
@@ -215,6 +217,7 @@ class GatewayForm(_GatewayForm):
             "speech_model",
             "speech_voice",
             "title_model",
+            "embedding_model",
         )
 
     # The stored key was typed for the old base URL: a new URL would be sent it unasked.
@@ -230,6 +233,8 @@ class GatewayForm(_GatewayForm):
 
     key_cleared = False
     env_cleared = False
+    reembedding: reembedding.ReembeddingEstimate | None = None
+    """What the save embeds again (the admin confirmed it), or None."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -262,6 +267,14 @@ class GatewayForm(_GatewayForm):
         cleaned = super().clean() or {}
         if cleaned.get("api_key") and cleaned.get("clear_api_key"):
             raise forms.ValidationError("Enter a new key or clear the stored one, not both.")
+        self.reembedding = None
+        model = cleaned.get("embedding_model") or ""
+        if self.instance.pk and model and "embedding_model" in self.changed_data:
+            unit = cleaned.get("cost_unit") or self.instance.cost_unit
+            found = reembedding.estimate(self.instance.pk, unit, model)
+            if found.files and not cleaned.get("reembed"):
+                self.add_error("reembed", f"{found} Tick this box to go ahead.")
+            self.reembedding = found if found.files else None
         return cleaned
 
     @property
@@ -335,6 +348,7 @@ class GatewayAdmin(_GatewayAdmin):
         ("API key", {"fields": ("key", "api_key", "clear_api_key", "api_key_env")}),
         ("Read aloud", {"fields": ("speech_model", "speech_voice")}),
         ("Titles", {"fields": ("title_model",)}),
+        ("Knowledge", {"fields": ("embedding_model", "reembed")}),
         (None, {"fields": ("created_at",)}),
     )
 
@@ -344,6 +358,9 @@ class GatewayAdmin(_GatewayAdmin):
             messages.warning(request, GatewayForm.KEY_CLEARED)
         if getattr(form, "env_cleared", False):
             messages.warning(request, GatewayForm.ENV_CLEARED)
+        if (estimate := getattr(form, "reembedding", None)) is not None:
+            queued = reembedding.start_reembedding(obj.pk)
+            messages.info(request, f"{estimate} {len(queued):,} document(s) queued.")
 
     @admin.display(description="dialect", ordering="dialect")
     def speaks(self, obj: Gateway) -> str:

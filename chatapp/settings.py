@@ -86,6 +86,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_htmx",
+    "django_tasks_db",
     "chatapp",
 ]
 
@@ -139,7 +140,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "chatapp.accounts.password.context",
+                "chatapp.identity.password.context",
             ],
         },
     },
@@ -153,6 +154,8 @@ DATABASES = {
     )
 }
 if DATABASES["default"].get("ENGINE", "").endswith("sqlite3"):
+    # Django's backend on sqlean's SQLite, with sqlite-vec loaded: knowledge collections' store.
+    DATABASES["default"]["ENGINE"] = "chatapp.patches.sqlite_backend"
     # Workers flush partial answers while pages read them: wait for the lock instead of failing.
     # WAL: pages read while the writer writes, and a commit is an append, not a journal rewrite
     # with fsyncs (the turn's insert was most of a send's time under load). NORMAL sync is WAL's
@@ -176,8 +179,8 @@ if os.environ.get("REDIS_URL"):
     # At-most-once by design: a message waiting longer than `expiry` seconds is dropped, and so is
     # one sent to a channel already holding `capacity` messages (a consumer that stopped reading).
     # The app never depends on a delta arriving: deltas are numbered, and a browser that sees a
-    # gap asks the worker for a snapshot (ws/socket_messages.py). `group_expiry` is how long a
-    # socket's group membership lasts without being renewed.
+    # gap asks the worker for a snapshot (chatapp/messaging/socket_messages.py). `group_expiry` is
+    # how long a socket's group membership lasts without being renewed.
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
@@ -216,7 +219,7 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "chat:home"
 LOGOUT_REDIRECT_URL = "login"
 
-# Local accounts (chatapp/accounts). Off: the sign-in page shows no password form and no password
+# Local accounts (chatapp/identity). Off: the sign-in page shows no password form and no password
 # is accepted anywhere, the admin's sign-in included (sign in with the provider instead).
 CHAT_PASSWORD_SIGN_IN = env_bool("CHAT_PASSWORD_SIGN_IN", default=True)
 # Self sign-up (/accounts/sign-up/); with approval on, a new account waits, inactive, until an
@@ -227,7 +230,7 @@ CHAT_SIGN_UP_APPROVAL = env_bool("CHAT_SIGN_UP_APPROVAL", default=True)
 # Single sign-on with an OpenID Connect provider (mozilla-django-oidc; docs/configuration.md
 # says how to point it at Keycloak, Authentik, Entra ID, Google Workspace and Okta). On when the
 # issuer and the client ID are set; the endpoints come from the issuer's discovery document
-# (chatapp/accounts/discovery.py), fetched on the first sign-in.
+# (chatapp/identity/discovery.py), fetched on the first sign-in.
 # The issuer exactly as the provider writes it in its tokens (Authentik's ends in a slash).
 CHAT_OIDC_ISSUER = os.environ.get("CHAT_OIDC_ISSUER", "").strip()
 CHAT_OIDC_CLIENT_ID = os.environ.get("CHAT_OIDC_CLIENT_ID", "")
@@ -237,7 +240,7 @@ CHAT_OIDC_LABEL = os.environ.get("CHAT_OIDC_LABEL", "") or "single sign-on"
 # groups are not taken from the provider.
 CHAT_OIDC_GROUPS_CLAIM = os.environ.get("CHAT_OIDC_GROUPS_CLAIM", "groups")
 # A first sign-in whose verified e-mail matches an existing account without a provider link
-# takes that account over when on; off (the default), it is refused (chatapp/accounts/linking.py).
+# takes that account over when on; off (the default), it is refused (chatapp/identity/linking.py).
 CHAT_OIDC_LINK_BY_EMAIL = env_bool("CHAT_OIDC_LINK_BY_EMAIL")
 # mozilla-django-oidc's own settings, derived from the above.
 OIDC_RP_CLIENT_ID = CHAT_OIDC_CLIENT_ID
@@ -251,7 +254,7 @@ OIDC_AUTHENTICATION_CALLBACK_URL = "oidc_authentication_callback"
 
 AUTHENTICATION_BACKENDS = [
     *(["django.contrib.auth.backends.ModelBackend"] if CHAT_PASSWORD_SIGN_IN else []),
-    *(["chatapp.accounts.provider_backend.ProviderBackend"] if CHAT_OIDC else []),
+    *(["chatapp.identity.provider_backend.ProviderBackend"] if CHAT_OIDC else []),
 ]
 if not AUTHENTICATION_BACKENDS:  # no way to sign in: chatapp.checks reports it as an error
     AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"]
@@ -292,6 +295,9 @@ LLM_SPEECH_MODEL = os.environ.get("LLM_SPEECH_MODEL", "")
 # The model that writes new conversations' titles on the default gateway; unset: the gateway
 # row's own setting (Admin → Gateways → Titles), which this then overrides.
 LLM_TITLE_MODEL = os.environ.get("LLM_TITLE_MODEL", "")
+# The model knowledge collections are embedded with on the default gateway (POST /embeddings);
+# unset: the gateway row's own setting (Admin → Gateways → Knowledge), which this then overrides.
+LLM_EMBEDDING_MODEL = os.environ.get("LLM_EMBEDDING_MODEL", "")
 # Seconds; each unset one keeps the dialect's default (gateway_client.dialects).
 LLM_TIMEOUTS = {
     phase: float(os.environ[f"LLM_{phase.upper()}_TIMEOUT"])
@@ -309,6 +315,22 @@ CHAT_KEY_ENV_ALLOWED = tuple(
 # Tests and demos only: the built-in emulator takes options from the model name
 # ("emulator/long?long_tokens=500") and the app accepts such a suffix on a listed model.
 CHAT_EMULATOR_REQUEST_OPTIONS = env_bool("CHAT_EMULATOR_REQUEST_OPTIONS")
+
+# --- Background tasks -----------------------------------------------------------------------------
+
+# Django's Tasks framework on its database backend (django-tasks-db): tasks are rows of the app's
+# own database, run by `manage.py run_worker` (`make run` starts it beside Daphne).
+TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+# A knowledge file busy this many seconds without progress was left by a worker that stopped:
+# the next worker's sweep picks it up again (`knowledge/tasks.py`).
+CHAT_KNOWLEDGE_STALE_AFTER = float(os.environ.get("CHAT_KNOWLEDGE_STALE_AFTER", "120"))
+CHAT_KNOWLEDGE_SWEEP_INTERVAL = 30.0
+
+# --- Knowledge ------------------------------------------------------------------------------------
+# A Chroma server (`chroma run`, `make chroma`) to keep knowledge collections' vectors in, with
+# PostgreSQL's text search for their words (`make cluster` sets it); unset: sqlite-vec and FTS5 in
+# the app's SQLite database.
+CHAT_CHROMA_URL = os.environ.get("CHAT_CHROMA_URL", "").strip()
 
 # --- Streaming ------------------------------------------------------------------------------------
 
@@ -328,7 +350,7 @@ CHAT_STALL_NOTICE = float(os.environ.get("CHAT_STALL_NOTICE", "6"))
 # without end); a tool that runs longer than CHAT_TOOL_TIMEOUT seconds is reported as failed.
 CHAT_TOOL_ROUNDS = int(os.environ.get("CHAT_TOOL_ROUNDS", "8"))
 CHAT_TOOL_TIMEOUT = float(os.environ.get("CHAT_TOOL_TIMEOUT", "20"))
-# MCP servers' tools (`chatapp/mcp`): a call's deadline, a connection's (and a listing's), the
+# MCP servers' tools (`chatapp/tools/mcp`): a call's deadline, a connection's (and a listing's), the
 # bytes one session may receive, and how often a server's tool list is asked for again (sooner
 # when it has a problem).
 CHAT_MCP_TIMEOUT = float(os.environ.get("CHAT_MCP_TIMEOUT", "60"))
@@ -378,7 +400,7 @@ LOGGING = {
         "chatapp": {"level": os.environ.get("CHAT_LOG_LEVEL", "INFO")},
         "django": {"level": "INFO"},
         # The MCP SDK's lines per session (its session ID, stream reconnects) are noise; what
-        # goes wrong with a server is said by chatapp.mcp, once, with the server's name.
+        # goes wrong with a server is said by chatapp.tools.mcp, once, with the server's name.
         "mcp": {"level": "WARNING"},
     },
 }

@@ -7,16 +7,19 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from chatapp.access import login_limits
-from chatapp.accounts import password, provider_views, sign_in, sign_up
+from chatapp.identity import password, provider_views, sign_in, sign_up
 from chatapp.read_aloud import views as read_aloud
 from chatapp.views import (
     answer_settings,
     assistants,
     branches,
+    code_frames,
     comparison,
     feedback,
     files,
     importing,
+    knowledge,
+    knowledge_menu,
     library,
     new_chat,
     not_found,
@@ -50,6 +53,7 @@ chat_patterns = [
     path("folders/<int:pk>/collapse/", organising.collapse_folder, name="collapse_folder"),
     path("import/", importing.import_page, name="import"),
     path("search/", library.search, name="search"),
+    path("knowledge/menu/", knowledge_menu.menu, name="knowledge_menu"),
     path(
         "c/<int:pk>/settings/",
         answer_settings.conversation_settings,
@@ -65,6 +69,21 @@ chat_patterns = [
         assistants.delete_assistant,
         name="delete_assistant",
     ),
+    path("knowledge/", knowledge.collections, name="knowledge"),
+    path("knowledge/new/", knowledge.new_collection, name="new_collection"),
+    path("knowledge/<int:pk>/", knowledge.collection, name="collection"),
+    path("knowledge/<int:pk>/files/", knowledge.collection_files, name="collection_files"),
+    path(
+        "knowledge/<int:pk>/files/<int:file_pk>/remove/",
+        knowledge.remove_file,
+        name="remove_knowledge_file",
+    ),
+    path(
+        "knowledge/<int:pk>/files/<int:file_pk>/reindex/",
+        knowledge.reindex_file,
+        name="reindex_knowledge_file",
+    ),
+    path("knowledge/<int:pk>/delete/", knowledge.delete_collection, name="delete_collection"),
     path("settings/prompts/", prompts.prompts, name="prompts"),
     path("settings/prompts/new/", prompts.edit_prompt, name="new_prompt"),
     path("settings/prompts/<int:pk>/", prompts.edit_prompt, name="edit_prompt"),
@@ -118,6 +137,9 @@ urlpatterns = [
     path("admin/login/", sign_in.admin_sign_in),
     path("admin/", admin.site.urls),
     path("favicon.ico", library.favicon),
+    # Anyone's: the sandboxed frames that draw and preview answers' code hold nothing of a user's.
+    path("code-frames/diagram/", code_frames.diagram_frame, name="diagram_frame"),
+    path("code-frames/preview/", code_frames.preview_frame, name="preview_frame"),
 ]
 
 handler404 = not_found.page_not_found

@@ -1,15 +1,18 @@
 """`make cluster`: the multi-process setup on loopback, started and stopped as one.
 
-PostgreSQL, Redis, a gateway emulator (unless `LLM_BASE_URL` names a gateway), N Daphne
-processes and nginx in front of them, each a private instance in one temporary directory that
-is deleted on exit, so nothing is kept (it shows the setup; it is not where to keep
-conversations). Every process gets the settings a real host gives it (docs/deployment.md,
-"Running in production"): the same `DATABASE_URL`, `REDIS_URL`, `DJANGO_SECRET_KEY` and gateway.
+PostgreSQL, Redis, Chroma (knowledge collections' vectors), a gateway emulator (unless
+`LLM_BASE_URL` names a gateway), N Daphne processes and nginx in front of them, and the task
+worker (`manage.py run_worker`: knowledge files' indexing), each a private instance in one
+temporary directory that is deleted on exit, so nothing is kept (it shows the setup; it is not
+where to keep conversations). Every process gets the settings a real host
+gives it (docs/deployment.md, "Running in production"): the same `DATABASE_URL`, `REDIS_URL`,
+`CHAT_CHROMA_URL`, `DJANGO_SECRET_KEY` and gateway.
 
 Each child runs in a session of its own, so a Ctrl-C in the terminal reaches only this process,
-which then stops them in order (nginx; Daphne and the emulator; PostgreSQL; Redis) instead of
-all of them dying at once. `cluster.json` in the directory lists the URL, the services' URLs and
-the main PIDs (PostgreSQL's too, which pg_ctl detached from this process's tree).
+which then stops them in order (nginx; Daphne, the worker and the emulator; Chroma; PostgreSQL;
+Redis) instead of all of them dying at once. `cluster.json` in the directory lists the URL, the
+services' URLs and the main PIDs (PostgreSQL's too, which pg_ctl detached from this process's
+tree).
 
     python -m deploy.cluster [--port 8080] [--processes 2]
 """
@@ -41,7 +44,7 @@ from gateway_client import emulator
 
 from .nginx import nginx_server
 from .processes import ServiceError, free_port, stop, wait_for_port
-from .services import postgres_server, redis_server
+from .services import chroma_server, postgres_server, redis_server
 
 __all__ = ["ClusterOptions", "RunningCluster", "cluster", "main"]
 
@@ -84,6 +87,7 @@ class RunningCluster:
     directory: Path
     database_url: str
     redis_url: str
+    chroma_url: str
     gateway_url: str
     daphne_ports: tuple[int, ...]
     pids: dict[str, int]
@@ -169,10 +173,12 @@ def cluster(options: ClusterOptions) -> Iterator[RunningCluster]:
         stack.callback(shutil.rmtree, directory, ignore_errors=True)
         redis_url = stack.enter_context(redis_server())
         database_url = stack.enter_context(postgres_server())
+        chroma_url, chroma_pid = stack.enter_context(chroma_server())
         env = {
             **os.environ,
             "DATABASE_URL": database_url,
             "REDIS_URL": redis_url,
+            "CHAT_CHROMA_URL": chroma_url,  # knowledge collections' vectors
             "DJANGO_SECRET_KEY": os.environ.get("DJANGO_SECRET_KEY") or secrets.token_urlsafe(50),
             "DJANGO_STATIC_ROOT": str(static_root),
             "CHAT_TRUSTED_PROXIES": "1",  # nginx
@@ -203,6 +209,7 @@ def cluster(options: ClusterOptions) -> Iterator[RunningCluster]:
                 "LLM_BASE_URL": gateway_url,
                 "LLM_API_KEY": "sk-cluster",
                 "LLM_SPEECH_MODEL": emulator.SPEECH_MODEL,  # Read aloud works as with make run
+                "LLM_EMBEDDING_MODEL": emulator.EMBEDDING_MODEL,  # and knowledge collections
             }
         ports = tuple(free_port() for _ in range(options.processes))
         for number, port in enumerate(ports, start=1):
@@ -223,11 +230,16 @@ def cluster(options: ClusterOptions) -> Iterator[RunningCluster]:
                 DAPHNE_ENVIRONMENT,
             )
         admin = _prepare(env)
+        # The task worker (knowledge files' indexing) once the tables exist: it reads them at
+        # once. It serves no port.
+        start("worker", 0, [sys.executable, str(ROOT / "manage.py"), "run_worker"])
         for child, port in children:
-            wait_for_port(child.name, port, child.process, log=child.log)
+            if port:
+                wait_for_port(child.name, port, child.process, log=child.log)
         pids = {child.name: child.process.pid for child, _ in children}
         nginx = stack.enter_context(nginx_server(directory, options.port, ports, static_root))
         pids["nginx"] = nginx.pid
+        pids["chroma"] = chroma_pid
         postmaster = _postmaster_pid(database_url)
         if postmaster is not None:
             pids["postgres"] = postmaster
@@ -236,6 +248,7 @@ def cluster(options: ClusterOptions) -> Iterator[RunningCluster]:
             directory=directory,
             database_url=database_url,
             redis_url=redis_url,
+            chroma_url=chroma_url,
             gateway_url=gateway_url,
             daphne_ports=ports,
             pids=pids,

@@ -114,6 +114,10 @@ http {{
             client_max_body_size 21m;
             include {PROXY_CONF};
         }}
+        location ~ ^/knowledge/[0-9]+/files/$ {{
+            client_max_body_size 21m;
+            include {PROXY_CONF};
+        }}
     }}
 }}
 """

@@ -1,4 +1,4 @@
-"""Process control shared by the loopback cluster and the multi-process tests.
+"""Process control shared by the loopback cluster, the multi-process tests and the load benchmark.
 
 A started process is ready when its TCP port accepts a connection (polled, with the process
 checked for an early exit on each round); it is stopped by SIGTERM, then SIGKILL if it has not

@@ -1,4 +1,5 @@
-"""Private Redis and PostgreSQL servers from Debian's packages, for the cluster and the tests.
+"""Private Redis and PostgreSQL servers from Debian's packages, and a Chroma server from its own
+virtualenv (`make chroma`), for the cluster and the tests.
 
 Each runs on a free loopback port in its own temporary directory, with durability off (nothing
 here must survive: the cluster is a demonstration, the tests throw theirs away), and is stopped
@@ -22,7 +23,14 @@ from pathlib import Path
 
 from .processes import START_TIMEOUT, ServiceError, free_port, stop, tail, wait_for_port
 
-__all__ = ["postgres_bindir", "postgres_server", "redis_server", "redis_server_binary"]
+__all__ = [
+    "chroma_binary",
+    "chroma_server",
+    "postgres_bindir",
+    "postgres_server",
+    "redis_server",
+    "redis_server_binary",
+]
 
 # --- Redis ----------------------------------------------------------------------------------------
 
@@ -161,4 +169,52 @@ def postgres_server(database: str = "chat") -> Iterator[str]:
                  "-w", "-t", "10"],
                 stdin=subprocess.DEVNULL, capture_output=True, timeout=20, check=False,
             )  # fmt: skip
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+# --- Chroma ---------------------------------------------------------------------------------------
+
+CHROMA = Path(__file__).resolve().parent.parent / ".venv-chroma" / "bin" / "chroma"
+
+
+def chroma_binary() -> Path:
+    """`chroma` from its own virtualenv (`make chroma`); `ServiceError` naming it when missing."""
+    if not CHROMA.exists():
+        raise ServiceError(f"Chroma is not installed in {CHROMA.parent.parent}: run `make chroma`.")
+    return CHROMA
+
+
+def _chroma_beats(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+            sock.sendall(b"GET /api/v2/heartbeat HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            return b" 200 " in sock.recv(32)
+    except OSError:
+        return False
+
+
+@contextmanager
+def chroma_server() -> Iterator[tuple[str, int]]:
+    """A throwaway Chroma server (`chroma run`) on loopback; yields its URL and its PID."""
+    binary = chroma_binary()
+    directory = Path(tempfile.mkdtemp(prefix="gateway-chat-chroma-"))
+    port = free_port()
+    log = directory / "chroma.log"
+    args = [str(binary), "run", "--path", str(directory / "data"), "--host", "127.0.0.1",
+            "--port", str(port)]  # fmt: skip
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            # No usage reports from a throwaway server.
+            env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
+        )
+    try:
+        wait_for_port("chroma", port, process, log=lambda: tail(log), ready=_chroma_beats)
+        yield f"http://127.0.0.1:{port}", process.pid
+    finally:
+        stop(process)
         shutil.rmtree(directory, ignore_errors=True)

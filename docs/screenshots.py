@@ -5,7 +5,9 @@ with its own SQLite database and the built-in emulator (no `LLM_BASE_URL`), as a
 it. Headless Chromium signs in, asks `emulator/reasoning` a question (its answer has reasoning, a
 heading, a list, a highlighted code block and a table), waits for the final render and its title,
 and saves the page at 1280x800 and 390x844 as `docs/screenshot-desktop.png` and
-`docs/screenshot-phone.png`. Nothing outside the temporary directory is touched but those two.
+`docs/screenshot-phone.png`. Then it has `emulator/echo` answer with a Mermaid diagram, waits for
+it to be drawn and saves that answer at 1280x800 as `docs/screenshot-diagram.png`. Nothing outside
+the temporary directory is touched but those three.
 """
 
 from __future__ import annotations
@@ -30,6 +32,16 @@ USER, PASSWORD = "ada", "screenshots-only"
 QUESTION = "How do I read a server-sent event stream in Python?"
 MODEL = "emulator/reasoning"
 SIZES = {"desktop": (1280, 800), "phone": (390, 844)}
+DIAGRAM = """How an answer with a tool call is made:
+
+```mermaid
+flowchart LR
+    Q[Your question] --> G{Gateway}
+    G -->|tool call| T[Tool]
+    T -->|result| G
+    G -->|streams| A[The answer]
+```
+"""
 
 
 def manage(env: dict[str, str], *args: str) -> None:
@@ -113,6 +125,22 @@ def converse(page: Page, url: str) -> str:
     return page.url
 
 
+def draw_diagram(page: Page, url: str) -> None:
+    """A new conversation in which the echo model answers with `DIAGRAM`, drawn, in view."""
+    page.goto(f"{url}/")
+    option = page.locator('#model option[value$=":emulator/echo"]').first
+    page.get_by_label("Model").select_option(option.get_attribute("value"))
+    page.get_by_label("Message").fill(DIAGRAM)
+    page.get_by_label("Message").press("Enter")
+    answer = page.locator("article.assistant").last
+    expect(answer).to_have_attribute("data-status", "completed", timeout=60_000)
+    block = answer.locator(".code-block[data-diagram]")
+    expect(block).to_have_attribute("data-drawing", "drawn", timeout=60_000)
+    expect(block.locator("figure.diagram img")).to_be_visible()
+    answer.evaluate("el => el.scrollIntoView({ block: 'end' })")
+    settled(page)
+
+
 def main() -> int:
     if not Path(CHROMIUM).exists():
         print(f"{CHROMIUM} is not installed (make chromium).", file=sys.stderr)
@@ -145,6 +173,11 @@ def main() -> int:
             path = DOCS / f"screenshot-{label}.png"
             page.screenshot(path=str(path))
             print(f"{path.relative_to(ROOT)}: {path.stat().st_size // 1024} KB")
+            if label == "desktop":
+                draw_diagram(page, url)
+                path = DOCS / "screenshot-diagram.png"
+                page.screenshot(path=str(path))
+                print(f"{path.relative_to(ROOT)}: {path.stat().st_size // 1024} KB")
             context.close()
         browser.close()
     return 0

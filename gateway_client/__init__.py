@@ -11,6 +11,7 @@ from __future__ import annotations
 from .accumulator import Accumulator, Completion, ToolCall
 from .client import GatewayClient, GenerationRecord, ModelInfo
 from .dialects import Limits, Timeouts
+from .embeddings import Embeddings
 from .errors import (
     ConnectError,
     ErrorInfo,
@@ -34,6 +35,7 @@ __all__ = [
     "Accumulator",
     "Completion",
     "ConnectError",
+    "Embeddings",
     "ErrorInfo",
     "EventStream",
     "EventStreamParser",

@@ -32,6 +32,7 @@ from .dialects import (
     guess_dialect,
     header_request_id,
 )
+from .embeddings import Embeddings, embed
 from .errors import ConnectError, GatewayError, GatewayTimeout, ProtocolError, StatusError
 from .generation_record import GenerationRecord, parse_generation_record
 from .model_list import (
@@ -175,6 +176,18 @@ class GatewayClient:
             body["voice"] = voice
         body.update(extra)
         return SpeechStream(self, self._url("audio/speech"), body, retries)
+
+    async def embed(
+        self,
+        *,
+        model: str,
+        inputs: list[str],
+        retries: RetryBudget | None = None,
+        **extra: Any,
+    ) -> Embeddings:
+        """Vectors for `inputs` (`/embeddings`), one request: see `embeddings` for its bounds."""
+        url = self._url("embeddings")
+        return await embed(self, url, model=model, inputs=inputs, retries=retries, **extra)
 
     def _stream(self, path: str, body: dict[str, Any], retries: RetryBudget | None) -> EventStream:
         return EventStream(self, self._url(path), body, retries)

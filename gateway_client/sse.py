@@ -21,6 +21,7 @@ __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",
     "DEFAULT_MAX_LINE_BYTES",
     "EventLimitExceeded",
+    "RawLimit",
     "SSEDecoder",
     "ServerSentEvent",
 ]
@@ -64,7 +65,7 @@ class SSEDecoder:
         """Decode one read. On a cap, raises `EventLimitExceeded` with the events before it."""
         try:
             raw = self.feed_raw(chunk)
-        except _RawLimit as exc:
+        except RawLimit as exc:
             raise EventLimitExceeded(exc.message, [_event(r) for r in exc.raw]) from None
         return [_event(r) for r in raw] if raw else []
 
@@ -72,7 +73,7 @@ class SSEDecoder:
         """End of input: the unterminated last line counts, and a pending event is handed over."""
         try:
             raw = self.close_raw()
-        except _RawLimit as exc:
+        except RawLimit as exc:
             raise EventLimitExceeded(exc.message, [_event(r) for r in exc.raw]) from None
         return [_event(r) for r in raw]
 
@@ -113,13 +114,13 @@ class SSEDecoder:
         for line in lines:
             if line[:6] == b"data: ":  # the common case, inline
                 if len(line) > max_line:
-                    raise _RawLimit(f"a line is longer than {max_line} bytes", events)
+                    raise RawLimit(f"a line is longer than {max_line} bytes", events)
                 data.append(line[6:])
                 self._data_len += len(line) - 5
                 if self._data_len > self.max_event_bytes:
                     data.clear()
                     self._data_len = 0
-                    raise _RawLimit(f"an event is larger than {self.max_event_bytes} bytes", events)
+                    raise RawLimit(f"an event is larger than {self.max_event_bytes} bytes", events)
             elif not line:
                 if len(data) == 1 and not self._event and self._retry is None:
                     events.append((data[0], b"", self._last_id, None))  # the common case, inline
@@ -167,7 +168,7 @@ class SSEDecoder:
         if self._partial_len > self.max_line_bytes:
             self._partial.clear()
             self._partial_len = 0
-            raise _RawLimit(f"a line is longer than {self.max_line_bytes} bytes", events)
+            raise RawLimit(f"a line is longer than {self.max_line_bytes} bytes", events)
 
     def _line(self, line: bytes, events: list[RawEvent]) -> None:
         """Any line but `data: ...` (which `feed_raw` handles inline)."""
@@ -178,7 +179,7 @@ class SSEDecoder:
                 self._event = b""
             return
         if len(line) > self.max_line_bytes:
-            raise _RawLimit(f"a line is longer than {self.max_line_bytes} bytes", events)
+            raise RawLimit(f"a line is longer than {self.max_line_bytes} bytes", events)
         if line[0] == 0x3A:  # ":" comment, e.g. keep-alives
             return
         field, colon, value = line.partition(b":")
@@ -190,7 +191,7 @@ class SSEDecoder:
             if self._data_len > self.max_event_bytes:
                 self._data.clear()
                 self._data_len = 0
-                raise _RawLimit(f"an event is larger than {self.max_event_bytes} bytes", events)
+                raise RawLimit(f"an event is larger than {self.max_event_bytes} bytes", events)
         elif field == b"event":
             self._event = value
         elif field == b"id":
@@ -224,7 +225,10 @@ def _event(raw: RawEvent) -> ServerSentEvent:
     )
 
 
-class _RawLimit(Exception):
+class RawLimit(Exception):
+    """A cap passed in a raw read (`feed_raw`, `close_raw`), with the raw events completed before
+    it: `feed` turns it into `EventLimitExceeded`, `stream_parser` into an error event."""
+
     def __init__(self, message: str, raw: list[RawEvent]) -> None:
         super().__init__(message)
         self.message = message

@@ -30,7 +30,7 @@ from .chunks import error_info, parse_chunk
 from .common_chunks import Template, decode_common, decode_str, learn_template, read_common
 from .errors import ErrorInfo, StatusError
 from .events import Done, ErrorEvent, Event, Finish, Meta
-from .sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_LINE_BYTES, SSEDecoder, _RawLimit
+from .sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_LINE_BYTES, RawLimit, SSEDecoder
 
 __all__ = ["EventStreamParser", "is_event_stream", "parse_retry_after", "status_error"]
 
@@ -64,7 +64,7 @@ class EventStreamParser:
             return []  # text after [DONE] (or an error) is ignored
         try:
             raw = self._decoder.feed_raw(data)
-        except _RawLimit as exc:
+        except RawLimit as exc:
             events = self._events([r[0] for r in exc.raw])
             if not self.finished:
                 self.failed = True
@@ -80,7 +80,7 @@ class EventStreamParser:
             return []
         try:
             pending = self._decoder.close_raw()
-        except _RawLimit:
+        except RawLimit:
             return []
         if not pending:
             return []

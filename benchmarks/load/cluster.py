@@ -20,7 +20,7 @@ from pathlib import Path
 
 from deploy.cluster import DAPHNE_ENVIRONMENT, DAPHNE_OPTIONS, PREPARE
 from deploy.nginx import nginx_server
-from deploy.processes import ServiceError
+from deploy.processes import ServiceError, free_port
 from deploy.services import postgres_server, redis_server
 
 from .stack import (
@@ -28,7 +28,6 @@ from .stack import (
     EmulatorConfig,
     add_accounts,
     app_name,
-    free_port,
     server_env,
     spawn,
     start_emulator,
@@ -82,9 +81,7 @@ class ClusterStack:
             self._stop_children()
 
     def _stop_children(self) -> None:
-        for server in self.servers:
-            stop(server)
-        stop(self.emulator)
+        stop(*self.servers, self.emulator)  # together: their shutdowns overlap
 
     def _start(self) -> None:
         self.emulator, emulator_port = start_emulator(self.dir, self.emulator_config, self.source)

@@ -22,6 +22,8 @@ from typing import Any
 import httpx
 import orjson
 
+from deploy.processes import tail
+
 from . import memory, metrics
 from .cluster import ClusterStack
 from .database import final_rows, max_generation
@@ -36,7 +38,6 @@ from .stack import (
     machine_busy_seconds,
     proc_status_kb,
     stop,
-    tail,
     usernames,
 )
 

@@ -1,8 +1,10 @@
 """Start and stop the benchmark's servers: the emulator and one Daphne process of the app.
 
 Every process is a child started here, on 127.0.0.1, with its output in the run's directory, and
-is stopped in `finally` (terminate, then kill) whatever happens; the kernel also kills children
-if this process dies first (`PR_SET_PDEATHSIG`), so a killed run leaves nothing behind. Each level
+is stopped in `finally` whatever happens, as `make cluster` and the multi-process tests stop
+theirs (`deploy.processes`: SIGTERM, then SIGKILL after a grace period, several together); the
+kernel also kills children if this process dies first (`PR_SET_PDEATHSIG`), so a killed run
+leaves nothing behind. Each level
 gets a fresh database: a copy of a template migrated once per run (with the admin account), which
 costs a file copy instead of a `migrate`.
 
@@ -19,21 +21,23 @@ import io
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tarfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from deploy import processes
+from deploy.processes import free_port, tail
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 USERNAME, PASSWORD = "bench", "bench-password-not-secret"
 START_TIMEOUT_S = 60.0
+STOP_GRACE_S = 5.0
 BENCH_GENERATIONS_PER_MINUTE = 1_000_000
 _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -42,12 +46,6 @@ _HOST = "127.0.0.1"
 
 def die_with_parent() -> None:
     _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((_HOST, 0))
-        return int(sock.getsockname()[1])
 
 
 def spawn(args: list[str], env: dict[str, str], log: Path, source: Path) -> subprocess.Popen[bytes]:
@@ -65,37 +63,30 @@ def spawn(args: list[str], env: dict[str, str], log: Path, source: Path) -> subp
         )
 
 
-def stop(process: subprocess.Popen[Any] | None) -> None:
-    if process is None or process.poll() is not None:
-        return
-    process.terminate()
-    try:
-        process.wait(5)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(5)
+def stop(*running: subprocess.Popen[Any] | None) -> None:
+    """Stop the children given (None: not started), together (`deploy.processes.stop`)."""
+    processes.stop(*(process for process in running if process is not None), grace=STOP_GRACE_S)
 
 
 def wait_http(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
+    """Until `url` answers below 500 (`deploy.processes.wait_for_port`, whose error has the
+    log's tail): a port that accepts is not yet an app that answers."""
     with httpx.Client(trust_env=False, timeout=2) as client:
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise RuntimeError(f"{log.stem} exited with {process.returncode}:\n{tail(log)}")
+
+        def answers(_: int) -> bool:
             try:
-                if client.get(url).status_code < 500:
-                    return
+                return client.get(url).status_code < 500
             except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-    raise RuntimeError(f"{url} did not answer within {START_TIMEOUT_S:.0f} s:\n{tail(log)}")
+                return False
 
-
-def tail(log: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(log.read_text(errors="replace").split("\n")[-lines:])
-    except OSError:
-        return ""
+        processes.wait_for_port(
+            log.stem,
+            httpx.URL(url).port or 80,
+            process,
+            log=lambda: tail(log),
+            timeout=START_TIMEOUT_S,
+            ready=answers,
+        )
 
 
 APP_PATHS = ("chatapp", "gateway_client", "templates", "static", "manage.py")
@@ -278,8 +269,7 @@ class Stack:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        stop(self.server)
-        stop(self.emulator)
+        stop(self.server, self.emulator)
 
     def _start(self) -> None:
         self.emulator, port = start_emulator(self.dir, self.emulator_config, self.source)

@@ -19,10 +19,27 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Final
 
-from chatapp.conversations.importing import MAX_BYTES as MAX_IMPORT_BYTES
-from chatapp.conversations.uploads import MAX_FORM_BYTES, MAX_MESSAGE_UPLOAD_BYTES, size_words
+__all__ = [
+    "BODY_LIMITS",
+    "FORM",
+    "MAX_FORM_BYTES",
+    "MAX_IMPORT_BYTES",
+    "MAX_MESSAGE_UPLOAD_BYTES",
+    "BodyLimit",
+    "limit_for",
+    "refusal",
+    "size_words",
+]
 
-__all__ = ["BODY_LIMITS", "FORM", "BodyLimit", "limit_for", "refusal"]
+# The sizes the routes below are built from, kept here, under the table, so that the pages that
+# take them (`conversations/uploads.py`, `conversations/importing.py`) and the server that refuses
+# a larger body read one number.
+MAX_MESSAGE_UPLOAD_BYTES: Final = 5 * 1024 * 1024  # a message's files, all together
+MAX_FORM_BYTES: Final = 1024 * 1024  # what a message's form may add to its files (its text)
+MAX_IMPORT_BYTES: Final = 20 * 1024 * 1024  # parsed, a file takes several times this in memory
+
+# A knowledge file (`knowledge/limits.py` reads it here, below the pages that take it).
+MAX_KNOWLEDGE_FILE_BYTES: Final = 20 * 1024 * 1024
 
 # The multipart framing around a message's files and fields, and room for a selection a little
 # past the caps: the composer then says what is too large (`views.chat`), not a bare 413.
@@ -49,10 +66,23 @@ BODY_LIMITS: Final = (
     BodyLimit(r"^/(accounts|admin)/login/$", 64 * 1024, "a sign-in form"),
     # An export file to import, and its form's framing (`views/importing.py`).
     BodyLimit(r"^/import/$", MAX_IMPORT_BYTES + 1024 * 1024, "an export file to import"),
+    # Files added to a knowledge collection, and their form's framing (`views/knowledge.py`).
+    BodyLimit(
+        r"^/knowledge/[0-9]+/files/$", MAX_KNOWLEDGE_FILE_BYTES + 1024 * 1024, "files to add"
+    ),
 )
 # Every other route: above Django's DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MB), which refuses a larger
 # form, only later. A message's 100,000 characters, percent-encoded, take at most 1.2 MB.
 FORM: Final = BodyLimit("", 3 * 1024 * 1024, "a form")
+
+
+def size_words(size: int) -> str:
+    """A size as a person reads it: "812 bytes", "12.4 KB", "3.1 MB"."""
+    if size < 1024:
+        return f"{size:,} bytes"
+    if size < 1024 * 1024:
+        return f"{size / 1024:.1f} KB"
+    return f"{size / 1024 / 1024:.1f} MB"
 
 
 @cache

@@ -26,9 +26,9 @@ from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
 
 from chatapp import request_memo, shared_cache
+from chatapp.access.models import GroupPolicy
 from chatapp.errors import ChatAppError
 from chatapp.gateways.catalog import narrowed
-from chatapp.models import GroupPolicy
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

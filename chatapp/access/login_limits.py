@@ -201,7 +201,7 @@ class LimitedAdminPasswordChangeForm(AdminPasswordChangeForm):
 
 
 class LimitedPasswordChangeForm(PasswordChangeForm):
-    """A signed-in user's own password change (chatapp/accounts/password.py): a wrong old
+    """A signed-in user's own password change (chatapp/identity/password.py): a wrong old
     password counts against the account, so a borrowed session cannot guess it here."""
 
     def clean_old_password(self) -> str:

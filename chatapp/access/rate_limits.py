@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.utils import timezone
 
+from chatapp.costs.models import Generation
 from chatapp.errors import ChatAppError
-from chatapp.models import Generation
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

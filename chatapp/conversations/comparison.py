@@ -4,9 +4,9 @@ A comparison is a question with one answer per model, started together: each a g
 its own (its cost, its Stop), siblings in the message tree like a regenerated answer's, so once
 one is chosen the others are its versions ("2 / 3") with nothing more to store. Until then
 `Conversation.comparing` names the question, and the branch shown ends in its answers side by
-side (`tree.shown_path`). The next turn clears it (`turns._start`): a follow-up sent without
-choosing goes on from `turns.default_choice`. Comparisons are of chat answers without tools: a
-tool round would be a second answer under one column.
+side (`tree.shown_path`). The next turn clears it (`turns.start_generation`): a follow-up sent
+without choosing goes on from `turns.default_choice`. Comparisons are of chat answers without
+tools: a tool round would be a second answer under one column.
 """
 
 from __future__ import annotations
@@ -18,21 +18,22 @@ from django.db import transaction
 from django.http import Http404
 
 from chatapp.access import rate_limits
+from chatapp.assistants.new_chat import StartedWith
 from chatapp.conversations import request_options
+from chatapp.conversations.models import Conversation, Message
 from chatapp.conversations.tree import MessageTree
 from chatapp.conversations.turns import (
     Answerer,
     StartedGeneration,
     TurnError,
-    _follow_up_parent,
-    _idle_conversation,
-    _own_message,
-    _start,
     checked_message,
+    follow_up_parent,
+    idle_conversation,
+    own_message,
+    start_generation,
     title_from,
 )
-from chatapp.models import Conversation, Generation, Message
-from chatapp.starting.new_chat import StartedWith
+from chatapp.costs.models import Generation
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -75,8 +76,8 @@ def create_comparison(
                 user=user, title=title_from(text), **values, **how
             )
         else:
-            conversation = _idle_conversation(user, conversation_pk)
-            parent_pk = _follow_up_parent(conversation, after)
+            conversation = idle_conversation(user, conversation_pk)
+            parent_pk = follow_up_parent(conversation, after)
             if not conversation.title:
                 conversation.title = title_from(text)
                 conversation.save(update_fields=["title"])
@@ -84,7 +85,7 @@ def create_comparison(
             conversation=conversation, role=Message.Role.USER, content=text, parent_id=parent_pk
         )
         started = [
-            _start(
+            start_generation(
                 conversation, answerer, owner_channel, question.pk, user_message=question, tools=()
             )
             for answerer in answerers
@@ -115,7 +116,7 @@ def choose_answer(user: User, message_pk: int) -> Choice:
     its model the conversation's, and the comparison ends. A 404 for an answer that is in none
     (any more)."""
     with transaction.atomic():
-        answer = _own_message(user, message_pk, Message.Role.ASSISTANT)
+        answer = own_message(user, message_pk, Message.Role.ASSISTANT)
         # Locked as a turn locks it, so a follow-up goes on from this choice or comes first.
         conversation = Conversation.objects.select_for_update().get(pk=answer.conversation_id)
         if answer.parent_id is None or answer.parent_id != conversation.comparing_id:

@@ -4,8 +4,9 @@ link to it (`Generation.conversation` is SET_NULL)."""
 
 from __future__ import annotations
 
-from chatapp.models import Conversation, Generation
-from chatapp.ws import socket_messages
+from chatapp.conversations.models import Conversation
+from chatapp.costs.models import Generation
+from chatapp.messaging import socket_messages
 
 
 async def delete_conversation(conversation: Conversation) -> None:

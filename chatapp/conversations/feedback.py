@@ -1,7 +1,7 @@
 """Feedback on answers: a thumbs up or down, and an optional comment, one per user and answer.
 
 What a person thought of an answer, kept with its generation (`Feedback`), so the cost history
-can be read by it (`costs.generation_admin.FeedbackGiven`). Giving the rating already given takes
+can be read by it (`costs.admin.generations.FeedbackGiven`). Giving the rating already given takes
 it back (the buttons toggle, as a pressed button does); a comment is kept only with a rating.
 """
 
@@ -12,7 +12,8 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from chatapp.models import Feedback, Generation, Message
+from chatapp.conversations.models import Message
+from chatapp.costs.models import Feedback, Generation
 
 # Control characters other than line breaks and tabs: PostgreSQL cannot store NUL, and the
 # others have no place in a comment.

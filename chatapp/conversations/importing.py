@@ -24,15 +24,15 @@ import orjson
 from django.db import connection, transaction
 from django.db.models import Field
 
+from chatapp.access.body_limits import MAX_IMPORT_BYTES
 from chatapp.conversations import export_zip, import_formats, user_text
 from chatapp.conversations.import_formats import Imported
-from chatapp.models import Conversation, Message
+from chatapp.conversations.models import Conversation, Message
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
 __all__ = [
-    "MAX_BYTES",
     "MAX_CONVERSATIONS",
     "MAX_MESSAGES",
     "MAX_SECONDS",
@@ -42,7 +42,6 @@ __all__ = [
     "save",
 ]
 
-MAX_BYTES = 20 * 1024 * 1024  # parsed, a file takes several times this in memory
 MAX_CONVERSATIONS = 2_000
 MAX_MESSAGES = 100_000  # in one file, all conversations together
 MAX_MESSAGE_CHARS = 200_000
@@ -65,11 +64,11 @@ def parse(data: bytes) -> list[Imported]:
     """The conversations of an export file (JSON, or a ZIP holding `conversations.json`), checked
     against every bound; `ImportRefused` says why a file is not one."""
     deadline = time.monotonic() + MAX_SECONDS
-    if len(data) > MAX_BYTES:
-        raise ImportRefused(f"The file is over {MAX_BYTES // (1024 * 1024)} MB.")
+    if len(data) > MAX_IMPORT_BYTES:
+        raise ImportRefused(f"The file is over {MAX_IMPORT_BYTES // (1024 * 1024)} MB.")
     if export_zip.is_zip(data):
         try:
-            data = export_zip.conversations_json(data, MAX_BYTES)
+            data = export_zip.conversations_json(data, MAX_IMPORT_BYTES)
         except export_zip.NotReadable as exc:
             raise ImportRefused(str(exc)) from None
     try:

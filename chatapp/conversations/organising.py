@@ -17,7 +17,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from chatapp.conversations import user_text
-from chatapp.models import Conversation, Folder
+from chatapp.conversations.models import Conversation, Folder
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

@@ -24,8 +24,8 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from chatapp import shared_cache, tools
+from chatapp.assistants.models import AnswerSettings, ChatDefaults
 from chatapp.gateways import configs
-from chatapp.models import AnswerSettings, ChatDefaults
 from gateway_client.dialects import DIALECTS, facts_for, guess_dialect, titles
 
 if TYPE_CHECKING:

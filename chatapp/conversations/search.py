@@ -29,7 +29,7 @@ from django.db.models.functions import Replace
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from chatapp.models import Conversation, Message
+from chatapp.conversations.models import Conversation, Message
 from chatapp.rendering.settle_steps import closes_fence
 
 if TYPE_CHECKING:

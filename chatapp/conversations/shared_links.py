@@ -34,11 +34,11 @@ from django.http import Http404
 from django.utils import timezone
 
 from chatapp import tools
+from chatapp.conversations.models import Conversation, Message, SharedLink
 from chatapp.conversations.tree import MessageTree, shown_path
 from chatapp.conversations.turns import title_from
 from chatapp.errors import ChatAppError
-from chatapp.mcp import catalog
-from chatapp.models import Conversation, Message, SharedLink
+from chatapp.tools.mcp import catalog
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

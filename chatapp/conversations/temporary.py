@@ -25,7 +25,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from chatapp.conversations.deleting import delete_conversation
-from chatapp.models import Conversation
+from chatapp.conversations.models import Conversation
 
 logger = logging.getLogger(__name__)
 

@@ -19,8 +19,7 @@ from typing import Any
 from django.db.models import Prefetch
 
 from chatapp.conversations import uploads
-from chatapp.models import Conversation, Message, Upload
-from chatapp.tools.base import ENDED
+from chatapp.conversations.models import ENDED, Conversation, Message, Upload
 
 
 @dataclass(frozen=True, slots=True)

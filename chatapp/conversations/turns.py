@@ -6,9 +6,8 @@ A turn that calls tools is a chain of answers, each round's after the one before
 another streams would read the half-written one as context, so it is refused (the conversation row
 is locked while that is checked).
 
-An answer that ran out of its token budget is continued as a retry with a larger one: the Osmexo
-docs say to raise the budget and retry when thinking used it all, with 4,096 "a safe default" for a
-reasoning model. So `larger_budget` asks for twice what the answer used, at least 4,096.
+An answer that ran out of its token budget is continued as a retry with a larger one
+(`costs/token_budgets.py` says how much larger).
 """
 
 from __future__ import annotations
@@ -23,15 +22,18 @@ from django.http import Http404
 from django.utils import timezone
 
 from chatapp.access import group_policies, rate_limits
-from chatapp.conversations import request_options, uploads, user_text
+from chatapp.assistants.new_chat import StartedWith
+from chatapp.conversations import knowledge_context, request_options, uploads, user_text
+from chatapp.conversations.jobs import Job
+from chatapp.conversations.models import Conversation, Message
 from chatapp.conversations.tree import MessageTree, context_for, context_through
 from chatapp.costs import spending_limits
+from chatapp.costs.models import Generation
+from chatapp.costs.token_budgets import larger_budget
 from chatapp.errors import ChatAppError
 from chatapp.gateways.catalog import takes_images
 from chatapp.gateways.configs import GatewayConfig, config_for
-from chatapp.models import Conversation, Generation, Message
-from chatapp.starting.new_chat import StartedWith
-from chatapp.streaming.jobs import Job
+from chatapp.knowledge.passages import Passage
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -42,8 +44,6 @@ TITLE_LENGTH = 60
 # one (stripping the marks of a whole one held the server for seconds, #45).
 TITLE_SOURCE = 2_000
 MAX_MESSAGE_CHARS = 100_000
-SAFE_BUDGET = 4_096  # Osmexo's "safe default" max_tokens for a reasoning model
-MAX_BUDGET = 32_768
 BUSY = "An answer is still being written in this conversation; stop it or wait for it to finish."
 NEWER = "This conversation has new messages: they are shown now; send again to continue."
 IMPORTED_RETRY = "This answer was imported: choose a model below to write a new version with."
@@ -81,6 +81,16 @@ class Answerer:
     gateway: GatewayConfig | None = None
     kind: Generation.Kind = Generation.Kind.CHAT
     image_count: int = 1
+    takes_images: bool | None = None
+    """Whether the model takes images, from the gateway's list read for this send (`kind` is
+    from the same list: the catalog is asked once a send); None: from its last list (a retry of
+    an answer, a tool round: `catalog.takes_images`)."""
+
+    def sent_images(self, gateway: GatewayConfig) -> bool:
+        """Whether images attached in the conversation go to the model with its context."""
+        if self.takes_images is not None:
+            return self.takes_images
+        return takes_images(gateway, self.model)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,7 +99,7 @@ class TurnRequest:
     answered by `answerer`. A new conversation (`conversation_pk` None) has the settings
     `options` (None: the user's defaults) and is `started_with` an assistant or as a temporary
     chat; a follow-up comes after `after`, the last message the page shows (None: the leaf
-    shown)."""
+    shown). `passages` were retrieved for it from the documents chosen (`knowledge_context`)."""
 
     text: str
     answerer: Answerer
@@ -98,6 +108,7 @@ class TurnRequest:
     attached: tuple[uploads.CheckedUpload, ...] = ()
     options: request_options.RequestOptions | None = None
     started_with: StartedWith = field(default_factory=StartedWith)
+    passages: tuple[Passage, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +132,7 @@ def title_from(text: str) -> str:
     return first_line[: TITLE_LENGTH - 1].rstrip() + "…"
 
 
-def _idle_conversation(user: User, conversation_pk: int, *, lock: bool = True) -> Conversation:
+def idle_conversation(user: User, conversation_pk: int, *, lock: bool = True) -> Conversation:
     """The user's conversation, locked until the transaction ends (unless `lock` is false: a
     read ahead of the turn), if no answer is being written in it (a `TurnError` otherwise)."""
     rows = Conversation.objects.select_for_update() if lock else Conversation.objects
@@ -140,7 +151,7 @@ def _idle_conversation(user: User, conversation_pk: int, *, lock: bool = True) -
     return conversation
 
 
-def _own_message(user: User, message_pk: int, role: str | None = None) -> Message:
+def own_message(user: User, message_pk: int, role: str | None = None) -> Message:
     found = Message.objects.select_related("conversation").filter(
         pk=message_pk, conversation__user=user
     )
@@ -150,7 +161,7 @@ def _own_message(user: User, message_pk: int, role: str | None = None) -> Messag
     return message
 
 
-def _start(
+def start_generation(
     conversation: Conversation,
     answerer: Answerer,
     owner_channel: str,
@@ -159,40 +170,20 @@ def _start(
     user_message: Message | None = None,
     max_tokens: int | None = None,
     tools: tuple[dict[str, Any], ...] | None = None,
+    model_allowed: bool = False,
+    passages: tuple[Passage, ...] = (),
 ) -> StartedGeneration:
-    """A generation by the model a person chose (`answerer`, which the user's groups must allow:
-    `ModelNotAllowed` otherwise) answering `parent_pk`, a user message or, for a new version of
-    a tool round's answer, the answer before it. Every path that starts a generation comes here,
-    but the tool loop's next round (`create_tool_round`)."""
+    """A generation by `answerer` answering `parent_pk` (a user message or, for a new version
+    of a tool round's answer or the turn's next round, the answer before it), its answer the
+    leaf shown, asked with the conversation's request options (a larger budget of its own wins)
+    and `tools` (None: those the options choose; an image generation is offered none), with
+    `passages` quoted in its context and cited by its answer. Every path that starts a
+    generation comes here. The model is one a person chose, which the user's groups must allow
+    (`ModelNotAllowed` otherwise), but for `model_allowed`: the tool loop's next round
+    (`create_tool_round`), whose model was allowed when the turn began."""
     gateway = answerer.gateway or config_for(None)
-    group_policies.check_model(conversation.user_id, gateway.name, answerer.model)
-    return _started(
-        conversation,
-        answerer,
-        owner_channel,
-        parent_pk,
-        user_message=user_message,
-        max_tokens=max_tokens,
-        tools=tools,
-    )
-
-
-def _started(
-    conversation: Conversation,
-    answerer: Answerer,
-    owner_channel: str,
-    parent_pk: int | None,
-    *,
-    user_message: Message | None = None,
-    max_tokens: int | None = None,
-    tools: tuple[dict[str, Any], ...] | None = None,
-) -> StartedGeneration:
-    """A generation answering `parent_pk` (a user message, or an answer whose tool calls ran: the
-    next round of its turn), its answer the leaf shown, asked with the conversation's request
-    options (a larger budget of its own wins) and `tools` (None: those the options choose; an
-    image generation is offered none). Whether the user may use the model is checked before
-    (`_start`), or was when the turn began (`create_tool_round`)."""
-    gateway = answerer.gateway or config_for(None)
+    if not model_allowed:
+        group_policies.check_model(conversation.user_id, gateway.name, answerer.model)
     model, kind = answerer.model, answerer.kind
     options = request_options.options_for(conversation)
     if max_tokens is None:
@@ -209,10 +200,17 @@ def _started(
     elif tools is None:
         dialect = request_options.dialect_of(gateway.pk)
         tools = request_options.upstream_tools(options, dialect, conversation.user_id)
+    records = knowledge_context.recorded(passages)
+    sources = knowledge_context.citations(records)
     assistant = Message.objects.create(
-        conversation=conversation, role=Message.Role.ASSISTANT, parent_id=parent_pk
+        conversation=conversation,
+        role=Message.Role.ASSISTANT,
+        parent_id=parent_pk,
+        annotations=sources,
     )
-    messages = context_for(conversation, assistant, images=takes_images(gateway, model))
+    messages = knowledge_context.with_context(
+        context_for(conversation, assistant, images=answerer.sent_images(gateway)), records
+    )
     # Before the row exists, under the limits' locks: `SpendingLimitReached` rolls it all back.
     ceiling = spending_limits.ceiling_for(
         gateway.pk, gateway.cost_unit, model, messages, max_tokens, kind
@@ -234,6 +232,7 @@ def _started(
         kind=kind,
         spend_ceiling=None if spend is None else spend.reserved,
         budget_capped_by="" if spend is None else spend.capped_by,
+        passages=records,
     )
     conversation.gateway_id = gateway.pk
     conversation.model = model
@@ -256,6 +255,7 @@ def _started(
         kind=kind,
         image_count=answerer.image_count,
         spend=spend,
+        sources=tuple(sources),
     )
     return StartedGeneration(conversation, assistant, generation, job, user_message)
 
@@ -305,8 +305,8 @@ def create_turn(
                 user=user, title=title_from(text), **values, **turn.started_with.row_values()
             )
         else:
-            conversation = _idle_conversation(user, turn.conversation_pk)
-            parent_pk = _follow_up_parent(conversation, turn.after)
+            conversation = idle_conversation(user, turn.conversation_pk)
+            parent_pk = follow_up_parent(conversation, turn.after)
             if not conversation.title:
                 conversation.title = title_from(text)
                 conversation.save(update_fields=["title"])
@@ -314,15 +314,20 @@ def create_turn(
             conversation=conversation, role=Message.Role.USER, content=text, parent_id=parent_pk
         )
         uploads.store(question, turn.attached)
-        started = _start(
-            conversation, turn.answerer, owner_channel, question.pk, user_message=question
+        started = start_generation(
+            conversation,
+            turn.answerer,
+            owner_channel,
+            question.pk,
+            user_message=question,
+            passages=turn.passages,
         )
         if admission is not None:
             admission.record(started.generation.pk)
         return started
 
 
-def _follow_up_parent(conversation: Conversation, after: int | None) -> int | None:
+def follow_up_parent(conversation: Conversation, after: int | None) -> int | None:
     """The message a follow-up answers to: `after` if nothing came after it since (else
     `NewerMessages`), or the leaf shown when the page did not say. A page showing a comparison
     names its question: the follow-up answers its `default_choice` while none is chosen."""
@@ -369,25 +374,33 @@ class EarlyRequest:
     admission: rate_limits.Admission
 
 
-def follow_up_request(
-    user: User, conversation_pk: int, text: str, model: str, gateway: GatewayConfig, after: int
-) -> EarlyRequest | None:
-    """The request `create_turn` will make for this follow-up, read ahead (nothing locked, nothing
-    written) so that it can leave before the turn's rows are written, with `create_turn`'s
-    refusals first so that a refused one sends nothing, the answer limit last (`admit`: the
-    request counts from then on). None when a spending limit applies (the request waits for its
-    reservation, made with the turn). `create_turn` checks it all again under its lock: if the
-    conversation went on meanwhile, it refuses and the request is closed."""
-    text = checked_message(text, model)
-    group_policies.check_model(user.pk, gateway.name, model)  # before anything leaves
+def early_request(user: User, turn: TurnRequest) -> EarlyRequest | None:
+    """The request `create_turn` will make for `turn`, read ahead (nothing locked, nothing
+    written) so that it can leave before the turn's rows are written: a new chat's one message
+    with the settings chosen beside it (or the user's defaults) and the tools they choose, as the
+    conversation will copy them; a follow-up's context through `turn.after`. `create_turn`'s
+    refusals come first, so that a refused one sends nothing, the answer limit last (`admit`:
+    the request counts from then on). None when a spending limit applies (the request waits for
+    its reservation, made with the turn). `create_turn` checks it all again under its lock: if
+    the conversation went on meanwhile, it refuses and the request is closed."""
+    answerer = turn.answerer
+    gateway = answerer.gateway or config_for(None)
+    text = checked_message(turn.text, answerer.model)
+    group_policies.check_model(user.pk, gateway.name, answerer.model)  # before anything leaves
     if spending_limits.any_apply(user.pk, gateway.pk):
         return None
-    conversation = _idle_conversation(user, conversation_pk, lock=False)
-    parent_pk = _follow_up_parent(conversation, after)
-    options = request_options.options_for(conversation)
+    if turn.conversation_pk is None:
+        options = turn.options
+        if options is None:
+            options = request_options.default_options(user)
+        messages = first_context(text)
+    else:
+        conversation = idle_conversation(user, turn.conversation_pk, lock=False)
+        parent_pk = follow_up_parent(conversation, turn.after)
+        options = request_options.options_for(conversation)
+        history = context_through(conversation.pk, parent_pk, images=answerer.sent_images(gateway))
+        messages = [*history, {"role": "user", "content": text}]
     tools = request_options.upstream_tools(options, request_options.dialect_of(gateway.pk), user.pk)
-    history = context_through(conversation.pk, parent_pk, images=takes_images(gateway, model))
-    messages = [*history, {"role": "user", "content": text}]
     return EarlyRequest(messages, options, tools, rate_limits.admit(user))
 
 
@@ -399,8 +412,8 @@ def create_edit(
     text = checked_message(text, answerer.model)
     rate_limits.check_generation_start(user)
     with transaction.atomic():
-        original = _own_message(user, message_pk, Message.Role.USER)
-        conversation = _idle_conversation(user, original.conversation_id)
+        original = own_message(user, message_pk, Message.Role.USER)
+        conversation = idle_conversation(user, original.conversation_id)
         question = Message.objects.create(
             conversation=conversation,
             role=Message.Role.USER,
@@ -408,7 +421,9 @@ def create_edit(
             parent_id=original.parent_id,
         )
         uploads.copy_uploads(original, question)  # the files go with the new version
-        return _start(conversation, answerer, owner_channel, question.pk, user_message=question)
+        return start_generation(
+            conversation, answerer, owner_channel, question.pk, user_message=question
+        )
 
 
 def create_retry(
@@ -420,10 +435,14 @@ def create_retry(
     rate_limits.check_generation_start(user)
     with transaction.atomic():
         answer = _finished_answer(user, message_pk)
-        conversation = _idle_conversation(user, answer.conversation_id)
+        conversation = idle_conversation(user, answer.conversation_id)
         if answerer is None:
             answerer = _answered_by(answer)
-        return _start(conversation, answerer, owner_channel, answer.parent_id)
+        previous = _generation_of(answer)
+        passages = knowledge_context.kept(previous.passages) if previous else ()
+        return start_generation(
+            conversation, answerer, owner_channel, answer.parent_id, passages=passages
+        )
 
 
 def _answered_by(answer: Message) -> Answerer:
@@ -449,25 +468,18 @@ def create_tool_round(
     model with the same budget and the same `tools` (its context holds their calls, whatever the
     settings say since). Called inside the transaction that writes `answer`'s final state, so no
     other turn can start between the two. The model is the stored generation's, allowed when the
-    turn began, never one posted: so it is not checked again (`_started`, not `_start`)."""
+    turn began, never one posted: so it is not checked again (`model_allowed`)."""
     conversation = Conversation.objects.select_for_update().get(pk=answer.conversation_id)
-    return _started(
+    return start_generation(
         conversation,
         Answerer(gateway=config_for(generation.gateway_id), model=generation.model),
         generation.owner_channel,
         answer.pk,
         max_tokens=generation.max_tokens,
         tools=tools,
+        model_allowed=True,
+        passages=knowledge_context.kept(generation.passages),
     )
-
-
-def larger_budget(generation: Generation) -> int | None:
-    """The `max_tokens` for another try at an answer that ran out of its budget: twice what it
-    used (its budget, else its completion tokens, reasoning included), at least `SAFE_BUDGET`, at
-    most `MAX_BUDGET`; None when that would be no larger."""
-    used = generation.max_tokens or generation.completion_tokens
-    budget = min(MAX_BUDGET, max(SAFE_BUDGET, 2 * (used or 0)))
-    return budget if used is None or budget > used else None
 
 
 def create_continuation(user: User, message_pk: int, owner_channel: str) -> StartedGeneration:
@@ -482,16 +494,23 @@ def create_continuation(user: User, message_pk: int, owner_channel: str) -> Star
         budget = larger_budget(generation)
         if generation.finish_reason != "length" or budget is None:
             raise TurnError("Only an answer that ran out of its token budget gets a larger one.")
-        conversation = _idle_conversation(user, cut.conversation_id)
+        conversation = idle_conversation(user, cut.conversation_id)
         answerer = Answerer(gateway=config_for(generation.gateway_id), model=generation.model)
-        return _start(conversation, answerer, owner_channel, cut.parent_id, max_tokens=budget)
+        return start_generation(
+            conversation,
+            answerer,
+            owner_channel,
+            cut.parent_id,
+            max_tokens=budget,
+            passages=knowledge_context.kept(generation.passages),
+        )
 
 
 def select_version(user: User, message_pk: int) -> tuple[Conversation, int]:
     """Show the branch of the user's message `message_pk`: its newest descendant becomes the
     conversation's current leaf. The conversation, and that leaf."""
     with transaction.atomic():
-        message = _own_message(user, message_pk)
+        message = own_message(user, message_pk)
         # Locked as a new turn locks it: a turn starting meanwhile makes its answer the leaf
         # after this, not under it.
         conversation = Conversation.objects.select_for_update().get(pk=message.conversation_id)
@@ -504,7 +523,7 @@ def select_version(user: User, message_pk: int) -> tuple[Conversation, int]:
 def _finished_answer(user: User, message_pk: int) -> Message:
     """The user's assistant message `message_pk` once its generation has ended (an imported
     answer has none)."""
-    answer = _own_message(user, message_pk, Message.Role.ASSISTANT)
+    answer = own_message(user, message_pk, Message.Role.ASSISTANT)
     generation = _generation_of(answer)
     if generation is not None and generation.is_running:
         raise TurnError("This answer is still being written.")

@@ -23,8 +23,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
+from chatapp.access.body_limits import MAX_MESSAGE_UPLOAD_BYTES, size_words
+from chatapp.conversations.models import Message, Upload
 from chatapp.errors import ChatAppError
-from chatapp.models import Message, Upload
 from chatapp.rendering import pool, pool_jobs
 from chatapp.rendering.attachments import safe_filename
 from chatapp.rendering.image_checks import sniffed_type
@@ -32,11 +33,9 @@ from chatapp.rendering.pdf_text import PdfText
 
 MAX_UPLOADS: Final = 5
 MAX_UPLOAD_BYTES: Final = 4 * 1024 * 1024
-MAX_MESSAGE_UPLOAD_BYTES: Final = 5 * 1024 * 1024
 MAX_DOCUMENT_CHARS: Final = 100_000
 MAX_PDF_PAGES: Final = 50
 MAX_CONTEXT_IMAGE_BYTES: Final = 5 * 1024 * 1024
-MAX_FORM_BYTES: Final = 1024 * 1024  # what a message's form may add to its files (its text)
 LIMITS_IN_WORDS: Final = (
     f"at most {MAX_UPLOADS} files, each up to {MAX_UPLOAD_BYTES // 2**20} MB and "
     f"{MAX_MESSAGE_UPLOAD_BYTES // 2**20} MB in all; a document's first "
@@ -94,15 +93,6 @@ class CheckedUpload:
     @property
     def size(self) -> int:
         return len(self.data)
-
-
-def size_words(size: int) -> str:
-    """A size as a person reads it: "812 bytes", "12.4 KB", "3.1 MB"."""
-    if size < 1024:
-        return f"{size:,} bytes"
-    if size < 1024 * 1024:
-        return f"{size / 1024:.1f} KB"
-    return f"{size / 1024 / 1024:.1f} MB"
 
 
 def check_sizes(files: Sequence[tuple[str, int]]) -> None:

@@ -31,7 +31,7 @@ from django.db.models import F, QuerySet
 from django.db.models.functions import Coalesce
 from django.http import StreamingHttpResponse
 
-from chatapp.models import Generation, GenerationGroup, LedgerDay
+from chatapp.costs.models import Generation, GenerationGroup, LedgerDay
 
 __all__ = ["COLUMNS", "chunks", "plain", "response"]
 

@@ -8,9 +8,9 @@ once in each group's total, and the groups' totals can add up to more than the o
 (the page says so); the daily totals retention folded generations into (`LedgerDay`) are joined
 to their groups (`LedgerDayGroup`) the same way. A generation recorded with no group is the
 "(no group)" row. Sums are the summary's
-own (its `_sums`, `_fold` and the rest, reused rather than written twice): exact on both
-databases. ("Group" in `GroupTotals` is the summary's word for any row of a table; here the rows
-are user groups.)
+own (its `grouped_sums`, `totals_by_key` and the rest, reused rather than written twice): exact
+on both databases. ("Group" in `GroupTotals` is the summary's word for any row of a table; here
+the rows are user groups.)
 """
 
 from __future__ import annotations
@@ -23,20 +23,20 @@ from typing import Any
 from django.contrib.auth.models import Group
 from django.db.models import F, QuerySet
 
+from chatapp.costs.models import Generation, LedgerDay
 from chatapp.costs.summary import (
     DailyAmount,
     GroupTotals,
-    _added,
-    _busiest_first,
-    _fold,
-    _folded_sums,
-    _is_sqlite,
-    _sums,
-    _utc_day,
-    _with_amounts,
+    added_by_unit,
+    busiest_first,
+    folded_sums,
+    grouped_sums,
+    is_sqlite,
+    totals_by_key,
+    utc_day_on,
+    with_amounts,
 )
 from chatapp.costs.units import CostUnit
-from chatapp.models import Generation, LedgerDay
 
 __all__ = ["DELETED_GROUP", "NO_GROUP", "GroupSpend", "group_spend"]
 
@@ -55,16 +55,16 @@ def _rows(
     queryset: QuerySet[Generation], folded: QuerySet[LedgerDay] | None
 ) -> list[dict[str, Any]]:
     """Per day, group key and unit, the sums (the summary's names), generations' then folded."""
-    sqlite = _is_sqlite(queryset)
+    sqlite = is_sqlite(queryset)
     grouped = (
         queryset.order_by()
         .values(
-            day=_utc_day(sqlite),
+            day=utc_day_on(sqlite),
             group=F("group_links__group_id"),
             name=F("group_links__group_name"),
             unit=F("cost_unit"),
         )
-        .annotate(**_sums(sqlite))
+        .annotate(**grouped_sums(sqlite))
     )
     rows: list[dict[str, Any]] = []
     found: list[dict[str, Any]] = [dict(row) for row in grouped]
@@ -77,7 +77,7 @@ def _rows(
                 name=F("group_links__group_name"),
                 unit=F("cost_unit"),
             )
-            .annotate(**_folded_sums(sqlite))
+            .annotate(**folded_sums(sqlite))
         )
         found += [dict(row) for row in days]
     for row in found:
@@ -87,7 +87,7 @@ def _rows(
             key = DELETED_GROUP + row["name"]
         else:
             key = NO_GROUP
-        rows.append(_with_amounts(sqlite, {**row, "key": key}))
+        rows.append(with_amounts(sqlite, {**row, "key": key}))
     for summed in rows:  # SQLite's DATE() is text
         if isinstance(summed["day"], str):
             summed["day"] = datetime.date.fromisoformat(summed["day"])
@@ -113,7 +113,7 @@ def _added_by(rows: Iterable[dict[str, Any]], *names: str) -> dict[tuple[Any, ..
     found: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for row in rows:
         found.setdefault((*(row[name] for name in names), row["unit"]), []).append(row)
-    return {key: _added(same)[0] for key, same in found.items()}
+    return {key: added_by_unit(same)[0] for key, same in found.items()}
 
 
 def _daily(rows: Iterable[dict[str, Any]], labels: Mapping[str, str]) -> tuple[DailyAmount, ...]:
@@ -131,4 +131,4 @@ def group_spend(
     rows = _rows(queryset, folded)
     labels = _labels({row["key"] for row in rows})
     per_group = [{**row, "key": key} for (key, _), row in _added_by(rows, "key").items()]
-    return GroupSpend(_busiest_first(_fold(per_group, labels)), _daily(rows, labels))
+    return GroupSpend(busiest_first(totals_by_key(per_group, labels)), _daily(rows, labels))

@@ -27,17 +27,10 @@ from django.db import connection, transaction
 from django.db.models import Count, Sum
 
 from chatapp.costs import summary as cost_summary
+from chatapp.costs.models import Generation, GenerationGroup, LedgerDay, LedgerDayGroup
 from chatapp.costs.units import CostUnit, Money
-from chatapp.models import (
-    Conversation,
-    Generation,
-    GenerationGroup,
-    LedgerDay,
-    LedgerDayGroup,
-    ReadAloudAudio,
-)
 
-__all__ = ["FoldReport", "UnitFolded", "fold", "forget_read_aloud_audio"]
+__all__ = ["FoldReport", "UnitFolded", "fold"]
 
 BATCH = 2000
 _EXACT = Context(prec=60)
@@ -93,12 +86,6 @@ class _Sums:
         self.reasoning += int(row["reasoning"] or 0)
         self.cached += int(row["cached"] or 0)
         self.amount = _EXACT.add(self.amount, amount)
-
-
-def forget_read_aloud_audio(sender: Any, instance: Conversation, **kwargs: Any) -> None:
-    """`pre_delete` of a conversation: the audio its answers were read aloud in is their text
-    spoken, so it goes with them; the read alouds' generations stay."""
-    ReadAloudAudio.objects.filter(generation__conversation=instance).delete()
 
 
 def _midnight(day: datetime.date) -> datetime.datetime:

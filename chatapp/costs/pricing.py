@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from asgiref.sync import sync_to_async
 
-from chatapp.models import ModelPrice
+from chatapp.gateways.models import ModelPrice
 
 if TYPE_CHECKING:
     from chatapp.gateways.configs import GatewayConfig

@@ -15,7 +15,8 @@ row atomically, so two processes settling at once both count, and the first cost
 makes its row. Amounts are kept as `LedgerDay` keeps them, exact integers (whole part, and the
 fraction in steps of 1e-15 split at 1e-7), which SQLite adds exactly too.
 
-This module imports no other model (`chatapp.models` imports it, as it does the accounts').
+The totals' rows are `SpendTotal` (`costs/models.py`), which imports this module: this one imports
+no model.
 """
 
 from __future__ import annotations
@@ -25,68 +26,16 @@ from dataclasses import dataclass
 from decimal import ROUND_FLOOR, Context, Decimal
 from typing import Any, Protocol
 
-from django.db import connection, models
+from django.db import connection
 from django.utils import timezone
 
-__all__ = ["SpendTotal", "Tally", "count", "parts", "period_starts", "stored"]
+__all__ = ["Tally", "count", "parts", "period_starts", "stored"]
 
 _EXACT = Context(prec=60)
 _PLACES = Decimal(1).scaleb(-15)
 _SQLITE_DIGITS = Context(prec=15)  # what SQLite keeps of a decimal (a REAL), as Django reads it
 NOT_BILLED = "not_billed"  # Generation.CostSource.NOT_BILLED
 ESTIMATE = "estimate"  # Generation.CostSource.ESTIMATE
-
-
-class SpendTotal(models.Model):
-    """One period's settled costs of one user, group or gateway, through one gateway, in one
-    unit ("" for generations without an amount)."""
-
-    class Scope(models.TextChoices):
-        USER = "user"
-        GROUP = "group"
-        GATEWAY = "gateway"
-
-    class Period(models.TextChoices):  # `SpendingLimit.Period`'s values
-        DAY = "day"
-        MONTH = "month"
-
-    scope = models.CharField(max_length=8, choices=Scope.choices)
-    # The user's, group's or gateway's key. No foreign key: a total, like the ledger, outlives
-    # what it counts.
-    scope_key = models.BigIntegerField()
-    period = models.CharField(max_length=8, choices=Period.choices)
-    start = models.DateField(help_text="The period's first day, in the server's TIME_ZONE.")
-    gateway_key = models.BigIntegerField(help_text="The gateway's key; 0: none.")
-    unit = models.CharField(max_length=16, blank=True)
-    priced = models.BigIntegerField(default=0, help_text="Generations with an amount.")
-    unpriced = models.BigIntegerField(default=0, help_text="Without an amount, not billed aside.")
-    not_billed = models.BigIntegerField(default=0)
-    cost_whole = models.BigIntegerField(default=0)
-    cost_high = models.BigIntegerField(default=0)
-    cost_low = models.BigIntegerField(default=0)
-    estimated_whole = models.BigIntegerField(default=0)
-    estimated_high = models.BigIntegerField(default=0)
-    estimated_low = models.BigIntegerField(default=0)
-
-    class Meta:
-        app_label = "chatapp"
-        constraints = [
-            models.UniqueConstraint(
-                fields=["scope", "scope_key", "period", "start", "gateway_key", "unit"],
-                name="one_spend_total_per_key",
-            )
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.scope} {self.scope_key} {self.period} of {self.start}: {self.unit}"
-
-    @property
-    def amount(self) -> Decimal:
-        return joined(self.cost_whole, self.cost_high, self.cost_low)
-
-    @property
-    def estimated(self) -> Decimal:
-        return joined(self.estimated_whole, self.estimated_high, self.estimated_low)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +69,7 @@ class Tally:
         return cls(unpriced=1)
 
     @classmethod
-    def of_row(cls, row: SpendTotal) -> Tally:
+    def of_row(cls, row: _Row) -> Tally:
         return cls(row.priced, row.unpriced, row.not_billed, row.amount, row.estimated)
 
     def columns(self) -> dict[str, int]:
@@ -169,8 +118,23 @@ def period_starts(started_at: datetime.datetime) -> tuple[datetime.date, datetim
     return day, day.replace(day=1)
 
 
+class _Row(Protocol):
+    """What `Tally.of_row` reads of a `SpendTotal` (not imported: `costs/models.py` imports
+    this)."""
+
+    priced: int
+    unpriced: int
+    not_billed: int
+
+    @property
+    def amount(self) -> Decimal: ...
+
+    @property
+    def estimated(self) -> Decimal: ...
+
+
 class _Settled(Protocol):
-    """What `count` reads of a `Generation` (not imported: `chatapp.models` imports this)."""
+    """What `count` reads of a `Generation` (not imported: `costs/models.py` imports this)."""
 
     pk: Any
     user_id: int | None

@@ -24,9 +24,11 @@ from typing import TYPE_CHECKING
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
-from chatapp.costs.running_totals import SpendTotal, Tally, period_starts
+from chatapp.conversations.models import Conversation
+from chatapp.costs.models import Generation, SpendTotal
+from chatapp.costs.running_totals import Tally, period_starts
 from chatapp.costs.units import CostUnit, Money, in_dollars, is_dollars
-from chatapp.models import Conversation, Gateway, Generation
+from chatapp.gateways.models import Gateway
 
 if TYPE_CHECKING:
     import datetime

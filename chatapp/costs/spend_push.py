@@ -1,17 +1,17 @@
-"""The user's spend as the sidebar shows it (this month's, and what is left of each spending
-limit) and the composer's warning at 80% of a limit, pushed to every tab of the user when one
-of their costs settles: a page learns its new figures then, not at its next load.
+"""The user's spend as the sidebar shows it (this month's, and what is left of each spending limit)
+and the composer's warning at 80% of a limit, pushed to every tab of the user when one of their
+costs settles: a page learns its new figures then, not at its next load.
 
-Never per token: the worker (and a read aloud, a title and the sweep) call `cost_settled` once
-a generation's cost is known, and the pushes are coalesced per user: at most one is rendered
-every `PUSH_INTERVAL`, and it covers every cost settled before it starts. Rendered once per
-settled cost, a crowd of answers ending together (200 at once) queued 200 renders of month
-totals on one thread, behind which each later cost waited: a heavy user's tabs got figures
-seconds late, and the renders took a fifth of the server's time. Each tab's socket joins its
-user's group (`socket_messages.user_group_name`); the message carries the two partials rendered
-here, which the page swaps in by their ids. The rendering reads the running totals (a few rows:
-`running_totals`), on a thread of its own, one at a time: it never waits behind, or holds up, the
-records thread that writes turns and final states.
+Never per token: `streaming.settling.settle` (every kind of generation, and the sweep) calls
+`cost_settled` once a generation's cost is known, and the pushes are coalesced per user: at most
+one is rendered every `PUSH_INTERVAL`, and it covers every cost settled before it starts. Rendered
+once per settled cost, a crowd of answers ending together (200 at once) queued 200 renders of month
+totals on one thread, behind which each later cost waited: a heavy user's tabs got figures seconds
+late, and the renders took a fifth of the server's time. Each tab's socket joins its user's group
+(`socket_messages.user_group_name`); the message carries the two partials rendered here, which the
+page swaps in by their ids. The rendering reads the running totals (a few rows: `running_totals`),
+on a thread of its own, one at a time: it never waits behind, or holds up, the records thread that
+writes turns and final states.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from django.template.loader import render_to_string
 
 from chatapp.costs.spend import month_spend
 from chatapp.costs.spending_limits import standings_for
-from chatapp.ws import layer_errors, socket_messages
+from chatapp.messaging import layer_errors, socket_messages
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

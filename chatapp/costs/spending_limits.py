@@ -48,10 +48,10 @@ from django.utils import timezone
 
 from chatapp.costs import pricing
 from chatapp.costs.costing import CHARS_PER_TOKEN, counted_prompt_tokens
-from chatapp.costs.running_totals import SpendTotal
+from chatapp.costs.models import Generation, GenerationGroup, SpendingLimit, SpendTotal
+from chatapp.costs.token_budgets import SAFE_BUDGET
 from chatapp.costs.units import CostUnit, Money
 from chatapp.errors import ChatAppError
-from chatapp.models import Generation, GenerationGroup, SpendingLimit
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -77,9 +77,9 @@ __all__ = [
 ]
 
 # The completion tokens reserved for a generation that sets no `max_tokens`: what the Osmexo
-# docs call a safe default budget for a reasoning model (`turns.SAFE_BUDGET`). An answer that
-# goes past it extends its reservation while the limits have room (`extend`).
-DEFAULT_CEILING_TOKENS = 4_096
+# docs call a safe default budget for a reasoning model. An answer that goes past it extends its
+# reservation while the limits have room (`extend`).
+DEFAULT_CEILING_TOKENS = SAFE_BUDGET
 # The smallest budget an answer is cut to rather than refused: fewer tokens are no answer.
 MIN_ANSWER_TOKENS = 64
 WARN_AT = Decimal("0.8")  # the share of a limit used at which the composer warns
@@ -357,9 +357,11 @@ def ceiling_for(
     kind: str = Generation.Kind.CHAT,
 ) -> Ceiling:
     """The worst case of a generation on gateway `gateway_pk` (billing in `cost_unit`) sent
-    `messages`, with `max_tokens` as its budget (None: `DEFAULT_CEILING_TOKENS`)."""
+    `messages`, with `max_tokens` as its budget (None: `DEFAULT_CEILING_TOKENS`). An embedding
+    makes no completion: its worst case is its input alone."""
     unit = CostUnit(cost_unit) if cost_unit in CostUnit.values else CostUnit.CREDITS
-    base = Ceiling(counted_prompt_tokens(messages), max_tokens or DEFAULT_CEILING_TOKENS, unit)
+    budget = 0 if kind == Generation.Kind.EMBEDDING else max_tokens or DEFAULT_CEILING_TOKENS
+    base = Ceiling(counted_prompt_tokens(messages), budget, unit)
     if kind == Generation.Kind.IMAGE:
         return _unpriced(base, "images are not priced here")
     if kind == Generation.Kind.READ_ALOUD:
@@ -437,6 +439,7 @@ _WHAT = {
     Generation.Kind.IMAGE: "image generation",
     Generation.Kind.READ_ALOUD: "read aloud",
     Generation.Kind.TITLE: "title",
+    Generation.Kind.EMBEDDING: "embedding",
 }
 
 

@@ -46,8 +46,9 @@ from django.db.models import (
 )
 from django.db.models.functions import TruncDate
 
+from chatapp.costs.models import Generation, LedgerDay
 from chatapp.costs.units import CostUnit, Money, is_dollars
-from chatapp.models import Gateway, Generation, LedgerDay
+from chatapp.gateways.models import Gateway
 
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
@@ -60,9 +61,18 @@ __all__ = [
     "GroupTotals",
     "SourceCount",
     "UnitTotal",
+    "added_by_unit",
+    "busiest_first",
     "exact_sums",
+    "folded_sums",
+    "grouped_sums",
+    "is_sqlite",
     "summarize",
     "totals",
+    "totals_by_key",
+    "utc_day",
+    "utc_day_on",
+    "with_amounts",
 ]
 
 _PLACES = 15  # Generation.cost's decimal_places
@@ -195,7 +205,7 @@ class _FractionLow(_CostPart):
     sql = f"(({_fraction_steps('{x}')}) - {_HIGH} * {_HALF})"
 
 
-def _is_sqlite(queryset: QuerySet[Any]) -> bool:
+def is_sqlite(queryset: QuerySet[Any]) -> bool:
     return connections[queryset.db].vendor == "sqlite"
 
 
@@ -220,7 +230,7 @@ def _folded_amount_sums(sqlite: bool, name: str, only: Q | None = None) -> dict[
     return {name: ExpressionWrapper(joined, output_field=DecimalField())}
 
 
-def _sums(sqlite: bool) -> dict[str, Count | Sum]:
+def grouped_sums(sqlite: bool) -> dict[str, Count | Sum]:
     """Per group: counts, tokens and the exact amounts (all added again when groups merge)."""
     return {
         "generations": Count("pk"),
@@ -232,8 +242,9 @@ def _sums(sqlite: bool) -> dict[str, Count | Sum]:
     }
 
 
-def _folded_sums(sqlite: bool) -> dict[str, Any]:
-    """`_sums` of folded rows, under the same names and in the same order (a UNION's columns)."""
+def folded_sums(sqlite: bool) -> dict[str, Any]:
+    """`grouped_sums` of folded rows, under the same names and in the same order (a UNION's
+    columns)."""
     return {
         "generations": Sum("generations"),
         "priced": Sum("priced"),
@@ -246,11 +257,11 @@ def _folded_sums(sqlite: bool) -> dict[str, Any]:
 
 def exact_sums(queryset: QuerySet[Generation]) -> dict[str, Any]:
     """The aggregates whose row `exact_amount` reads: the cost summed exactly (`ledger.fold`)."""
-    return _amount_sums(_is_sqlite(queryset), "amount")
+    return _amount_sums(is_sqlite(queryset), "amount")
 
 
 def exact_amount(queryset: QuerySet[Generation], row: Mapping[str, Any]) -> Decimal:
-    return _amount(_is_sqlite(queryset), row, "amount")
+    return _amount(is_sqlite(queryset), row, "amount")
 
 
 def _amount(sqlite: bool, row: Mapping[str, Any], name: str) -> Decimal:
@@ -263,10 +274,10 @@ def _amount(sqlite: bool, row: Mapping[str, Any], name: str) -> Decimal:
 
 def utc_day(queryset: QuerySet[Generation]) -> Expression:
     """A generation's UTC day (`started_at`), as the summary and the ledger's days count it."""
-    return _utc_day(_is_sqlite(queryset))
+    return utc_day_on(is_sqlite(queryset))
 
 
-def _utc_day(sqlite: bool) -> Expression:
+def utc_day_on(sqlite: bool) -> Expression:
     # Django's TruncDate calls a Python function per row on SQLite; there `started_at` is stored
     # as UTC text, whose native date() is the UTC day at a fraction of the cost.
     if sqlite:
@@ -277,7 +288,7 @@ def _utc_day(sqlite: bool) -> Expression:
 # --- Folding grouped rows ---------------------------------------------------------------------
 
 
-def _fold(
+def totals_by_key(
     rows: Iterable[dict[str, Any]], labels: Mapping[str, str] | None = None, none: str = "(none)"
 ) -> list[GroupTotals]:
     """Grouped rows (one per key and unit) into one `GroupTotals` per key, in first-seen order.
@@ -308,16 +319,16 @@ def _fold(
     return folded
 
 
-def _busiest_first(groups: list[GroupTotals]) -> tuple[GroupTotals, ...]:
+def busiest_first(groups: list[GroupTotals]) -> tuple[GroupTotals, ...]:
     return tuple(sorted(groups, key=lambda group: (-group.generations, group.label)))
 
 
 def _overall(rows: Iterable[dict[str, Any]]) -> GroupTotals:
-    folded = _fold(({**row, "key": "all"} for row in rows), none="all")
+    folded = totals_by_key(({**row, "key": "all"} for row in rows), none="all")
     return folded[0] if folded else GroupTotals("all", "all", 0, 0, 0, 0, ())
 
 
-def _with_amounts(sqlite: bool, row: Mapping[str, Any]) -> dict[str, Any]:
+def with_amounts(sqlite: bool, row: Mapping[str, Any]) -> dict[str, Any]:
     return {
         **row,
         "amount": _amount(sqlite, row, "amount"),
@@ -328,7 +339,7 @@ def _with_amounts(sqlite: bool, row: Mapping[str, Any]) -> dict[str, Any]:
 # --- The queries ------------------------------------------------------------------------------
 
 
-def _added(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def added_by_unit(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Rows of one unit (generations', then folded ones') added into one per unit."""
     by_unit: dict[str, dict[str, Any]] = {}
     for row in rows:
@@ -346,15 +357,15 @@ def totals(
 ) -> GroupTotals:
     """All of `queryset`'s generations, and the `folded` ones' daily totals: a query grouped by
     unit for each."""
-    sqlite = _is_sqlite(queryset)
+    sqlite = is_sqlite(queryset)
     rows = [
-        _with_amounts(sqlite, row)
-        for row in queryset.order_by().values(unit=F("cost_unit")).annotate(**_sums(sqlite))
+        with_amounts(sqlite, row)
+        for row in queryset.order_by().values(unit=F("cost_unit")).annotate(**grouped_sums(sqlite))
     ]
     if folded is not None:
-        grouped = folded.order_by().values(unit=F("cost_unit")).annotate(**_folded_sums(sqlite))
-        rows += [_with_amounts(sqlite, row) for row in grouped]
-    return _overall(_added(rows))
+        grouped = folded.order_by().values(unit=F("cost_unit")).annotate(**folded_sums(sqlite))
+        rows += [with_amounts(sqlite, row) for row in grouped]
+    return _overall(added_by_unit(rows))
 
 
 # A user's key: their pk, or for a deleted user's generations the name kept on them.
@@ -390,11 +401,11 @@ def _tables(
     queryset: QuerySet[Generation], folded: QuerySet[LedgerDay] | None, by_model: bool
 ) -> dict[str, list[dict[str, Any]]]:
     """The one statement: {table: rows with day, key, unit and the sums}."""
-    sqlite = _is_sqlite(queryset)
-    sums = _sums(sqlite)
-    inner, params = _finest(queryset, _utc_day(sqlite), sums).query.sql_with_params()
+    sqlite = is_sqlite(queryset)
+    sums = grouped_sums(sqlite)
+    inner, params = _finest(queryset, utc_day_on(sqlite), sums).query.sql_with_params()
     if folded is not None:
-        days = _finest(folded, F("day"), _folded_sums(sqlite))
+        days = _finest(folded, F("day"), folded_sums(sqlite))
         folded_sql, folded_params = days.query.sql_with_params()
         inner, params = f"{inner} UNION ALL {folded_sql}", (*params, *folded_params)
     added = ", ".join(f"SUM({name})" for name in sums)
@@ -417,7 +428,7 @@ def _tables(
         # SQLite's DATE() is text.
         date = datetime.date.fromisoformat(day) if isinstance(day, str) else day
         row = {"day": date, "key": key, "unit": unit, **dict(zip(sums, values, strict=True))}
-        tables[table].append(_with_amounts(sqlite, row))
+        tables[table].append(with_amounts(sqlite, row))
     return tables
 
 
@@ -464,20 +475,22 @@ def summarize(
     """The summary page's tables, and its chart's bars per unit (or per model, `by_model`), of
     `queryset`'s generations and the `folded` ones' daily totals."""
     tables = _tables(queryset, folded, by_model)
-    days = _fold({**row, "key": row["day"].isoformat()} for row in tables["day"])
+    days = totals_by_key({**row, "key": row["day"].isoformat()} for row in tables["day"])
     gateway_keys = [row["key"] for row in tables["gateway"] if row["key"] is not None]
     gateway_names = Gateway.objects.filter(pk__in=gateway_keys).values_list("pk", "name")
     counted = _source_counts(queryset, folded)
     return CostSummary(
         overall=_overall(tables["all"]),
         days=tuple(sorted(days, key=lambda group: group.key)),
-        models=_busiest_first(_fold(tables["model"])),
-        users=_busiest_first(
-            _fold(tables["user"], _user_labels(str(row["key"]) for row in tables["user"]))
+        models=busiest_first(totals_by_key(tables["model"])),
+        users=busiest_first(
+            totals_by_key(tables["user"], _user_labels(str(row["key"]) for row in tables["user"]))
         ),
         # Generations recorded before gateways were rows have none.
-        gateways=_busiest_first(
-            _fold(tables["gateway"], {str(pk): name for pk, name in gateway_names}, "(no gateway)")
+        gateways=busiest_first(
+            totals_by_key(
+                tables["gateway"], {str(pk): name for pk, name in gateway_names}, "(no gateway)"
+            )
         ),
         sources=tuple(
             SourceCount(source, counted.get(source, 0)) for source in Generation.CostSource

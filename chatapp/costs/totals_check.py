@@ -22,14 +22,8 @@ from typing import Any
 from django.apps import apps as installed_apps
 from django.db import connection, transaction
 
-from chatapp.costs.running_totals import (
-    ESTIMATE,
-    NOT_BILLED,
-    SpendTotal,
-    Tally,
-    joined,
-    period_starts,
-)
+from chatapp.costs.models import SpendTotal
+from chatapp.costs.running_totals import ESTIMATE, NOT_BILLED, Tally, joined, period_starts
 
 __all__ = ["Drift", "check", "expected", "rebuild"]
 

@@ -174,11 +174,17 @@ def takes_images(config: GatewayConfig, model: str) -> bool:
     """Whether `model`'s entry in the last list `config`'s gateway gave lists image input
     (`architecture.input_modalities`), however old that list: every path that starts a turn
     has listed the models just before (`listed_models`). No list, or no such entry: False."""
-    wanted = _without_emulator_options(config, model)
     lists = [found for cached, found in list(_models_cache.items()) if cached.pk == config.pk]
     if not lists:
         return False
     _, models = max(lists, key=lambda found: found[0])
+    return takes_images_in(config, model, models)
+
+
+def takes_images_in(config: GatewayConfig, model: str, models: list[ModelInfo]) -> bool:
+    """Whether `model`'s entry in `models`, a list `config`'s gateway gave, lists image input:
+    for a send, from the list `listed_models` read for it (the catalog asked once)."""
+    wanted = _without_emulator_options(config, model)
     return any(info.id == wanted and "image" in info.input_modalities for info in models)
 
 

@@ -8,6 +8,11 @@ closes that generation's response, which closes its connection alone (a body not
 cannot go back to the pool). Clients are keyed by loop too, because an httpx client belongs to the
 loop that opened its connections (tests run one loop each; a server runs one). `close_clients`
 runs at server shutdown (see `asgi.py`).
+
+A client also closes with its loop: a loop that ends (`asyncio.run`, `async_to_sync` outside a
+server, as a management command or Django's test client runs an async view, each test's loop)
+cancels the tasks left on it, and one waits there per client to close it. Left open, the loop's
+end dropped the client unclosed, and aiohttp logged "Unclosed client session" for each at exit.
 """
 
 from __future__ import annotations
@@ -53,7 +58,28 @@ def shared_client(config: GatewayConfig) -> GatewayClient:
         for stale in [stale for stale in _clients if stale[0].is_closed()]:
             del _clients[stale]
         gw = _clients[key] = make_client(key[1])
+        closer = loop.create_task(_close_with_loop(key, gw), name="close gateway client")
+        _closers.add(closer)
+        closer.add_done_callback(_closers.discard)
     return gw
+
+
+_closers: set[asyncio.Task[None]] = set()  # strong references: the loop keeps only weak ones
+
+
+async def _close_with_loop(
+    key: tuple[asyncio.AbstractEventLoop, GatewayConfig], gw: GatewayClient
+) -> None:
+    """Wait for the loop's end (its remaining tasks are cancelled), then close `gw` on it."""
+    try:
+        await asyncio.Future()  # never set: only a cancellation ends the wait
+    finally:
+        if _clients.get(key) is gw:
+            del _clients[key]
+        try:
+            await gw.aclose()  # a second close (after `close_clients`) does nothing
+        except Exception:
+            logger.exception("Closing the client for %s failed", key[1].base_url)
 
 
 async def close_clients() -> None:

@@ -20,6 +20,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -30,7 +31,7 @@ from django.conf import settings
 from chatapp.costs.units import default_unit
 from chatapp.errors import ChatAppError
 from chatapp.gateways import key_vault
-from chatapp.models import Gateway, SharedVersion
+from chatapp.gateways.models import Gateway
 from gateway_client import emulator
 from gateway_client.dialects import DIALECTS, DialectFacts, emulated_dialects, guess_dialect
 
@@ -64,6 +65,15 @@ _configs: (
     | None
 ) = None
 _refreshing: asyncio.Future[tuple[dict[int, GatewayConfig], int]] | None = None
+# Reads the token any process's gateway save replaces (`SharedVersion.current`, passed in by
+# apps.py: shared_cache stands above this layer); until then, nothing to compare.
+_version: Callable[[], str] = str
+
+
+def check_versions_with(version: Callable[[], str]) -> None:
+    """Compare the cache with `version()` where `checked` asks for it (`configs`, `aconfigs`)."""
+    global _version
+    _version = version
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +93,8 @@ class GatewayConfig:
     speech_voice: str = ""
     # The model that writes new conversations' titles (`conversations.titles`); empty: theirs.
     title_model: str = ""
+    # The model knowledge collections are embedded with (`knowledge.embedding`); empty: none.
+    embedding_model: str = ""
     # Why the row cannot be used (`unusable`); empty for a usable one.
     unusable: str = ""
 
@@ -132,6 +144,7 @@ def _settings_key() -> tuple[object, ...]:
         settings.LLM_COST_UNIT,
         settings.LLM_SPEECH_MODEL,
         settings.LLM_TITLE_MODEL,
+        settings.LLM_EMBEDDING_MODEL,
     )
 
 
@@ -161,6 +174,8 @@ def _ensure_default() -> Gateway:
         wanted["speech_model"] = settings.LLM_SPEECH_MODEL
     if settings.LLM_TITLE_MODEL:  # likewise
         wanted["title_model"] = settings.LLM_TITLE_MODEL
+    if settings.LLM_EMBEDDING_MODEL:  # likewise
+        wanted["embedding_model"] = settings.LLM_EMBEDDING_MODEL
     gateway, _ = Gateway.objects.get_or_create(name=DEFAULT_NAME, defaults=wanted)
     changed = [name for name, value in wanted.items() if getattr(gateway, name) != value]
     for name in changed:
@@ -209,6 +224,7 @@ def resolve(gateway: Gateway) -> GatewayConfig:
         gateway.speech_model,
         gateway.speech_voice,
         gateway.title_model,
+        gateway.embedding_model,
     )
 
 
@@ -262,9 +278,9 @@ def configs(*, force: bool = False, checked: bool = False) -> tuple[dict[int, Ga
         or _configs is None
         or now - _configs[0] > CONFIGS_TTL
         or _configs[1] != key
-        or (checked and SharedVersion.current() != _configs[5])
+        or (checked and _version() != _configs[5])
     ):
-        version = SharedVersion.current()  # before the rows: a save meanwhile reads them again
+        version = _version()  # before the rows: a save meanwhile reads them again
         found, default_pk, unusable = _load()
         _configs = (now, key, found, default_pk, unusable, version)
     return _configs[2], _configs[3]
@@ -312,7 +328,7 @@ async def aconfigs(*, checked: bool = False) -> tuple[dict[int, GatewayConfig], 
     if _refreshing is not None and _refreshing.get_loop() is not asyncio.get_running_loop():
         _refreshing = None  # a refresh begun on a loop since closed (tests run one loop each)
     cached = _configs
-    if checked and cached is not None and await sync_to_async(SharedVersion.current)() != cached[5]:
+    if checked and cached is not None and await sync_to_async(_version)() != cached[5]:
         cached = None  # saved elsewhere: read again, as an empty cache is
     if cached is not None and cached[1] == _settings_key():
         if time.monotonic() - cached[0] > CONFIGS_TTL and _refreshing is None:
@@ -348,6 +364,7 @@ def _emulated(dialect: DialectFacts) -> dict[str, str]:
         "cost_unit": default_unit(dialect.name),
         "speech_model": emulator.SPEECH_MODEL if dialect.speech else "",
         "title_model": emulator.TITLE_MODEL,
+        "embedding_model": emulator.EMBEDDING_MODEL,  # every dialect serves `/embeddings`
     }
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Final
 
-from chatapp.models import Generation
+from chatapp.costs.models import Generation
 from gateway_client import ModelInfo
 from gateway_client.dialects import facts_for, guess_dialect
 

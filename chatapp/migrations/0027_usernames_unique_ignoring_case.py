@@ -1,4 +1,4 @@
-"""Usernames unique whatever their case (chatapp/accounts/usernames.py): a unique index on
+"""Usernames unique whatever their case (chatapp/identity/usernames.py): a unique index on
 `UPPER(username)` of Django's user table, which SQLite and PostgreSQL both take. Names that
 already differ only by case stop the migration, naming them: which of two accounts keeps its
 name is a person's choice, not a migration's."""

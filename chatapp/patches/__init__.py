@@ -8,6 +8,8 @@
   (`access/body_limits.py`) while it arrives (`asgi.py` enables it).
 - `channel_layer`: Channels' in-memory layer, cheap enough for hundreds of streams in a process
   (`settings.CHANNEL_LAYERS` names it).
+- `sqlite_backend`: Django's SQLite backend on sqlean's driver, loading sqlite-vec into each
+  connection (`settings.DATABASES` names it for sqlite URLs).
 
 Each patch has a canary test (`tests/chatapp/test_patches.py`) pinning what it relies on, so
 an upgrade that changes those internals fails loudly.

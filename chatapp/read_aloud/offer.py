@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from chatapp.conversations.models import Message
 from chatapp.gateways.configs import GatewayConfig, configs
-from chatapp.models import Message
 from gateway_client.dialects import facts_for, guess_dialect
 
 __all__ = ["SpeechSetup", "can_read_aloud", "speech_for"]

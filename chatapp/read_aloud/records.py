@@ -19,9 +19,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from chatapp.access import rate_limits
+from chatapp.conversations.models import Message
 from chatapp.costs import spending_limits
+from chatapp.costs.models import Generation
 from chatapp.errors import ChatAppError
-from chatapp.models import Generation, Message, ReadAloudAudio
+from chatapp.read_aloud.models import ReadAloudAudio
 from chatapp.read_aloud.offer import SpeechSetup, speech_for
 
 if TYPE_CHECKING:

@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 
-from chatapp.costs import reconcile, spend_push
+from chatapp.costs import reconcile
+from chatapp.costs.models import Generation
 from chatapp.errors import ChatAppError
 from chatapp.gateways.clients import shared_client
-from chatapp.models import Generation
 from chatapp.read_aloud.records import (
     COOL_DOWN,
     ReadAloudEnd,
@@ -39,7 +39,7 @@ from chatapp.read_aloud.records import (
     stopped_recently,
 )
 from chatapp.rendering.attachments import PLAYABLE_AUDIO_TYPES
-from chatapp.streaming import persistence
+from chatapp.streaming import persistence, settling
 from gateway_client.client import GenerationRecord
 from gateway_client.errors import ErrorInfo, GatewayError
 
@@ -187,25 +187,16 @@ class ReadAloud:
             self._head.exception()  # retrieved: a read aloud nobody waits for logs no warning
 
     async def _finish(self, pumped: _Pumped) -> None:
-        expected = bool(self._upstream_id)
+        lookup = None
         if pumped.status is None:
+            expected = bool(self._upstream_id)
             lookup = await reconcile.look_up(self.client, self._upstream_id, expected=expected)
             status, error = _confirmed(lookup.record, len(self._audio))
-            final = await persistence.save_read_aloud(self.pk, self._end(status, error))
-        else:
-            # Written first, so that the page can say "stopped" (or why it failed) at once.
-            final = await persistence.save_read_aloud(
-                self.pk, self._end(pumped.status, pumped.error)
-            )
-            if not final.cost_pending:
-                await spend_push.cost_settled(self.start.user_pk)
-                return
-            lookup = await reconcile.look_up(
-                self.client, final.upstream_id, expected=final.record_expected
-            )
-        if final.cost_pending:
-            await persistence.settle_cost(self.pk, lookup)
-        await spend_push.cost_settled(self.start.user_pk)
+            end = self._end(status, error)
+        else:  # written before any look-up, so that the page can say "stopped" (or why) at once
+            end = self._end(pumped.status, pumped.error)
+        final = await persistence.save_read_aloud(self.pk, end)
+        await settling.settle(self.client, self.pk, self.start.user_pk, final, lookup=lookup)
 
     def _end(self, status: Status, error: ErrorInfo | None) -> ReadAloudEnd:
         return ReadAloudEnd(

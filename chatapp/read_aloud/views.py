@@ -44,7 +44,7 @@ from gateway_client.errors import GatewayError
 if TYPE_CHECKING:
     from collections.abc import AsyncIterable, Iterable
 
-    from chatapp.views.authenticated import AuthenticatedRequest
+    from chatapp.authenticated import AuthenticatedRequest
 
 __all__ = ["read_aloud", "read_aloud_state"]
 

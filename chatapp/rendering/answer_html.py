@@ -25,11 +25,11 @@ import orjson
 from django.conf import settings
 from django.db import connection
 
-from chatapp.models import Message
+from chatapp.conversations.models import Message
 from chatapp.rendering import pool as render_pool
 from chatapp.rendering import pool_jobs
 from chatapp.rendering.markdown import RENDERER_VERSION, doc_id_for, plain_text_html
-from chatapp.streaming.live_blocks import Runner
+from chatapp.rendering.pool import Runner
 
 type Citations = Sequence[Mapping[str, object]]
 

@@ -24,7 +24,7 @@ from pygments.lexer import Lexer
 from pygments.lexers import get_lexer_by_name
 from pygments.token import STANDARD_TYPES, _TokenType
 
-__all__ = ["LEXERS", "MAX_CODE_CHARS", "highlighted", "lexer_name"]
+__all__ = ["LEXERS", "MAX_CODE_CHARS", "highlighted", "lexer_for", "lexer_name"]
 
 MAX_CODE_CHARS = 50_000
 
@@ -73,7 +73,7 @@ def lexer_name(language: str) -> str | None:
 
 
 @cache
-def _lexer(name: str) -> Lexer:
+def lexer_for(name: str) -> Lexer:
     return get_lexer_by_name(name, stripnl=False, ensurenl=False)
 
 
@@ -82,7 +82,7 @@ def highlighted(code: str, language: str) -> str:
     name = lexer_name(language)
     if name is None or len(code) > MAX_CODE_CHARS:
         return ""
-    lexer = _lexer(name)
+    lexer = lexer_for(name)
     parts: list[str] = []
     run_class, run = "", list[str]()
     for ttype, value in lexer.get_tokens(code):

@@ -12,7 +12,8 @@ Everything below is a render rule or a token rule of markdown-it, never a rewrit
 and a pure function of the text, the citations and the `doc_id`, so a part of an answer renders
 as it does within the whole (except a footnote whose reference and note are in different parts:
 markdown-it links them only within one render). Code blocks get a language label and a Copy
-button (`static/chatapp/answer_tools.js`); task lists render as disabled checkboxes, the
+button (`static/chatapp/answer_tools.js`), and a data attribute when the page draws them
+(`mermaid`) or previews them (`html`, `svg`); task lists render as disabled checkboxes, the
 sanitizer forcing `type="checkbox" disabled` (our rule, `_task_lists`: mdit-py-plugins' looked
 back through the whole document for each item's list, so 12,500 items took 42 s); footnote ids
 carry the `doc_id`, so two answers on one page do not share them. Blocks nested deeper than
@@ -55,7 +56,7 @@ from chatapp.rendering.math import (
 )
 from gateway_client.events import Annotation
 
-RENDERER_VERSION = 4
+RENDERER_VERSION = 5
 
 
 def _highlight(code: str, language: str, attributes: str) -> str:
@@ -198,11 +199,28 @@ def _code_block(
     name = f"{language} code" if language else "Code"
     pre = pre.replace("<pre>", f'<pre tabindex="0" aria-label="{escapeHtml(name)}">', 1)
     return (
-        '<div class="code-block"><div class="code-head">'
+        f'<div class="code-block"{_code_view(language)}><div class="code-head">'
         f'<span class="code-lang">{escapeHtml(language)}</span>'
         '<button type="button" class="copy-code">Copy</button></div>'
         f"{pre}</div>\n"
     )
+
+
+# What the page may show a block of these languages as, besides its code (`_code_view`).
+DIAGRAM_LANGUAGES = {"mermaid": "mermaid"}
+PREVIEW_LANGUAGES = {"html": "html", "svg": "svg"}
+
+
+def _code_view(language: str) -> str:
+    """The data attribute that asks the page to draw the block (`static/chatapp/diagrams.js`) or
+    to offer its preview (`previews.js`): the hook is here, on the block the one renderer and
+    sanitizer make, so a live block and the final render carry the same."""
+    word = language.lower()
+    if word in DIAGRAM_LANGUAGES:
+        return f' data-diagram="{DIAGRAM_LANGUAGES[word]}"'
+    if word in PREVIEW_LANGUAGES:
+        return f' data-preview="{PREVIEW_LANGUAGES[word]}"'
+    return ""
 
 
 _md.add_render_rule("fence", _code_block)
@@ -213,7 +231,9 @@ _CITATION_MARK = re.compile(r"\[([1-9][0-9]{0,2})\]")
 
 def _citation_refs(state: StateCore) -> None:
     """`[n]` in text, outside code and links, becomes a link to citation n when it has a web
-    URL. Runs before `text_join`, so an escaped `\\[1]` stays text."""
+    URL, or when it is a passage of the documents the answer drew on (`{"passage": n}`): a link
+    to the passage shown under the answer (`passage_anchor`), which the page opens in place.
+    Runs before `text_join`, so an escaped `\\[1]` stays text."""
     citations = state.env.get("citations") or ()
     if not citations:
         return
@@ -240,12 +260,16 @@ def _linked_marks(
         number = int(match[1])
         cited = citations[number - 1] if number <= len(citations) else {}
         url = cited.get("url")
-        href = linkable_url(url) if isinstance(url, str) else None
-        if href is None:
+        passage = cited.get("passage")
+        if isinstance(passage, int):
+            href, kind = "#" + passage_anchor(state.env.get("docId", ""), passage), "passage-ref"
+        elif isinstance(url, str) and (web := linkable_url(url)) is not None:
+            href, kind = state.md.normalizeLink(web), "citation-ref"
+        else:
             continue
         title = cited.get("title")
         link = Token("link_open", "a", 1, level=token.level)
-        link.attrs = {"href": state.md.normalizeLink(href), "class": "citation-ref"}
+        link.attrs = {"href": href, "class": kind}
         link.attrs["title"] = title if isinstance(title, str) else href
         parts += [
             Token("text", "", 0, content=token.content[done : match.start()], level=token.level),
@@ -311,6 +335,10 @@ ALLOWED_ATTRIBUTES = {
 _ALLOWED_VALUES = {
     "a": {"target": {"_blank"}},
     "pre": {"tabindex": {"0"}},
+    "div": {
+        "data-diagram": set(DIAGRAM_LANGUAGES.values()),
+        "data-preview": set(PREVIEW_LANGUAGES.values()),
+    },
     "input": {"type": {"checkbox"}, "checked": {"checked", ""}, "disabled": {"disabled", ""}},
 }
 _FORCED_VALUES = {
@@ -321,7 +349,7 @@ _CLASSES = {  # besides the patterns below
     "span": {"code-lang"},
     "p": {"render-fallback"},
     "pre": {"plain-text"},
-    "a": {"citation-ref", "footnote-backref"},
+    "a": {"citation-ref", "passage-ref", "footnote-backref"},
     "ol": {"footnotes-list"},
     "ul": {"contains-task-list"},
     "li": {"footnote-item", "task-list-item"},
@@ -347,7 +375,14 @@ _CLASS_PATTERNS = {
 _NOTE_NUMBER = r"(-[A-Za-z0-9]{1,32}-)?[0-9]{1,4}(:[0-9]{1,4})?"
 _NOTE_ID = {"li": re.compile(f"fn{_NOTE_NUMBER}"), "a": re.compile(f"fnref{_NOTE_NUMBER}")}
 _NOTE_HREF = re.compile(f"#fn(ref)?{_NOTE_NUMBER}")
+_PASSAGE_HREF = re.compile(r"#passage-([A-Za-z0-9]{1,32}-)?[0-9]{1,3}")
 _DOC_ID = re.compile(r"[A-Za-z0-9]{1,32}")
+
+
+def passage_anchor(doc_id: str, number: int) -> str:
+    """The id of passage `number` of the answer `doc_id` (`doc_id_for`) where its page shows it
+    (`_message.html`), which its `[n]` links to."""
+    return f"passage-{doc_id}-{number}" if doc_id else f"passage-{number}"
 
 
 def linkable_url(value: str) -> str | None:
@@ -374,7 +409,8 @@ def _filter(tag: str, attribute: str, value: str) -> str | None:
     if tag in MATH_TAGS:
         return value if MATH_VALUE.fullmatch(value) else None
     if attribute == "href":
-        return value if _NOTE_HREF.fullmatch(value) else linkable_url(value)
+        same_page = _NOTE_HREF.fullmatch(value) or _PASSAGE_HREF.fullmatch(value)
+        return value if same_page else linkable_url(value)
     if attribute == "src":
         return showable_image_url(value) if tag == "img" else None
     if attribute == "id":

@@ -39,7 +39,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -50,9 +50,11 @@ from django.conf import settings
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Failure", "RenderPool", "pool", "run", "run_sync", "shutdown", "warm"]
+__all__ = ["Failure", "RenderPool", "Runner", "pool", "run", "run_sync", "shutdown", "warm"]
 
 type FailureKind = Literal["deadline", "crashed", "busy"]
+# What runs a render job: `run`, or a test's stand-in that runs it in place.
+type Runner = Callable[..., Awaitable[object]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from chatapp.rendering.pdf_text import PdfText
 from chatapp.rendering.pdf_text import pdf_text as read_pdf_text
 
 for _name in highlight.LEXERS:  # a new process's first code block costs no import
-    highlight._lexer(_name)
+    highlight.lexer_for(_name)
 
 
 def render(text: str, citations: Sequence[Mapping[str, object]], doc_id: str) -> str:

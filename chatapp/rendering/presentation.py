@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from chatapp import tools
-from chatapp.conversations.turns import larger_budget
+from chatapp.conversations.models import Message
+from chatapp.costs.models import Generation
 from chatapp.costs.spending_limits import SPENDING_LIMIT
+from chatapp.costs.token_budgets import larger_budget
 from chatapp.costs.units import CostUnit, Money
-from chatapp.models import Generation, Message
 from chatapp.tools import tool_loop
 
 Status = Generation.Status

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import orjson
 
-from chatapp.ws import socket_messages
+from chatapp.messaging import socket_messages
 
 
 class TickFrames:

@@ -38,9 +38,11 @@ keep showing such text as it arrived, and the final render they fetch at `done` 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
+from chatapp.messaging.socket_messages import MAX_FRAME_TEXT, MAX_SETTLED_HTML
 from chatapp.rendering.markdown import plain_text_html
 from chatapp.rendering.settle_steps import (
     LINE_BREAK,
@@ -53,7 +55,9 @@ from chatapp.rendering.settle_steps import (
     closes_fence,
     utf16_length,
 )
-from chatapp.ws.socket_messages import MAX_FRAME_TEXT, MAX_SETTLED_HTML
+
+if TYPE_CHECKING:
+    from chatapp.rendering.pool import Runner
 
 FREE_TAIL = 512  # a tail this short is parsed at every new line
 BACKOFF = 1.25  # else only once it has grown by this factor since it was last parsed
@@ -82,8 +86,6 @@ class SettledChunk:
 
 
 # --- The settler (on the server's loop) -----------------------------------------------------------
-
-type Runner = Callable[..., Awaitable[object]]
 
 
 class _OpenFence:

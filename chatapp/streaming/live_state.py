@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from chatapp.messaging.socket_messages import frame_count
 from chatapp.rendering.attachments import MediaKind, image_url_attachment
 from chatapp.rendering.image_checks import (
     MAX_PREVIEW_BYTES,
@@ -25,7 +26,6 @@ from chatapp.rendering.image_checks import (
 )
 from chatapp.rendering.markdown import citation
 from chatapp.streaming.live_blocks import BlockSettler, SettledChunk
-from chatapp.ws.socket_messages import frame_count
 from gateway_client.accumulator import Accumulator, Completion
 from gateway_client.events import (
     Annotation,
@@ -69,6 +69,13 @@ class LiveState:
     # takes a chunk of its own, as the settler is finishing.
     _last_chunk: SettledChunk | None = None
     _finishing: bool = False
+    # The citations of the passages the answer's context quotes (`knowledge_context.citations`),
+    # [1] first: known before it starts, so its marks link from the first chunk rendered.
+    sources: tuple[dict[str, Any], ...] = ()
+
+    def citations(self) -> list[dict[str, Any]]:
+        """The answer's citations so far: its passages', then those the stream has carried."""
+        return [*self.sources, *(citation(a) for a in self.sent.annotations)]
 
     def ready(self, now: float) -> bool:
         """Whether the pending part should go out at `now` (seconds, any monotonic clock).
@@ -138,15 +145,14 @@ class LiveState:
         self._pending_rich = True
 
     @classmethod
-    def for_answer(cls, doc_id: str) -> LiveState:
+    def for_answer(cls, doc_id: str, sources: tuple[dict[str, Any], ...] = ()) -> LiveState:
         """The state of an answer whose blocks render as its final render will (`doc_id`, and
-        the citations arrived so far)."""
+        its citations: the passages' `sources` and those arrived so far)."""
         from chatapp.rendering import pool as render_pool
 
         render_pool.warm()  # its processes start while the gateway thinks
-        state = cls()
-        sent = state.sent
-        state.blocks = BlockSettler(doc_id, lambda: [citation(a) for a in sent.annotations])
+        state = cls(sources=sources)
+        state.blocks = BlockSettler(doc_id, state.citations)
         return state
 
     def take_delta(self) -> dict[str, object] | None:
@@ -170,7 +176,7 @@ class LiveState:
 
         self._finishing = True
         self._last_chunk = await self.blocks.finish()
-        citations = [citation(a) for a in self.sent.annotations]
+        citations = self.citations()
         blocks = self.blocks
         self.final_render = await render_answer(
             self.content, citations, blocks.doc_id, blocks.runner

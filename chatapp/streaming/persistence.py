@@ -14,7 +14,7 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -22,24 +22,26 @@ from asgiref.sync import sync_to_async
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
-from chatapp.conversations import turns
+from chatapp.conversations import knowledge_context, turns
+from chatapp.conversations.models import Conversation, Message
 from chatapp.costs.costing import (
     apply_reported,
     not_billed_reason,
     record_expected,
     settle_cost_now,
 )
+from chatapp.costs.models import Generation
 from chatapp.costs.spending_limits import SPENDING_LIMIT, SpendingLimitReached
-from chatapp.models import Conversation, Generation, Message, ReadAloudAudio
+from chatapp.read_aloud.models import ReadAloudAudio
 from chatapp.rendering import answer_html, attachments
 from chatapp.rendering.markdown import citation
 from chatapp.streaming.records_thread import Priority, RecordsThread
 from chatapp.tools import tool_loop
 
 if TYPE_CHECKING:
+    from chatapp.conversations.jobs import Job, JobEnd
     from chatapp.read_aloud.records import ReadAloudEnd
     from chatapp.rendering.answer_html import RenderedAnswer
-    from chatapp.streaming.jobs import Job, JobEnd
     from chatapp.streaming.live_state import LiveState
     from chatapp.tools.tool_loop import CallRun
     from gateway_client.accumulator import Completion
@@ -167,64 +169,113 @@ def save_final(
     (its heartbeat lapsed while the database was away), or this write committed before an error
     said otherwise and is being retried. Only text it lacks is added; no next round is made."""
     completion = end.completion
-    now = timezone.now()
-    with transaction.atomic():
-        generation = (
-            Generation.objects.select_for_update(of=("self",))  # the gateway join is an outer one
-            .select_related("message", "gateway")
-            .filter(pk=generation_pk)
-            .first()
-        )
-        if generation is None:  # never: a running generation is not folded away
-            return FinalState(upstream_id="", cost_pending=False)
-        sent = state.sent_part()
+    sent = state.sent_part()
+
+    def write(generation: Generation) -> None:
         # None: the conversation was deleted while it streamed. Its text goes with it; the
         # generation's facts (IDs, tokens, cost) are written all the same.
-        message = generation.message
-        if generation.status != STREAMING:
-            if message is not None:
-                _add_missing_text(message, sent)
-            return FinalState(upstream_id=generation.upstream_id, cost_pending=False)
-        if message is not None:
-            _write_answer(message, sent, completion, tool_runs, state.final_render)
-
-        generation.status = end.status
-        generation.finished_at = now
-        generation.heartbeat_at = now
+        if generation.message is not None:
+            _write_answer(generation.message, sent, completion, tool_runs, state.final_render)
         generation.last_seq = state.seq
-        generation.ttft_ms = ttft_ms
         generation.thinking_ms = thinking_ms
-        if ttft_ms is not None:
-            generation.first_token_at = generation.started_at + timedelta(milliseconds=ttft_ms)
-        upstream_id = completion.generation_id if completion else None
-        generation.upstream_id = (upstream_id or "")[:200]
         generation.request_id = (
             request_id or (completion.request_id if completion else None) or ""
         )[:200]
-        if completion is not None:
-            generation.served_model = (completion.model or "")[:200]
-            generation.finish_reason = (completion.finish_reason or "")[:64]
-            generation.warnings = list(completion.warnings)
-            _apply_usage(generation, completion)
         generation.dialect = (
             dialect or (generation.gateway.dialect if generation.gateway else "") or ""
         )
-        if end.error is not None:
-            _apply_error(generation, end.error)
-            generation.retry_after = end.retry_after
-        _mark_unreported_cost(generation, delivered=bool(sent.content or sent.reasoning))
-        generation.save()
+        generation.retry_after = end.retry_after
+
+    def ended_before(generation: Generation) -> None:
+        if generation.message is not None:
+            _add_missing_text(generation.message, sent)
+
+    with transaction.atomic():
+        generation, final = _write_terminal(
+            generation_pk,
+            Ending(end.status, end.error, delivered=bool(sent.content or sent.reasoning)),
+            completion,
+            write,
+            ended_before=ended_before,
+            ttft_ms=ttft_ms,
+        )
+        if generation is None:
+            return final
         if generation.conversation_id is not None:
-            Conversation.objects.filter(pk=generation.conversation_id).update(updated_at=now)
-        next_job = None
+            Conversation.objects.filter(pk=generation.conversation_id).update(
+                updated_at=generation.finished_at
+            )
         completed = end.status == Generation.Status.COMPLETED
-        if next_round_tools is not None and completed and message is not None:
-            next_job = _next_round(message, generation, next_round_tools)
-    return FinalState(
+        if next_round_tools is not None and completed and generation.message is not None:
+            final = replace(
+                final, next_job=_next_round(generation.message, generation, next_round_tools)
+            )
+    return final
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """How a generation ended, as its terminal write needs it: `delivered` when anything reached
+    the user (else its unreported cost may be `not_billed`, `costing.not_billed_reason`)."""
+
+    status: str
+    error: ErrorInfo | None = None
+    delivered: bool = False
+
+
+def _write_terminal(
+    generation_pk: int,
+    ending: Ending,
+    completion: Completion | None,
+    write: Callable[[Generation], None],
+    *,
+    kind: str | None = None,
+    ended_before: Callable[[Generation], None] | None = None,
+    ttft_ms: int | None = None,
+) -> tuple[Generation | None, FinalState]:
+    """A generation's terminal write, for every kind (inside the caller's transaction): it
+    ends, from `completion` its IDs, usage and reported cost, `write` the kind's own fields,
+    then what the cost is when nobody reported it. The generation (None: not written) and what
+    settling needs (`settling.settle`).
+
+    A generation that has ended already keeps its one terminal state: the sweep interrupted it
+    (its heartbeat lapsed while the database was away), or this write committed before an error
+    said otherwise and is being retried. `ended_before` is then all that runs."""
+    rows = Generation.objects.select_for_update(of=("self",))  # not the outer gateway join
+    if kind is not None:
+        rows = rows.filter(kind=kind)
+    generation = rows.select_related("message", "gateway").filter(pk=generation_pk).first()
+    if generation is None:  # never: a running generation is not folded away
+        return None, FinalState(upstream_id="", cost_pending=False)
+    if generation.status != STREAMING:
+        if ended_before is not None:
+            ended_before(generation)
+        return None, FinalState(upstream_id=generation.upstream_id, cost_pending=False)
+    now = timezone.now()
+    generation.status = ending.status
+    generation.finished_at = now
+    generation.heartbeat_at = now
+    generation.ttft_ms = ttft_ms
+    if ttft_ms is not None:
+        generation.first_token_at = generation.started_at + timedelta(milliseconds=ttft_ms)
+    if completion is not None:
+        generation.upstream_id = (completion.generation_id or "")[:200]
+        generation.request_id = (completion.request_id or "")[:200]
+        generation.served_model = (completion.model or "")[:200]
+        generation.finish_reason = (completion.finish_reason or "")[:64]
+        generation.warnings = list(completion.warnings)
+        if completion.usage is not None:
+            generation.usage = completion.usage
+        _apply_stream_counts_and_cost(generation, completion)
+    write(generation)
+    if ending.error is not None:
+        _apply_error(generation, ending.error)
+    _mark_unreported_cost(generation, delivered=ending.delivered)
+    generation.save()
+    return generation, FinalState(
         upstream_id=generation.upstream_id,
         cost_pending=generation.cost_source == Generation.CostSource.PENDING,
         record_expected=record_expected(generation),
-        next_job=next_job,
     )
 
 
@@ -240,7 +291,7 @@ def _write_answer(
     message.tool_calls = tool_loop.stored_calls(
         [call.to_dict() for call in sent.tool_calls], tool_runs
     )
-    message.annotations = (
+    message.annotations = knowledge_context.passage_citations(message.annotations) + (
         [{**citation(a), "raw": a.raw} for a in completion.annotations] if completion else []
     )
     message.attachments = attachments.from_completion(completion) + [
@@ -303,12 +354,6 @@ def _apply_error(generation: Generation, error: ErrorInfo) -> None:
     generation.error_message = error.message
 
 
-def _apply_usage(generation: Generation, completion: Completion) -> None:
-    if completion.usage is not None:
-        generation.usage = completion.usage
-    _apply_stream_counts_and_cost(generation, completion)
-
-
 # One reconciliation round on the records thread (see `costing.settle_cost_now`).
 settle_cost = _on_final_thread(settle_cost_now)
 
@@ -342,39 +387,25 @@ def mark_interrupted(generation_pks: list[int]) -> list[tuple[int, int | None, i
 @_on_final_thread
 def save_read_aloud(generation_pk: int, end: ReadAloudEnd) -> FinalState:
     """A read aloud's terminal state and the audio it received, in one transaction."""
-    now = timezone.now()
-    with transaction.atomic():
-        generation = (
-            Generation.objects.select_for_update(of=("self",))
-            .select_related("gateway")
-            .filter(pk=generation_pk, kind=Generation.Kind.READ_ALOUD)
-            .first()
-        )
-        if generation is None:  # never: a running generation is not folded away
-            return FinalState(upstream_id="", cost_pending=False)
-        if generation.status != STREAMING:  # the sweep interrupted it: one terminal state
-            return FinalState(upstream_id=generation.upstream_id, cost_pending=False)
-        generation.status = end.status
-        generation.finished_at = now
-        generation.heartbeat_at = now
-        generation.ttft_ms = end.ttft_ms
-        if end.ttft_ms is not None:
-            generation.first_token_at = generation.started_at + timedelta(milliseconds=end.ttft_ms)
+
+    def write(generation: Generation) -> None:
         generation.upstream_id = end.upstream_id[:200]
         generation.request_id = end.request_id[:200]
-        if end.error is not None:
-            _apply_error(generation, end.error)
-        _mark_unreported_cost(generation, delivered=bool(end.audio))
-        generation.save()
-        if end.audio:
+
+    with transaction.atomic():
+        generation, final = _write_terminal(
+            generation_pk,
+            Ending(end.status, end.error, delivered=bool(end.audio)),
+            None,
+            write,
+            kind=Generation.Kind.READ_ALOUD,
+            ttft_ms=end.ttft_ms,
+        )
+        if generation is not None and end.audio:
             ReadAloudAudio.objects.update_or_create(
                 generation=generation, defaults={"media_type": end.media_type, "data": end.audio}
             )
-    return FinalState(
-        upstream_id=generation.upstream_id,
-        cost_pending=generation.cost_source == Generation.CostSource.PENDING,
-        record_expected=record_expected(generation),
-    )
+    return final
 
 
 @_on_final_thread
@@ -399,6 +430,7 @@ def mark_answerless_interrupted(generation_pks: list[int]) -> int:
 _INTERRUPTED_WORDS = {
     Generation.Kind.READ_ALOUD: "The server stopped while reading this answer aloud.",
     Generation.Kind.TITLE: "The server stopped while this conversation's title was written.",
+    Generation.Kind.EMBEDDING: "The server stopped while these texts were being embedded.",
 }
 
 
@@ -410,40 +442,25 @@ def save_title(generation_pk: int, end: JobEnd, title: str) -> FinalState:
     """A title generation's terminal state and, when it completed with a `title` and the
     conversation's title is still its first line, that title, in one transaction. The
     conversation's `updated_at` is left alone: a title is no activity of the user's."""
-    now = timezone.now()
     completion = end.completion
-    with transaction.atomic():
-        generation = (
-            Generation.objects.select_for_update(of=("self",))
-            .select_related("gateway")
-            .filter(pk=generation_pk, kind=Generation.Kind.TITLE)
-            .first()
-        )
-        if generation is None:  # never: a running generation is not folded away
-            return FinalState(upstream_id="", cost_pending=False)
-        if generation.status != STREAMING:  # the sweep interrupted it: one terminal state
-            return FinalState(upstream_id=generation.upstream_id, cost_pending=False)
-        generation.status = end.status
-        generation.finished_at = now
-        generation.heartbeat_at = now
-        if completion is not None:
-            generation.upstream_id = (completion.generation_id or "")[:200]
-            generation.request_id = (completion.request_id or "")[:200]
-            generation.served_model = (completion.model or "")[:200]
-            generation.finish_reason = (completion.finish_reason or "")[:64]
-            _apply_usage(generation, completion)
+
+    def write(generation: Generation) -> None:
         generation.dialect = generation.gateway.dialect if generation.gateway else ""
-        if end.error is not None:
-            _apply_error(generation, end.error)
-        delivered = completion is not None and bool(completion.content)
-        _mark_unreported_cost(generation, delivered=delivered)
-        generation.save()
+
+    with transaction.atomic():
+        generation, final = _write_terminal(
+            generation_pk,
+            Ending(
+                end.status, end.error, delivered=completion is not None and bool(completion.content)
+            ),
+            completion,
+            write,
+            kind=Generation.Kind.TITLE,
+        )
+        if generation is None:
+            return final
         if title and end.status == Generation.Status.COMPLETED and generation.conversation_id:
             Conversation.objects.filter(
                 pk=generation.conversation_id, title_source=Conversation.TitleSource.FIRST_LINE
             ).update(title=title, title_source=Conversation.TitleSource.MODEL)
-    return FinalState(
-        upstream_id=generation.upstream_id,
-        cost_pending=generation.cost_source == Generation.CostSource.PENDING,
-        record_expected=record_expected(generation),
-    )
+    return final

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from chatapp.models import Generation, Message
-from chatapp.ws import socket_messages
+from chatapp.conversations.models import Message
+from chatapp.costs.models import Generation
+from chatapp.messaging import socket_messages
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

@@ -19,15 +19,14 @@ from django.db import DatabaseError, close_old_connections
 from django.utils import timezone
 
 from chatapp.conversations import temporary
-from chatapp.costs import reconcile, spend_push
 from chatapp.costs.costing import record_expected
+from chatapp.costs.models import Generation
 from chatapp.gateways.clients import shared_client
 from chatapp.gateways.configs import GatewayUnavailable, config_for
-from chatapp.mcp import catalog as mcp_catalog
-from chatapp.models import Generation
+from chatapp.messaging import socket_messages
 from chatapp.read_aloud import stream
-from chatapp.streaming import persistence, titles, worker
-from chatapp.ws import socket_messages
+from chatapp.streaming import persistence, settling, titles, worker
+from chatapp.tools.mcp import catalog as mcp_catalog
 
 logger = logging.getLogger(__name__)
 
@@ -88,13 +87,12 @@ async def settle_one(generation: Generation) -> bool:
         config = await sync_to_async(config_for)(generation.gateway_id)
     except GatewayUnavailable:
         return False  # disabled since: its cost stays pending until it is enabled again
-    lookup = await reconcile.look_up(
-        shared_client(config), generation.upstream_id, expected=record_expected(generation)
+    final = persistence.FinalState(
+        upstream_id=generation.upstream_id,
+        cost_pending=True,
+        record_expected=record_expected(generation),
     )
-    changed = (await persistence.settle_cost(generation.pk, lookup)).changed
-    if changed and generation.user_id is not None:  # a user since deleted sees nothing
-        await spend_push.cost_settled(generation.user_id)
-    return changed
+    return await settling.settle(shared_client(config), generation.pk, generation.user_id, final)
 
 
 async def _sweep_forever() -> None:

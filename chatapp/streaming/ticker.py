@@ -24,11 +24,11 @@ from typing import Any, Protocol
 from channels.exceptions import ChannelFull
 from django.conf import settings
 
+from chatapp.conversations.jobs import Job
+from chatapp.messaging import layer_errors, socket_messages
 from chatapp.streaming import writer
 from chatapp.streaming.frames import TickFrames
-from chatapp.streaming.jobs import Job
 from chatapp.streaming.live_state import LiveState
-from chatapp.ws import layer_errors, socket_messages
 
 logger = logging.getLogger(__name__)
 

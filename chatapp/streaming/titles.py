@@ -23,14 +23,15 @@ from django.db import transaction
 from django.utils import timezone
 
 from chatapp.conversations import user_text
-from chatapp.costs import reconcile, spend_push, spending_limits
+from chatapp.conversations.jobs import JobEnd
+from chatapp.conversations.models import Conversation, Message
+from chatapp.costs import spending_limits
+from chatapp.costs.models import Generation
 from chatapp.gateways.clients import shared_client
 from chatapp.gateways.configs import GatewayConfig, GatewayUnavailable, config_for
-from chatapp.models import Conversation, Generation, Message
-from chatapp.streaming import persistence
-from chatapp.streaming.jobs import JobEnd
+from chatapp.messaging import layer_errors, socket_messages
+from chatapp.streaming import persistence, settling
 from chatapp.streaming.ticker import current_ticker
-from chatapp.ws import layer_errors, socket_messages
 from gateway_client.errors import GatewayError, IncompleteStream, StatusError
 
 __all__ = ["TITLE_MAX_TOKENS", "clean_title", "running_pks", "start_after"]
@@ -138,16 +139,7 @@ async def _title(answer_generation_pk: int) -> None:
         _running.discard(start.generation_pk)
     if title and end.status == Status.COMPLETED:
         await _tell(start, title)
-    if final.cost_pending:
-        client = shared_client(start.config)
-        try:
-            lookup = await reconcile.look_up(
-                client, final.upstream_id, expected=final.record_expected
-            )
-            await persistence.settle_cost(start.generation_pk, lookup)
-        except Exception:  # the sweep settles it later
-            logger.exception("Settling the cost of title %s failed", start.generation_pk)
-    await spend_push.cost_settled(start.user_pk)
+    await settling.settle(shared_client(start.config), start.generation_pk, start.user_pk, final)
     await _conversation_total_changed(answer_generation_pk, start.conversation_pk)
 
 

@@ -26,16 +26,17 @@ from typing import Any
 
 from django.urls import reverse
 
+from chatapp.conversations.jobs import Job, JobEnd, Status
 from chatapp.conversations.request_options import RequestOptions, stream_arguments
-from chatapp.costs import reconcile, spend_push, spending_limits
+from chatapp.costs import spending_limits
+from chatapp.costs.models import Generation
 from chatapp.costs.spending_limits import SPENDING_LIMIT
 from chatapp.gateways.clients import shared_client
 from chatapp.gateways.configs import GatewayConfig
 from chatapp.gateways.image_models import image_prompt
-from chatapp.models import Generation
+from chatapp.messaging import layer_errors, socket_messages
 from chatapp.rendering.markdown import doc_id_for
-from chatapp.streaming import log_context, memory_trim, persistence, titles
-from chatapp.streaming.jobs import Job, JobEnd, Status
+from chatapp.streaming import log_context, memory_trim, persistence, settling, titles
 from chatapp.streaming.live_state import LiveState
 from chatapp.streaming.persistence import FinalState
 from chatapp.streaming.ticker import Ticker, current_ticker, ticker
@@ -43,7 +44,6 @@ from chatapp.streaming.writer import PartialRow
 from chatapp.tools import tool_loop
 from chatapp.tools.base import ToolContext
 from chatapp.tools.tool_loop import CallRun
-from chatapp.ws import layer_errors, socket_messages
 from gateway_client import EventStream, GatewayClient, RetryBudget
 from gateway_client.errors import (
     ConnectError,
@@ -136,7 +136,7 @@ class GenerationWorker:
         self.retries = early.retries if early is not None else RetryBudget()
         self.layer: socket_messages.ChannelLayer = ticker.layer
         self.group = socket_messages.group_name(job.conversation_pk)
-        self.state = LiveState.for_answer(doc_id_for(job.message_pk))
+        self.state = LiveState.for_answer(doc_id_for(job.message_pk), job.sources)
         self.flushed_seq = 0  # the last seq the writer has on disk
         self.request_id: str | None = None
         self._stream: EventStream | None = None
@@ -166,10 +166,9 @@ class GenerationWorker:
         last_round = final.next_job is None
         if end.status == Status.COMPLETED and last_round and self.job.kind == Generation.Kind.CHAT:
             titles.start_after(self.job.generation_pk)
-        if final.cost_pending:
-            await self._reconcile(gw, final)
-        else:
-            await spend_push.cost_settled(self.job.user_pk)
+        await settling.settle(
+            gw, self.job.generation_pk, self.job.user_pk, final, changed=self._cost_changed
+        )
 
     def cancel(self) -> None:
         self._cancel.set()
@@ -430,22 +429,14 @@ class GenerationWorker:
         )
         return final
 
-    async def _reconcile(self, gw: GatewayClient, final: FinalState) -> None:
+    async def _cost_changed(self) -> None:
+        updated = socket_messages.group_message(socket_messages.updated(self.job.generation_pk))
         try:
-            lookup = await reconcile.look_up(gw, final.upstream_id, expected=final.record_expected)
-            settled = await persistence.settle_cost(self.job.generation_pk, lookup)
-        except Exception:  # the answer is saved; the sweep settles its cost later
-            logger.exception("Settling the cost of generation %s failed", self.job.generation_pk)
-            return
-        if settled.changed:
-            updated = socket_messages.group_message(socket_messages.updated(self.job.generation_pk))
-            try:
-                await self.layer.group_send(self.group, updated)
-            except layer_errors.LAYER_DOWN as exc:  # the cost is saved; a reload shows it
-                logger.warning(
-                    "Generation %s: its cost update was not sent (%s)", self.job.generation_pk, exc
-                )
-            await spend_push.cost_settled(self.job.user_pk)
+            await self.layer.group_send(self.group, updated)
+        except layer_errors.LAYER_DOWN as exc:  # the cost is saved; a reload shows it
+            logger.warning(
+                "Generation %s: its cost update was not sent (%s)", self.job.generation_pk, exc
+            )
 
 
 # --- Process-local registry -----------------------------------------------------------------------

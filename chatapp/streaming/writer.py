@@ -25,7 +25,8 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import Field
 from django.utils import timezone
 
-from chatapp.models import Generation, Message
+from chatapp.conversations.models import Message
+from chatapp.costs.models import Generation
 
 logger = logging.getLogger(__name__)
 

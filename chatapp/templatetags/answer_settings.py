@@ -8,7 +8,7 @@ from typing import Any
 
 from django import template
 
-from chatapp.models import Conversation
+from chatapp.conversations.models import Conversation
 from chatapp.views.answer_settings import header_context
 
 register = template.Library()

@@ -10,12 +10,18 @@ from collections.abc import Mapping
 from django import template
 from django.utils.safestring import SafeString, mark_safe
 
-from chatapp.conversations import feedback, uploads
-from chatapp.models import Feedback, Generation, Message, Upload
+from chatapp.conversations import feedback, knowledge_context, uploads
+from chatapp.conversations.models import Message, Upload
+from chatapp.costs.models import Feedback, Generation
 from chatapp.read_aloud import offer
 from chatapp.rendering import answer_html as answer_render
 from chatapp.rendering import attachments, presentation
-from chatapp.rendering.markdown import linkable_url, showable_image_url
+from chatapp.rendering.markdown import (
+    doc_id_for,
+    linkable_url,
+    passage_anchor,
+    showable_image_url,
+)
 from chatapp.streaming import live_blocks
 
 register = template.Library()
@@ -146,3 +152,27 @@ def feedback_on(context: template.Context, message: Message) -> Feedback | None:
     """The signed-in user's feedback on `message` (read once per page: `feedback.given`)."""
     request = context.get("request")
     return feedback.given(request, message) if request is not None else None
+
+
+@register.filter
+def passages_summary(generation: Generation | None) -> str:
+    """What an answer drew on: "3 passages from Handbook.pdf" ("" for none)."""
+    return knowledge_context.summary(generation.passages) if generation else ""
+
+
+@register.filter
+def passage_where(record: Mapping[str, object]) -> str:
+    """Where a passage is in its file: "page 3", "§ Leave" or ""."""
+    return knowledge_context.where(record)
+
+
+@register.simple_tag
+def passage_id(message: Message, number: int) -> str:
+    """The id the answer's `[number]` links to (`markdown.passage_anchor`)."""
+    return passage_anchor(doc_id_for(message.pk), number)
+
+
+@register.filter
+def web_citations(annotations: object) -> list[dict[str, object]]:
+    """A message's citations but those of passages, which show under it as passages."""
+    return knowledge_context.web_citations(annotations)

@@ -1,8 +1,8 @@
 """The built-in tools a model may call, and running one call safely.
 
 `registry` is every built-in tool by name; `offered` narrows a conversation's choice, among them
-and the tools of the MCP servers the user may use (`chatapp.mcp.catalog`), to what an admin has
-not switched off (`ToolSwitch`), what the user's groups allow (`access.group_policies`) and what
+and the tools of the MCP servers the user may use (`chatapp.tools.mcp.catalog`), to what an admin
+has not switched off (`ToolSwitch`), what the user's groups allow (`access.group_policies`) and what
 can run now; `upstream_tools` is the request's `tools` field, in the OpenAI function-tool shape
 every gateway takes (the gateway docs stream calls back as `delta.tool_calls[].function`).
 `run_call` is the one way a call runs, and it never raises:
@@ -22,9 +22,9 @@ import orjson
 
 from chatapp import request_memo, shared_cache
 from chatapp.access.group_policies import access_for
-from chatapp.models import ToolSwitch
 from chatapp.tools import calculator, clock, conversation_search, schema_check
 from chatapp.tools.base import RunStatus, Tool, ToolContext, ToolFailure, ToolRun
+from chatapp.tools.models import ToolSwitch
 
 __all__ = [
     "MAX_RESULT",
@@ -69,7 +69,7 @@ def offered(names: Iterable[str], user_pk: int | None) -> list[Tool]:
     server they may use that can be asked now; but those an admin switched off and those their
     groups' policies leave out (None: no user in particular; only what builds no request passes
     None). Reads the database."""
-    from chatapp.mcp import catalog  # its models import this package's base
+    from chatapp.tools.mcp import catalog  # its models import this package's base
 
     chosen = set(names)
     off = set(ToolSwitch.objects.filter(enabled=False).values_list("name", flat=True))
@@ -99,7 +99,7 @@ def choosable(user_pk: int | None) -> list[Tool]:
 
 
 def _choosable(user_pk: int | None) -> list[Tool]:
-    from chatapp.mcp import catalog
+    from chatapp.tools.mcp import catalog
 
     off = set(ToolSwitch.objects.filter(enabled=False).values_list("name", flat=True))
     access = access_for(user_pk)

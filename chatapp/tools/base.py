@@ -14,9 +14,6 @@ from typing import Any, Literal, Protocol
 from chatapp.errors import ChatAppError
 
 type RunStatus = Literal["done", "error"]
-# A call's status as its message stores it (`Message.tool_calls`): running, then one of `ENDED`.
-type CallStatus = Literal["running", "done", "error", "cancelled", "not_run"]
-ENDED: frozenset[str] = frozenset({"done", "error", "cancelled", "not_run"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,9 +27,10 @@ from django.conf import settings
 from django.db import connections
 
 from chatapp import tools
-from chatapp.mcp import calls as mcp_calls
-from chatapp.streaming.jobs import Job, JobEnd, Status
-from chatapp.tools.base import ENDED, CallStatus, ToolContext, ToolRun
+from chatapp.conversations.jobs import Job, JobEnd, Status
+from chatapp.conversations.models import ENDED, CallStatus
+from chatapp.tools.base import ToolContext, ToolRun
+from chatapp.tools.mcp import calls as mcp_calls
 from gateway_client.accumulator import ToolCall
 
 logger = logging.getLogger(__name__)
@@ -164,7 +165,7 @@ async def run_calls(
     """Run a round's calls side by side; `on_change` hears each start and end. A call still
     running after `CHAT_TOOL_TIMEOUT` is reported as failed (its thread cannot be stopped, and
     its late result is dropped); an MCP tool's call runs on this loop instead, cancelled with
-    the turn or at its own deadline (`chatapp.mcp.calls`)."""
+    the turn or at its own deadline (`chatapp.tools.mcp.calls`)."""
     timeout = settings.CHAT_TOOL_TIMEOUT
     loop = asyncio.get_running_loop()
     runs = {call.index: _started(call, generation_pk) for call in calls}

@@ -28,6 +28,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from chatapp import tools
+from chatapp.assistants.models import AnswerSettings, ChatDefaults
+from chatapp.conversations.models import Conversation
 from chatapp.conversations.request_options import (
     EFFORT_SENT_TO,
     FIELDS,
@@ -39,13 +41,12 @@ from chatapp.conversations.request_options import (
 )
 from chatapp.conversations.turns import MAX_MESSAGE_CHARS, TurnError
 from chatapp.gateways.catalog import parse_choice
-from chatapp.mcp import catalog as mcp_catalog
-from chatapp.models import AnswerSettings, ChatDefaults, Conversation
+from chatapp.tools.mcp import catalog as mcp_catalog
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
-    from chatapp.views.authenticated import AuthenticatedRequest
+    from chatapp.authenticated import AuthenticatedRequest
 
 MAX_TOKENS = 1_000_000
 

@@ -17,20 +17,23 @@ from asgiref.sync import sync_to_async
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.http import HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from chatapp.access import group_policies
+from chatapp.access.shared_or_own import visible_to
+from chatapp.assistants import sharing
+from chatapp.assistants.models import Assistant
 from chatapp.conversations.request_options import FIELDS, options_for, summary
 from chatapp.gateways.catalog import GatewayModels, catalog, choice_value, parse_choice
-from chatapp.models import Assistant
-from chatapp.starting import sharing
+from chatapp.knowledge.models import Collection
 from chatapp.views.answer_settings import AnswerSettingsForm
 
 if TYPE_CHECKING:
-    from chatapp.views.authenticated import AuthenticatedRequest
+    from chatapp.authenticated import AuthenticatedRequest
 
 PICKER_MODEL = "The model the picker shows"
 
@@ -55,6 +58,14 @@ class AssistantForm(AnswerSettingsForm):
         help_text="What a chat started with it goes to (it can still be changed there).",
         error_messages={"invalid_choice": "Choose a model from the list."},
     )
+    collections = forms.ModelMultipleChoiceField(
+        label="Collections",
+        queryset=Collection.objects.none(),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Every answer in a chat started with it draws on these, as if chosen with #.",
+        error_messages={"invalid_choice": "Choose collections from the list."},
+    )
 
     def __init__(
         self, *args: Any, groups: list[GatewayModels], current: str = "", **kwargs: Any
@@ -73,12 +84,19 @@ class AssistantForm(AnswerSettingsForm):
         field = self.fields["model"]
         assert isinstance(field, forms.ChoiceField)
         field.choices = choices
+        offered = self.fields["collections"]
+        assert isinstance(offered, forms.ModelMultipleChoiceField)
+        if self.user_pk is not None:  # those the user may use, theirs and shared with them
+            visible = Collection.objects.filter(visible_to(User(pk=self.user_pk))).values("pk")
+            offered.queryset = Collection.objects.filter(pk__in=visible).order_by("name", "pk")
 
     @classmethod
     def for_row(cls, row: Assistant, groups: list[GatewayModels], user_pk: int) -> AssistantForm:
         value = _picker_value(row)
         initial = {name: getattr(row, name) for name in FIELDS}
         initial |= {"name": row.name, "description": row.description, "model": value}
+        if row.pk is not None:
+            initial["collections"] = list(row.collections.values_list("pk", flat=True))
         return cls(initial=initial, groups=groups, current=value, user_pk=user_pk)
 
     def save_assistant(self, row: Assistant) -> None:
@@ -89,6 +107,7 @@ class AssistantForm(AnswerSettingsForm):
         gateway_pk, model = parse_choice(self.cleaned_data["model"])
         row.gateway_id, row.model = (gateway_pk, model) if model else (None, "")
         row.save()
+        row.collections.set(self.cleaned_data["collections"])
 
 
 def _picker_value(row: Assistant) -> str:

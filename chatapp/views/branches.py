@@ -17,13 +17,13 @@ from django.views.decorators.http import require_POST
 from chatapp.conversations.tree import shown_path
 from chatapp.conversations.turns import StartedGeneration, create_edit, select_version
 from chatapp.streaming import persistence
-from chatapp.views.chat import _chosen, answerer_for, start_version
+from chatapp.views.chat import answerer_for, chosen_model, start_version
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
     from django.http import HttpResponse
 
-    from chatapp.views.authenticated import AuthenticatedRequest
+    from chatapp.authenticated import AuthenticatedRequest
 
 
 @login_required
@@ -35,7 +35,7 @@ async def edit_message(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     model = request.POST.get("model", "")
 
     async def create(user: User, owner_channel: str) -> StartedGeneration:
-        answerer = await answerer_for(request, *await _chosen(model))
+        answerer = await answerer_for(request, *await chosen_model(model))
         return await persistence.on_record_thread_from_view(
             create_edit,
             user=user,

@@ -21,30 +21,23 @@ from django_htmx.http import push_url, reswap, retarget
 
 from chatapp import tools
 from chatapp.access import group_policies, rate_limits
-from chatapp.conversations import uploads, user_text
-from chatapp.conversations.request_options import (
-    RequestOptions,
-    default_options,
-    dialect_of,
-    upstream_tools,
-)
+from chatapp.access.body_limits import MAX_FORM_BYTES, MAX_MESSAGE_UPLOAD_BYTES, size_words
+from chatapp.assistants.new_chat import StartedWith
+from chatapp.conversations import knowledge_choice, uploads, user_text
+from chatapp.conversations.models import Conversation, Message, Upload
 from chatapp.conversations.tree import ShownMessage, in_comparison, shown, shown_path
 from chatapp.conversations.turns import (
     Answerer,
     AnswerRunning,
-    EarlyRequest,
     NewerMessages,
     StartedGeneration,
     TurnError,
     TurnRequest,
-    checked_message,
     create_continuation,
     create_retry,
-    create_turn,
-    first_context,
-    follow_up_request,
 )
 from chatapp.costs import spend_push, spending_limits
+from chatapp.costs.models import Generation
 from chatapp.costs.spend import conversation_spend
 from chatapp.gateways import image_models
 from chatapp.gateways.catalog import (
@@ -52,13 +45,11 @@ from chatapp.gateways.catalog import (
     catalog,
     listed_models,
     parse_choice,
-    takes_images,
+    takes_images_in,
 )
 from chatapp.gateways.configs import GatewayConfig, GatewayUnavailable, aconfig_for
 from chatapp.middleware import sandboxed
-from chatapp.models import Conversation, Generation, Message, Upload
-from chatapp.starting.new_chat import StartedWith
-from chatapp.streaming import persistence, stopping, sweep, worker
+from chatapp.streaming import persistence, stopping, sweep, turn_start, worker
 from chatapp.views import library, prompts
 from chatapp.views.answer_settings import new_chat_context
 from chatapp.views.new_chat import TEMPORARY_NOTE, assistants_for, new_chat_choice, picker_value
@@ -68,7 +59,7 @@ if TYPE_CHECKING:
 
     from django.contrib.auth.models import User
 
-    from chatapp.views.authenticated import AuthenticatedRequest
+    from chatapp.authenticated import AuthenticatedRequest
 
 
 PREFERRED_MODEL = "emulator/chat"
@@ -139,7 +130,8 @@ def _page(
 ) -> HttpResponse:
     conversation = None
     messages: list[ShownMessage] = []
-    # The picker offers what the user's groups allow (a start checks it again: `turns._start`).
+    # The picker offers what the user's groups allow (a start checks it again:
+    # `turns.start_generation`).
     groups = group_policies.catalog_for(group_policies.access_for(request.user.pk), groups)
     if conversation_pk is not None:
         conversation = get_object_or_404(Conversation, pk=conversation_pk, user=request.user)
@@ -208,14 +200,14 @@ async def conversation_page(request: AuthenticatedRequest, pk: int) -> HttpRespo
     return await sync_to_async(_page)(request, pk, await catalog(in_use))
 
 
-def _composer_error(request: HttpRequest, refused: BaseException) -> HttpResponse:
+def composer_error(request: HttpRequest, refused: BaseException) -> HttpResponse:
     # A refusal because an answer is running holds only until it ends: the page clears it then.
     context = {"error": str(refused), "until_done": isinstance(refused, AnswerRunning)}
     response = render(request, "chatapp/_composer_error.html", context)
     return reswap(retarget(response, "#composer-error"), "innerHTML")
 
 
-def _newer_messages(request: HttpRequest, pk: int, refused: NewerMessages) -> HttpResponse:
+def newer_messages(request: HttpRequest, pk: int, refused: NewerMessages) -> HttpResponse:
     """The composer's error line, with the branch the page showed brought up to date (out of
     band): the page then follows on from its new end."""
     conversation = get_object_or_404(Conversation, pk=pk, user=request.user)
@@ -236,59 +228,28 @@ def _render_turn(request: HttpRequest, started: StartedGeneration) -> HttpRespon
     return render(request, "chatapp/_messages.html", {"chat_messages": path})
 
 
-def _after(request: HttpRequest) -> int | None:
+def posted_after(request: HttpRequest) -> int | None:
     """The last message the page shows, which a follow-up comes after (None: not said)."""
     after = request.POST.get("after", "")
     return int(after) if after.isdigit() else None
 
 
-async def _chosen(value: str) -> tuple[GatewayConfig, str]:
+async def chosen_model(value: str) -> tuple[GatewayConfig, str]:
     """The picker's value → the gateway to use and the model on it."""
     gateway_pk, model = parse_choice(value)
     return await aconfig_for(gateway_pk), model
 
 
-def _new_chat_request(
-    user: User, text: str, model: str, config: GatewayConfig, chosen: RequestOptions | None
-) -> EarlyRequest | None:
-    """What a new chat's first request is sent with: its one message, the settings `chosen`
-    beside it (None: the user's defaults) and the tools they choose, as the conversation will copy
-    them (`turns.create_turn`), admitted under the answer limit last (`RateLimited`: nothing is
-    sent). None when a spending limit applies: the request waits for its reservation
-    (`spending_limits`), made with the turn."""
-    context = first_context(checked_message(text, model))
-    group_policies.check_model(user.pk, config.name, model)  # before anything leaves
-    if spending_limits.any_apply(user.pk, config.pk):
-        return None
-    options = chosen if chosen is not None else default_options(user)
-    tools = upstream_tools(options, dialect_of(config.pk), user.pk)
-    return EarlyRequest(context, options, tools, rate_limits.admit(user))
-
-
-def _early_request(
-    user: User,
-    pk: int | None,
-    text: str,
-    model: str,
-    config: GatewayConfig,
-    after: int | None,
-    chosen: RequestOptions | None,
-) -> EarlyRequest | None:
-    """The request a new chat (`pk` None) or a follow-up sends before its rows are written."""
-    if pk is None:
-        return _new_chat_request(user, text, model, config, chosen)
-    assert after is not None
-    return follow_up_request(user, pk, text, model, config, after)
-
-
 async def answerer_for(request: HttpRequest, config: GatewayConfig, model: str) -> Answerer:
     """`model` on `config`, with what it makes of a turn (an image generation for an image
     model, else a chat answer) and how many images the composer asks for."""
+    listed = await listed_models(config, model)  # the catalog, asked once for the send
     return Answerer(
         gateway=config,
         model=model,
-        kind=image_models.kind_of(config, model, await listed_models(config, model)),
+        kind=image_models.kind_of(config, model, listed),
         image_count=image_models.image_count(request.POST.get("images", "")),
+        takes_images=takes_images_in(config, model, listed),
     )
 
 
@@ -308,14 +269,14 @@ async def check_answer_model(user: User, pk: int) -> None:
         await listed_models(await aconfig_for(found[0]), found[1])
 
 
-def _posted_files(request: HttpRequest) -> list[tuple[str, bytes]]:
+def posted_files(request: HttpRequest) -> list[tuple[str, bytes]]:
     """The files posted with a message (`files`), as (name, bytes); `UploadRefused` past the
     caps, judged from the sizes before any file is read."""
     length = request.META.get("CONTENT_LENGTH") or "0"
-    if length.isdigit() and int(length) > uploads.MAX_MESSAGE_UPLOAD_BYTES + uploads.MAX_FORM_BYTES:
+    if length.isdigit() and int(length) > MAX_MESSAGE_UPLOAD_BYTES + MAX_FORM_BYTES:
         raise uploads.UploadRefused(
-            f"This message is too large to send ({uploads.size_words(int(length))}): a "
-            f"message's files may be at most {uploads.MAX_MESSAGE_UPLOAD_BYTES // 2**20} MB in all."
+            f"This message is too large to send ({size_words(int(length))}): a "
+            f"message's files may be at most {MAX_MESSAGE_UPLOAD_BYTES // 2**20} MB in all."
         )
     files = request.FILES.getlist("files")
     uploads.check_sizes([(file.name or "", file.size or 0) for file in files])
@@ -329,21 +290,19 @@ def _check_may_start(user: User, config: GatewayConfig) -> None:
     spending_limits.check_not_used_up(user.pk, config.pk, config.cost_unit)
 
 
-def _check_attached(
-    attached: list[uploads.CheckedUpload], config: GatewayConfig, model: str, kind: str
-) -> None:
+def _check_attached(attached: list[uploads.CheckedUpload], answerer: Answerer) -> None:
     """`UploadRefused` for files the chosen model cannot be sent."""
     if not attached:
         return
-    if kind == Generation.Kind.IMAGE:
+    if answerer.kind == Generation.Kind.IMAGE:
         raise uploads.UploadRefused(
             "An image model draws from the text alone: remove the files, or choose a chat model."
         )
     image = next((upload for upload in attached if upload.kind == Upload.Kind.IMAGE), None)
-    if image is not None and not takes_images(config, model):
+    if image is not None and not answerer.takes_images:
         raise uploads.UploadRefused(
-            f"{model} does not take images ({image.filename}): choose a model that does, or "
-            "remove the image."
+            f"{answerer.model} does not take images ({image.filename}): choose a model that "
+            "does, or remove the image."
         )
 
 
@@ -351,19 +310,14 @@ def _check_attached(
 @require_POST
 async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> HttpResponse:
     user = await request.auser()
-    owner_channel = await worker.owner_channel()
-    early = None
-    admission = None
     try:
-        posted = await sync_to_async(_posted_files)(request)  # the form is parsed off the loop
-        text = request.POST.get("content", "")
-        config, model = await _chosen(request.POST.get("model", ""))
+        posted = await sync_to_async(posted_files)(request)  # the form is parsed off the loop
+        config, model = await chosen_model(request.POST.get("model", ""))
         if posted:  # refused before its files are read: a PDF holds a render process for seconds
             await sync_to_async(_check_may_start)(user, config)
         attached = await uploads.checked_uploads(posted)
         answerer = await answerer_for(request, config, model)
-        after = _after(request)
-        _check_attached(attached, config, model, answerer.kind)
+        _check_attached(attached, answerer)
         # A new chat's Settings, chosen beside its composer (None: the user's defaults), and its
         # assistant and whether it is temporary.
         chosen, started_with = (
@@ -371,49 +325,32 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
             if pk is None
             else (None, StartedWith())
         )
-        # Files: the context is read from the rows, files included, once they are written.
-        if (
-            not attached
-            and answerer.kind == Generation.Kind.CHAT
-            and (pk is None or after is not None)
-        ):
-            # A new chat's context is its one message; a follow-up's is read ahead (one thread
-            # hop, nothing written). Either is sent upstream now, once every check that could
-            # refuse it has passed: the rows are written while the gateway prepares its first
-            # token, and it no longer waits behind the burst's other turns.
-            ahead = await sync_to_async(_early_request)(
-                user, pk, text, model, config, after, chosen
+        # The documents chosen, and the assistant's, are searched once, now, for the passages
+        # the context quotes (a turn with passages sends no early request: `turn_start`).
+        documents = knowledge_choice.posted(request.POST).with_collections(
+            await sync_to_async(knowledge_choice.assistant_collections)(
+                user, pk, started_with.assistant_pk
             )
-            if ahead is not None:
-                admission = ahead.admission
-                early = worker.open_early(
-                    config, model, ahead.messages, options=ahead.options, tools=ahead.tools
-                )
+        )
+        if answerer.kind != Generation.Kind.CHAT:  # an image is drawn from the text alone
+            documents = knowledge_choice.KnowledgeChoice()
+        text = request.POST.get("content", "")
+        passages = await knowledge_choice.passages_for(user, documents, text, pk)
         turn = TurnRequest(
             text=text,
             answerer=answerer,
             conversation_pk=pk,
-            after=after,
+            after=posted_after(request),
             attached=tuple(attached),
             options=chosen,
             started_with=started_with,
+            passages=passages,
         )
-        started = await persistence.on_record_thread_from_view(
-            create_turn, user=user, turn=turn, owner_channel=owner_channel, admission=admission
-        )
-    except BaseException as exc:
-        if admission is not None:
-            admission.release()
-        if early is not None:  # no generation will read it: cancel the request upstream
-            await early.aclose()
+        started = await turn_start.start_turn(user, turn)
+    except REFUSALS as exc:
         if isinstance(exc, NewerMessages) and pk is not None:
-            return await sync_to_async(_newer_messages)(request, pk, exc)
-        if isinstance(exc, REFUSALS):
-            return await sync_to_async(_composer_error)(request, exc)
-        raise
-    if admission is not None:
-        admission.release()  # the generation is on record, and counts from now on
-    worker.start(started.job, early=early)
+            return await sync_to_async(newer_messages)(request, pk, exc)
+        return await sync_to_async(composer_error)(request, exc)
     return await turn_response(request, pk, started, answerer.image_count)
 
 
@@ -450,7 +387,7 @@ async def start_version(
     try:
         started = await create(user, owner_channel)
     except REFUSALS as exc:
-        return await sync_to_async(_composer_error)(request, exc)
+        return await sync_to_async(composer_error)(request, exc)
     worker.start(started.job)
     response = await sync_to_async(_render_turn)(request, started)
     return library.moved_to_top(response, started.conversation)  # it is the newest now
@@ -465,7 +402,7 @@ async def retry(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     async def create(user: User, owner_channel: str) -> StartedGeneration:
         answerer = None  # the answer's own
         if value:
-            answerer = await answerer_for(request, *await _chosen(value))
+            answerer = await answerer_for(request, *await chosen_model(value))
         else:
             await check_answer_model(user, pk)
         return await persistence.on_record_thread_from_view(

@@ -19,20 +19,19 @@ from chatapp.conversations.comparison import (
     TOO_MANY,
     Choice,
     choose_answer,
-    create_comparison,
 )
 from chatapp.conversations.tree import shown_path
 from chatapp.conversations.turns import NewerMessages, TurnError
+from chatapp.costs.models import Generation
 from chatapp.gateways.catalog import choice_value
-from chatapp.models import Generation
-from chatapp.streaming import persistence, stopping, worker
+from chatapp.streaming import persistence, stopping, turn_start
 from chatapp.views import chat
 from chatapp.views.new_chat import new_chat_choice
 
 if TYPE_CHECKING:
     from django.http import HttpRequest, HttpResponse
 
-    from chatapp.views.authenticated import AuthenticatedRequest
+    from chatapp.authenticated import AuthenticatedRequest
 
 NOT_CHAT = "Only chat models can be compared; {model} makes images."
 MODEL_CHOSEN = "chat:model-chosen"  # the event the page is sent with the chosen answer's model
@@ -48,11 +47,10 @@ async def send(request: AuthenticatedRequest, pk: int | None = None) -> HttpResp
     if not compare:
         return await chat.send_message(request, pk)
     user = await request.auser()
-    owner_channel = await worker.owner_channel()
     try:
         if len(compare) >= MAX_MODELS:
             raise TurnError(TOO_MANY)
-        if await sync_to_async(chat._posted_files)(request):  # never dropped unsaid
+        if await sync_to_async(chat.posted_files)(request):  # never dropped unsaid
             raise TurnError(NO_FILES)
         # A new chat's Settings (None: the user's defaults), assistant and temporariness.
         options, started_with = (
@@ -60,29 +58,25 @@ async def send(request: AuthenticatedRequest, pk: int | None = None) -> HttpResp
         )
         answerers = []
         for value in [request.POST.get("model", ""), *compare]:
-            answerer = await chat.answerer_for(request, *await chat._chosen(value))
+            answerer = await chat.answerer_for(request, *await chat.chosen_model(value))
             if answerer.kind != Generation.Kind.CHAT:
                 raise TurnError(NOT_CHAT.format(model=answerer.model))
             answerers.append(answerer)
-        started = await persistence.on_record_thread_from_view(
-            create_comparison,
-            user=user,
-            conversation_pk=pk,
-            text=request.POST.get("content", ""),
-            answerers=answerers,
-            owner_channel=owner_channel,
-            after=chat._after(request),
+        started = await turn_start.start_comparison(
+            user,
+            pk,
+            request.POST.get("content", ""),
+            answerers,
+            after=chat.posted_after(request),
             options=options,
             started_with=started_with,
         )
     except NewerMessages as exc:
         if pk is None:
             raise
-        return await sync_to_async(chat._newer_messages)(request, pk, exc)
+        return await sync_to_async(chat.newer_messages)(request, pk, exc)
     except chat.REFUSALS as exc:
-        return await sync_to_async(chat._composer_error)(request, exc)
-    for each in started:
-        worker.start(each.job)
+        return await sync_to_async(chat.composer_error)(request, exc)
     return await chat.turn_response(request, pk, started[0])
 
 

@@ -15,10 +15,10 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from chatapp.conversations import feedback as answer_feedback
-from chatapp.models import Message
+from chatapp.conversations.models import Message
 
 if TYPE_CHECKING:
-    from chatapp.views.authenticated import AuthenticatedRequest
+    from chatapp.authenticated import AuthenticatedRequest
 
 SAID = {"up": "Marked as a good answer.", "down": "Marked as a bad answer.", "": "Rating removed."}
 

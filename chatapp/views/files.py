@@ -17,13 +17,13 @@ from django.shortcuts import get_object_or_404
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET
 
+from chatapp.conversations.models import Message, Upload
 from chatapp.middleware import sandboxed
-from chatapp.models import Message, Upload
 from chatapp.rendering import attachments
 from chatapp.rendering.image_checks import sniffed_type
 
 if TYPE_CHECKING:
-    from chatapp.views.authenticated import AuthenticatedRequest
+    from chatapp.authenticated import AuthenticatedRequest
 
 
 @login_required

@@ -20,6 +20,7 @@ from django.http import HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_http_methods
 
+from chatapp.access.body_limits import MAX_IMPORT_BYTES
 from chatapp.conversations import importing
 from chatapp.conversations.import_formats import Imported
 from chatapp.views import sidebar_push
@@ -27,7 +28,7 @@ from chatapp.views import sidebar_push
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
-    from chatapp.views.authenticated import AuthenticatedRequest
+    from chatapp.authenticated import AuthenticatedRequest
 
 _FORM_OVERHEAD = 64 * 1024  # multipart boundaries, headers and the CSRF field
 # How long a user's running import is remembered if its process dies before it lets go: past any
@@ -41,7 +42,7 @@ async def import_page(request: AuthenticatedRequest) -> HttpResponse:
     if request.method == "GET":
         return await sync_to_async(_page)(request, {})
     declared = request.META.get("CONTENT_LENGTH") or "0"
-    if not declared.isdigit() or int(declared) > importing.MAX_BYTES + _FORM_OVERHEAD:
+    if not declared.isdigit() or int(declared) > MAX_IMPORT_BYTES + _FORM_OVERHEAD:
         return await _refused(request, _too_big())
     user = await request.auser()
     running = f"import-running:{user.pk}"
@@ -62,7 +63,7 @@ async def _import(request: AuthenticatedRequest, user: User) -> HttpResponse:
     upload = await sync_to_async(_uploaded, thread_sensitive=False)(request)
     if upload is None:
         return await _refused(request, "Choose a file to import.")
-    if upload.size is None or upload.size > importing.MAX_BYTES:
+    if upload.size is None or upload.size > MAX_IMPORT_BYTES:
         return await _refused(request, _too_big())
     try:
         conversations = await sync_to_async(_parse, thread_sensitive=False)(upload)
@@ -83,11 +84,11 @@ def _uploaded(request: AuthenticatedRequest) -> UploadedFile[bytes] | None:
 
 def _parse(upload: UploadedFile[bytes]) -> list[Imported]:
     with upload.open("rb") as file:
-        return importing.parse(file.read(importing.MAX_BYTES + 1))
+        return importing.parse(file.read(MAX_IMPORT_BYTES + 1))
 
 
 def _too_big() -> str:
-    return f"The file is over {importing.MAX_BYTES // (1024 * 1024)} MB, the most one import takes."
+    return f"The file is over {MAX_IMPORT_BYTES // (1024 * 1024)} MB, the most one import takes."
 
 
 async def _refused(request: AuthenticatedRequest, error: str, status: int = 400) -> HttpResponse:
@@ -98,7 +99,7 @@ async def _refused(request: AuthenticatedRequest, error: str, status: int = 400)
 
 def _page(request: AuthenticatedRequest, context: dict[str, object]) -> HttpResponse:
     limits = {
-        "max_mb": f"{importing.MAX_BYTES // (1024 * 1024):,}",
+        "max_mb": f"{MAX_IMPORT_BYTES // (1024 * 1024):,}",
         "max_conversations": f"{importing.MAX_CONVERSATIONS:,}",
         "max_messages": f"{importing.MAX_MESSAGES:,}",
     }

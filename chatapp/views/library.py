@@ -32,15 +32,15 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from chatapp.conversations import export, user_text
 from chatapp.conversations.deleting import delete_conversation
+from chatapp.conversations.models import Conversation, Folder
 from chatapp.conversations.search import RESULTS
 from chatapp.conversations.search import search as find
 from chatapp.middleware import sandboxed
-from chatapp.models import Conversation, Folder
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
-    from chatapp.views.authenticated import AuthenticatedRequest
+    from chatapp.authenticated import AuthenticatedRequest
 
 SIDEBAR_LENGTH = 200
 GROUPS = {

@@ -17,20 +17,20 @@ from django.views.decorators.http import require_GET
 from django_htmx.http import trigger_client_event
 
 from chatapp import shared_cache
+from chatapp.assistants import sharing
+from chatapp.assistants.models import Assistant
+from chatapp.assistants.new_chat import StartedWith
 from chatapp.conversations.request_options import RequestOptions, options_for
 from chatapp.conversations.turns import TurnError
 from chatapp.gateways.catalog import choice_value
 from chatapp.gateways.configs import GatewayUnavailable, config_for
-from chatapp.models import Assistant
-from chatapp.starting import sharing
-from chatapp.starting.new_chat import StartedWith
 from chatapp.views.answer_settings import chosen_options, new_chat_context
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
     from django.http import HttpResponse, QueryDict
 
-    from chatapp.views.authenticated import AuthenticatedRequest
+    from chatapp.authenticated import AuthenticatedRequest
 
 MODEL_CHOSEN = "chat:model-chosen"  # as comparison.MODEL_CHOSEN: compare.js moves the picker
 NOT_AVAILABLE = "That assistant is no longer available to you: choose another, or none."

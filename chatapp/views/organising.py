@@ -22,11 +22,11 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from chatapp.conversations import organising
 from chatapp.conversations.deleting import delete_conversation
-from chatapp.models import Conversation, Folder
+from chatapp.conversations.models import Conversation, Folder
 from chatapp.views import library, sidebar_push
 
 if TYPE_CHECKING:
-    from chatapp.views.authenticated import AuthenticatedRequest
+    from chatapp.authenticated import AuthenticatedRequest
 
 ARCHIVED_LENGTH = 500
 

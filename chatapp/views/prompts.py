@@ -15,14 +15,14 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from chatapp import shared_cache
-from chatapp.models import Prompt
-from chatapp.starting import sharing
-from chatapp.starting.prompt_text import MAX_TEXT_CHARS, PromptEntry, variables
+from chatapp.assistants import sharing
+from chatapp.assistants.models import Prompt
+from chatapp.assistants.prompt_text import MAX_TEXT_CHARS, PromptEntry, variables
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
-    from chatapp.views.authenticated import AuthenticatedRequest
+    from chatapp.authenticated import AuthenticatedRequest
 
 MENU_LENGTH = 100
 MENU_CHARS = 200_000

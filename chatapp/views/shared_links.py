@@ -26,12 +26,12 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST, require_safe
 
 from chatapp.conversations import shared_links
+from chatapp.conversations.models import SharedLink
 from chatapp.middleware import sandboxed
-from chatapp.models import SharedLink
 from chatapp.rendering import attachments
 
 if TYPE_CHECKING:
-    from chatapp.views.authenticated import AuthenticatedRequest
+    from chatapp.authenticated import AuthenticatedRequest
 
 
 @dataclass(frozen=True, slots=True)

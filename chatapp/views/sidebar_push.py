@@ -14,7 +14,7 @@ import logging
 
 from asgiref.sync import async_to_sync
 
-from chatapp.ws import layer_errors, socket_messages
+from chatapp.messaging import layer_errors, socket_messages
 
 __all__ = ["atell", "tell"]
 

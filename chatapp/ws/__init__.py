@@ -1,5 +1,5 @@
 """The page's one websocket.
 
-The consumer and its routes, the message protocol, what it accepts from a browser, origin
-and session checks, and riding out a channel layer outage.
+The consumer and its routes, what it accepts from a browser, and origin and session checks. The
+messages it forwards are `chatapp.messaging`'s.
 """

@@ -28,9 +28,11 @@ from django.conf import settings
 from django.urls import reverse
 
 from chatapp.conversations import temporary
-from chatapp.models import Conversation, Generation, Message
+from chatapp.conversations.models import Conversation, Message
+from chatapp.costs.models import Generation
+from chatapp.messaging import layer_errors, socket_messages
 from chatapp.streaming import stopping, sweep, worker
-from chatapp.ws import layer_errors, message_limits, session_sockets, socket_messages
+from chatapp.ws import message_limits, session_sockets
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser, User

@@ -3,9 +3,10 @@ state machine, `static/chatapp/stream_state.js`, for the Python code that plays 
 suite, the multiprocess tests, the load benchmark).
 
 Pure, as its twin is: no Django, no clock, no IO. `receive(state, message, now)` takes a decoded
-server message (`chatapp.ws.socket_messages.decode`, or `from_wire` on the parsed JSON) and the
-page's clock in milliseconds, and returns the new state and the effects, in order, for the caller to
-carry out: `Send` is what the page sends back on its socket, the others what it draws and fetches.
+server message (`chatapp.messaging.socket_messages.decode`, or `from_wire` on the parsed JSON) and
+the page's clock in milliseconds, and returns the new state and the effects, in order, for the
+caller to carry out: `Send` is what the page sends back on its socket, the others what it draws
+and fetches.
 The two pass the same vectors (`tests/vectors/stream/`): change both together.
 
 A delta at or below the state's `seq` is a duplicate and dropped; one beyond the next is a gap:
@@ -123,7 +124,7 @@ def start(
 
 def from_wire(parsed: object) -> dict[str, Any]:
     """A message as parsed off the socket; a delta is a bare array, `[g, seq, content,
-    reasoning?, extras?]` (`chatapp.ws.socket_messages`)."""
+    reasoning?, extras?]` (`chatapp.messaging.socket_messages`)."""
     if not isinstance(parsed, list):
         assert isinstance(parsed, dict), parsed
         return parsed

@@ -35,7 +35,7 @@ from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.http import HttpRequest
 
-from chatapp.ws import layer_errors, socket_messages
+from chatapp.messaging import layer_errors, socket_messages
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ test's adversary. The model name picks a scripted scenario (`emulator/chat`, `em
     app = create_app(tokens_per_second=40, ttft_ms=400, prefix="/emulator")  # pure ASGI 3
     with serve_in_thread(tokens_per_second=2000, ttft_ms=5) as url:           # "http://127.0.0.1:N"
         ...  # f"{url}/numes/api/v1", f"{url}/osmexo/v1", f"{url}/tiny/v1", f"{url}/nodul/api/v1"
-        url.app.records.get(generation_id)                                    # GenerationRecord
+        url.app.records.get(generation_id)                                    # EmulatorRecord
 
 Knobs (`create_app` keywords, `Options` fields; per request also as URL query parameters or a
 model suffix, e.g. `emulator/slow-start?slow_start_s=1.5`, but only in an app created with
@@ -26,26 +26,32 @@ It never imports Django.
 from __future__ import annotations
 
 from .app import EmulatorApp
+from .embeddings import EMBEDDING_MODEL as _EMBEDDING_MODEL
 from .options import Options
 from .parsing import CALLS_TOOLS, SCENARIOS
-from .records import GenerationRecord, Registry
+from .records import EmulatorRecord, Registry
 from .server import EmulatorURL, create_app, serve_in_thread
 
 SPEECH_MODEL = "emulator/audio"
 """The model to ask its Numes `POST /audio/speech` for (any scenario speaks; this one is named
 for it), as the app's Read aloud does."""
 
+EMBEDDING_MODEL = _EMBEDDING_MODEL
+"""The model its `POST /embeddings` serves under (every dialect), the emulated gateways' default
+embedding model (`Gateway.embedding_model`)."""
+
 TITLE_MODEL = "emulator/title"
 """The model the app's emulated gateways write titles with (`Gateway.title_model`)."""
 
 __all__ = [
     "CALLS_TOOLS",
+    "EMBEDDING_MODEL",
     "SCENARIOS",
     "SPEECH_MODEL",
     "TITLE_MODEL",
     "EmulatorApp",
+    "EmulatorRecord",
     "EmulatorURL",
-    "GenerationRecord",
     "Options",
     "Registry",
     "create_app",

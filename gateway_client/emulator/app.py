@@ -1,9 +1,9 @@
 """The emulator as a pure ASGI 3 application: routing, authentication and request dispatch.
 
-    /numes/api/v1/   chat/completions, generation?id=, images, audio/speech, models
-    /osmexo/v1/      chat/completions, completions, models
-    /tiny/v1/        chat/completions, completions, models
-    /nodul/api/v1/   chat/completions, models
+    /numes/api/v1/   chat/completions, embeddings, generation?id=, images, audio/speech, models
+    /osmexo/v1/      chat/completions, completions, embeddings, models
+    /tiny/v1/        chat/completions, completions, embeddings, models
+    /nodul/api/v1/   chat/completions, embeddings, models
 
 All under an optional `prefix` (and/or the server's `root_path`), so the app can be mounted
 inside another ASGI app, e.g. at `/emulator`. Every route needs `Authorization: Bearer <key>`
@@ -22,6 +22,7 @@ from urllib.parse import parse_qs
 from .buffered import run_buffered
 from .channel import BodyTooLarge, Channel, Receive, Scope, Send, quiet_deliberate_aborts
 from .dialects import DIALECTS, Dialect, ErrorReply
+from .embeddings import EMBEDDING_MODEL, parse_embedding, run_embeddings
 from .generation import Generation
 from .numes_media import run_images, run_speech
 from .options import Options
@@ -34,7 +35,7 @@ from .parsing import (
     parse_completion,
     parse_media,
 )
-from .records import GenerationRecord, Registry
+from .records import EmulatorRecord, Registry
 from .scenarios import build_script
 from .streaming import run_stream
 
@@ -62,7 +63,7 @@ class EmulatorApp:
         return self.records
 
     @property
-    def active_streams(self) -> list[GenerationRecord]:
+    def active_streams(self) -> list[EmulatorRecord]:
         """Records of requests still generating (streams and buffered)."""
         return self.records.active
 
@@ -165,7 +166,7 @@ class EmulatorApp:
 
     @staticmethod
     def _routes(dialect: Dialect) -> dict[str, str]:
-        routes = {"chat/completions": "POST", "models": "GET"}
+        routes = {"chat/completions": "POST", "embeddings": "POST", "models": "GET"}
         if dialect.completion_endpoint:
             routes["completions"] = "POST"
         if dialect.facts.generation_records:
@@ -196,6 +197,12 @@ class EmulatorApp:
                 await channel.json(200, self._models(dialect))
             case "generation":
                 await self._generation(dialect, channel, query)
+            case "embeddings":
+                wanted = parse_embedding(body)
+                channel.watch()
+                await run_embeddings(
+                    channel, self.records, dialect, self._options_for(query), wanted
+                )
             case "images" | "audio/speech":
                 media = parse_media(body, text_field="prompt" if route == "images" else "input")
                 options = self._options_for(query, media.model_query)
@@ -259,7 +266,26 @@ class EmulatorApp:
             else:
                 entry["capabilities"] = {"reasoning": reasoning, "tools": True, "streaming": True}
             data.append(entry)
+        data.append(self._embedding_model(dialect))
         return {"object": "list", "data": data}
+
+    @staticmethod
+    def _embedding_model(dialect: Dialect) -> dict[str, object]:
+        entry: dict[str, object] = {
+            "id": EMBEDDING_MODEL,
+            "object": "model",
+            "name": "Emulator: embedding",
+            "created": _CREATED,
+            "owned_by": "emulator",
+            "description": "Hashed word and character-trigram vectors (POST /embeddings).",
+        }
+        if dialect.listed_prices:
+            entry["architecture"] = {
+                "input_modalities": ["text"],
+                "output_modalities": ["embeddings"],
+            }
+            entry["pricing"] = {"prompt": f"{dialect.prices[0]:.10f}", "completion": "0"}
+        return entry
 
     def _index(self) -> dict[str, object]:
         return {

@@ -1,6 +1,6 @@
 """State shared by the streamed and buffered paths of one chat or text completion.
 
-A `Generation` owns the request's ids, its `GenerationRecord` and the running counts of what has
+A `Generation` owns the request's ids, its `EmulatorRecord` and the running counts of what has
 been delivered, and knows how to settle the record (outcome, finish reason, cost) exactly once.
 The record's `cancelled_at` is stamped from the channel's disconnect callback, i.e. the moment
 the `http.disconnect` message arrives, independent of when the generator loop notices.
@@ -16,7 +16,7 @@ from .channel import Channel
 from .dialects import Dialect, Ids
 from .options import Options
 from .parsing import ChatRequest
-from .records import GenerationRecord, Registry
+from .records import EmulatorRecord, Registry
 from .scenarios import Piece, Script
 
 __all__ = ["Generation"]
@@ -34,7 +34,7 @@ class Generation:
     script: Script
     endpoint: str
     ids: Ids = field(init=False)
-    record: GenerationRecord = field(init=False)
+    record: EmulatorRecord = field(init=False)
     created: int = field(init=False)
     delivered: int = 0
     """Pieces delivered so far (an index into `script.pieces`)."""
@@ -43,7 +43,7 @@ class Generation:
         self.ids = self.dialect.new_ids(text_completion=self.request.text_completion)
         self.created = int(time.time())
         self.record = self.registry.add(
-            GenerationRecord(
+            EmulatorRecord(
                 id=self.ids.generation_id,
                 request_id=self.ids.request_id,
                 dialect=self.dialect.name,
@@ -57,6 +57,7 @@ class Generation:
                 system=self.request.system,
                 reasoning=self.request.reasoning,
                 parts=self.request.parts,
+                sources=self.request.sources,
             )
         )
         self.channel.on_disconnect = self._on_disconnect

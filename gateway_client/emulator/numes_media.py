@@ -17,7 +17,7 @@ from .dialects import Ids, Numes
 from .media import png_b64, wav_bytes
 from .options import Options
 from .parsing import MediaRequest
-from .records import GenerationRecord, Registry
+from .records import EmulatorRecord, Registry
 from .streaming import DONE, frame
 
 __all__ = ["run_images", "run_speech"]
@@ -32,10 +32,10 @@ _NUMES = Numes()
 
 def _record(
     registry: Registry, channel: Channel, request: MediaRequest, endpoint: str
-) -> tuple[GenerationRecord, Ids]:
+) -> tuple[EmulatorRecord, Ids]:
     ids = _NUMES.new_ids(text_completion=False)
     record = registry.add(
-        GenerationRecord(
+        EmulatorRecord(
             id=ids.generation_id,
             request_id=ids.request_id,
             dialect="numes",
@@ -60,7 +60,7 @@ def _id_headers(ids: Ids) -> list[tuple[str, str]]:
 
 
 async def _error_reply(
-    channel: Channel, registry: Registry, record: GenerationRecord, ids: Ids, kind: str
+    channel: Channel, registry: Registry, record: EmulatorRecord, ids: Ids, kind: str
 ) -> None:
     reply = _NUMES.error_reply(kind, ids)
     await channel.json(reply.status, reply.body, [*reply.headers, _id_headers(ids)[1]])

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -121,6 +122,9 @@ class ChatRequest:
     parts: list[dict[str, Any]] | None = None
     """The last user message's content parts, described (`describe_parts`); None when its
     content is a string."""
+    sources: int = 0
+    """The numbered sources its system messages quote (`<source id="n">`: documents retrieved
+    for the question), which the `chat` scenario's answer cites."""
 
 
 @dataclass(slots=True)
@@ -135,7 +139,7 @@ class MediaRequest:
     count: int = 1
 
 
-def _load(body: bytes) -> dict[str, Any]:
+def load_json(body: bytes) -> dict[str, Any]:
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -261,6 +265,20 @@ def _reasoning(data: dict[str, Any]) -> dict[str, Any] | None:
     return value
 
 
+_SOURCE = re.compile(r'<source id="([0-9]{1,3})"')
+
+
+def _sources(messages: list[dict[str, Any]]) -> int:
+    """How many numbered sources the system messages quote."""
+    numbers = {
+        match
+        for message in messages
+        if message["role"] in ("system", "developer")
+        for match in _SOURCE.findall(content_text(message.get("content")))
+    }
+    return len(numbers)
+
+
 def _tool_rounds(messages: list[dict[str, Any]]) -> tuple[int, list[str]]:
     """The rounds of tool results after the last user message, and the last round's results if
     the messages end with it."""
@@ -277,7 +295,7 @@ def _tool_rounds(messages: list[dict[str, Any]]) -> tuple[int, list[str]]:
 
 
 def parse_chat(body: bytes) -> ChatRequest:
-    data = _load(body)
+    data = load_json(body)
     messages = data.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest("`messages` is required and must be a non-empty array.")
@@ -313,11 +331,12 @@ def parse_chat(body: bytes) -> ChatRequest:
         ),
         reasoning=_reasoning(data),
         parts=parts,
+        sources=_sources(messages),
     )
 
 
 def parse_completion(body: bytes) -> ChatRequest:
-    data = _load(body)
+    data = load_json(body)
     prompt = data.get("prompt")
     if isinstance(prompt, list) and all(isinstance(p, str) for p in prompt) and prompt:
         prompt = "\n".join(prompt)
@@ -340,7 +359,7 @@ def parse_completion(body: bytes) -> ChatRequest:
 
 def parse_media(body: bytes, *, text_field: str) -> MediaRequest:
     """Parse an images (`text_field="prompt"`) or speech (`text_field="input"`) request."""
-    data = _load(body)
+    data = load_json(body)
     text = data.get(text_field)
     if not isinstance(text, str) or not text.strip():
         raise BadRequest(f"`{text_field}` is required and must be a non-empty string.")

@@ -21,12 +21,13 @@ from typing import Any
 
 from ..generation_record import RecordOutcome
 
-__all__ = ["GenerationRecord", "Registry"]
+__all__ = ["EmulatorRecord", "Registry"]
 
 
 @dataclass(slots=True)
-class GenerationRecord:
-    """One request's accounting. Mutated only by the stream that owns it."""
+class EmulatorRecord:
+    """One request's accounting, as the emulator keeps it (the client reads it back as a
+    `gateway_client.GenerationRecord`). Mutated only by the stream that owns it."""
 
     id: str
     request_id: str
@@ -55,6 +56,8 @@ class GenerationRecord:
     parts: list[dict[str, Any]] | None = None
     """The last user message's content parts, described (`parsing.describe_parts`): what an
     attached image or file arrived as. None when its content was a string."""
+    sources: int = 0
+    """The numbered sources its system messages quoted (`ChatRequest.sources`)."""
     created_at: float = field(default_factory=time.time)
     first_token_at: float | None = None
     finished_at: float | None = None
@@ -105,11 +108,11 @@ class Registry:
         self.finalize_delay_s = finalize_delay_s
         self._keep = keep
         self._lock = threading.Lock()
-        self._by_id: dict[str, GenerationRecord] = {}
-        self._by_request: dict[str, GenerationRecord] = {}
-        self._active: dict[str, GenerationRecord] = {}
+        self._by_id: dict[str, EmulatorRecord] = {}
+        self._by_request: dict[str, EmulatorRecord] = {}
+        self._active: dict[str, EmulatorRecord] = {}
 
-    def add(self, record: GenerationRecord) -> GenerationRecord:
+    def add(self, record: EmulatorRecord) -> EmulatorRecord:
         with self._lock:
             self._by_id[record.id] = record
             self._by_request[record.request_id] = record
@@ -122,7 +125,7 @@ class Registry:
 
     def finish(
         self,
-        record: GenerationRecord,
+        record: EmulatorRecord,
         outcome: RecordOutcome,
         *,
         finish_reason: str | None = None,
@@ -141,40 +144,40 @@ class Registry:
         with self._lock:
             self._active.pop(record.id, None)
 
-    def get(self, key: str) -> GenerationRecord | None:
+    def get(self, key: str) -> EmulatorRecord | None:
         """A record by generation id, or by request id."""
         with self._lock:
             return self._by_id.get(key) or self._by_request.get(key)
 
-    def all(self) -> list[GenerationRecord]:
+    def all(self) -> list[EmulatorRecord]:
         with self._lock:
             return list(self._by_id.values())
 
     @property
-    def active(self) -> list[GenerationRecord]:
+    def active(self) -> list[EmulatorRecord]:
         """Records of the streams still being generated."""
         with self._lock:
             return list(self._active.values())
 
-    def latest(self, **match: Any) -> GenerationRecord | None:
+    def latest(self, **match: Any) -> EmulatorRecord | None:
         """The newest record whose attributes equal `match` (e.g. `dialect="osmexo"`)."""
         for record in reversed(self.all()):
             if all(getattr(record, k) == v for k, v in match.items()):
                 return record
         return None
 
-    def wait_finished(self, key: str, timeout: float = 5.0) -> GenerationRecord:
+    def wait_finished(self, key: str, timeout: float = 5.0) -> EmulatorRecord:
         """Block (polling) until the record `key` has ended (`final_outcome` is known), without
         waiting out the finalisation window during which `outcome` still reads in_progress."""
         return self._wait(key, timeout, lambda record: record.settles_at is not None)
 
-    def wait_settled(self, key: str, timeout: float = 5.0) -> GenerationRecord:
+    def wait_settled(self, key: str, timeout: float = 5.0) -> EmulatorRecord:
         """Block (polling) until the record `key` exists and shows its final outcome."""
         return self._wait(key, timeout, lambda record: record.settled)
 
     def _wait(
-        self, key: str, timeout: float, ready: Callable[[GenerationRecord], bool]
-    ) -> GenerationRecord:
+        self, key: str, timeout: float, ready: Callable[[EmulatorRecord], bool]
+    ) -> EmulatorRecord:
         deadline = time.monotonic() + timeout
         while True:
             record = self.get(key)

@@ -36,6 +36,7 @@ from .options import Options
 from .parsing import ChatRequest
 from .text import (
     budget_reasoning,
+    cited_answer,
     estimate_tokens,
     keywords,
     long_answer,
@@ -353,6 +354,8 @@ def _answer_pieces(
             return _audio_pieces(request)
         case "files":
             return _file_pieces(request)
+    if request.sources:
+        return _tokens("content", cited_answer(prompt, request.sources))
     return _tokens("content", markdown_answer(prompt))
 
 

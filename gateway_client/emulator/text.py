@@ -129,6 +129,17 @@ def markdown_answer(prompt: str) -> str:
     )
 
 
+def cited_answer(prompt: str, sources: int) -> str:
+    """The `chat` scenario's answer when the request quotes numbered sources: it cites [1] (and
+    [2] when there are two or more) before the usual document, always the same way."""
+    first = keywords(prompt)[0]
+    second = " Another passage adds detail [2]." if sources > 1 else ""
+    return (
+        f"From your documents: the passage on **{first}** answers this [1].{second}\n\n"
+        + markdown_answer(prompt)
+    )
+
+
 def reasoning_text(prompt: str) -> str:
     """Visible reasoning that precedes an answer."""
     first, second, third, _ = keywords(prompt)

@@ -7,7 +7,9 @@
 
 import { dataUrlBytes, downloadName } from "./image_files.js";
 
-const ZOOMABLE = ".message .content img, .message .attachments img.image, .message .uploads img";
+// Not a drawn diagram (diagrams.js): an SVG, which Download and Copy take only as a raster.
+const ZOOMABLE =
+  ".message .content img:not(figure.diagram img), .message .attachments img.image, .message .uploads img";
 const FEEDBACK_MS = 1500;
 const restoreTimers = new WeakMap(); // button -> timer that puts its label back
 

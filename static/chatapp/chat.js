@@ -3,7 +3,9 @@
 // - socket.js: the tab's one websocket, its watch and reconnect;
 // - stream_state.js: one answer's state and what each message does to it (pure, with vectors
 //   in tests/vectors/stream/ that its Python twin chatapp/ws/page_model.py passes too);
-// - live_render.js: that state drawn into the answer's element as it streams;
+// - live_render.js: that state drawn into the answer's element as it streams, its text and
+//   settled blocks; answer_panes.js, what deltas carry beside the text (reasoning, tool calls,
+//   citations, attachments) and the quiet-stream note; follow_end.js, the page kept at the end;
 // - final_patch.js: the server's final render patched in;
 // - composer.js: the composer and the branch swaps;
 // - answer_status.js: the status line that says an answer started and ended.
@@ -12,17 +14,15 @@ import { connect, send } from "./socket.js";
 import { afterWatch, messagesFromWire, receive, refuseSettle, start, watchSent } from "./stream_state.js";
 import {
   appendContent,
-  appendParts,
   clearDraft,
   createView,
   drawTail,
-  followingBottom,
   replaceWith,
-  scrollToBottom,
   settleInto,
   showDraft,
-  tick,
 } from "./live_render.js";
+import { appendParts, tick } from "./answer_panes.js";
+import { followingBottom, scrollToBottom } from "./follow_end.js";
 import { refresh } from "./final_patch.js";
 import { answerEnded, setupComposer, syncComposer } from "./composer.js";
 import { answerContinues, answerRendered, answerStarted } from "./answer_status.js";

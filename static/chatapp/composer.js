@@ -5,7 +5,7 @@
 // event on the document, which chat.js acts on.
 
 import { focusLost } from "./focus_keeper.js";
-import { scrollToBottom, showJump } from "./live_render.js";
+import { scrollToBottom, showJump } from "./follow_end.js";
 
 function stopAnswers() {
   document.dispatchEvent(new CustomEvent("chat:stop"));

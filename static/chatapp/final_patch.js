@@ -3,7 +3,8 @@
 // an error already shown stays the same node too, so a later render (cost reconciled) does not
 // announce its alert again.
 
-import { followingBottom, scrollToBottom } from "./live_render.js";
+import { sameBlock } from "./enhanced_blocks.js";
+import { followingBottom, scrollToBottom } from "./follow_end.js";
 
 const latestRefresh = new WeakMap(); // element -> token of its newest fragment request
 
@@ -44,7 +45,7 @@ function patchChildren(region, next) {
   const old = [...region.childNodes];
   const fresh = [...next.childNodes];
   fresh.forEach((node, i) => {
-    if (i < old.length && old[i].isEqualNode(node)) return;
+    if (i < old.length && sameBlock(old[i], node)) return; // a drawn diagram stays drawn
     if (i < old.length) old[i].replaceWith(node);
     else region.append(node);
   });

@@ -24,13 +24,29 @@ function focusLost() {
   return !active || active === document.body;
 }
 
-new MutationObserver(() => {
+// An htmx swap's new content is wired (hx-post and the like) only when it settles, a moment
+// after it enters the page: a twin focused before that would take an Enter as a plain form
+// submission and reload the page. So a swap's lost focus is put back when it has settled.
+let settling = false;
+document.addEventListener("htmx:afterSwap", () => {
+  settling = true;
+});
+document.addEventListener("htmx:afterSettle", () => {
+  settling = false;
+  restore();
+});
+
+function restore() {
   if (!last || last.el.isConnected || !focusLost()) return;
   const article = document.getElementById(last.article);
   if (!article) return;
   const twins = last.key ? [...article.querySelectorAll(last.key)] : [];
   const twin = twins.find((el) => !el.disabled && el.getClientRects().length);
   (twin || article).focus({ preventScroll: true });
+}
+
+new MutationObserver(() => {
+  if (!settling) restore();
 }).observe(document.documentElement, { childList: true, subtree: true });
 
 export { focusLost };

@@ -1,11 +1,12 @@
 // A streaming answer as the page draws it: the effects of stream_state.js carried out on its
 // element. Model text enters the page as text nodes, or as the server's sanitized HTML of its
 // settled blocks (chatapp/streaming/live_blocks.py), which take the place of the start of the
-// unsettled tail; the tail is shown as text (as code when it opens a fence). The tool calls,
-// citations, attachment notes and image previews that deltas carry go into their panes; a stream
-// that goes quiet says so, and the reasoning pane's summary counts the thinking time.
+// unsettled tail; the tail is shown as text (as code when it opens a fence). What deltas carry
+// beside the text goes into its panes (answer_panes.js); the page follows the end as it grows
+// (follow_end.js).
 
-import { showImagePreviews } from "./generated_images.js";
+import { appendParts, appendText, part, showThinking } from "./answer_panes.js";
+import { followingBottom, scrollToBottom } from "./follow_end.js";
 import { placeTail, writtenCell } from "./tail_text.js";
 
 // One answer's element and what it shows; `tail` is the text the tail element holds.
@@ -25,79 +26,6 @@ export function createView(el, tail) {
     tailHost: null, // the draft's last block, which the text after the draft runs on in
     tailRoom: true, // false: that block is a row without the cell the text is written in yet
   };
-}
-
-function part(view, selector) {
-  return view.el.querySelector(selector);
-}
-
-function appendText(node, text) {
-  if (text) node.append(document.createTextNode(text));
-}
-
-// Whether the page follows the end of the conversation: it does until the user scrolls up, and
-// again once they scroll back down. It is kept from the scroll events rather than measured before
-// each change, so that a change which grows the page by more than the margin at once (a snapshot,
-// a settled table, the final render, the next round) is followed too.
-const FOLLOW_MARGIN_PX = 80;
-let following = true;
-document.addEventListener(
-  "scroll",
-  (event) => {
-    const box = event.target;
-    if (box instanceof Element && box.id === "messages") {
-      following = box.scrollHeight - box.scrollTop - box.clientHeight < FOLLOW_MARGIN_PX;
-      showJump();
-    }
-  },
-  { capture: true, passive: true },
-);
-
-// Scrolled up while an answer streams, the "↓" button (templates/chatapp/_chat_main.html) shows:
-// it brings the end back into view and follows it again, as scrolling down does.
-const STREAMING = '#messages article.assistant[data-status="streaming"]';
-// `streaming` when the caller knows (chat.js: an answer that has ended may not be patched yet).
-export function showJump(streaming = document.querySelector(STREAMING) !== null) {
-  const button = document.getElementById("jump-latest");
-  if (!button) return;
-  const hide = following || !streaming;
-  if (button.hidden !== hide) button.hidden = hide;
-}
-document.addEventListener("click", (event) => {
-  if (event.target instanceof Element && event.target.closest("#jump-latest")) scrollToBottom();
-});
-
-// The box itself can shrink after the end was scrolled to (the composer below it grows: the
-// picker's filter appears, a note or attached files show): a page that follows the end keeps it
-// in view then too.
-if (typeof ResizeObserver === "function") {
-  const resized = new ResizeObserver(() => {
-    const box = document.getElementById("messages");
-    if (following && box) box.scrollTop = box.scrollHeight;
-  });
-  let observed = null;
-  const observe = () => {
-    const box = document.getElementById("messages");
-    if (box && box !== observed) {
-      if (observed) resized.unobserve(observed);
-      resized.observe(box);
-      observed = box;
-    }
-  };
-  observe();
-  document.addEventListener("htmx:afterSettle", observe); // a conversation swapped in
-}
-
-export function followingBottom() {
-  showJump(); // asked before each change an answer makes: the button comes and goes with it
-  return following && document.getElementById("messages") !== null;
-}
-
-export function scrollToBottom() {
-  const box = document.getElementById("messages");
-  following = true;
-  if (box) box.scrollTop = box.scrollHeight;
-  showJump();
 }
 
 // --- The content: settled blocks, then the tail ------------------------------------------------
@@ -214,6 +142,13 @@ export function settleInto(view, settle) {
 // A draft of stream_state.js: the start of the tail rendered as it would settle now, placed as a
 // settle is but kept apart (its nodes are remembered), so that `clearDraft` takes it out before
 // the next settle or draft goes in. False when the open block is not `join`'s: the text stays.
+const draftNodes = new WeakSet(); // every node a draft placed: not yet the answer's (`isDraft`)
+
+// Whether `node` is one a draft placed, which the next settle or draft takes out.
+export function isDraft(node) {
+  return draftNodes.has(node);
+}
+
 export function showDraft(view, draft) {
   clearDraft(view);
   const box = part(view, ".content");
@@ -222,6 +157,7 @@ export function showDraft(view, draft) {
   const place = (html, parent, before) => {
     const found = fragment(html);
     nodes.push(...found.childNodes);
+    for (const node of found.childNodes) draftNodes.add(node);
     parent.insertBefore(found, before);
   };
   if (draft.join) {
@@ -280,114 +216,6 @@ export function clearDraft(view) {
   drawTail(view);
 }
 
-// --- The panes: reasoning, tool calls, citations, attachments --------------------------------
-
-// A part of a tool call's markup, as the server renders it (templates/chatapp/_tool_call.html,
-// in the page's <template class="tool-call-template">): the final render brings the same.
-function toolCallPart(selector) {
-  const blank = document.querySelector("template.tool-call-template").content;
-  return blank.querySelector(selector).cloneNode(true);
-}
-
-function toolCallEl(view, index) {
-  const pane = part(view, ".tool-calls-pane");
-  pane.hidden = false;
-  let call = pane.querySelector(`.tool-call[data-index="${Number(index)}"]`);
-  if (!call) {
-    call = toolCallPart(".tool-call");
-    // A run adds its flag and its result when it has them (`applyToolRun`).
-    call.querySelector(":scope > .tool-flag").remove();
-    call.querySelector(":scope > .tool-result").remove();
-    call.dataset.index = String(Number(index));
-    pane.querySelector(".tool-calls").append(call);
-  }
-  return call;
-}
-
-// A call's run (chatapp/tools/tool_loop.py CallRun) began or ended: its status in the server's
-// words, its arguments pretty-printed (flagged when they are not a JSON object) and its result,
-// as the final render (templates/chatapp/_tool_call.html) shows them.
-function applyToolRun(view, run) {
-  const el = toolCallEl(view, run.index);
-  el.dataset.status = run.status;
-  el.querySelector(".tool-status").textContent = run.status_text;
-  const args = el.querySelector(".tool-args");
-  args.textContent = run.pretty;
-  args.classList.toggle("invalid", !run.valid);
-  if (run.flag && !el.querySelector(":scope > .tool-flag")) {
-    const flag = toolCallPart(".tool-flag");
-    flag.textContent = run.flag;
-    args.after(flag);
-  }
-  if (run.result && !el.querySelector(":scope > .tool-result")) {
-    const details = toolCallPart(".tool-result");
-    details.querySelector("pre").textContent = run.result;
-    el.append(details);
-  }
-}
-
-function addCitation(view, annotation) {
-  const list = part(view, ".citations");
-  list.hidden = false;
-  const li = document.createElement("li");
-  const url = typeof annotation.url === "string" ? annotation.url : "";
-  const title = annotation.title || url || "source";
-  if (/^https?:\/\//i.test(url)) {
-    const a = document.createElement("a");
-    a.href = url;
-    a.rel = "noopener nofollow";
-    a.target = "_blank";
-    a.textContent = title;
-    li.append(a);
-  } else {
-    li.textContent = title;
-  }
-  list.append(li);
-}
-
-function addAttachmentNotes(view, kinds) {
-  const box = part(view, ".attachments");
-  for (const kind of kinds) {
-    const note = document.createElement("span");
-    note.className = "attachment-note";
-    note.textContent = `${kind} received (shown when the answer is complete)`;
-    box.append(note);
-  }
-}
-
-function showThinking(view) {
-  const summary = part(view, ".reasoning-pane > summary");
-  if (!summary || view.thinkStart === null) return;
-  const seconds = (ms) => Math.max(1, Math.round(ms / 1000));
-  const text =
-    view.thinkEnd === null
-      ? `Thinking… ${Math.floor((Date.now() - view.thinkStart) / 1000)} s`
-      : `Thought for ${seconds(view.thinkEnd - view.thinkStart)} s`;
-  if (summary.textContent !== text) summary.textContent = text;
-}
-
-// A stream that goes quiet says so, with the time, instead of an unchanging "writing…"; one this
-// page lost its socket for says that it is reconnecting (the gateway may well be writing on).
-function showStall(view, stallAfter) {
-  const meta = part(view, ".message-footer .meta");
-  if (!meta) return;
-  if (view.writing === undefined) view.writing = meta.textContent;
-  const quiet = Date.now() - view.lastActivity;
-  let text = view.writing;
-  if (document.body.dataset.socket === "closed") {
-    text = view.writing.replace(/writing…$/, "reconnecting…");
-  } else if (stallAfter > 0 && quiet >= stallAfter) {
-    text = view.writing.replace(/writing…$/, `waiting for the gateway… ${Math.floor(quiet / 1000)} s`);
-  }
-  if (meta.textContent !== text) meta.textContent = text;
-  view.el.classList.toggle("stalled", text !== view.writing);
-}
-
-export function tick(view, stallAfter) {
-  showThinking(view);
-  showStall(view, stallAfter);
-}
-
 // --- A delta, a snapshot ----------------------------------------------------------------------
 
 // A delta's text, before its settled blocks go in (`settleInto`).
@@ -403,31 +231,6 @@ export function appendContent(view, delta) {
     const pane = part(view, ".reasoning-pane");
     if (pane) pane.open = false;
   }
-}
-
-// The rest of a delta (or a snapshot's, with its reasoning and content left out).
-export function appendParts(view, msg) {
-  if (msg.reasoning) {
-    if (view.thinkStart === null) {
-      view.thinkStart = Date.now();
-      showThinking(view);
-    }
-    // The pane is open while streaming (unless the user closed it); keep its end in view.
-    part(view, ".reasoning-pane").hidden = false;
-    const box = part(view, ".reasoning");
-    const atEnd = box.scrollHeight - box.scrollTop - box.clientHeight < 24;
-    appendText(box, msg.reasoning);
-    if (atEnd) box.scrollTop = box.scrollHeight;
-  }
-  for (const call of msg.tool_calls || []) {
-    const el = toolCallEl(view, call.index);
-    if (call.name) el.querySelector(".tool-name").textContent = call.name;
-    if (!el.dataset.status) appendText(el.querySelector(".tool-args"), call.arguments);
-  }
-  for (const run of msg.tool_runs || []) applyToolRun(view, run);
-  for (const annotation of msg.annotations || []) addCitation(view, annotation);
-  if (msg.attachments && msg.attachments.length) addAttachmentNotes(view, msg.attachments);
-  if (msg.previews) showImagePreviews(view.el, msg.previews);
 }
 
 // A snapshot replaces what the answer shows so far; `tail` is its content after its settled HTML.

@@ -1,14 +1,12 @@
 // Saved prompts in the composer: typing "/" and a name in an empty message box lists the prompts
-// whose names match (a listbox under the box, which is its combobox: arrows move, Enter inserts,
-// Esc closes, and Tab moves on as anywhere else, closing it);
+// whose names match (composer_menu.js's listbox: arrows move, Enter inserts, Esc closes);
 // one with {{variables}} asks for each in a small dialog first (a multi-line field each: Enter
 // goes to the next, Shift+Enter is a new line), then the box holds its text with them filled. A
 // field left empty is said, and inserted blank only when Insert is pressed again. The prompts come with the page (`#prompt-menu-data`, views.prompts.menu_data);
 // which names match and how variables are filled are prompt_text.js's.
 
+import { composerMenu } from "./composer_menu.js";
 import { fill, matching, typedName } from "./prompt_text.js";
-
-let menu = null; // {box, entries, active}
 
 function prompts() {
   const data = document.getElementById("prompt-menu-data");
@@ -21,75 +19,28 @@ function prompts() {
   }
 }
 
-function list() {
-  return document.getElementById("prompt-menu");
-}
-
-function say(text) {
-  const status = document.getElementById("prompt-menu-status");
-  if (status && status.textContent !== text) status.textContent = text;
-}
-
-function close() {
-  const box = menu?.box;
-  menu = null;
-  const element = list();
-  if (element) {
-    element.hidden = true;
-    element.replaceChildren();
+function option(entry) {
+  const name = document.createElement("strong");
+  name.textContent = `/${entry.name}`;
+  const preview = document.createElement("span");
+  preview.className = "prompt-preview";
+  preview.textContent = entry.text.replace(/\s+/g, " ").slice(0, 90);
+  const nodes = [name, " ", preview];
+  if (entry.shared) {
+    const shared = document.createElement("span");
+    shared.className = "prompt-shared";
+    shared.textContent = "shared";
+    nodes.push(" ", shared);
   }
-  if (box) {
-    box.removeAttribute("aria-activedescendant");
-    box.setAttribute("aria-expanded", "false");
-  }
+  return nodes;
 }
 
-function render() {
-  const element = list();
-  if (!element || !menu) return;
-  element.replaceChildren(
-    ...menu.entries.map((entry, index) => {
-      const option = document.createElement("li");
-      option.id = `prompt-option-${index}`;
-      option.setAttribute("role", "option");
-      option.setAttribute("aria-selected", String(index === menu.active));
-      option.dataset.index = String(index);
-      const name = document.createElement("strong");
-      name.textContent = `/${entry.name}`;
-      const preview = document.createElement("span");
-      preview.className = "prompt-preview";
-      preview.textContent = entry.text.replace(/\s+/g, " ").slice(0, 90);
-      option.append(name, " ", preview);
-      if (entry.shared) {
-        const shared = document.createElement("span");
-        shared.className = "prompt-shared";
-        shared.textContent = "shared";
-        option.append(" ", shared);
-      }
-      return option;
-    }),
-  );
-  element.hidden = false;
-  menu.box.setAttribute("aria-expanded", "true");
-  menu.box.setAttribute("aria-activedescendant", `prompt-option-${menu.active}`);
-  element.querySelector('[aria-selected="true"]')?.scrollIntoView({ block: "nearest" });
-}
-
-function update(box) {
+function find(box) {
   const typed = typedName(box.value);
   const entries = typed === null ? [] : matching(prompts(), typed);
-  if (!entries.length) {
-    if (menu) close();
-    say(typed ? `No saved prompt named /${typed}` : "");
-    return;
-  }
-  const active = menu && menu.entries[menu.active] && entries.includes(menu.entries[menu.active])
-    ? entries.indexOf(menu.entries[menu.active])
-    : 0;
-  menu = { box, entries, active };
-  render();
+  if (!entries.length) return { entries, said: typed ? `No saved prompt named /${typed}` : "" };
   const count = entries.length === 1 ? "1 prompt" : `${entries.length} prompts`;
-  say(`${count}: up and down arrows to choose, Enter to insert`);
+  return { entries, said: `${count}: up and down arrows to choose, Enter to insert` };
 }
 
 function insert(box, text) {
@@ -177,55 +128,15 @@ function askVariables(box, entry) {
   fields[0]?.focus();
 }
 
-function choose(index) {
-  if (!menu) return;
-  const { box, entries } = menu;
-  const entry = entries[index];
-  close();
-  say("");
-  if (!entry) return;
-  if (entry.variables.length) askVariables(box, entry);
-  else insert(box, entry.text);
-}
-
-document.addEventListener("input", (event) => {
-  if (event.target?.id === "message") update(event.target);
-});
-
-// Capturing, so that Enter inserts the prompt rather than sending "/name" (composer.js).
-document.addEventListener(
-  "keydown",
-  (event) => {
-    if (!menu || event.target !== menu.box || event.isComposing) return;
-    const keys = {
-      ArrowDown: () => {
-        menu.active = (menu.active + 1) % menu.entries.length;
-        render();
-      },
-      ArrowUp: () => {
-        menu.active = (menu.active - 1 + menu.entries.length) % menu.entries.length;
-        render();
-      },
-      Enter: () => choose(menu.active),
-      Escape: () => close(),
-    };
-    const act = keys[event.key];
-    if (!act || (event.key === "Enter" && event.shiftKey)) return;
-    event.preventDefault();
-    event.stopImmediatePropagation();
-    act();
+composerMenu({
+  listId: "prompt-menu",
+  statusId: "prompt-menu-status",
+  optionPrefix: "prompt-option",
+  key: (entry) => entry.name,
+  find,
+  option,
+  choose(box, entry) {
+    if (entry.variables.length) askVariables(box, entry);
+    else insert(box, entry.text);
   },
-  true,
-);
-
-document.addEventListener("mousedown", (event) => {
-  const option = event.target.closest?.("#prompt-menu [role=option]");
-  if (option) {
-    event.preventDefault(); // the box keeps its focus
-    choose(Number(option.dataset.index));
-  } else if (menu && event.target !== menu.box) close();
-});
-
-document.addEventListener("focusout", (event) => {
-  if (menu && event.target === menu.box) close();
 });

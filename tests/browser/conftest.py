@@ -198,7 +198,7 @@ def added_gateway(
     pk = int(
         manage_shell(
             server_env,
-            "from chatapp.gateways import key_vault; from chatapp.models import Gateway; "
+            "from chatapp.gateways import key_vault; from chatapp.gateways.models import Gateway; "
             f"row, _ = Gateway.objects.update_or_create(name={name!r}, defaults={fields!r} | "
             f"{{'api_key_encrypted': key_vault.encrypt({'sk-' + name!r})}}); print(row.pk)",
         )
@@ -208,7 +208,7 @@ def added_gateway(
     finally:
         manage_shell(
             server_env,
-            f"from chatapp.models import Gateway; row = Gateway.objects.get(pk={pk}); "
+            f"from chatapp.gateways.models import Gateway; row = Gateway.objects.get(pk={pk}); "
             "row.enabled = False; row.save()",
         )
         page = sign_in(browser, server_url, "alice")

@@ -19,7 +19,9 @@ SEED = """
 import datetime
 from decimal import Decimal
 from django.contrib.auth import get_user_model
-from chatapp.models import Conversation, Gateway, Generation, Message
+from chatapp.conversations.models import Conversation, Message
+from chatapp.costs.models import Generation
+from chatapp.gateways.models import Gateway
 owner = get_user_model().objects.create_user("carol.with.a.long.name@example.com")
 units = {"usd": "Wide Numes", "micro_usd": "Wide Osmexo", "pnp": "Wide Nodul", "sat": "Wide BTC"}
 models = ["anthropic/claude-sonnet-5-20261101", "osmexo/deepseek-r3-distill-llama-70b", "n/x"]

@@ -30,7 +30,7 @@ SYSTEM = "Answer in French."
 def no_defaults(server_env: dict[str, str]) -> Iterator[None]:
     """alice's defaults are cleared afterwards, so that other modules' requests are as they were."""
     yield
-    code = "from chatapp.models import ChatDefaults; ChatDefaults.objects.all().delete()"
+    code = "from chatapp.assistants.models import ChatDefaults; ChatDefaults.objects.all().delete()"
     command = [sys.executable, str(ROOT / "manage.py"), "shell", "-v0", "-c", code]
     subprocess.run(command, env=server_env, cwd=ROOT, check=True, capture_output=True)
 

@@ -362,7 +362,7 @@ def test_a_lost_delta_is_recovered_with_a_snapshot(alice: Any) -> None:
 
         def from_server(message: str | bytes) -> None:
             text = message if isinstance(message, str) else message.decode()
-            if text.startswith("["):  # a delta (chatapp/ws/socket_messages.py)
+            if text.startswith("["):  # a delta (chatapp/messaging/socket_messages.py)
                 count["delta"] += 1
                 if count["delta"] % 4 == 2:
                     return  # lost

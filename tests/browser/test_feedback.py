@@ -18,7 +18,8 @@ def stored(env: dict[str, str], message_pk: str) -> list[list[str]]:
     """The feedback the server's database holds on the answer, as [rating, comment] pairs."""
     printed = manage_shell(
         env,
-        "import json; from chatapp.models import Feedback; print(json.dumps(list(Feedback.objects"
+        "import json; from chatapp.costs.models import Feedback; "
+        "print(json.dumps(list(Feedback.objects"
         f".filter(generation__message_id={int(message_pk)}).values_list('rating', 'comment'))))",
     )
     return json.loads(printed)

@@ -26,7 +26,9 @@ from decimal import Decimal
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
-from chatapp.models import Gateway, Generation, GroupPolicy, ModelPrice, SpendingLimit
+from chatapp.access.models import GroupPolicy
+from chatapp.costs.models import Generation, SpendingLimit
+from chatapp.gateways.models import Gateway, ModelPrice
 from chatapp.gateways import configs
 users = get_user_model().objects
 member = users.create_user({MEMBER!r}, password={PASSWORD!r})

@@ -40,7 +40,8 @@ def cleaned(server_env: dict[str, str]) -> Iterator[None]:
     yield
     manage_shell(
         server_env,
-        "from chatapp.models import ChatDefaults, McpServer, ToolSwitch; "
+        "from chatapp.assistants.models import ChatDefaults; "
+        "from chatapp.tools.models import McpServer; from chatapp.tools.models import ToolSwitch; "
         "McpServer.objects.all().delete(); "
         "ToolSwitch.objects.filter(name__contains='__').delete(); "
         "ChatDefaults.objects.all().delete()",
@@ -110,7 +111,11 @@ def test_an_admin_adds_a_server_a_user_ticks_its_tool_and_the_model_calls_it(
     answer = send(alice, "use test__picture", "emulator/tools")
     expect(pane_call(answer).locator(".tool-status")).to_have_text(re.compile(r"^done"))
     image = answer.get_by_role("img", name="Image returned by the tool picture")
-    expect(image).to_be_visible(timeout=30_000)
+    # The image loads lazily (loading="lazy"): below the fold it stays 0 x 0, so "visible" waits
+    # until it is scrolled to, as a reader would.
+    expect(image).to_be_attached(timeout=30_000)
+    image.scroll_into_view_if_needed()
+    expect(image).to_be_visible()
     assert image.evaluate("img => img.naturalWidth") == 1
 
     # The failing tool: its error is the result, and the model reads it.

@@ -47,7 +47,7 @@ def user(server_env: dict[str, str]) -> str:
         "from datetime import timedelta\n"
         "from django.contrib.auth import get_user_model\n"
         "from django.utils import timezone\n"
-        "from chatapp.models import Conversation, Message\n"
+        "from chatapp.conversations.models import Conversation, Message\n"
         f"user = get_user_model().objects.create_user({name!r}, password={PASSWORD!r})\n"
         "for n in range(5, 0, -1):\n"
         "    c = Conversation.objects.create(user=user, title=f'topic {n}')\n"

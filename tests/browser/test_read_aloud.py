@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from gateway_client.emulator import GenerationRecord
+from gateway_client.emulator import EmulatorRecord
 from tests.waiting import poll
 
 from .conftest import screenshots, send
@@ -66,7 +66,7 @@ def speech(alice: Any, server_url: str) -> Iterator[Callable[[str], None]]:
     set_speech_model(alice, server_url, "")
 
 
-def speech_records(paced_emulator: Any, since: set[str]) -> list[GenerationRecord]:
+def speech_records(paced_emulator: Any, since: set[str]) -> list[EmulatorRecord]:
     return [
         record
         for record in paced_emulator.app.records.all()

@@ -97,7 +97,7 @@ def account(env: dict[str, str], subject: str) -> dict[str, Any] | None:
     """The account linked to `subject`, as the database has it (None: no such link)."""
     code = (
         "import json\n"
-        "from chatapp.models import ProviderIdentity\n"
+        "from chatapp.identity.models import ProviderIdentity\n"
         f"link = ProviderIdentity.objects.filter(subject={subject!r}).first()\n"
         "user = link and link.user\n"
         "print(json.dumps(user and {'username': user.username, 'first_name': user.first_name,"
@@ -380,7 +380,7 @@ def test_deactivating_a_provider_user_in_the_admin_ends_their_page_and_their_ans
         assert finished.final_outcome == "cancelled"
         status = manage_shell(
             env,
-            "from chatapp.models import Generation\n"
+            "from chatapp.costs.models import Generation\n"
             "print(Generation.objects.filter(user__username='sso-fay').latest('pk').status)",
         )
         assert status.strip() == "cancelled"

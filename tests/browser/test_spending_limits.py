@@ -24,7 +24,8 @@ SEED = f"""
 from decimal import Decimal
 from django.contrib.auth import get_user_model
 
-from chatapp.models import Gateway, Generation, ModelPrice, SpendingLimit
+from chatapp.costs.models import Generation, SpendingLimit
+from chatapp.gateways.models import Gateway, ModelPrice
 from chatapp.gateways import configs
 user = get_user_model().objects.create_user({USERNAME!r}, password={PASSWORD!r})
 _, default_pk = configs.configs(force=True)

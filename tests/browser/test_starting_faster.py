@@ -36,7 +36,7 @@ def starters(server_env: dict[str, str]) -> Iterator[None]:
         server_env,
         "from django.contrib.auth.models import User\n"
         "from chatapp.gateways.configs import config_for\n"
-        "from chatapp.models import Assistant, Prompt\n"
+        "from chatapp.assistants.models import Assistant, Prompt\n"
         "alice = User.objects.get(username='alice')\n"
         f"Assistant.objects.create(owner=alice, name='Pirate', system_prompt={PIRATE!r},\n"
         "    temperature=0.3, gateway_id=config_for(None).pk, model='emulator/echo',\n"
@@ -48,7 +48,7 @@ def starters(server_env: dict[str, str]) -> Iterator[None]:
     yield
     manage_shell(
         server_env,
-        "from chatapp.models import Assistant, Prompt\n"
+        "from chatapp.assistants.models import Assistant, Prompt\n"
         "Assistant.objects.all().delete(); Prompt.objects.all().delete()",
     )
 
@@ -183,7 +183,7 @@ def test_a_temporary_chat_is_gone_once_its_tab_closes_and_its_cost_stays(
             screenshots(page, "temporary-more")
         generations = manage_shell(
             server_env,
-            "from chatapp.models import Generation\n"
+            "from chatapp.costs.models import Generation\n"
             f"print(*Generation.objects.filter(conversation_id={pk}).values_list('pk', "
             "flat=True))",
         ).split()
@@ -192,13 +192,16 @@ def test_a_temporary_chat_is_gone_once_its_tab_closes_and_its_cost_stays(
         page.context.close()  # the tab closes
 
     def gone() -> bool:
-        code = f"from chatapp.models import Conversation as C; print(C.objects.filter(pk={pk}))"
+        code = (
+            "from chatapp.conversations.models import Conversation as C; "
+            f"print(C.objects.filter(pk={pk}))"
+        )
         return manage_shell(server_env, code).strip() == "<QuerySet []>"
 
     poll(gone, what="the temporary chat to be deleted", within=30)
     kept = manage_shell(
         server_env,
-        "from chatapp.models import Generation\n"
+        "from chatapp.costs.models import Generation\n"
         f"print(*Generation.objects.filter(pk__in={[int(g) for g in generations]!r})"
         ".values_list('conversation_id', 'status', 'user__username'))",
     ).strip()
@@ -240,7 +243,7 @@ def test_a_user_makes_an_assistant_and_a_prompt_in_settings(
     finally:
         manage_shell(
             server_env,
-            "from chatapp.models import Assistant, Prompt\n"
+            "from chatapp.assistants.models import Assistant, Prompt\n"
             "Assistant.objects.all().delete(); Prompt.objects.all().delete()",
         )
 
@@ -250,12 +253,14 @@ def two_variables(server_env: dict[str, str]) -> Iterator[None]:
     manage_shell(
         server_env,
         "from django.contrib.auth.models import User\n"
-        "from chatapp.models import Prompt\n"
+        "from chatapp.assistants.models import Prompt\n"
         "Prompt.objects.create(owner=User.objects.get(username='alice'), name='letter',\n"
         "    text='Write to {{person}} about:\\n{{points}}')\n",
     )
     yield
-    manage_shell(server_env, "from chatapp.models import Prompt; Prompt.objects.all().delete()")
+    manage_shell(
+        server_env, "from chatapp.assistants.models import Prompt; Prompt.objects.all().delete()"
+    )
 
 
 @pytest.mark.parametrize("size", ["desktop", "phone"])

@@ -33,13 +33,15 @@ def calculator_by_default(server_env: dict[str, str]) -> Iterator[None]:
     """alice's new chats offer the calculator (the Tools control's own tests set it by hand)."""
     manage_shell(
         server_env,
-        "from chatapp.models import ChatDefaults; from django.contrib.auth.models import User; "
+        "from chatapp.assistants.models import ChatDefaults; "
+        "from django.contrib.auth.models import User; "
         "ChatDefaults.objects.update_or_create(user=User.objects.get(username='alice'), "
         "defaults={'tools': ['calculator']})",
     )
     yield
     manage_shell(
-        server_env, "from chatapp.models import ChatDefaults; ChatDefaults.objects.all().delete()"
+        server_env,
+        "from chatapp.assistants.models import ChatDefaults; ChatDefaults.objects.all().delete()",
     )
 
 

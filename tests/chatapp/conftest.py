@@ -16,9 +16,9 @@ from django.contrib.auth import get_user_model
 from django.test import AsyncClient
 
 from chatapp.conversations.turns import Answerer, StartedGeneration, TurnRequest, create_turn
+from chatapp.messaging import socket_messages
 from chatapp.streaming import worker
-from chatapp.ws import socket_messages
-from gateway_client.emulator import EmulatorURL, GenerationRecord
+from gateway_client.emulator import EmulatorRecord, EmulatorURL
 from tests.django_fixtures import (  # noqa: F401 (used by name: pytest finds fixtures here)
     closed_clients,
     fresh_channel_layer,
@@ -80,7 +80,7 @@ class UpstreamLog:
         self.records = emulator_url.app.records
         self._before = {record.id for record in self.records.all()}
 
-    def new(self, **match: Any) -> list[GenerationRecord]:
+    def new(self, **match: Any) -> list[EmulatorRecord]:
         """New records whose attributes equal `match` (e.g. `scenario="long"`), oldest first."""
         return [
             record
@@ -89,16 +89,16 @@ class UpstreamLog:
             and all(getattr(record, key) == value for key, value in match.items())
         ]
 
-    async def one(self, **match: Any) -> GenerationRecord:
+    async def one(self, **match: Any) -> EmulatorRecord:
         """The one new record matching `match`, once the emulator has taken the request."""
         (record,) = await eventually(lambda: self.new(**match), what=f"a request ({match})")
         return record
 
-    async def finished(self, record: GenerationRecord, within: float = 5.0) -> GenerationRecord:
+    async def finished(self, record: EmulatorRecord, within: float = 5.0) -> EmulatorRecord:
         """`record` once its stream has ended (without waiting out the finalisation window)."""
         return await asyncio.to_thread(self.records.wait_finished, record.id, within)
 
-    async def settled(self, key: str, within: float = 5.0) -> GenerationRecord:
+    async def settled(self, key: str, within: float = 5.0) -> EmulatorRecord:
         """The record `key` (generation or request ID) once it shows its final outcome."""
         return await asyncio.to_thread(self.records.wait_settled, key, within)
 

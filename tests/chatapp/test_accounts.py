@@ -1,6 +1,6 @@
 """Local accounts and the account rules of single sign-on, through Django's test client:
 passwords off, self sign-up with approval, the password change, groups from the provider's
-claim, and which account a provider's subject signs in as (chatapp/accounts)."""
+claim, and which account a provider's subject signs in as (chatapp/identity)."""
 
 from __future__ import annotations
 
@@ -13,15 +13,15 @@ from django.test import Client
 from django.urls import reverse
 from django.utils.html import escape
 
-from chatapp.accounts import linking, provider_groups, usernames
-from chatapp.accounts.models import (
+from chatapp.identity import linking, provider_groups, usernames
+from chatapp.identity.models import (
     PendingApproval,
     ProviderGroupMembership,
     ProviderIdentity,
     SelfSignUp,
 )
-from chatapp.accounts.provider_views import CANCELLED, REPLAYED
-from chatapp.accounts.sign_in import PASSWORDS_OFF, WAITING
+from chatapp.identity.provider_views import CANCELLED, REPLAYED
+from chatapp.identity.sign_in import PASSWORDS_OFF, WAITING
 
 pytestmark = [pytest.mark.django_db]
 
@@ -446,7 +446,7 @@ def test_a_providers_names_lose_their_direction_marks_and_control_characters() -
 
 
 def test_a_session_signed_in_through_the_provider_ends_with_a_deactivation(settings: Any) -> None:
-    from chatapp.accounts.provider_backend import ProviderBackend
+    from chatapp.identity.provider_backend import ProviderBackend
 
     backend = ProviderBackend()
     user = User.objects.create_user("sso-leaver")

@@ -11,7 +11,7 @@ from django.test import Client
 from django.urls import reverse
 
 from chatapp import tools
-from chatapp.models import ToolSwitch
+from chatapp.tools.models import ToolSwitch
 
 pytestmark = [pytest.mark.django_db]
 

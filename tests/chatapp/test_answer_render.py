@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from chatapp.models import Conversation, Message
+from chatapp.conversations.models import Conversation, Message
 from chatapp.rendering import answer_html as answer_render
 from chatapp.rendering import pool
 from chatapp.rendering.markdown import doc_id_for

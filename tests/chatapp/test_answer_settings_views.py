@@ -9,9 +9,12 @@ import pytest
 from django.test import AsyncClient, Client
 from django.urls import reverse
 
+from chatapp.assistants.models import ChatDefaults
 from chatapp.conversations import request_options
+from chatapp.conversations.models import Conversation
 from chatapp.gateways import configs, key_vault
-from chatapp.models import ChatDefaults, Conversation, Gateway, ToolSwitch
+from chatapp.gateways.models import Gateway
+from chatapp.tools.models import ToolSwitch
 from chatapp.views.answer_settings import AnswerSettingsForm
 
 pytestmark = [pytest.mark.django_db(transaction=True)]

@@ -16,9 +16,10 @@ from django.contrib.auth.models import Group
 from django.test import AsyncClient, Client
 from django.urls import reverse
 
+from chatapp.assistants import sharing
+from chatapp.assistants.models import Assistant
+from chatapp.conversations.models import Conversation
 from chatapp.gateways.configs import config_for
-from chatapp.models import Assistant, Conversation
-from chatapp.starting import sharing
 from chatapp.streaming import worker
 from gateway_client.emulator import EmulatorURL
 from tests.emulator_requests import record_chat_bodies

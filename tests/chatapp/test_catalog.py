@@ -14,9 +14,10 @@ from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 from django.urls import reverse
 
+from chatapp.conversations.models import Conversation
 from chatapp.gateways import catalog, configs, key_vault
 from chatapp.gateways.configs import GatewayConfig
-from chatapp.models import Conversation, Gateway
+from chatapp.gateways.models import Gateway
 from gateway_client import ModelInfo
 from gateway_client.model_list import parse_model_info, parse_models, with_details
 

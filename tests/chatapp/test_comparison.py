@@ -10,9 +10,10 @@ from django.http import Http404
 
 from chatapp.access.rate_limits import RateLimited
 from chatapp.conversations.comparison import TOO_MANY, choose_answer, create_comparison
+from chatapp.conversations.models import Conversation, Message
 from chatapp.conversations.tree import Versions, shown_path
 from chatapp.conversations.turns import BUSY, Answerer, NewerMessages, TurnError, create_turn
-from chatapp.models import Conversation, Generation, Message
+from chatapp.costs.models import Generation
 from tests.chatapp.conftest import asked
 
 pytestmark = [pytest.mark.django_db]

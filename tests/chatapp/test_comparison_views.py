@@ -11,7 +11,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from chatapp.models import Conversation, Generation, Message
+from chatapp.conversations.models import Conversation, Message
+from chatapp.costs.models import Generation
 from chatapp.streaming import worker
 
 from .conftest import logged_in

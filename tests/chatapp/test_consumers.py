@@ -14,9 +14,10 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from chatapp.asgi import application
-from chatapp.models import Generation, Message
+from chatapp.conversations.models import Message
+from chatapp.costs.models import Generation
+from chatapp.messaging import socket_messages
 from chatapp.streaming import worker
-from chatapp.ws import socket_messages
 from chatapp.ws.consumer import CLOSE_UNAUTHENTICATED
 from tests.waiting import eventually
 

@@ -18,11 +18,12 @@ from chatapp.conversations.request_options import (
     upstream_tools,
 )
 from chatapp.costs import costing
+from chatapp.costs.models import Generation
 from chatapp.costs.units import CostUnit, default_unit
 from chatapp.gateways import configs
 from chatapp.gateways.configs import GatewayConfig
 from chatapp.gateways.image_models import serves_images
-from chatapp.models import Gateway, Generation
+from chatapp.gateways.models import Gateway
 from chatapp.read_aloud.offer import speech_for
 from gateway_client.dialects import DIALECTS, DialectFacts, Timeouts
 

@@ -12,8 +12,10 @@ from django.test import Client, RequestFactory
 from django.urls import reverse
 
 from chatapp.conversations import feedback as answer_feedback
+from chatapp.conversations.models import Conversation, Message
 from chatapp.costs import ledger
-from chatapp.models import Conversation, Feedback, Gateway, Generation, LedgerDay, Message
+from chatapp.costs.models import Feedback, Generation, LedgerDay
+from chatapp.gateways.models import Gateway
 from tests.chatapp.test_admin_costs import CHANGELIST, EXPORT, SUMMARY, amounts, record
 
 HTMX = {"HTTP_HX_REQUEST": "true"}

@@ -14,12 +14,13 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
 from chatapp.conversations.comparison import create_comparison
+from chatapp.conversations.models import Message
 from chatapp.conversations.turns import Answerer
-from chatapp.models import Message
+from chatapp.messaging import socket_messages
 from chatapp.streaming import frames, worker
 from chatapp.streaming.live_state import LiveState
 from chatapp.streaming.ticker import Ticker
-from chatapp.ws import page_model, socket_messages
+from chatapp.ws import page_model
 from gateway_client.events import TextDelta
 from tests.waiting import eventually
 

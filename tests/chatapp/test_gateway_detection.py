@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from chatapp.gateways import catalog, configs, detected, key_vault
-from chatapp.models import Gateway
+from chatapp.gateways.models import Gateway
 from tests.gateway_client.rawserver import Peer, raw_server
 
 pytestmark = [pytest.mark.django_db(transaction=True)]

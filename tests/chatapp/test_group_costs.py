@@ -16,9 +16,10 @@ from django.urls import reverse
 
 from chatapp.costs import chart as cost_chart
 from chatapp.costs import group_totals, ledger
+from chatapp.costs.models import Generation, LedgerDay
 from chatapp.costs.summary import DailyAmount
 from chatapp.costs.units import CostUnit
-from chatapp.models import Gateway, Generation, LedgerDay
+from chatapp.gateways.models import Gateway
 
 from .test_admin_costs import CHANGELIST, EXPORT, SUMMARY, _csv, admin, amounts, numes, record
 

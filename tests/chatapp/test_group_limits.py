@@ -20,20 +20,20 @@ from django.contrib.auth.models import Group
 from django.db import connection, transaction
 from django.urls import reverse
 
+from chatapp.access.models import GroupPolicy
+from chatapp.conversations.models import Conversation
 from chatapp.conversations.turns import Answerer, TurnRequest, create_turn
 from chatapp.costs import ledger, spending_limits
-from chatapp.costs.spending_limits import Ceiling, SpendingLimitReached, period_bounds
-from chatapp.costs.units import CostUnit
-from chatapp.errors import LedgerIsAppendOnly
-from chatapp.models import (
-    Conversation,
+from chatapp.costs.models import (
     Generation,
     GenerationGroup,
-    GroupPolicy,
     LedgerDay,
     LedgerDayGroup,
     SpendingLimit,
 )
+from chatapp.costs.spending_limits import Ceiling, SpendingLimitReached, period_bounds
+from chatapp.costs.units import CostUnit
+from chatapp.errors import LedgerIsAppendOnly
 from chatapp.streaming import persistence, worker
 from tests.waiting import eventually
 

@@ -21,11 +21,16 @@ from chatapp.access.group_policies import (
     Access,
     ModelNotAllowed,
     access_for,
+    catalog_for,
     check_model,
     patterns,
 )
+from chatapp.access.models import GroupPolicy
+from chatapp.assistants.models import Assistant, Prompt
+from chatapp.conversations.models import Conversation, Message
 from chatapp.conversations.request_options import RequestOptions, upstream_tools
-from chatapp.models import Assistant, Conversation, Generation, GroupPolicy, Message, Prompt
+from chatapp.costs.models import Generation
+from chatapp.gateways.catalog import catalog
 from chatapp.streaming import worker
 
 from .conftest import UpstreamLog, logged_in, start_turn
@@ -134,6 +139,36 @@ async def test_the_picker_offers_only_the_models_the_groups_allow(alice: Any, bo
     everything = picker_models((await (await logged_in(bob)).get("/")).content.decode())
     assert len(everything) > 2, "bob is in no group: every model"
     assert "emulator/reasoning" in everything
+
+
+@pytest.mark.parametrize(
+    "models",
+    ["emulator/chat\nemulator/echo", f"{GATEWAY}:emulator/t*", "*reason*", "", "*"],
+)
+async def test_the_picker_and_a_start_of_a_generation_follow_one_rule(
+    alice: Any, models: str
+) -> None:
+    """Every model of the catalog is in the user's picker (`catalog_for`) exactly when a
+    generation may start with it (`check_model`, which every start asks: the test below)."""
+    await sync_to_async(in_group)(alice, "Research", models=models)
+    found = await catalog()
+    offered = {
+        (gateway.config.name, choice.model)
+        for gateway in catalog_for(await sync_to_async(access_for)(alice.pk), found)
+        for choice in gateway.choices
+    }
+    every = {(gateway.config.name, choice.model) for gateway in found for choice in gateway.choices}
+    assert every > {(GATEWAY, "emulator/chat")}, "the emulator's catalog"
+
+    def may_start(name: str, model: str) -> bool:
+        try:
+            check_model(alice.pk, name, model)
+        except ModelNotAllowed:
+            return False
+        return True
+
+    starts = {pair for pair in every if await sync_to_async(may_start)(*pair)}
+    assert starts == offered
 
 
 async def test_the_assistant_form_offers_only_the_models_the_groups_allow(alice: Any) -> None:

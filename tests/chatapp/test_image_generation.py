@@ -15,11 +15,12 @@ from channels.layers import get_channel_layer
 from django.test import AsyncClient
 from django.urls import reverse
 
+from chatapp.conversations.models import Message
 from chatapp.conversations.turns import Answerer, StartedGeneration, TurnRequest, create_turn
+from chatapp.costs.models import Generation
 from chatapp.gateways import catalog, configs
-from chatapp.models import Generation, Message
+from chatapp.messaging import socket_messages
 from chatapp.streaming import worker
-from chatapp.ws import socket_messages
 from gateway_client.emulator.media import png_b64
 from gateway_client.emulator.numes_media import IMAGE_PRICE
 

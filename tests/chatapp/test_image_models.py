@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from chatapp.costs.models import Generation
 from chatapp.gateways.configs import GatewayConfig
 from chatapp.gateways.image_models import generates_images, image_count, image_prompt, kind_of
-from chatapp.models import Generation
 from gateway_client import ModelInfo
 
 NUMES = GatewayConfig(1, "Numes", "https://api.numes.ai/api/v1", "k", "numes", "usd", False)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import base64
 
+from chatapp.messaging import socket_messages
 from chatapp.rendering import attachments
 from chatapp.rendering.image_checks import MAX_PREVIEW_BYTES, MAX_PREVIEW_IMAGES
 from chatapp.streaming.live_state import LiveState
-from chatapp.ws import socket_messages
 from gateway_client.accumulator import Accumulator, Completion
 from gateway_client.emulator.media import png_b64
 from gateway_client.events import ImageOutput

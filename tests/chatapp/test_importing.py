@@ -22,10 +22,12 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 
+from chatapp.access import body_limits
 from chatapp.conversations import export_zip, import_formats, importing
+from chatapp.conversations.models import Conversation, Message
 from chatapp.conversations.tree import MessageTree
 from chatapp.conversations.turns import IMPORTED_CONTINUE, IMPORTED_RETRY
-from chatapp.models import Conversation, Generation, Message
+from chatapp.costs.models import Generation
 from chatapp.streaming import worker
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "imports"
@@ -178,7 +180,7 @@ def test_no_file_and_too_many_conversations_are_refused(
 def test_a_file_over_the_size_limit_is_refused_before_it_is_read(
     alice: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(importing, "MAX_BYTES", 1000)
+    monkeypatch.setattr(importing, "MAX_IMPORT_BYTES", 1000)
     big = json.dumps([{"chat": {"messages": [{"role": "user", "content": "x" * 5000}]}}])
     response = upload(client_for(alice), big.encode())
     assert response.status_code == 400
@@ -274,7 +276,7 @@ def test_a_run_of_one_role_at_the_size_cap_is_read_in_linear_time() -> None:
     """99,990 answers in a row, 20 MB: joined one by one they took over 200 s here; joined once,
     under a second."""
     data = flat_chat(99_990, 150)
-    assert len(data) <= importing.MAX_BYTES
+    assert len(data) <= body_limits.MAX_IMPORT_BYTES
     ((question, answer),) = [read.messages for read in importing.parse(data)]
     assert (question.role, question.parts) == ("user", 1)
     assert (answer.role, answer.parts) == ("assistant", 99_990)
@@ -406,7 +408,7 @@ def test_open_webui_answers_keep_their_model_names(alice: Any) -> None:
     [
         (CHATGPT_ZIP, "This ZIP holds no conversations.json"),
         (
-            {"conversations.json": b"\0" * (importing.MAX_BYTES + 1)},  # packs to ~20 KB
+            {"conversations.json": b"\0" * (body_limits.MAX_IMPORT_BYTES + 1)},  # packs to ~20 KB
             "The conversations.json in this ZIP is over 20 MB unpacked",
         ),
         ({"conversations.json": b"\xed\xa0\x80 not json"}, "This is not a JSON file: it stops"),

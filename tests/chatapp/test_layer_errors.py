@@ -8,7 +8,7 @@ import pytest
 from channels_redis.core import RedisChannelLayer
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from chatapp.ws import layer_errors
+from chatapp.messaging import layer_errors
 
 
 async def test_a_send_is_retried_until_the_layer_is_back() -> None:

@@ -18,11 +18,14 @@ from django.urls import reverse
 from django.utils import timezone
 
 from chatapp.access.rate_limits import RateLimited, check_generation_start
+from chatapp.conversations.models import Conversation, Message
 from chatapp.costs import csv_file, ledger
+from chatapp.costs.models import Generation, LedgerDay
 from chatapp.costs.spend import SpendLine, month_spend
 from chatapp.costs.summary import CostSummary, GroupTotals
 from chatapp.errors import ChatAppError, LedgerIsAppendOnly
-from chatapp.models import Conversation, Gateway, Generation, LedgerDay, Message, ReadAloudAudio
+from chatapp.gateways.models import Gateway
+from chatapp.read_aloud.models import ReadAloudAudio
 
 pytestmark = pytest.mark.django_db
 

@@ -17,7 +17,9 @@ from django.test import AsyncClient, Client
 from django.urls import reverse
 from django.utils import timezone
 
-from chatapp.models import Conversation, Gateway, Generation, Message
+from chatapp.conversations.models import Conversation, Message
+from chatapp.costs.models import Generation
+from chatapp.gateways.models import Gateway
 from chatapp.rendering import attachments
 from chatapp.streaming import worker
 from chatapp.views.library import date_group

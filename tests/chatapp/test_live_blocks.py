@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from chatapp.messaging.socket_messages import MAX_SETTLED_HTML
 from chatapp.rendering.markdown import PLAIN_TEXT_NOTES, TOO_DEEP_NOTE, render_markdown
 from chatapp.rendering.settle_steps import (
     _FENCE_START,
@@ -30,7 +31,6 @@ from chatapp.rendering.settle_steps import (
     utf16_length,
 )
 from chatapp.streaming.live_blocks import BlockSettler, SettledChunk
-from chatapp.ws.socket_messages import MAX_SETTLED_HTML
 
 CORPUS = {
     "headings and paragraphs": (
@@ -478,3 +478,21 @@ def test_a_long_tail_of_code_spans_and_dollars_is_read_in_one_pass() -> None:
     # for every tick's draft of the answer.
     assert formula_start("`a` $$ " * 30_000) is None
     assert formula_start("`a` $$ " * 30_000 + "$$x") == 7 * 30_000
+
+
+def test_a_mermaid_block_settles_with_its_hook_only_once_its_fence_closes() -> None:
+    """The page draws a diagram from a settled block (`data-diagram`, static/chatapp/diagrams.js):
+    while its fence is open, nothing settled or drafted carries the hook."""
+    lines = ["A diagram:\n\n", "```mermaid\n", "flowchart LR\n", "  A --> B\n", "```\n", "After."]
+
+    async def run() -> list[bool]:
+        settler = BlockSettler(run=direct)
+        hooked = []
+        for line in lines:
+            settler.feed(line)
+            await settler.step()
+            hooked.append('data-diagram="mermaid"' in settler.html)
+        return hooked
+
+    assert asyncio.run(run()) == [False, False, False, False, True, True]
+    assert not any("data-diagram" in step.html for step in drafts(lines[:4]))

@@ -14,8 +14,9 @@ from django.test import Client
 from django.urls import reverse
 
 from chatapp import shared_cache, tools
+from chatapp.assistants.models import ChatDefaults
 from chatapp.gateways import key_vault
-from chatapp.models import ChatDefaults, McpServer, ToolSwitch
+from chatapp.tools.models import McpServer, ToolSwitch
 from tests.mcp_server.running import RunningServer, serve
 
 pytestmark = [pytest.mark.django_db(transaction=True)]

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from chatapp.mcp import catalog
-from chatapp.models import McpServer
 from chatapp.streaming import stopping, worker
+from chatapp.tools.mcp import catalog
+from chatapp.tools.models import McpServer
 from tests.mcp_server.running import RunningServer, serve
 from tests.waiting import eventually
 

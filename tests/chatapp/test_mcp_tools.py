@@ -17,8 +17,8 @@ from django.utils import timezone
 
 from chatapp import tools
 from chatapp.gateways import key_vault
-from chatapp.mcp import calls, catalog, client
-from chatapp.models import McpServer
+from chatapp.tools.mcp import calls, catalog, client
+from chatapp.tools.models import McpServer
 from tests.mcp_server.running import RunningServer, serve
 from tests.waiting import eventually
 

@@ -13,9 +13,13 @@ from asgiref.sync import sync_to_async
 from django.test import AsyncClient, Client
 from django.urls import reverse
 
+from chatapp.assistants.models import ChatDefaults
+from chatapp.conversations.models import Conversation
+from chatapp.costs.models import Generation
 from chatapp.gateways import catalog, configs, key_vault
-from chatapp.models import ChatDefaults, Conversation, Gateway, Generation, ToolSwitch
+from chatapp.gateways.models import Gateway
 from chatapp.streaming import worker
+from chatapp.tools.models import ToolSwitch
 from chatapp.views.chat import last_used_model
 from gateway_client.emulator import EmulatorURL
 from tests.emulator_requests import record_chat_bodies

@@ -8,7 +8,7 @@ import pytest
 from django.test import AsyncClient
 from django.urls import reverse
 
-from chatapp.models import Conversation
+from chatapp.conversations.models import Conversation
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

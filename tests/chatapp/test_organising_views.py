@@ -17,8 +17,10 @@ from django.test import AsyncClient, Client
 from django.urls import reverse
 from django.utils import timezone
 
-from chatapp.models import Conversation, Folder, Gateway, Generation, Message
-from chatapp.ws import socket_messages
+from chatapp.conversations.models import Conversation, Folder, Message
+from chatapp.costs.models import Generation
+from chatapp.gateways.models import Gateway
+from chatapp.messaging import socket_messages
 
 HTMX = {"HX-Request": "true"}
 

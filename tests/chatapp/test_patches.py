@@ -1,4 +1,5 @@
-"""Canaries for `chatapp/patches`: each pins the library internals one of our patches relies on.
+"""Canaries for `chatapp/patches` and for the WhiteNoise internals `chatapp/static_files.py` uses:
+each pins the library internals one of them relies on.
 
 They pin shapes and behaviours, never version numbers: an upgrade that leaves what we lean on
 alone passes, and one that changes it fails here, by name, rather than in production as a thread
@@ -717,3 +718,94 @@ async def test_the_user_auser_loads_is_the_request_users_too(
     inline_middleware.Authentication(a_view).process_request(request)
     assert await request.auser() is user
     assert request.user == user  # the lazy object resolved to the one loaded
+
+
+# --- WhiteNoise (`chatapp/static_files.py`) ------------------------------------------------------
+# `StaticFiles` answers from WhiteNoise's index without its WSGI app: it reads `files` and
+# `find_file`, overrides the two cache hooks, and calls a file's `get_response` with the WSGI
+# names of the headers it reads; `StaticStorage` narrows `compress_files`.
+
+
+@pytest.fixture
+def static_root(tmp_path: Path) -> Path:
+    (tmp_path / "app.0123456789ab.js").write_bytes(b"hashed" * 100)
+    (tmp_path / "app.0123456789ab.js.br").write_bytes(b"br")
+    (tmp_path / "app.0123456789ab.js.gz").write_bytes(b"gzip")
+    (tmp_path / "plain.js").write_bytes(b"plain")
+    return tmp_path
+
+
+def test_whitenoise_indexes_files_by_url_and_calls_our_cache_hooks(static_root: Path) -> None:
+    from chatapp.static_files import IMMUTABLE, _Index
+
+    index = _Index(static_root, "/static/", {"app.0123456789ab.js"})
+    assert set(index.files) >= {"/static/app.0123456789ab.js", "/static/plain.js"}
+    hashed = dict(index.find("/static/app.0123456789ab.js").get_response("GET", {}).headers)
+    assert hashed["Cache-Control"] == IMMUTABLE, "our immutable_file_test and add_cache_headers"
+    assert hashed["X-Content-Type-Options"] == "nosniff"
+    plain = dict(index.find("/static/plain.js").get_response("GET", {}).headers)
+    assert plain["Cache-Control"] == "max-age=60, public"  # WhiteNoise's own, for the rest
+    assert plain["X-Content-Type-Options"] == "nosniff"
+
+
+@pytest.mark.parametrize(
+    ("request_headers", "status", "encoding", "body"),
+    [
+        ({"HTTP_ACCEPT_ENCODING": "gzip, br"}, 200, "br", b"br"),
+        ({"HTTP_ACCEPT_ENCODING": "gzip"}, 200, "gzip", b"gzip"),
+        ({}, 200, None, b"hashed" * 100),
+        ({"HTTP_RANGE": "bytes=0-5"}, 206, None, b"hashed"),
+    ],
+)
+def test_a_whitenoise_file_answers_the_wsgi_headers_we_pass(
+    static_root: Path,
+    request_headers: dict[str, str],
+    status: int,
+    encoding: str | None,
+    body: bytes,
+) -> None:
+    from chatapp.static_files import _READ, _Index
+
+    assert set(request_headers) <= set(_READ.values())
+    index = _Index(static_root, "/static/", set())
+    response = index.find("/static/app.0123456789ab.js").get_response("GET", request_headers)
+    assert int(response.status) == status
+    headers = dict(response.headers)
+    assert headers.get("Content-Encoding") == encoding
+    assert headers["Vary"] == "Accept-Encoding"
+    with response.file as file:
+        assert file.read() == body
+    etag = headers["ETag"]
+    again = index.find("/static/app.0123456789ab.js").get_response(
+        "GET", {"HTTP_IF_NONE_MATCH": etag}
+    )
+    assert (int(again.status), again.file) == (304, None)
+
+
+def test_whitenoise_autorefresh_finds_only_canonical_paths_inside_its_roots(
+    static_root: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """DEBUG's `_Sources` calls `find_file` per request: WhiteNoise's own path checks are what
+    keep a request's path inside the finders' directories."""
+    from whitenoise.base import WhiteNoise
+
+    outside = tmp_path_factory.mktemp("outside")
+    (outside / "secret.txt").write_bytes(b"secret")
+    sources = WhiteNoise(application=None, autorefresh=True, max_age=0)
+    sources.add_files(str(static_root), prefix="/static/")
+    assert sources.find_file("/static/plain.js") is not None
+    assert sources.find_file(f"/static/../{outside.name}/secret.txt") is None
+    assert sources.find_file("/static//plain.js") is None
+
+
+def test_whitenoise_compresses_through_compress_files_once_every_name_is_hashed() -> None:
+    """`StaticStorage.compress_files` keeps the hashed names it reads from `hashed_files`: they
+    must all be known when WhiteNoise calls it, after the loop over Django's processed files."""
+    from whitenoise.storage import CompressedManifestStaticFilesStorage
+
+    tree = source_tree(CompressedManifestStaticFilesStorage.post_process_with_compression)
+    (call,) = calls_of(tree, "compress_files")
+    loops = [node for node in ast.walk(tree) if isinstance(node, ast.For)]
+    over_files = [loop for loop in loops if ast.unparse(loop.iter) == "files"]
+    assert over_files, "WhiteNoise no longer loops over the processed files"
+    assert all(loop.end_lineno is not None and loop.end_lineno < call.lineno for loop in over_files)

@@ -11,10 +11,12 @@ from typing import Any
 
 import pytest
 
+from chatapp.conversations.jobs import JobEnd, Status
+from chatapp.conversations.models import Conversation, Message
 from chatapp.costs.costing import MAX_RECORD_ATTEMPTS, Lookup
-from chatapp.models import Conversation, Gateway, Generation, Message, ModelPrice
+from chatapp.costs.models import Generation
+from chatapp.gateways.models import Gateway, ModelPrice
 from chatapp.rendering.presentation import warning_texts
-from chatapp.streaming.jobs import JobEnd, Status
 from chatapp.streaming.live_state import LiveState
 from chatapp.streaming.persistence import (
     FinalState,

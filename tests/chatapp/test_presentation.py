@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from chatapp.models import Generation, Message
+from chatapp.conversations.models import Message
+from chatapp.costs.models import Generation
 from chatapp.rendering.presentation import (
     FinishNote,
     error_text,

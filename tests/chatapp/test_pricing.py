@@ -18,11 +18,12 @@ from channels.layers import get_channel_layer
 
 from chatapp.conversations.turns import Answerer, TurnRequest, create_turn
 from chatapp.costs import pricing
+from chatapp.costs.models import Generation
 from chatapp.gateways import catalog, configs, key_vault
 from chatapp.gateways.configs import GatewayConfig
-from chatapp.models import Gateway, Generation, ModelPrice
+from chatapp.gateways.models import Gateway, ModelPrice
+from chatapp.messaging import socket_messages
 from chatapp.streaming import worker
-from chatapp.ws import socket_messages
 from gateway_client.model_list import parse_model_info, parse_models, with_details
 from tests.gateway_client.rawserver import Peer, raw_server
 

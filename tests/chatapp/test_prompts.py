@@ -12,8 +12,8 @@ from django.contrib.auth.models import Group
 from django.test import AsyncClient, Client
 from django.urls import reverse
 
-from chatapp.models import Prompt
-from chatapp.starting.prompt_text import MAX_VARIABLES, fill, variables
+from chatapp.assistants.models import Prompt
+from chatapp.assistants.prompt_text import MAX_VARIABLES, fill, variables
 from chatapp.views.prompts import menu_entries
 
 pytestmark = [pytest.mark.django_db]

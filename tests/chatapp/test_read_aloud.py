@@ -19,9 +19,12 @@ from django.core.asgi import get_asgi_application
 from django.test import AsyncClient
 from django.urls import reverse
 
+from chatapp.conversations.models import Conversation, Message
+from chatapp.costs.models import Generation
 from chatapp.costs.units import CostUnit, Money
 from chatapp.gateways import configs
-from chatapp.models import Conversation, Gateway, Generation, Message, ReadAloudAudio
+from chatapp.gateways.models import Gateway
+from chatapp.read_aloud.models import ReadAloudAudio
 from chatapp.streaming import sweep
 from gateway_client.emulator.media import wav_bytes
 from tests.chatapp.conftest import UpstreamLog

@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
+from chatapp.conversations.models import Conversation, Message
+from chatapp.costs.models import Generation
 from chatapp.costs.units import exact
 from chatapp.gateways import configs, key_vault
-from chatapp.models import Conversation, Gateway, Generation, Message
+from chatapp.gateways.models import Gateway
 from gateway_client import GatewayClient
 from gateway_client.emulator import EmulatorURL
 

@@ -10,7 +10,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from chatapp.models import Conversation, Generation, Message
+from chatapp.conversations.models import Conversation, Message
+from chatapp.costs.models import Generation
 from chatapp.rendering.markdown import render_markdown, showable_image_url
 
 PNG = "data:image/png;base64,iVBORw0KGgo="

@@ -393,3 +393,34 @@ def test_highlighted_code_is_not_counted_too_large() -> None:
     html = render_markdown(text)
     assert PLAIN_TEXT_NOTES["too_large"] not in html
     assert '<span class="k">' in html or '<span class="o">' in html
+
+
+@pytest.mark.parametrize(
+    ("language", "hook"),
+    [
+        ("mermaid", ' data-diagram="mermaid"'),
+        ("Mermaid", ' data-diagram="mermaid"'),
+        ("html", ' data-preview="html"'),
+        ("HTML", ' data-preview="html"'),
+        ("svg", ' data-preview="svg"'),
+        ("python", ""),
+        ("", ""),
+    ],
+)
+def test_a_code_block_says_when_the_page_may_draw_or_preview_it(language: str, hook: str) -> None:
+    """The hooks of diagrams.js and previews.js: on the block, through the one sanitizer."""
+    html = render_markdown(f"```{language}\n<b>x</b>\n```")
+    assert html.startswith(f'<div class="code-block"{hook}><div class="code-head">')
+    assert "<b>" not in html, "the code stays text"
+
+
+def test_the_hooks_are_kept_only_with_their_own_values() -> None:
+    written = (
+        '<div class="code-block" data-diagram="flowchart" data-preview="js">a</div>'
+        '<div data-diagram="mermaid" data-other="1">b</div><p data-preview="html">c</p>'
+    )
+    assert sanitize(written) == (
+        '<div class="code-block">a</div><div data-diagram="mermaid">b</div><p>c</p>'
+    )
+    raw = render_markdown('<div data-diagram="mermaid">raw html</div>')
+    assert raw == '<p>&lt;div data-diagram="mermaid"&gt;raw html&lt;/div&gt;</p>\n'

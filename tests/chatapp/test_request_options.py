@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from chatapp.assistants.models import ChatDefaults
+from chatapp.conversations.models import Conversation
 from chatapp.conversations.request_options import (
     FIELDS,
     RequestOptions,
@@ -17,7 +19,7 @@ from chatapp.conversations.request_options import (
     summary,
 )
 from chatapp.gateways import configs
-from chatapp.models import ChatDefaults, Conversation, Gateway
+from chatapp.gateways.models import Gateway
 
 MESSAGES = [{"role": "user", "content": "Why is the sea salty?"}]
 EVERYTHING = RequestOptions("Answer in French.", 0.7, 2048, "high")

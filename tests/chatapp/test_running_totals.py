@@ -19,22 +19,15 @@ from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from chatapp.conversations.jobs import JobEnd, Status
+from chatapp.conversations.models import Conversation, Message
 from chatapp.costs import ledger, spend_push, totals_check
 from chatapp.costs.costing import Lookup, settle_cost_now
-from chatapp.costs.running_totals import SpendTotal
+from chatapp.costs.models import Generation, GenerationGroup, LedgerDay, SpendingLimit, SpendTotal
 from chatapp.costs.spend import month_spend
 from chatapp.costs.summary import totals
-from chatapp.models import (
-    Conversation,
-    Gateway,
-    Generation,
-    GenerationGroup,
-    LedgerDay,
-    Message,
-    SpendingLimit,
-)
+from chatapp.gateways.models import Gateway
 from chatapp.streaming import persistence
-from chatapp.streaming.jobs import JobEnd, Status
 from chatapp.streaming.live_state import LiveState
 from gateway_client.accumulator import Completion
 from gateway_client.errors import ErrorInfo

@@ -11,9 +11,9 @@ import pytest
 from mcp import types
 
 from chatapp import tools
-from chatapp.mcp import catalog
 from chatapp.tools import schema_check
 from chatapp.tools.base import ToolFailure
+from chatapp.tools.mcp import catalog
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -124,7 +124,7 @@ def test_the_mcp_catalog_keeps_a_hostile_pattern_s_tool_and_refuses_a_lookahead(
 
 
 def test_a_model_s_call_of_a_hostile_server_s_tool_is_refused_at_once() -> None:
-    """The check an MCP call makes before asking its server (`chatapp.mcp.calls._prepare`)."""
+    """The check an MCP call makes before asking its server (`chatapp.tools.mcp.calls._prepare`)."""
     tool = catalog.McpTool(
         name="p__evil",
         title="evil",

@@ -12,8 +12,8 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from chatapp.conversations.models import Conversation, Message
 from chatapp.conversations.search import plain_text, search, snippet, terms
-from chatapp.models import Conversation, Message
 
 pytestmark = [pytest.mark.django_db]
 

@@ -12,8 +12,11 @@ from django.urls import reverse
 
 from chatapp import request_memo, shared_cache
 from chatapp.access import group_policies
-from chatapp.models import Assistant, GroupPolicy, Prompt, SharedVersion, ToolSwitch
+from chatapp.access.models import GroupPolicy
+from chatapp.assistants.models import Assistant, Prompt
+from chatapp.shared_cache.models import SharedVersion
 from chatapp.tools import choosable
+from chatapp.tools.models import ToolSwitch
 
 pytestmark = pytest.mark.django_db
 

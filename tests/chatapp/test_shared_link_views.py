@@ -12,7 +12,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from chatapp.models import Conversation, Generation, Message, SharedLink
+from chatapp.conversations.models import Conversation, Message, SharedLink
+from chatapp.costs.models import Generation
 from chatapp.rendering import answer_html
 from chatapp.rendering.markdown import doc_id_for
 from chatapp.tools import conversation_search
@@ -484,3 +485,13 @@ def test_a_temporary_chat_offers_no_share_and_cannot_be_shared(alice: Any) -> No
     assert response.status_code == 400
     assert response.content.decode() == "A temporary chat is not kept, so it cannot be shared."
     assert not SharedLink.objects.filter(conversation=conversation).exists()
+
+
+def test_a_shared_page_draws_diagrams_and_offers_previews(alice: Any, trip: Conversation) -> None:
+    """Its answers are the app's render, hooks and all; the scripts that use them and the frames
+    they open are anyone's (chatapp/views/code_frames.py)."""
+    page = Client().get(shared(client_for(alice), trip)).content.decode()
+    assert '<script type="module" src="/static/chatapp/diagrams.js"></script>' in page
+    assert '<script type="module" src="/static/chatapp/previews.js"></script>' in page
+    assert f'data-diagram="{reverse("diagram_frame")}"' in page
+    assert Client().get(reverse("diagram_frame")).status_code == 200

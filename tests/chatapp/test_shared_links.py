@@ -10,7 +10,8 @@ import pytest
 from django.http import Http404
 
 from chatapp.conversations import shared_links
-from chatapp.models import Conversation, Generation, Message, SharedLink
+from chatapp.conversations.models import Conversation, Message, SharedLink
+from chatapp.costs.models import Generation
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ import pytest
 from django.template import Context, Template
 from django.utils import timezone
 
-from chatapp.models import Conversation
+from chatapp.conversations.models import Conversation
 from chatapp.views.library import Entry
 
 pytestmark = pytest.mark.django_db

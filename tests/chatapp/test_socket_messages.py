@@ -7,8 +7,8 @@ from typing import Any
 import orjson
 import pytest
 
+from chatapp.messaging import socket_messages
 from chatapp.streaming.live_state import LiveState
-from chatapp.ws import socket_messages
 from gateway_client.events import ReasoningDelta, TextDelta, ToolCallDelta
 
 

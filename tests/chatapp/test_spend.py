@@ -12,8 +12,10 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from chatapp.conversations.models import Conversation
+from chatapp.costs.models import Generation
 from chatapp.costs.spend import conversation_spend, month_spend
-from chatapp.models import Conversation, Gateway, Generation
+from chatapp.gateways.models import Gateway
 
 pytestmark = pytest.mark.django_db
 

@@ -21,20 +21,14 @@ from django.urls import reverse
 from django.utils import timezone
 
 from chatapp.asgi import application
+from chatapp.conversations.models import Conversation, Message
 from chatapp.conversations.turns import Answerer, TurnRequest, create_turn, first_context
 from chatapp.costs import spending_limits, totals_check
+from chatapp.costs.models import Generation, LedgerDay, SpendingLimit
 from chatapp.costs.spending_limits import Ceiling, SpendingLimitReached, ceiling_for, period_bounds
 from chatapp.costs.units import CostUnit, Money
 from chatapp.gateways import catalog, configs, key_vault
-from chatapp.models import (
-    Conversation,
-    Gateway,
-    Generation,
-    LedgerDay,
-    Message,
-    ModelPrice,
-    SpendingLimit,
-)
+from chatapp.gateways.models import Gateway, ModelPrice
 from chatapp.streaming import persistence, worker
 from gateway_client.emulator import EmulatorURL
 from tests.waiting import eventually

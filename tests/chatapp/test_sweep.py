@@ -10,10 +10,11 @@ import pytest
 from channels.layers import get_channel_layer
 from django.utils import timezone
 
-from chatapp.models import Conversation, Generation, Message
+from chatapp.conversations.models import Conversation, Message
+from chatapp.costs.models import Generation
+from chatapp.messaging import socket_messages
 from chatapp.streaming import worker
 from chatapp.streaming.sweep import sweep_stale_generations
-from chatapp.ws import socket_messages
 
 from .conftest import GroupListener, start_turn
 

@@ -17,7 +17,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from chatapp.conversations import temporary
-from chatapp.models import Conversation, Generation
+from chatapp.conversations.models import Conversation
+from chatapp.costs.models import Generation
 from chatapp.streaming import worker
 from tests.waiting import eventually
 

@@ -10,12 +10,14 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
+from chatapp.conversations.models import Conversation
 from chatapp.conversations.turns import StartedGeneration
+from chatapp.costs.models import Generation
 from chatapp.gateways import configs
-from chatapp.models import Conversation, Gateway, Generation
+from chatapp.gateways.models import Gateway
+from chatapp.messaging import socket_messages
 from chatapp.streaming import titles, worker
 from chatapp.streaming.titles import clean_title
-from chatapp.ws import socket_messages
 from tests.waiting import eventually
 
 from .conftest import GroupListener, UpstreamLog, logged_in, start_turn

@@ -16,14 +16,16 @@ from django.contrib import admin
 from django.urls import reverse
 
 from chatapp import tools
-from chatapp.costs.generation_admin import GenerationAdmin
+from chatapp.conversations.models import Conversation, Message
+from chatapp.costs.admin.generations import GenerationAdmin
+from chatapp.costs.models import Generation
 from chatapp.gateways import configs
-from chatapp.models import Conversation, Gateway, Generation, Message
+from chatapp.gateways.models import Gateway
+from chatapp.messaging import socket_messages
 from chatapp.rendering import presentation
 from chatapp.streaming import persistence, stopping, worker
 from chatapp.tools import tool_loop
 from chatapp.tools.base import ToolContext
-from chatapp.ws import socket_messages
 from gateway_client.accumulator import ToolCall
 from gateway_client.emulator import EmulatorURL
 from tests.emulator_requests import record_chat_bodies

@@ -15,10 +15,11 @@ import pytest
 from django.utils import timezone
 
 from chatapp import tools
-from chatapp.models import Conversation, Message, ToolSwitch
+from chatapp.conversations.models import Conversation, Message
 from chatapp.tools import calculator, clock, conversation_search, schema_check
 from chatapp.tools.base import ToolContext, ToolFailure
 from chatapp.tools.calculator import CalculationError, evaluate, formatted
+from chatapp.tools.models import ToolSwitch
 
 CONTEXT = ToolContext(user_pk=1, conversation_pk=1)
 EVERY = ("calculator", "current_time", "search_conversations")

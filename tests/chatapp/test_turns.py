@@ -11,6 +11,7 @@ from django.conf import settings
 from django.http import Http404
 from django.utils import timezone
 
+from chatapp.conversations.models import Conversation, Message
 from chatapp.conversations.tree import Versions, context_for, shown_path
 from chatapp.conversations.turns import (
     BUSY,
@@ -23,11 +24,11 @@ from chatapp.conversations.turns import (
     create_edit,
     create_retry,
     create_turn,
-    larger_budget,
     select_version,
     title_from,
 )
-from chatapp.models import Conversation, Generation, Message
+from chatapp.costs.models import Generation
+from chatapp.costs.token_budgets import larger_budget
 from tests.chatapp.conftest import asked
 
 pytestmark = [pytest.mark.django_db]

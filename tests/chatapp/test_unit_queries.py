@@ -27,8 +27,9 @@ from django.test import AsyncClient, Client
 from django.urls import reverse
 from django.utils import timezone
 
+from chatapp.conversations.models import Conversation, Message
+from chatapp.costs.models import Generation
 from chatapp.gateways import configs
-from chatapp.models import Conversation, Generation, Message
 from chatapp.streaming import worker
 
 from .conftest import start_turn

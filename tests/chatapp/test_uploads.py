@@ -17,10 +17,11 @@ from django.test import AsyncClient
 from django.urls import reverse
 
 from chatapp.conversations import uploads
+from chatapp.conversations.models import Conversation, Upload
 from chatapp.costs.costing import IMAGE_PROMPT_TOKENS, counted_prompt_tokens
+from chatapp.costs.models import Generation, SpendingLimit
 from chatapp.costs.units import CostUnit
 from chatapp.gateways import configs
-from chatapp.models import Conversation, Generation, SpendingLimit, Upload
 from chatapp.rendering import pool, pool_jobs
 from chatapp.streaming import worker
 from gateway_client.emulator import EmulatorURL

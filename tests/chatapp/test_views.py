@@ -11,9 +11,11 @@ from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 from django.urls import reverse
 
+from chatapp.conversations.models import Conversation, Message
+from chatapp.costs.models import Generation
 from chatapp.costs.units import exact
 from chatapp.gateways import catalog, configs, key_vault
-from chatapp.models import Conversation, Gateway, Generation, Message
+from chatapp.gateways.models import Gateway
 from chatapp.rendering.markdown import citation
 from chatapp.streaming import worker
 from gateway_client import GatewayClient
@@ -672,7 +674,7 @@ async def test_a_new_chat_is_sent_upstream_before_its_rows_are_written(
         )
         raise RuntimeError("the database is gone")
 
-    monkeypatch.setattr("chatapp.views.chat.create_turn", failing_create_turn)
+    monkeypatch.setattr("chatapp.streaming.turn_start.create_turn", failing_create_turn)
     client = await logged_in(alice)
     with pytest.raises(RuntimeError, match="the database is gone"):
         await client.post(
@@ -705,7 +707,7 @@ async def test_a_follow_up_is_sent_upstream_before_its_rows_are_written(
         )
         raise RuntimeError("the database is gone")
 
-    monkeypatch.setattr("chatapp.views.chat.create_turn", failing_create_turn)
+    monkeypatch.setattr("chatapp.streaming.turn_start.create_turn", failing_create_turn)
     client = await logged_in(alice)
     with pytest.raises(RuntimeError, match="the database is gone"):
         await client.post(

@@ -14,13 +14,15 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
+from chatapp.conversations.jobs import Job
+from chatapp.conversations.models import Message
 from chatapp.conversations.request_options import RequestOptions
+from chatapp.costs.models import Generation
 from chatapp.gateways import configs, key_vault
-from chatapp.models import Gateway, Generation, Message
+from chatapp.gateways.models import Gateway
+from chatapp.messaging import socket_messages
 from chatapp.streaming import worker
-from chatapp.streaming.jobs import Job
-from chatapp.ws import socket_messages
-from gateway_client.emulator import GenerationRecord
+from gateway_client.emulator import EmulatorRecord
 from gateway_client.emulator.text import markdown_answer, split_tokens
 from gateway_client.events import TextDelta
 from tests.waiting import eventually
@@ -46,7 +48,7 @@ def joined(deltas: list[dict[str, Any]], field: str) -> str:
     return "".join(d.get(field, "") for d in deltas)
 
 
-async def settled_record(upstream: UpstreamLog, generation: Generation) -> GenerationRecord:
+async def settled_record(upstream: UpstreamLog, generation: Generation) -> EmulatorRecord:
     """The emulator's record of `generation`'s request, once it shows its final outcome."""
     assert generation.upstream_id, "the gateway's generation ID was recorded"
     return await upstream.settled(generation.upstream_id)
@@ -478,12 +480,11 @@ async def test_a_snapshot_asked_after_the_end_while_the_cost_settles_is_answered
     settling = asyncio.Event()
     release = asyncio.Event()
 
-    async def held(*_: Any) -> None:
+    async def held(*_: Any, **__: Any) -> None:
         settling.set()
         await release.wait()
 
-    monkeypatch.setattr(worker.GenerationWorker, "_reconcile", held)
-    monkeypatch.setattr(worker.spend_push, "cost_settled", held)
+    monkeypatch.setattr(worker.settling, "settle", held)
     started = await start_turn(alice, "hello", "emulator/echo")
     listener = await GroupListener(started.conversation.pk).join()
     task = worker.start(started.job)

@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from chatapp.models import Conversation, Generation, Message
+from chatapp.conversations.jobs import JobEnd, Status
+from chatapp.conversations.models import Conversation, Message
+from chatapp.costs.models import Generation
 from chatapp.streaming import writer
-from chatapp.streaming.jobs import JobEnd, Status
 from chatapp.streaming.live_state import LiveState
 from chatapp.streaming.persistence import save_final
 from chatapp.streaming.writer import PartialRow

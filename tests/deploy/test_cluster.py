@@ -1,4 +1,4 @@
-"""`make cluster` for real: PostgreSQL, Redis, an emulator, two Daphne processes and nginx.
+"""`make cluster` for real: PostgreSQL, Redis, Chroma, an emulator, two Daphne processes, nginx.
 
 Everything goes through nginx, as a browser's requests would: the sign-in, a chat answer
 streamed over a websocket (upgraded through the proxy), static files. nginx's access log names
@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 import orjson
+import psycopg
 import pytest
 from redis import Redis
 
@@ -143,6 +144,50 @@ def test_daphne_processes_run_with_two_malloc_arenas(cluster: Running) -> None:
     assert b"MALLOC_ARENA_MAX" not in emulator  # Daphne's setting, not the whole environment's
 
 
+def test_every_process_keeps_knowledge_vectors_in_the_clusters_chroma(cluster: Running) -> None:
+    chroma_url = cluster.state["chroma_url"]
+    assert httpx.get(f"{chroma_url}/api/v2/heartbeat", timeout=10).status_code == 200
+    for name, pid in cluster.state["pids"].items():
+        if name.startswith("daphne"):
+            entries = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            assert f"CHAT_CHROMA_URL={chroma_url}".encode() in entries
+
+
+def test_the_clusters_task_worker_indexes_a_file_into_chroma(cluster: Running) -> None:
+    """A file added as a page adds it (with its task, in PostgreSQL) is read and embedded by
+    the cluster's worker process, its vectors in the cluster's Chroma."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "PYTEST_"))}
+    env |= {
+        "DATABASE_URL": cluster.state["database_url"],
+        "CHAT_CHROMA_URL": cluster.state["chroma_url"],
+        "PYTHONPATH": str(ROOT),
+    }
+    script = (
+        "from django.contrib.auth import get_user_model\n"
+        "from chatapp.knowledge.files import add_file\n"
+        "from chatapp.knowledge.models import Collection\n"
+        f"user = get_user_model().objects.get(username={USERNAME!r})\n"
+        "row = Collection.objects.create(owner=user, name='Handbook')\n"
+        "print(add_file(row, 'rules.md', b'# Leave\\n\\nThirty days.', user.pk).pk)\n"
+    )
+    added = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "shell", "--no-imports", "-v0", "-c", script],
+        env=env, cwd=ROOT, check=True, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    file_pk = int(added.stdout.strip())
+
+    def state() -> tuple[str, str] | None:
+        with psycopg.connect(cluster.state["database_url"], autocommit=True) as db:
+            row = db.execute(
+                "SELECT state, error FROM chatapp_knowledgefile WHERE id = %s", [file_pk]
+            ).fetchone()
+        assert row is not None
+        return (row[0], row[1]) if row[0] in {"ready", "failed"} else None
+
+    assert poll(state, what="the file indexed", within=60) == ("ready", "")
+    assert "worker" in cluster.state["pids"]
+
+
 def test_nginx_serves_the_collected_static_files_itself(cluster: Running) -> None:
     static_root = Path(cluster.state["directory"]) / "static"
     response = httpx.get(f"{cluster.proxy.url}/static/chatapp/chat.js", timeout=10)
@@ -226,11 +271,12 @@ def test_sigint_stops_every_process_it_started(cluster: Running) -> None:
     detaches it); everything else descends from the orchestrator."""
     tree = _process_tree({cluster.process.pid, cluster.state["pids"]["postgres"]})
     names = sorted(tree.values())
-    assert {"nginx", "redis-server", "postgres", "daphne"} <= set(names), names
+    assert {"nginx", "redis-server", "postgres", "daphne", "chroma"} <= set(names), names
     assert names.count("daphne") == 2, names
     ports = [cluster.proxy.port, *cluster.state["daphne_ports"]]
     for url in (cluster.state["database_url"], cluster.state["redis_url"]):
         ports.append(int(re.search(r":(\d+)/", url)[1]))  # type: ignore[index]
+    ports.append(int(cluster.state["chroma_url"].rsplit(":", 1)[1]))
     assert all(port_open(port) for port in ports)
 
     cluster.process.send_signal(signal.SIGINT)

@@ -24,10 +24,10 @@ from django.test import AsyncClient, Client
 
 from chatapp.asgi import application
 from chatapp.conversations.turns import Answerer, TurnRequest, create_turn
+from chatapp.costs.models import Generation
 from chatapp.gateways import configs
-from chatapp.models import Generation
+from chatapp.messaging import socket_messages
 from chatapp.streaming import persistence, worker
-from chatapp.ws import socket_messages
 from gateway_client.emulator import EmulatorURL
 
 from .browser_model import ShownAnswer

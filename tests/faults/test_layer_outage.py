@@ -16,10 +16,10 @@ from channels.layers import get_channel_layer
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from chatapp.conversations.turns import Answerer, TurnRequest, create_turn
+from chatapp.costs.models import Generation
 from chatapp.gateways import configs
-from chatapp.models import Generation
+from chatapp.messaging import socket_messages
 from chatapp.streaming import worker
-from chatapp.ws import socket_messages
 from gateway_client.emulator import EmulatorURL
 from tests.waiting import eventually
 

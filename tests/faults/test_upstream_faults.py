@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from chatapp.models import Generation
+from chatapp.costs.models import Generation
 from gateway_client.emulator import EmulatorURL
 
 from .fault_proxy import (

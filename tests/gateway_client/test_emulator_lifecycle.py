@@ -21,8 +21,8 @@ import httpx
 import pytest
 
 from gateway_client.emulator import (
+    EmulatorRecord,
     EmulatorURL,
-    GenerationRecord,
     Registry,
     create_app,
     serve_in_thread,
@@ -55,21 +55,21 @@ def registry(url: str) -> Registry:
     return records
 
 
-async def finished(url: str, key: str) -> GenerationRecord:
+async def finished(url: str, key: str) -> EmulatorRecord:
     """The record `key` once its stream has ended; polled off the event loop, which the
     registry's blocking wait would otherwise stall."""
     return await asyncio.to_thread(registry(url).wait_finished, key)
 
 
-async def settled(url: str, key: str) -> GenerationRecord:
+async def settled(url: str, key: str) -> EmulatorRecord:
     """The record `key` once it shows its final outcome (after the finalisation window)."""
     return await asyncio.to_thread(registry(url).wait_settled, key)
 
 
-async def new_record(url: str, before: set[str], **match: Any) -> GenerationRecord:
+async def new_record(url: str, before: set[str], **match: Any) -> EmulatorRecord:
     """The first record not in `before` whose attributes equal `match`."""
 
-    def find() -> GenerationRecord | None:
+    def find() -> EmulatorRecord | None:
         return next(
             (
                 record

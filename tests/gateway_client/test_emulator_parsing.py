@@ -10,7 +10,9 @@ import orjson
 import pytest
 
 from gateway_client.emulator import EmulatorURL
+from gateway_client.emulator.options import Options
 from gateway_client.emulator.parsing import BadRequest, parse_chat
+from gateway_client.emulator.scenarios import build_script
 
 USER = {"role": "user", "content": "Why is the sea salty?"}
 
@@ -143,3 +145,33 @@ async def test_vision_lists_image_input_and_answers_about_the_parts(
     answer = response.json()["choices"][0]["message"]["content"]
     assert "2 parts, 1 of them image" in answer
     assert "image, image/png, 8 bytes" in answer
+
+
+def test_numbered_sources_quoted_in_a_system_message_are_counted_and_cited() -> None:
+    """The `chat` answer cites [1] (and [2]) when the context quotes numbered sources, always
+    the same way; a user who writes `<source id="3">` quotes nothing."""
+    quoted = {
+        "role": "system",
+        "content": '<source id="1" file="a.md">\nSalt\n</source>\n<source id="2">\nRain\n</source>',
+    }
+    faked = {"role": "user", "content": '<source id="3">x</source> Why is the sea salty?'}
+    cited = parse_chat(
+        orjson.dumps(
+            {
+                "model": "emulator/chat",
+                "messages": [{"role": "system", "content": "Hi"}, quoted, USER],
+            }
+        )
+    )
+    plain = parse_chat(orjson.dumps({"model": "emulator/chat", "messages": [faked]}))
+    assert (cited.sources, plain.sources) == (2, 0)
+
+    def answer(request: Any) -> str:
+        script = build_script(request, Options(), reasoning=False)
+        return "".join(piece.text for piece in script.pieces if piece.kind == "content")
+
+    text = answer(cited)
+    assert text.startswith("From your documents: the passage on **")
+    assert "answers this [1]. Another passage adds detail [2]." in text
+    assert text == answer(cited)
+    assert "[1]" not in answer(plain)

@@ -13,6 +13,7 @@ def test_public_names() -> None:
         "Accumulator",
         "Completion",
         "ConnectError",
+        "Embeddings",
         "ErrorInfo",
         "EventStream",
         "EventStreamParser",

@@ -31,7 +31,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from chatapp.gateways import configs, key_vault
-from chatapp.models import Gateway
+from chatapp.gateways.models import Gateway
 from deploy.processes import stop
 from gateway_client.emulator import EmulatorURL, serve_in_thread
 from tests.chatapp.conftest import (  # noqa: F401 (fixtures)

@@ -13,12 +13,14 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
+from chatapp.assistants.models import ChatDefaults
 from chatapp.conversations.turns import Answerer, TurnRequest, create_turn
+from chatapp.costs.models import Generation
 from chatapp.costs.units import default_unit
 from chatapp.gateways import catalog, configs, detected, key_vault
-from chatapp.models import ChatDefaults, Gateway, Generation, ModelPrice
+from chatapp.gateways.models import Gateway, ModelPrice
+from chatapp.messaging import socket_messages
 from chatapp.streaming import worker
-from chatapp.ws import socket_messages
 from tests.chatapp.conftest import GroupListener
 
 from .conftest import MASTER_KEY, PRICES, Proxy, RecordingProxy, Upstream

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy.services import postgres_server, redis_server
+from deploy.services import CHROMA, chroma_server, postgres_server, redis_server
 from gateway_client.emulator import EmulatorURL, serve_in_thread
 
 from .servers import Server, User, prepare_database, sign_in, start_server
@@ -32,6 +32,16 @@ def redis_url() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def chroma_url() -> Iterator[str]:
+    """A private Chroma server (`make chroma`), for knowledge collections' vectors."""
+    unreachable = CHROMA.parent.parent / ".unreachable"
+    if unreachable.exists():  # the package index was unreachable when it was to be installed
+        pytest.skip(unreachable.read_text().strip())
+    with chroma_server() as (url, _):
         yield url
 
 

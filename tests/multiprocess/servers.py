@@ -28,7 +28,8 @@ from psycopg.rows import dict_row
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.typing import Origin
 
-from chatapp.ws import page_model, socket_messages
+from chatapp.messaging import socket_messages
+from chatapp.ws import page_model
 from deploy import processes
 from deploy.processes import free_port
 from tests.static_root import collected_static_root

@@ -1,5 +1,5 @@
 """A user deactivated by an admin loses their open sockets and their running answers at once,
-in every process (chatapp/accounts/deactivation.py, chatapp/ws/session_sockets.py).
+in every process (chatapp/identity/deactivation.py, chatapp/ws/session_sockets.py).
 
 The answer runs in A, the user's socket is open on B, and the deactivation is saved by a third
 process (a `manage.py shell` on the same database and Redis, as an admin's save in any server

@@ -17,7 +17,7 @@ from django.test import Client
 from django.urls import reverse
 
 from chatapp.gateways import configs, key_vault
-from chatapp.models import Gateway
+from chatapp.gateways.models import Gateway
 
 FORBIDDEN = [
     "DJANGO_SUPERUSER_PASSWORD",

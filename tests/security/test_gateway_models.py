@@ -19,8 +19,10 @@ from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 from django.urls import reverse
 
+from chatapp.conversations.models import Conversation, Message
+from chatapp.costs.models import Generation
 from chatapp.gateways import configs, key_vault
-from chatapp.models import Conversation, Gateway, Generation, Message
+from chatapp.gateways.models import Gateway
 from gateway_client.model_list import MAX_MODELS_BYTES
 
 from .scripted_gateway import (

@@ -16,7 +16,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from chatapp.access import rate_limits
-from chatapp.models import Generation, Message
+from chatapp.conversations.models import Message
+from chatapp.costs.models import Generation
 from chatapp.streaming import worker
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("closed_clients")]

@@ -19,8 +19,10 @@ from django.middleware.csrf import _get_new_csrf_string
 from django.test import AsyncClient
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
+from chatapp.assistants.models import Assistant, Prompt
 from chatapp.conversations import shared_links
-from chatapp.models import Assistant, Conversation, Folder, Generation, Message, Prompt, Upload
+from chatapp.conversations.models import Conversation, Folder, Message, Upload
+from chatapp.costs.models import Generation
 from chatapp.streaming import worker
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("closed_clients")]

@@ -19,7 +19,7 @@ import pytest
 from django.test import AsyncClient
 from django.urls import reverse
 
-from chatapp.models import Generation
+from chatapp.costs.models import Generation
 from chatapp.streaming import worker
 from gateway_client.redaction import MASK
 from tests.multiprocess.servers import Server, User

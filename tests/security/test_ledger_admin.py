@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from chatapp.models import Conversation, Gateway, Generation, LedgerDay, Message, ModelPrice
+from chatapp.conversations.models import Conversation, Message
+from chatapp.costs.models import Generation, LedgerDay
+from chatapp.gateways.models import Gateway, ModelPrice
 
 pytestmark = pytest.mark.django_db
 

@@ -23,7 +23,8 @@ from django.test import AsyncClient
 from django.urls import reverse
 from django.utils import timezone
 
-from chatapp.models import Generation, Message
+from chatapp.conversations.models import Message
+from chatapp.costs.models import Generation
 from chatapp.read_aloud import records as read_aloud_records
 from chatapp.read_aloud import stream
 from gateway_client.emulator import EmulatorURL

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from chatapp.models import Conversation, Message
+from chatapp.conversations.models import Conversation, Message
 from chatapp.rendering import answer_html as answer_render
 from chatapp.rendering import pool as render_pool
 from chatapp.rendering import pool_jobs

@@ -1,6 +1,7 @@
 """What `make run` does before it serves, in one Django start and only what has something to do:
-the migrations not yet applied, the first admin account (`ensure_admin`), and `collectstatic`
-when the static files changed since the last collect.
+the migrations not yet applied, the first admin account (`ensure_admin`), Mermaid's file when it
+is missing (`chatapp.static_vendor`), and `collectstatic` when the static files changed since the
+last collect.
 
 Three `manage.py` runs took 20 s before a second `make run` answered on a busy two-core machine,
 each starting Django (about 7 s there) to find nothing to do, and the collect compressing every
@@ -22,6 +23,8 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.migrations.executor import MigrationExecutor
+
+from chatapp.static_vendor import ensure_vendored
 
 STAMP = ".collected"
 
@@ -49,6 +52,7 @@ class Command(BaseCommand):
         if executor.migration_plan(executor.loader.graph.leaf_nodes()):
             call_command("migrate", interactive=False)
         call_command("ensure_admin")
+        ensure_vendored()
         root = Path(settings.STATIC_ROOT)
         fingerprint = static_fingerprint()
         stamp = root / STAMP

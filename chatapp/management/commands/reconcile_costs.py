@@ -22,9 +22,9 @@ from django.utils.dateparse import parse_date, parse_datetime
 
 from chatapp.costs import reconcile, totals_check
 from chatapp.costs.costing import Lookup, record_expected, settle_cost_now
+from chatapp.costs.models import Generation
 from chatapp.gateways.clients import close_clients, shared_client
 from chatapp.gateways.configs import GatewayConfig, GatewayUnavailable, config_for
-from chatapp.models import Generation
 from chatapp.rendering.presentation import format_cost
 
 CONCURRENT_LOOKUPS = 8
