@@ -121,6 +121,7 @@ def screenshots(page: Any, name: str, editing: str | None = None) -> None:
 # --- The bugs of issue 11 -------------------------------------------------------------------------
 
 
+@pytest.mark.paced
 def test_retry_on_an_earlier_answer_regenerates_that_answer_in_its_place(
     alice: Any, received: list[dict[str, Any]]
 ) -> None:
@@ -171,6 +172,7 @@ def test_retry_uses_the_model_chosen_in_the_picker(
     versions(answer, 1, 2)
 
 
+@pytest.mark.paced
 def test_the_composer_offers_stop_instead_of_send_while_an_answer_is_written(
     alice: Any, received: list[dict[str, Any]]
 ) -> None:
@@ -299,6 +301,7 @@ def test_enter_on_the_edit_forms_focused_buttons_presses_them(alice: Any) -> Non
     assert shown(alice) == ["second", "second"]
 
 
+@pytest.mark.paced
 def test_an_edit_refused_while_an_answer_is_written_says_so_in_the_edit_form(
     alice: Any, received: list[dict[str, Any]]
 ) -> None:
@@ -364,6 +367,7 @@ def test_the_context_sent_follows_the_branch_shown(
     assert shown(alice) == ["one", "one"]
 
 
+@pytest.mark.paced
 def test_a_new_version_streams_across_a_reload_and_stops_while_a_tab_on_the_old_one_waits(
     alice: Any,
 ) -> None:

@@ -119,6 +119,7 @@ def test_a_failed_send_takes_the_message_back_and_keeps_the_draft(
     expect(alice.locator("#composer-error")).to_have_text("")
 
 
+@pytest.mark.paced
 def test_a_refusal_in_words_keeps_the_draft_under_the_servers_reason(alice: Any) -> None:
     finished(alice, "A question")
     other = alice.context.new_page()
