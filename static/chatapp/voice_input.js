@@ -1,6 +1,6 @@
 // Voice input: the composer's microphone records (MediaRecorder), shows the time recorded and the
 // level heard (an AnalyserNode of Web Audio), and on Stop sends the recording once to the server
-// (`chatapp/transcription/views.py`), whose gateway writes it out; the text goes into the message
+// (`chatapp/views/transcription.py`), whose gateway writes it out; the text goes into the message
 // box to edit and send, or is sent at once when "Send at once" is ticked (kept in this browser).
 //
 // Every way it can fail says so in words by the button (`.voice-note`): a refused or missing
