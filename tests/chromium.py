@@ -16,7 +16,7 @@ that does not drive Chromium and `take_back` before every one that does (asyncio
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +36,9 @@ CHROMIUM_ARGS = [
 _loop: asyncio.AbstractEventLoop | None = None  # Playwright's, while it is started
 
 
-def launched() -> Iterator[Any]:
-    """Chromium under a started Playwright, until the generator is closed (the session-scoped
-    `browser` fixture of `tests/conftest.py`)."""
+def started() -> Iterator[Any]:
+    """Playwright, started until the generator is closed (the session-scoped `playwright`
+    fixture of `tests/conftest.py`)."""
     global _loop
     from playwright.sync_api import sync_playwright
 
@@ -47,13 +47,19 @@ def launched() -> Iterator[Any]:
     with sync_playwright() as playwright:
         _loop = asyncio.get_running_loop()
         try:
-            chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            yield chromium
-            take_back()  # the last test may have been of another kind
-            chromium.close()
+            yield playwright
         finally:
-            take_back()
+            take_back()  # the last test may have been of another kind
             _loop = None
+
+
+def launched(playwright: Any, args: Sequence[str] = CHROMIUM_ARGS) -> Iterator[Any]:
+    """Chromium with `args`, until the generator is closed (`browser`; a module that needs other
+    flags, such as a fake microphone, launches its own from the same `playwright`)."""
+    chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=list(args))
+    yield chromium
+    take_back()
+    chromium.close()
 
 
 def set_aside() -> None:

@@ -112,9 +112,15 @@ def _browser_group(item: pytest.Item) -> str | None:
 
 
 @pytest.fixture(scope="session")
-def browser() -> Iterator[Any]:
+def playwright() -> Iterator[Any]:
+    """Playwright's sync API, started once for the worker's whole run (`tests/chromium.py`)."""
+    yield from chromium.started()
+
+
+@pytest.fixture(scope="session")
+def browser(playwright: Any) -> Iterator[Any]:
     """Headless Chromium, one for the worker's whole run; a test takes a fresh context of it."""
-    yield from chromium.launched()
+    yield from chromium.launched(playwright)
 
 
 @pytest.fixture(autouse=True)

@@ -11,6 +11,6 @@
 - `sqlite_backend`: Django's SQLite backend on sqlean's driver, loading sqlite-vec into each
   connection (`settings.DATABASES` names it for sqlite URLs).
 
-Each patch has a canary test (`tests/chatapp/test_patches.py`) pinning what it relies on, so
+Each patch has a canary test (`tests/chatapp/patches/test_patches.py`) pinning what it relies on, so
 an upgrade that changes those internals fails loudly.
 """

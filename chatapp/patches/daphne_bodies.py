@@ -14,7 +14,7 @@ read the answer (closing at once would reset the connection under it, the answer
 at most `LINGER` seconds. Elsewhere (uvicorn, the tests' in-process clients) `enable()` does
 nothing: nginx in front bounds bodies by the same table.
 
-What this leans on in Daphne and Twisted is pinned by `tests/chatapp/test_patches.py`.
+What this leans on in Daphne and Twisted is pinned by `tests/chatapp/patches/test_patches.py`.
 """
 
 from __future__ import annotations

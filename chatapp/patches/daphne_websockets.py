@@ -26,7 +26,8 @@ one for what the browser sends, and a small memory level: about 155 KB of zlib s
 instead of the default's ~300 KB, as hundreds of sockets are open at once.
 Inflated client messages are capped, so a small compressed frame cannot become a huge message.
 
-What this leans on in Daphne, autobahn and Twisted is pinned by `tests/chatapp/test_patches.py`.
+What this leans on in Daphne, autobahn and Twisted is pinned by
+`tests/chatapp/patches/test_patches.py`.
 """
 
 from __future__ import annotations

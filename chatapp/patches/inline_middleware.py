@@ -15,7 +15,7 @@ two of zlib, less than the thread hop. Streaming responses (Read aloud's audio, 
 left as they are, so that each piece is sent as it comes, as Django's would not.
 
 Each class pins Django internals it relies on (`MiddlewareMixin.__acall__`'s shape); the canary
-tests in `tests/chatapp/test_patches.py` fail loudly when an upgrade changes them.
+tests in `tests/chatapp/patches/test_patches.py` fail loudly when an upgrade changes them.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ the app it was imported from, which are substituted as text, and on four yes-or-
 combination that occurs, with a stand-in conversation whose pk and texts are markers, and each
 entry is its combination's stencil with the markers replaced by its own values, escaped as the
 template escapes them. The template stays the one place the markup is written;
-`tests/chatapp/test_sidebar_items.py` checks the result equals the include's for every
+`tests/chatapp/templatetags/test_sidebar_items.py` checks the result equals the include's for every
 combination, so a template change the stencil cannot follow fails there.
 """
 

@@ -320,7 +320,8 @@ def test_with_passwords_off_the_page_offers_the_provider_alone(
         expect(page.get_by_role("link", name=f"Sign in with {LABEL}")).to_be_visible()
         expect(page.get_by_label("Password")).to_have_count(0)
         expect(page.get_by_text("or", exact=True)).to_have_count(0)
-        # The admin's form sends people here (a posted password: tests/chatapp/test_accounts.py).
+        # The admin's form sends people here (a posted password:
+        # tests/chatapp/identity/test_accounts.py).
         page.goto(f"{provider_only}/admin/")
         expect(page).to_have_url(f"{provider_only}/accounts/login/?next=%2Fadmin%2F")
     finally:

@@ -23,8 +23,9 @@ import pytest
 from playwright.sync_api import expect
 
 from gateway_client.emulator import EmulatorRecord
+from tests.chromium import CHROMIUM, CHROMIUM_ARGS, launched
 
-from .conftest import CHROMIUM, CHROMIUM_ARGS, screenshots, sign_in
+from .conftest import screenshots, sign_in
 
 pytestmark = [pytest.mark.browser]
 
@@ -58,18 +59,11 @@ def tone_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def browser(tone_file: Path) -> Iterator[Any]:
+def browser(playwright: Any, tone_file: Path) -> Iterator[Any]:
     """Chromium whose microphone is the tone, allowed without asking (the conftest's `browser`,
-    with a fake microphone)."""
-    from playwright.sync_api import sync_playwright
-
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is not installed (make chromium)")
+    with a fake microphone), launched by the run's one Playwright."""
     args = [*CHROMIUM_ARGS, *FAKE_MICROPHONE, f"--use-file-for-fake-audio-capture={tone_file}"]
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=args)
-        yield chromium
-        chromium.close()
+    yield from launched(playwright, args)
 
 
 def set_transcription_model(page: Any, server_url: str, model: str) -> None:

@@ -80,7 +80,7 @@ test("without a draft, or a block of it to run on in, all of the tail shows belo
   });
 });
 
-// Shared with tests/chatapp/test_live_blocks.py, which checks the server's half (the draft).
+// Shared with tests/chatapp/streaming/test_live_blocks.py, which checks the server's half (the draft).
 const vectors = JSON.parse(
   readFileSync(new URL("../vectors/drafts/tables_and_formulas.json", import.meta.url), "utf8"),
 );

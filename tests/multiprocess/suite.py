@@ -15,12 +15,14 @@ from pathlib import Path
 from .servers import ROOT
 
 SUITES = [
-    "tests/chatapp/test_worker.py",
-    "tests/chatapp/test_sweep.py",
-    "tests/chatapp/test_spending_limits.py",  # the limits' row locks, on the database that has them
-    "tests/chatapp/test_group_limits.py",  # a group limit's lock, shared by its members
-    "tests/chatapp/test_ledger.py",  # folding's exact sums and row locks, on numeric and bigint
-    "tests/chatapp/test_running_totals.py",  # concurrent upserts of the running totals
+    "tests/chatapp/streaming/test_worker.py",
+    "tests/chatapp/streaming/test_sweep.py",
+    # the limits' row locks, on the database that has them
+    "tests/chatapp/costs/test_spending_limits.py",
+    "tests/chatapp/costs/test_group_limits.py",  # a group limit's lock, shared by its members
+    # folding's exact sums and row locks, on numeric and bigint
+    "tests/chatapp/costs/test_ledger.py",
+    "tests/chatapp/costs/test_running_totals.py",  # concurrent upserts of the running totals
 ]
 DESELECT = "not stalled"  # deadlines, not the database: already covered on SQLite
 

@@ -1,6 +1,6 @@
-"""Search's full-text path passes on PostgreSQL: tests/chatapp/test_search_postgresql.py, run in a
-pytest subprocess on the private cluster (the database is chosen when settings load), in a test
-database of its own beside the suite's (`suite.py`)."""
+"""Search's full-text path passes on PostgreSQL: tests/chatapp/conversations/
+test_search_postgresql.py, run in a pytest subprocess on the private cluster (the database is
+chosen when settings load), in a test database of its own beside the suite's (`suite.py`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from .servers import ROOT
 
 pytestmark = pytest.mark.multiprocess
 
-CASES = "tests/chatapp/test_search_postgresql.py"
+CASES = "tests/chatapp/conversations/test_search_postgresql.py"
 
 
 def test_full_text_search_passes_on_postgresql(postgres_url: str) -> None:

@@ -4,7 +4,7 @@ half left (the limit rows are locked while each turn checks, `chatapp/costs/spen
 and the other 14 send nothing upstream.
 
 Without the lock this fails only when the two servers' checks meet at the last slot (6 of 20
-started in one such run); `tests/chatapp/test_spending_limits.py` shows the lock itself on
+started in one such run); `tests/chatapp/costs/test_spending_limits.py` shows the lock itself on
 PostgreSQL, a second check waiting for the first to commit, every time."""
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from chatapp.read_aloud import stream
 from gateway_client.emulator import EmulatorURL
 from gateway_client.emulator.media import wav_bytes
 from tests.chatapp.conftest import UpstreamLog
-from tests.chatapp.test_read_aloud import (
+from tests.chatapp.read_aloud.test_read_aloud import (
     ANSWER,
     PACED,
     SLOW,

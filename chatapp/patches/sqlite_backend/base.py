@@ -6,7 +6,7 @@ Everything is Django's backend but the driver: `Database` is sqlean's dbapi2, wh
 standard module's code over a newer SQLite, so the same converters and adapters are registered
 on it, and the cursor wrapper (Django's `SQLiteCursorWrapper`, which subclasses the standard
 module's cursor type) is restated over sqlean's. `settings.DATABASES` names this package for
-every sqlite URL. Its canary tests are in `tests/chatapp/test_sqlite_backend.py`.
+every sqlite URL. Its canary tests are in `tests/chatapp/patches/test_sqlite_backend.py`.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A session lives only as long as one listing or one call, on the event loop of wh
 worker running a turn, or the admin's refresh): nothing is shared between Daphne processes or
 loops, a server that restarted between two calls is simply met again, and no idle connection is
 held. On loopback a session costs an `initialize` round trip and its acknowledgement, a few ms
-(`tests/chatapp/test_mcp_tools.py` measures it).
+(`tests/chatapp/tools/mcp/test_mcp_tools.py` measures it).
 
 Every byte the server sends in a session counts against `CHAT_MCP_MAX_BYTES` (`_CappedTransport`):
 the SDK reads whole responses, so the cap is where a server sending gigabytes is cut off. Headers

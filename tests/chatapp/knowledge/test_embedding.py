@@ -35,7 +35,7 @@ from chatapp.streaming import sweep
 from gateway_client.emulator import EMBEDDING_MODEL
 from gateway_client.emulator.embeddings import embedding_vector
 from tests.chatapp.conftest import UpstreamLog
-from tests.chatapp.test_spending_limits import limit
+from tests.chatapp.costs.test_spending_limits import limit
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

@@ -110,7 +110,7 @@ async def test_a_file_that_cannot_be_read_fails_saying_why(
 async def test_a_refused_embedding_fails_the_file_with_the_limits_words(
     handbook: Collection, added: Callable[..., KnowledgeFile], alice: Any
 ) -> None:
-    from tests.chatapp.test_spending_limits import limit
+    from tests.chatapp.costs.test_spending_limits import limit
 
     await limit("0", user=alice)
     file = await indexed(await sync_to_async(added)(handbook, "rules.md", MARKDOWN))
