@@ -30,7 +30,7 @@ from chatapp.conversations import uploads
 from chatapp.conversations.models import Conversation, Message, Upload
 from chatapp.conversations.tree import shown_path
 from chatapp.costs.models import Generation
-from chatapp.costs.units import CostUnit
+from chatapp.gateways.units import CostUnit
 from chatapp.rendering import attachments
 from chatapp.rendering.presentation import error_text, format_cost, token_counts
 from chatapp.rendering.settle_steps import closes_fence

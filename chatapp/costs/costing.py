@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 
 from chatapp.conversations.models import Message
-from chatapp.costs import pricing
 from chatapp.costs.models import Generation
-from chatapp.costs.units import CostUnit, exact, stream_unit
+from chatapp.gateways import pricing
+from chatapp.gateways.units import CostUnit, exact, stream_unit
 from gateway_client.dialects import facts_for
 
 if TYPE_CHECKING:

@@ -21,9 +21,9 @@ from django.contrib.auth.models import Group
 from django.db import models, transaction
 
 from chatapp.costs import running_totals
-from chatapp.costs.units import CostUnit
 from chatapp.errors import LedgerIsAppendOnly
 from chatapp.gateways.models import Gateway
+from chatapp.gateways.units import CostUnit
 
 if TYPE_CHECKING:
     from chatapp.conversations.models import Message

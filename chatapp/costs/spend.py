@@ -27,8 +27,8 @@ from django.utils import timezone
 from chatapp.conversations.models import Conversation
 from chatapp.costs.models import Generation, SpendTotal
 from chatapp.costs.running_totals import Tally, period_starts
-from chatapp.costs.units import CostUnit, Money, in_dollars, is_dollars
 from chatapp.gateways.models import Gateway
+from chatapp.gateways.units import CostUnit, Money, in_dollars, is_dollars
 
 if TYPE_CHECKING:
     import datetime

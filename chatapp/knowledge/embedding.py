@@ -37,10 +37,10 @@ from chatapp.costs.costing import (
     settle_cost_now,
 )
 from chatapp.costs.models import Generation
-from chatapp.costs.units import exact, stream_unit
 from chatapp.errors import ChatAppError
 from chatapp.gateways.clients import shared_client
 from chatapp.gateways.configs import GatewayConfig, configs
+from chatapp.gateways.units import exact, stream_unit
 from gateway_client.dialects import guess_dialect
 from gateway_client.embeddings import MAX_INPUT_CHARS, MAX_INPUTS
 from gateway_client.errors import GatewayError

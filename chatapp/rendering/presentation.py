@@ -18,7 +18,7 @@ from chatapp.conversations.models import Message
 from chatapp.costs.models import Generation
 from chatapp.costs.spending_limits import SPENDING_LIMIT
 from chatapp.costs.token_budgets import larger_budget
-from chatapp.costs.units import CostUnit, Money
+from chatapp.gateways.units import CostUnit, Money
 from chatapp.tools import tool_loop
 
 Status = Generation.Status

@@ -247,7 +247,11 @@ async def answerer_for(request: HttpRequest, config: GatewayConfig, model: str) 
     return Answerer(
         gateway=config,
         model=model,
-        kind=image_models.kind_of(config, model, listed),
+        kind=(
+            Generation.Kind.IMAGE
+            if image_models.makes_images(config, model, listed)
+            else Generation.Kind.CHAT
+        ),
         image_count=image_models.image_count(request.POST.get("images", "")),
         takes_images=takes_images_in(config, model, listed),
     )

@@ -16,10 +16,10 @@ from django.urls import reverse
 from chatapp.conversations.models import Conversation
 from chatapp.conversations.turns import Answerer, TurnRequest, create_turn
 from chatapp.costs.models import Generation
-from chatapp.costs.units import default_unit
 from chatapp.gateways import catalog, configs, key_vault
 from chatapp.gateways.configs import GatewayConfig
 from chatapp.gateways.models import Gateway, ModelPrice
+from chatapp.gateways.units import default_unit
 from chatapp.messaging import socket_messages
 from chatapp.rendering.presentation import error_text
 from chatapp.streaming import worker

@@ -32,8 +32,8 @@ from chatapp.costs.models import (
     SpendingLimit,
 )
 from chatapp.costs.spending_limits import Ceiling, SpendingLimitReached, period_bounds
-from chatapp.costs.units import CostUnit
 from chatapp.errors import LedgerIsAppendOnly
+from chatapp.gateways.units import CostUnit
 from chatapp.streaming import persistence, worker
 from tests.waiting import eventually
 

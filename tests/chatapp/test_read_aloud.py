@@ -21,9 +21,9 @@ from django.urls import reverse
 
 from chatapp.conversations.models import Conversation, Message
 from chatapp.costs.models import Generation
-from chatapp.costs.units import CostUnit, Money
 from chatapp.gateways import configs
 from chatapp.gateways.models import Gateway
+from chatapp.gateways.units import CostUnit, Money
 from chatapp.read_aloud.models import ReadAloudAudio
 from chatapp.streaming import sweep
 from gateway_client.emulator.media import wav_bytes

@@ -26,9 +26,9 @@ from chatapp.conversations.turns import Answerer, TurnRequest, create_turn, firs
 from chatapp.costs import spending_limits, totals_check
 from chatapp.costs.models import Generation, LedgerDay, SpendingLimit
 from chatapp.costs.spending_limits import Ceiling, SpendingLimitReached, ceiling_for, period_bounds
-from chatapp.costs.units import CostUnit, Money
 from chatapp.gateways import catalog, configs, key_vault
 from chatapp.gateways.models import Gateway, ModelPrice
+from chatapp.gateways.units import CostUnit, Money
 from chatapp.streaming import persistence, worker
 from gateway_client.emulator import EmulatorURL
 from tests.waiting import eventually
