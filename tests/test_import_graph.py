@@ -205,6 +205,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "log_format",
         "settings",
         "request_memo",
+        "records_thread",
         "static_files",
         "static_vendor",
         "checks",

@@ -3,7 +3,7 @@ an earlier completed read aloud, and what the page is told about the newest one.
 
 A read aloud is a `Generation` of kind `speech` with `message=None` and `read_aloud=<the answer>`,
 so the cost ledger, the sweep and reconciliation treat it like any other billed request. These
-run on the records thread (`persistence.on_record_thread`); its final state is written by
+run on the records thread (`records_thread.on_record_thread`); its final state is written by
 `persistence.save_read_aloud`.
 """
 

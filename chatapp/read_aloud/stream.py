@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 
+from chatapp import records_thread
 from chatapp.costs import reconcile
 from chatapp.costs.models import Generation
 from chatapp.errors import ChatAppError
@@ -213,7 +214,7 @@ class ReadAloud:
         while True:
             await asyncio.sleep(settings.CHAT_FLUSH_INTERVAL)
             try:
-                await persistence.on_record_thread(
+                await records_thread.on_record_thread(
                     beat, self.pk, self._upstream_id, self._request_id
                 )
             except Exception:  # a missed beat is retried in a second; the sweep waits 15
@@ -331,7 +332,7 @@ async def start_or_join(user: User, message_pk: int) -> tuple[ReadAloud, Seat]:
 
 
 async def _begin(user: User, message_pk: int, audience: Audience) -> ReadAloud:
-    begun = await persistence.on_record_thread(create_read_aloud, user, message_pk)
+    begun = await records_thread.on_record_thread(create_read_aloud, user, message_pk)
     return start(begun, audience)
 
 

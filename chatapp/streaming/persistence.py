@@ -1,5 +1,5 @@
 """A generation's records: its final state, its settled cost, its interruption, all written on
-one records thread (`on_record_thread`, which new turns use too).
+one records thread (`chatapp.records_thread`, which new turns use too).
 
 Partial answers are the writer's (`writer.py`: every running generation in one batch). The final
 state (message and generation together) is one transaction: the text sent, and everything else
@@ -8,18 +8,13 @@ state (message and generation together) is one transaction: the text sent, and e
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-import functools
 import logging
-import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from asgiref.sync import sync_to_async
-from django.db import InterfaceError, OperationalError, connection, transaction
+from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
 from chatapp.conversations import knowledge_context, turns
@@ -33,9 +28,9 @@ from chatapp.costs.costing import (
 from chatapp.costs.models import Generation
 from chatapp.costs.spending_limits import SPENDING_LIMIT, SpendingLimitReached
 from chatapp.read_aloud.models import ReadAloudAudio
+from chatapp.records_thread import on_final_thread
 from chatapp.rendering import answer_html, attachments
 from chatapp.rendering.markdown import citation
-from chatapp.streaming.records_thread import Priority, RecordsThread
 from chatapp.tools import tool_loop
 
 if TYPE_CHECKING:
@@ -50,78 +45,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 STREAMING = Generation.Status.STREAMING
-# How long a final write keeps retrying while the database is unreachable.
-RETRY_FOR = 30.0
-
-# New turns and final states are written on one thread of their own, keeping one connection: they
-# never queue behind the writer's batches, and they do not race each other for SQLite's one write
-# lock, whose losers wait in the busy handler's coarse sleeps (a burst of 50 new chats took 3 s to
-# insert from 50 request threads, ~60 ms a turn, and ~2 ms a turn from this one). They are taken
-# by urgency (`records_thread`): a send waits behind no final write, and nothing behind a title.
-records = RecordsThread("chat-records")
-
-
-async def _on_records[R](priority: Priority, call: Callable[[], R]) -> R:
-    return await asyncio.wrap_future(records.submit(priority, call))
-
-
-async def on_record_thread[**P, R](
-    function: Callable[P, R], *args: P.args, **kwargs: P.kwargs
-) -> R:
-    """`function(*args, **kwargs)` on the records thread, for a running answer (no retry)."""
-    return await _on_records(Priority.ANSWER, functools.partial(function, *args, **kwargs))
-
-
-async def on_record_thread_when_idle[**P, R](
-    function: Callable[P, R], *args: P.args, **kwargs: P.kwargs
-) -> R:
-    """`on_record_thread` for what nobody waits for (a title): after everything else queued."""
-    return await _on_records(Priority.BACKGROUND, functools.partial(function, *args, **kwargs))
-
-
-def _give_back_connection() -> None:
-    if not connection.in_atomic_block:
-        connection.close()  # with a pool: back to it, not closed
-
-
-async def on_record_thread_from_view[**P, R](
-    function: Callable[P, R], *args: P.args, **kwargs: P.kwargs
-) -> R:
-    """`on_record_thread` for a view: first its request's thread gives its database connection
-    back, when connections come from a pool (PostgreSQL). Each request reads its session, user
-    and options on its own thread, which keeps the connection it borrowed until the request
-    ends; a burst of requests waiting here with one each emptied the pool (10 sends, a pool of
-    10), the records thread got none, and every send hung until the pool's timeout."""
-    if connection.settings_dict.get("OPTIONS", {}).get("pool"):
-        await sync_to_async(_give_back_connection)()  # on the request's thread
-    # In the request's context, so that what it read once (`request_memo`) is not read again.
-    call = functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
-    return await _on_records(Priority.USER_WAITING, call)
-
-
-def _on_final_thread[**P, R](function: Callable[P, R]) -> Callable[P, Awaitable[R]]:
-    """Run `function` on the records thread, retrying while the database is unreachable
-    (a restart, a failover): the final state of an answer must not be lost to a blip."""
-
-    def attempt(*args: P.args, **kwargs: P.kwargs) -> R:
-        deadline = time.monotonic() + RETRY_FOR
-        delay = 0.1
-        while True:
-            try:
-                return function(*args, **kwargs)
-            except (OperationalError, InterfaceError):
-                connection.close()  # reopened by the next attempt
-                if time.monotonic() + delay > deadline:
-                    raise
-                logger.warning("The database refused %s; retrying", function.__name__)
-                time.sleep(delay)  # on this thread only, never on the event loop
-                delay = min(delay * 2, 2.0)
-
-    @functools.wraps(function)
-    async def run(*args: P.args, **kwargs: P.kwargs) -> R:
-        return await on_record_thread(attempt, *args, **kwargs)
-
-    return run
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +69,7 @@ def _apply_stream_counts_and_cost(generation: Generation, completion: Completion
         generation.cost_source = Generation.CostSource.STREAM
 
 
-@_on_final_thread
+@on_final_thread
 def save_final(
     generation_pk: int,
     state: LiveState,
@@ -355,10 +278,10 @@ def _apply_error(generation: Generation, error: ErrorInfo) -> None:
 
 
 # One reconciliation round on the records thread (see `costing.settle_cost_now`).
-settle_cost = _on_final_thread(settle_cost_now)
+settle_cost = on_final_thread(settle_cost_now)
 
 
-@_on_final_thread
+@on_final_thread
 def mark_interrupted(generation_pks: list[int]) -> list[tuple[int, int | None, int]]:
     """Interrupt the given generations if still streaming; (id, conversation, seq) of each (no
     conversation: it was deleted)."""
@@ -384,7 +307,7 @@ def mark_interrupted(generation_pks: list[int]) -> list[tuple[int, int | None, i
 # --- Read alouds (`read_aloud.stream`) -----------------------------------------------------------
 
 
-@_on_final_thread
+@on_final_thread
 def save_read_aloud(generation_pk: int, end: ReadAloudEnd) -> FinalState:
     """A read aloud's terminal state and the audio it received, in one transaction."""
 
@@ -408,7 +331,7 @@ def save_read_aloud(generation_pk: int, end: ReadAloudEnd) -> FinalState:
     return final
 
 
-@_on_final_thread
+@on_final_thread
 def mark_answerless_interrupted(generation_pks: list[int]) -> int:
     """Interrupt the given read alouds and titles if still streaming (their process died); how
     many. Their cost is never known mid-way: the sweep settles it."""
@@ -437,7 +360,7 @@ _INTERRUPTED_WORDS = {
 # --- Titles (`streaming.titles`) -----------------------------------------------------------------
 
 
-@_on_final_thread
+@on_final_thread
 def save_title(generation_pk: int, end: JobEnd, title: str) -> FinalState:
     """A title generation's terminal state and, when it completed with a `title` and the
     conversation's title is still its first line, that title, in one transaction. The

@@ -26,6 +26,7 @@ from typing import Any
 
 from django.urls import reverse
 
+from chatapp import records_thread
 from chatapp.conversations.jobs import Job, JobEnd, Status
 from chatapp.conversations.request_options import RequestOptions, stream_arguments
 from chatapp.costs import spending_limits
@@ -219,11 +220,11 @@ class GenerationWorker:
         job = self.job
         assert job.spend is not None
         try:
-            larger = await persistence.on_record_thread(
+            larger = await records_thread.on_record_thread(
                 spending_limits.extend, job.generation_pk, job.user_pk, job.spend, cost
             )
             if larger is None:
-                self._limit_note = await persistence.on_record_thread(
+                self._limit_note = await records_thread.on_record_thread(
                     spending_limits.stop_note, job.spend, job.user_pk
                 )
                 self.cancel()

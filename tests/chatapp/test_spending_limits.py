@@ -20,6 +20,7 @@ from django.test import AsyncClient
 from django.urls import reverse
 from django.utils import timezone
 
+from chatapp import records_thread
 from chatapp.asgi import application
 from chatapp.conversations.models import Conversation, Message
 from chatapp.conversations.turns import Answerer, TurnRequest, create_turn, first_context
@@ -29,7 +30,7 @@ from chatapp.costs.spending_limits import Ceiling, SpendingLimitReached, ceiling
 from chatapp.gateways import catalog, configs, key_vault
 from chatapp.gateways.models import Gateway, ModelPrice
 from chatapp.gateways.units import CostUnit, Money
-from chatapp.streaming import persistence, worker
+from chatapp.streaming import worker
 from gateway_client.emulator import EmulatorURL
 from tests.waiting import eventually
 
@@ -592,7 +593,7 @@ async def test_twenty_reservations_at_once_start_only_what_the_limit_allows(alic
     owner = await worker.owner_channel()
     results = await asyncio.gather(
         *(
-            persistence.on_record_thread(
+            records_thread.on_record_thread(
                 create_turn,
                 alice,
                 TurnRequest(
