@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 
 from chatapp import records_thread
-from chatapp.costs import reconcile
+from chatapp.costs import reconcile, settling
 from chatapp.costs.models import Generation
 from chatapp.errors import ChatAppError
 from chatapp.gateways.clients import shared_client
@@ -40,7 +40,7 @@ from chatapp.read_aloud.records import (
     stopped_recently,
 )
 from chatapp.rendering.attachments import PLAYABLE_AUDIO_TYPES
-from chatapp.streaming import persistence, settling
+from chatapp.streaming import persistence
 from gateway_client.client import GenerationRecord
 from gateway_client.errors import ErrorInfo, GatewayError
 

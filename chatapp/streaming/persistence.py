@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -23,9 +23,9 @@ from chatapp.costs.costing import (
     apply_reported,
     not_billed_reason,
     record_expected,
-    settle_cost_now,
 )
 from chatapp.costs.models import Generation
+from chatapp.costs.settling import FinalState
 from chatapp.costs.spending_limits import SPENDING_LIMIT, SpendingLimitReached
 from chatapp.read_aloud.models import ReadAloudAudio
 from chatapp.records_thread import on_final_thread
@@ -48,15 +48,11 @@ STREAMING = Generation.Status.STREAMING
 
 
 @dataclass(frozen=True, slots=True)
-class FinalState:
-    """What reconciliation needs to know once the final state is written: whether the cost is
-    still `pending`, and whether the gateway keeps a record to ask (`costing.record_expected`)."""
+class AnswerFinal(FinalState):
+    """An answer's `FinalState`, with the next round of its turn when one was created with it
+    (its tool calls ran)."""
 
-    upstream_id: str
-    cost_pending: bool
-    record_expected: bool = False
     next_job: Job | None = None
-    """The next round of the turn, created with this final state: its tool calls ran."""
 
 
 def _apply_stream_counts_and_cost(generation: Generation, completion: Completion) -> None:
@@ -81,7 +77,7 @@ def save_final(
     thinking_ms: int | None = None,
     tool_runs: list[CallRun] | None = None,
     next_round_tools: tuple[dict[str, Any], ...] | None = None,
-) -> FinalState:
+) -> AnswerFinal:
     """Write the terminal state in one transaction; returns what reconciliation needs.
     `dialect`: the one the stream was read as (else the gateway's). `tool_runs` are kept with
     their calls; with `next_round_tools` the turn's next round, offered those tools, is created
@@ -123,17 +119,16 @@ def save_final(
             ttft_ms=ttft_ms,
         )
         if generation is None:
-            return final
+            return AnswerFinal(final.upstream_id, final.cost_pending, final.record_expected)
         if generation.conversation_id is not None:
             Conversation.objects.filter(pk=generation.conversation_id).update(
                 updated_at=generation.finished_at
             )
         completed = end.status == Generation.Status.COMPLETED
+        next_job = None
         if next_round_tools is not None and completed and generation.message is not None:
-            final = replace(
-                final, next_job=_next_round(generation.message, generation, next_round_tools)
-            )
-    return final
+            next_job = _next_round(generation.message, generation, next_round_tools)
+    return AnswerFinal(final.upstream_id, final.cost_pending, final.record_expected, next_job)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +154,7 @@ def _write_terminal(
     """A generation's terminal write, for every kind (inside the caller's transaction): it
     ends, from `completion` its IDs, usage and reported cost, `write` the kind's own fields,
     then what the cost is when nobody reported it. The generation (None: not written) and what
-    settling needs (`settling.settle`).
+    settling needs (`costs.settling.settle`).
 
     A generation that has ended already keeps its one terminal state: the sweep interrupted it
     (its heartbeat lapsed while the database was away), or this write committed before an error
@@ -275,10 +270,6 @@ def _apply_error(generation: Generation, error: ErrorInfo) -> None:
     generation.error_code = "" if error.code is None else str(error.code)[:100]
     generation.error_type = (error.type or "")[:100]
     generation.error_message = error.message
-
-
-# One reconciliation round on the records thread (see `costing.settle_cost_now`).
-settle_cost = on_final_thread(settle_cost_now)
 
 
 @on_final_thread

@@ -19,13 +19,14 @@ from django.db import DatabaseError, close_old_connections
 from django.utils import timezone
 
 from chatapp.conversations import temporary
+from chatapp.costs import settling
 from chatapp.costs.costing import record_expected
 from chatapp.costs.models import Generation
 from chatapp.gateways.clients import shared_client
 from chatapp.gateways.configs import GatewayUnavailable, config_for
 from chatapp.messaging import socket_messages
 from chatapp.read_aloud import stream
-from chatapp.streaming import persistence, settling, titles, worker
+from chatapp.streaming import persistence, titles, worker
 from chatapp.tools.mcp import catalog as mcp_catalog
 
 logger = logging.getLogger(__name__)
@@ -87,7 +88,7 @@ async def settle_one(generation: Generation) -> bool:
         config = await sync_to_async(config_for)(generation.gateway_id)
     except GatewayUnavailable:
         return False  # disabled since: its cost stays pending until it is enabled again
-    final = persistence.FinalState(
+    final = settling.FinalState(
         upstream_id=generation.upstream_id,
         cost_pending=True,
         record_expected=record_expected(generation),

@@ -26,12 +26,12 @@ from chatapp import records_thread
 from chatapp.conversations import user_text
 from chatapp.conversations.jobs import JobEnd
 from chatapp.conversations.models import Conversation, Message
-from chatapp.costs import spending_limits
+from chatapp.costs import settling, spending_limits
 from chatapp.costs.models import Generation
 from chatapp.gateways.clients import shared_client
 from chatapp.gateways.configs import GatewayConfig, GatewayUnavailable, config_for
 from chatapp.messaging import layer_errors, socket_messages
-from chatapp.streaming import persistence, settling
+from chatapp.streaming import persistence
 from chatapp.streaming.ticker import current_ticker
 from gateway_client.errors import GatewayError, IncompleteStream, StatusError
 

@@ -29,7 +29,7 @@ from django.urls import reverse
 from chatapp import records_thread
 from chatapp.conversations.jobs import Job, JobEnd, Status
 from chatapp.conversations.request_options import RequestOptions, stream_arguments
-from chatapp.costs import spending_limits
+from chatapp.costs import settling, spending_limits
 from chatapp.costs.models import Generation
 from chatapp.costs.spending_limits import SPENDING_LIMIT
 from chatapp.gateways.clients import shared_client
@@ -37,9 +37,9 @@ from chatapp.gateways.configs import GatewayConfig
 from chatapp.gateways.image_models import image_prompt
 from chatapp.messaging import layer_errors, socket_messages
 from chatapp.rendering.markdown import doc_id_for
-from chatapp.streaming import log_context, memory_trim, persistence, settling, titles
+from chatapp.streaming import log_context, memory_trim, persistence, titles
 from chatapp.streaming.live_state import LiveState
-from chatapp.streaming.persistence import FinalState
+from chatapp.streaming.persistence import AnswerFinal
 from chatapp.streaming.ticker import Ticker, current_ticker, ticker
 from chatapp.streaming.writer import PartialRow
 from chatapp.tools import tool_loop
@@ -397,7 +397,7 @@ class GenerationWorker:
         seconds = self._stream.time_to_first_token if self._stream is not None else None
         return None if seconds is None else round(seconds * 1000)
 
-    async def _finish(self, end: JobEnd, runs: list[CallRun] | None = None) -> FinalState:
+    async def _finish(self, end: JobEnd, runs: list[CallRun] | None = None) -> AnswerFinal:
         # Everything received reaches the browsers before `done`, its last blocks rendered.
         await self.send_delta(last=True)
         if self._stream is not None:  # on cancel and crashes too: whatever arrived counts
