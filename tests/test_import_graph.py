@@ -245,9 +245,6 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
         ("chatapp.rendering.presentation", "chatapp.conversations.models"),
         ("chatapp.rendering.presentation", "chatapp.tools"),
         ("chatapp.rendering.presentation", "chatapp.tools.tool_loop"),
-        ("chatapp.streaming.persistence", "chatapp.read_aloud.models"),
-        ("chatapp.streaming.persistence", "chatapp.read_aloud.records"),
-        ("chatapp.streaming.sweep", "chatapp.read_aloud.stream"),
     }
 )
 

@@ -37,10 +37,11 @@ from chatapp.read_aloud.records import (
     ReadAloudStart,
     beat,
     create_read_aloud,
+    save_read_aloud,
     stopped_recently,
 )
 from chatapp.rendering.attachments import PLAYABLE_AUDIO_TYPES
-from chatapp.streaming import persistence
+from chatapp.streaming import sweep
 from gateway_client.client import GenerationRecord
 from gateway_client.errors import ErrorInfo, GatewayError
 
@@ -196,7 +197,7 @@ class ReadAloud:
             end = self._end(status, error)
         else:  # written before any look-up, so that the page can say "stopped" (or why) at once
             end = self._end(pumped.status, pumped.error)
-        final = await persistence.save_read_aloud(self.pk, end)
+        final = await save_read_aloud(self.pk, end)
         await settling.settle(self.client, self.pk, self.start.user_pk, final, lookup=lookup)
 
     def _end(self, status: Status, error: ErrorInfo | None) -> ReadAloudEnd:
@@ -346,3 +347,6 @@ def _forget_refused(
 def running_pks() -> set[int]:
     """Read alouds running in this process (the sweep leaves them alone)."""
     return set(_running)
+
+
+sweep.also_running(running_pks)

@@ -27,7 +27,6 @@ from chatapp.costs.costing import (
 from chatapp.costs.models import Generation
 from chatapp.costs.settling import FinalState
 from chatapp.costs.spending_limits import SPENDING_LIMIT, SpendingLimitReached
-from chatapp.read_aloud.models import ReadAloudAudio
 from chatapp.records_thread import on_final_thread
 from chatapp.rendering import answer_html, attachments
 from chatapp.rendering.markdown import citation
@@ -35,7 +34,6 @@ from chatapp.tools import tool_loop
 
 if TYPE_CHECKING:
     from chatapp.conversations.jobs import Job, JobEnd
-    from chatapp.read_aloud.records import ReadAloudEnd
     from chatapp.rendering.answer_html import RenderedAnswer
     from chatapp.streaming.live_state import LiveState
     from chatapp.tools.tool_loop import CallRun
@@ -110,7 +108,7 @@ def save_final(
             _add_missing_text(generation.message, sent)
 
     with transaction.atomic():
-        generation, final = _write_terminal(
+        generation, final = write_terminal(
             generation_pk,
             Ending(end.status, end.error, delivered=bool(sent.content or sent.reasoning)),
             completion,
@@ -141,7 +139,7 @@ class Ending:
     delivered: bool = False
 
 
-def _write_terminal(
+def write_terminal(
     generation_pk: int,
     ending: Ending,
     completion: Completion | None,
@@ -295,33 +293,6 @@ def mark_interrupted(generation_pks: list[int]) -> list[tuple[int, int | None, i
     return done
 
 
-# --- Read alouds (`read_aloud.stream`) -----------------------------------------------------------
-
-
-@on_final_thread
-def save_read_aloud(generation_pk: int, end: ReadAloudEnd) -> FinalState:
-    """A read aloud's terminal state and the audio it received, in one transaction."""
-
-    def write(generation: Generation) -> None:
-        generation.upstream_id = end.upstream_id[:200]
-        generation.request_id = end.request_id[:200]
-
-    with transaction.atomic():
-        generation, final = _write_terminal(
-            generation_pk,
-            Ending(end.status, end.error, delivered=bool(end.audio)),
-            None,
-            write,
-            kind=Generation.Kind.READ_ALOUD,
-            ttft_ms=end.ttft_ms,
-        )
-        if generation is not None and end.audio:
-            ReadAloudAudio.objects.update_or_create(
-                generation=generation, defaults={"media_type": end.media_type, "data": end.audio}
-            )
-    return final
-
-
 @on_final_thread
 def mark_answerless_interrupted(generation_pks: list[int]) -> int:
     """Interrupt the given read alouds and titles if still streaming (their process died); how
@@ -362,7 +333,7 @@ def save_title(generation_pk: int, end: JobEnd, title: str) -> FinalState:
         generation.dialect = generation.gateway.dialect if generation.gateway else ""
 
     with transaction.atomic():
-        generation, final = _write_terminal(
+        generation, final = write_terminal(
             generation_pk,
             Ending(
                 end.status, end.error, delivered=completion is not None and bool(completion.content)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+from collections.abc import Callable
 from datetime import timedelta
 
 from asgiref.sync import sync_to_async
@@ -25,7 +26,6 @@ from chatapp.costs.models import Generation
 from chatapp.gateways.clients import shared_client
 from chatapp.gateways.configs import GatewayUnavailable, config_for
 from chatapp.messaging import socket_messages
-from chatapp.read_aloud import stream
 from chatapp.streaming import persistence, titles, worker
 from chatapp.tools.mcp import catalog as mcp_catalog
 
@@ -33,6 +33,14 @@ logger = logging.getLogger(__name__)
 
 
 _sweepers: dict[asyncio.AbstractEventLoop, asyncio.Task[None]] = {}
+_also_running: list[Callable[[], set[int]]] = []
+
+
+def also_running(running_pks: Callable[[], set[int]]) -> None:
+    """Leave alone the generations `running_pks()` says run in this process: for a package above
+    this one that runs its own (`read_aloud.stream` tells it so as it is imported, before it can
+    start one, so that a process that never imported it runs none of them either)."""
+    _also_running.append(running_pks)
 
 
 async def sweep_stale_generations(stale_after: float | None = None) -> int:
@@ -45,7 +53,8 @@ async def sweep_stale_generations(stale_after: float | None = None) -> int:
         .filter(Generation.silent_since(cutoff))
         .values_list("pk", "kind")
     ]
-    alive = worker.running_pks() | stream.running_pks() | titles.running_pks()
+    alive = worker.running_pks() | titles.running_pks()
+    alive = alive.union(*(running_pks() for running_pks in _also_running))
     # A read aloud or a title has no answer of its own to keep or tell open pages about.
     answerless = Generation.ANSWERLESS_KINDS
     others = [pk for pk, kind in candidates if kind in answerless and pk not in alive]
