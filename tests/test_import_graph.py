@@ -239,12 +239,7 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
         ("chatapp.conversations.shared_links", "chatapp.tools.mcp.catalog"),
         ("chatapp.costs.costing", "chatapp.conversations.models"),
         ("chatapp.costs.costing", "chatapp.conversations.tree"),
-        ("chatapp.costs.models", "chatapp.conversations.models"),
-        ("chatapp.costs.spend", "chatapp.conversations.models"),
         ("chatapp.rendering.answer_html", "chatapp.conversations.models"),
-        ("chatapp.rendering.presentation", "chatapp.conversations.models"),
-        ("chatapp.rendering.presentation", "chatapp.tools"),
-        ("chatapp.rendering.presentation", "chatapp.tools.tool_loop"),
     }
 )
 

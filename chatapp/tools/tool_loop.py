@@ -68,7 +68,7 @@ class CallRun:
     """A call's run as the tool pane shows it: its arguments `pretty`-printed when they are a JSON
     object (`valid`), `result` the text the model is sent. The message keeps the run's status,
     result and duration beside the call as streamed (`stored_calls`); the pane's text is made
-    from those again (`presentation.tool_call_view`)."""
+    from those again (`call_view.tool_call_view`)."""
 
     index: int
     call_id: str

@@ -159,7 +159,7 @@ def _page(
         "chat_messages": messages,
         # Full pages only: a new conversation has spent nothing yet (and its answer's fragment
         # brings the running total once there is one).
-        "conversation_spend": conversation_spend(conversation)
+        "conversation_spend": conversation_spend(conversation.pk)
         if conversation and sidebar
         else None,
         **spend_push.spend_context(request.user, month=sidebar),
@@ -456,7 +456,7 @@ def message_fragment(request: AuthenticatedRequest, pk: int) -> HttpResponse:
         "message": message,
         "versions": None if comparing else shown(message).versions,
         "in_comparison": comparing,
-        "conversation_spend": conversation_spend(message.conversation),
+        "conversation_spend": conversation_spend(message.conversation_id),
     }
     return render(request, "chatapp/_message_fragment.html", context)
 

@@ -14,6 +14,7 @@ from django.test import AsyncClient
 from django.urls import reverse
 
 from chatapp.conversations.models import Conversation
+from chatapp.conversations.presentation import error_text
 from chatapp.conversations.turns import Answerer, TurnRequest, create_turn
 from chatapp.costs.models import Generation
 from chatapp.gateways import catalog, configs, key_vault
@@ -21,7 +22,6 @@ from chatapp.gateways.configs import GatewayConfig
 from chatapp.gateways.models import Gateway, ModelPrice
 from chatapp.gateways.units import default_unit
 from chatapp.messaging import socket_messages
-from chatapp.rendering.presentation import error_text
 from chatapp.streaming import worker
 from gateway_client import ModelInfo
 

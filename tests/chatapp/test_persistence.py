@@ -13,11 +13,11 @@ import pytest
 
 from chatapp.conversations.jobs import JobEnd, Status
 from chatapp.conversations.models import Conversation, Message
+from chatapp.conversations.presentation import warning_texts
 from chatapp.costs.costing import MAX_RECORD_ATTEMPTS, Lookup
 from chatapp.costs.models import Generation
 from chatapp.costs.settling import settle_cost
 from chatapp.gateways.models import Gateway, ModelPrice
-from chatapp.rendering.presentation import warning_texts
 from chatapp.streaming.live_state import LiveState
 from chatapp.streaming.persistence import AnswerFinal, mark_interrupted, save_final
 from gateway_client.accumulator import Completion

@@ -16,13 +16,13 @@ from django.contrib import admin
 from django.urls import reverse
 
 from chatapp import records_thread, tools
+from chatapp.conversations import presentation
 from chatapp.conversations.models import Conversation, Message
 from chatapp.costs.admin.generations import GenerationAdmin
 from chatapp.costs.models import Generation
 from chatapp.gateways import configs
 from chatapp.gateways.models import Gateway
 from chatapp.messaging import socket_messages
-from chatapp.rendering import presentation
 from chatapp.streaming import stopping, worker
 from chatapp.tools import tool_loop
 from chatapp.tools.base import ToolContext
