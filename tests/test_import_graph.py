@@ -239,7 +239,6 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
         ("chatapp.conversations.shared_links", "chatapp.tools.mcp.catalog"),
         ("chatapp.costs.costing", "chatapp.conversations.models"),
         ("chatapp.costs.costing", "chatapp.conversations.tree"),
-        ("chatapp.rendering.answer_html", "chatapp.conversations.models"),
     }
 )
 
