@@ -19,7 +19,9 @@ class ChatappConfig(AppConfig):
         )
         from chatapp.access.models import GroupPolicy
         from chatapp.assistants.models import Assistant, ChatDefaults, Prompt
+        from chatapp.conversations import tree
         from chatapp.conversations.models import Conversation
+        from chatapp.costs import costing
         from chatapp.gateways.configs import forget_configs
         from chatapp.gateways.detected import forget_asked
         from chatapp.gateways.models import Gateway
@@ -31,6 +33,9 @@ class ChatappConfig(AppConfig):
         from chatapp.tools.models import McpServer, ToolSwitch
         from chatapp.ws import session_sockets
 
+        # An estimate counts an answer's prompt from the context the tree reads (costs stand
+        # below conversations).
+        costing.read_contexts_with(tree.context_through)
         # An admin's change to a gateway takes effect at once in this process (others within
         # `configs.CONFIGS_TTL`).
         post_save.connect(forget_configs, sender=Gateway, dispatch_uid="chatapp.gateway.saved")

@@ -237,8 +237,6 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
         ("chatapp.conversations.request_options", "chatapp.tools"),
         ("chatapp.conversations.shared_links", "chatapp.tools"),
         ("chatapp.conversations.shared_links", "chatapp.tools.mcp.catalog"),
-        ("chatapp.costs.costing", "chatapp.conversations.models"),
-        ("chatapp.costs.costing", "chatapp.conversations.tree"),
     }
 )
 
