@@ -16,10 +16,11 @@ class ChatappConfig(AppConfig):
         from chatapp import (
             checks,  # noqa: F401  (registers them)
             shared_cache,
+            tools,
         )
         from chatapp.access.models import GroupPolicy
         from chatapp.assistants.models import Assistant, ChatDefaults, Prompt
-        from chatapp.conversations import tree
+        from chatapp.conversations import search_tool, tree
         from chatapp.conversations.models import Conversation
         from chatapp.costs import costing
         from chatapp.gateways.configs import forget_configs
@@ -36,6 +37,9 @@ class ChatappConfig(AppConfig):
         # An estimate counts an answer's prompt from the context the tree reads (costs stand
         # below conversations).
         costing.read_contexts_with(tree.context_through)
+        # The model's search of the user's conversations is a built-in tool (tools stand below
+        # conversations).
+        tools.add_built_in(search_tool.TOOL)
         # An admin's change to a gateway takes effect at once in this process (others within
         # `configs.CONFIGS_TTL`).
         post_save.connect(forget_configs, sender=Gateway, dispatch_uid="chatapp.gateway.saved")

@@ -30,13 +30,13 @@ from chatapp.costs.spending_limits import SPENDING_LIMIT, SpendingLimitReached
 from chatapp.records_thread import on_final_thread
 from chatapp.rendering import answer_html, attachments
 from chatapp.rendering.markdown import citation
-from chatapp.tools import tool_loop
+from chatapp.streaming import tool_loop
 
 if TYPE_CHECKING:
     from chatapp.conversations.jobs import Job, JobEnd
     from chatapp.rendering.answer_html import RenderedAnswer
     from chatapp.streaming.live_state import LiveState
-    from chatapp.tools.tool_loop import CallRun
+    from chatapp.streaming.tool_loop import CallRun
     from gateway_client.accumulator import Completion
     from gateway_client.errors import ErrorInfo
 

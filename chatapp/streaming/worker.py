@@ -37,14 +37,13 @@ from chatapp.gateways.configs import GatewayConfig
 from chatapp.gateways.image_models import image_prompt
 from chatapp.messaging import layer_errors, socket_messages
 from chatapp.rendering.markdown import doc_id_for
-from chatapp.streaming import log_context, memory_trim, persistence, titles
+from chatapp.streaming import log_context, memory_trim, persistence, titles, tool_loop
 from chatapp.streaming.live_state import LiveState
 from chatapp.streaming.persistence import AnswerFinal
 from chatapp.streaming.ticker import Ticker, current_ticker, ticker
+from chatapp.streaming.tool_loop import CallRun
 from chatapp.streaming.writer import PartialRow
-from chatapp.tools import tool_loop
 from chatapp.tools.base import ToolContext
-from chatapp.tools.tool_loop import CallRun
 from gateway_client import EventStream, GatewayClient, RetryBudget
 from gateway_client.errors import (
     ConnectError,

@@ -23,8 +23,7 @@ from chatapp.costs.models import Generation
 from chatapp.gateways import configs
 from chatapp.gateways.models import Gateway
 from chatapp.messaging import socket_messages
-from chatapp.streaming import stopping, worker
-from chatapp.tools import tool_loop
+from chatapp.streaming import stopping, tool_loop, worker
 from chatapp.tools.base import ToolContext
 from gateway_client.accumulator import ToolCall
 from gateway_client.emulator import EmulatorURL
