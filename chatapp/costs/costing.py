@@ -14,7 +14,7 @@ Every generation ends in one cost source (`Generation.CostSource`):
   no tokenizer is bundled) times the model's price (`pricing`), marked as an estimate;
 - `unavailable`: no record and no price, with the reason in words.
 
-`settle_cost_now` runs on the records thread (`persistence.settle_cost`), or inside a management
+`settle_cost_now` runs on the records thread (`settling.settle_cost`), or inside a management
 command's transaction; it is idempotent: a generation no longer `pending` is left alone.
 """
 
