@@ -169,9 +169,10 @@ test: install test-packages litellm chroma oidc-provider axe-core
 	$(BIN)/mypy
 	$(PYTEST)
 
-# The in-process tests alone: no Chromium, no PostgreSQL, Redis or nginx, no fault injection.
+# The in-process tests alone: no Chromium, no PostgreSQL, Redis or nginx, no fault injection,
+# no server started as a process (a Daphne, an MCP server, LiteLLM's proxy).
 test-quick: install
-	$(PYTEST) -m "not browser and not multiprocess and not faults"
+	$(PYTEST) -m "not browser and not multiprocess and not faults and not processes"
 
 # The browser code's unit tests alone (the suite runs them too: tests/js/test_node.py). The shell
 # expands the glob: Node 21 and later read --test's arguments as patterns and search no directory.

@@ -216,6 +216,7 @@ class GatewayForm(_GatewayForm):
             "api_key_env",
             "speech_model",
             "speech_voice",
+            "transcription_model",
             "title_model",
             "embedding_model",
         )
@@ -347,6 +348,7 @@ class GatewayAdmin(_GatewayAdmin):
         ),
         ("API key", {"fields": ("key", "api_key", "clear_api_key", "api_key_env")}),
         ("Read aloud", {"fields": ("speech_model", "speech_voice")}),
+        ("Voice input", {"fields": ("transcription_model",)}),
         ("Titles", {"fields": ("title_model",)}),
         ("Knowledge", {"fields": ("embedding_model", "reembed")}),
         (None, {"fields": ("created_at",)}),

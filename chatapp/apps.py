@@ -23,6 +23,7 @@ class ChatappConfig(AppConfig):
         from chatapp.conversations import search_tool, tree
         from chatapp.conversations.models import Conversation
         from chatapp.costs import costing
+        from chatapp.gateways import configs
         from chatapp.gateways.configs import forget_configs
         from chatapp.gateways.detected import forget_asked
         from chatapp.gateways.models import Gateway
@@ -31,6 +32,7 @@ class ChatappConfig(AppConfig):
         from chatapp.knowledge.files import forget_collection
         from chatapp.knowledge.models import Collection
         from chatapp.read_aloud.models import forget_read_aloud_audio
+        from chatapp.shared_cache.models import SharedVersion
         from chatapp.tools.models import McpServer, ToolSwitch
         from chatapp.ws import session_sockets
 
@@ -40,15 +42,17 @@ class ChatappConfig(AppConfig):
         # The model's search of the user's conversations is a built-in tool (tools stand below
         # conversations).
         tools.add_built_in(search_tool.TOOL)
-        # An admin's change to a gateway takes effect at once in this process (others within
-        # `configs.CONFIGS_TTL`).
+        # An admin's change to a gateway takes effect at once in this process, and in the others
+        # on their next page: a save writes a new `SharedVersion` token (watched below), which
+        # `configs` compares its cache with (it stands below shared_cache: the reader is passed).
+        configs.check_versions_with(SharedVersion.current)
         post_save.connect(forget_configs, sender=Gateway, dispatch_uid="chatapp.gateway.saved")
         post_delete.connect(forget_configs, sender=Gateway, dispatch_uid="chatapp.gateway.gone")
         post_save.connect(forget_asked, sender=Gateway, dispatch_uid="chatapp.gateway.ask")
         post_delete.connect(forget_asked, sender=Gateway, dispatch_uid="chatapp.gateway.unask")
         # What pages keep between requests is read again after a change, in every process.
         shared_cache.connect_signals(
-            watched=(Assistant, ChatDefaults, GroupPolicy, Prompt, ToolSwitch, McpServer),
+            watched=(Assistant, ChatDefaults, GroupPolicy, Prompt, ToolSwitch, McpServer, Gateway),
             shared_with_groups=(Assistant, Prompt, McpServer),
             # Which assistants draw on collections (`conversations/knowledge_choice.py`).
             relations=(Assistant.collections.through,),

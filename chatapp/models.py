@@ -23,6 +23,9 @@ Glossary (the code uses these words for these things, and no other):
   kept in `ReadAloudAudio`. Its stored kind value is `"speech"`, kept from before the name (money
   rows, CSV exports and the admin's filter links carry it); "speech" otherwise names only the
   upstream endpoint and its model and voice (`Gateway.speech_model`, `speech_voice`).
+- transcription: what a person said into the composer's microphone, turned into text by the
+  gateway's `POST /audio/transcriptions` (`Gateway.transcription_model`): a generation of kind
+  `Kind.TRANSCRIPTION` with no answer; the text goes to the message box, the audio is not kept.
 - attachment kinds (`Message.attachments`): `image_url`, an image kept as the URL it came with;
   `image`, an image kept as bytes and served from our origin; `audio`, `file`, `note`.
 - upload: a file the user attached to their message (`Upload`, `conversations/uploads.py`): an

@@ -292,6 +292,9 @@ LLM_COST_UNIT = os.environ.get("LLM_COST_UNIT", "")
 # The model Read aloud asks the default gateway for (POST /audio/speech, Numes only); unset: the
 # gateway row's own setting (Admin → Gateways), which this then overrides.
 LLM_SPEECH_MODEL = os.environ.get("LLM_SPEECH_MODEL", "")
+# The model voice input asks the default gateway for (POST /audio/transcriptions); unset: the
+# gateway row's own setting (Admin → Gateways → Voice input), which this then overrides.
+LLM_TRANSCRIPTION_MODEL = os.environ.get("LLM_TRANSCRIPTION_MODEL", "")
 # The model that writes new conversations' titles on the default gateway; unset: the gateway
 # row's own setting (Admin → Gateways → Titles), which this then overrides.
 LLM_TITLE_MODEL = os.environ.get("LLM_TITLE_MODEL", "")
@@ -360,6 +363,11 @@ CHAT_MCP_REFRESH_INTERVAL = float(os.environ.get("CHAT_MCP_REFRESH_INTERVAL", "3
 CHAT_MCP_RETRY_INTERVAL = float(os.environ.get("CHAT_MCP_RETRY_INTERVAL", "30"))
 # Off: new conversations keep their first line as title, and no title is asked of a model.
 CHAT_TITLES = env_bool("CHAT_TITLES", default=True)
+# Voice input (`chatapp/transcription`): the longest recording, in seconds, and the largest, in
+# bytes; the browser stops recording at the first and the server refuses past either. The bytes
+# stay under what the server takes for any form (`access/body_limits.FORM`, 3 MB).
+CHAT_VOICE_MAX_SECONDS = float(os.environ.get("CHAT_VOICE_MAX_SECONDS", "120"))
+CHAT_VOICE_MAX_BYTES = int(os.environ.get("CHAT_VOICE_MAX_BYTES", str(2 * 1024 * 1024)))
 
 # --- Rendering (chatapp/rendering/pool.py) --------------------------------------------------------
 

@@ -8,7 +8,7 @@ fresh machine needs no Node: `make install` and `manage.py prepare` (which `make
 `ensure_vendored`, which does nothing when the file is there for the locked version.
 
 When the registry cannot be reached it says so and returns: the app works without diagrams,
-showing their source as code (`chatapp/views/diagram_frame.py` tells the page).
+showing their source as code (`chatapp/views/code_frames.py` tells the page).
 
 Standard library only: `make install` runs it before anything else could be relied on.
 """

@@ -26,6 +26,7 @@ from chatapp.views import (
     organising,
     prompts,
     shared_links,
+    transcription,
 )
 from chatapp.views import chat as views
 
@@ -99,6 +100,7 @@ chat_patterns = [
     path("m/<int:pk>/attachments/<int:index>/", files.attachment, name="attachment"),
     path("u/<int:pk>/", files.upload, name="upload"),
     path("m/<int:pk>/speech/", read_aloud.read_aloud, name="read_aloud"),
+    path("transcribe/", transcription.transcribe, name="transcribe"),
     path("m/<int:pk>/speech/state/", read_aloud.read_aloud_state, name="read_aloud_state"),
     path("g/<int:pk>/stop/", views.stop, name="stop"),
     path("c/<int:pk>/share/", shared_links.share, name="share"),

@@ -209,6 +209,7 @@ def cluster(options: ClusterOptions) -> Iterator[RunningCluster]:
                 "LLM_BASE_URL": gateway_url,
                 "LLM_API_KEY": "sk-cluster",
                 "LLM_SPEECH_MODEL": emulator.SPEECH_MODEL,  # Read aloud works as with make run
+                "LLM_TRANSCRIPTION_MODEL": emulator.TRANSCRIPTION_MODEL,  # and voice input
                 "LLM_EMBEDDING_MODEL": emulator.EMBEDDING_MODEL,  # and knowledge collections
             }
         ports = tuple(free_port() for _ in range(options.processes))

@@ -9,7 +9,7 @@ state), `client` (`GatewayClient` over httpx, with deadlines, caps and cancel by
 from __future__ import annotations
 
 from .accumulator import Accumulator, Completion, ToolCall
-from .client import GatewayClient, GenerationRecord, ModelInfo
+from .client import GatewayClient, GenerationRecord, ModelInfo, Transcription
 from .dialects import Limits, Timeouts
 from .embeddings import Embeddings
 from .errors import (
@@ -57,5 +57,6 @@ __all__ = [
     "StreamFailed",
     "Timeouts",
     "ToolCall",
+    "Transcription",
     "TransportError",
 ]

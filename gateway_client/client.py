@@ -48,9 +48,10 @@ from .retries import EXTENSION, RetryBudget, retry_wait
 from .speech import SpeechStream
 from .stream import EventStream
 from .stream_parser import parse_retry_after, status_error
+from .transcription import Transcription, transcribe
 from .transport import GatewayTransport
 
-__all__ = ["GatewayClient", "GenerationRecord", "ModelInfo"]
+__all__ = ["GatewayClient", "GenerationRecord", "ModelInfo", "Transcription"]
 
 _USER_AGENT = "gateway-chat/0.1 (+gateway_client)"
 
@@ -176,6 +177,28 @@ class GatewayClient:
             body["voice"] = voice
         body.update(extra)
         return SpeechStream(self, self._url("audio/speech"), body, retries)
+
+    async def transcribe(
+        self,
+        *,
+        model: str,
+        audio: bytes,
+        filename: str,
+        media_type: str,
+        language: str | None = None,
+    ) -> Transcription:
+        """Speech to text (`/audio/transcriptions`): one multipart request, one JSON answer
+        (`transcription`)."""
+        return await transcribe(
+            self,
+            self._http,
+            self._url("audio/transcriptions"),
+            model=model,
+            audio=audio,
+            filename=filename,
+            media_type=media_type,
+            language=language,
+        )
 
     async def embed(
         self,

@@ -1,19 +1,26 @@
-"""The documents (README.md and docs/*.md) name only what exists, and document what exists.
+"""The documents (README.md, docs/*.md, benchmarks/README.md) name only what exists, and
+document what exists.
 
-Four checks, each read off the files with no Django, no server and no browser (so `make
+Each check is read off the files with no Django, no server and no browser (so `make
 test-quick` runs them): every repository path a document names in backticks or links to exists
 (or is one git ignores, made at run time: its being there depends on what ran before);
+a file named by its name alone (`turn_start.py`, `chat.js`) is one somewhere in it;
 every relative link resolves, to its file and, for `#anchor`, to a heading there (GitHub's
 slugs); every target the Makefile defines has its one row in docs/development.md's table, and
-every `make X` a document names is a target; every environment variable the code reads is named
-in docs/configuration.md. The code's reads are found with `ast` (`os.environ.get`, `os.getenv`,
-`os.environ[...]`, the settings' `env_bool` and `env_list`), so nothing here imports the modules.
+every `make X` a document names is a target; every `manage.py X` a document names is a command
+(ours, Django's or an installed app's) and every `python -m X` a module of the repository;
+every environment variable the code reads is named in docs/configuration.md, and every one its
+tables list is read by the code or the Makefile. The code's reads are found with `ast`
+(`os.environ.get`, `os.getenv`, `os.environ[...]`, the settings' `env_bool` and `env_list`), so
+nothing here imports the modules.
 """
 
 from __future__ import annotations
 
 import ast
+import os
 import re
+import sysconfig
 from collections.abc import Iterator
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -23,7 +30,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+# The README, the pages under docs/ and the benchmarks' README, which the README's table lists.
+DOCS = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    ROOT / "benchmarks" / "README.md",
+]
 CONFIGURATION = ROOT / "docs" / "configuration.md"
 DEVELOPMENT = ROOT / "docs" / "development.md"
 # Where the code that reads the environment lives (settings are chatapp/settings.py).
@@ -44,6 +56,9 @@ _LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$", re.MULTILINE)
 _MAKE = re.compile(r"^(?:[A-Z_]+=\S*\s+)*make ([a-z][\w-]*)", re.MULTILINE)
 _VARIABLE = re.compile(r"\b[A-Z][A-Z0-9_]{2,}\b")
+_FILE_NAME = re.compile(r"^[a-z_][\w-]*\.(?:py|js|mjs|html|css)$")  # not `Message.html`, a field
+_COMMAND = re.compile(r"\bmanage\.py ([a-z][a-z0-9_]*)")
+_MODULE = re.compile(r"\bpython -m ([a-z_][\w.]*)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,11 +168,24 @@ def anchors(text: str) -> set[str]:
     return found
 
 
+@cache
+def file_names() -> frozenset[str]:
+    """The names of the repository's files, in any folder (not in a virtualenv, Node's or git's)."""
+    skipped = {".git", "node_modules", "__pycache__", "staticfiles"}
+    names: set[str] = set()
+    for _folder, folders, files in os.walk(ROOT):
+        folders[:] = [f for f in folders if f not in skipped and not f.startswith(".venv")]
+        names.update(files)
+    return frozenset(names)
+
+
 def path_problems(name: str, text: str) -> Iterator[Problem]:
     for span in code_spans(text):
         path = repository_path(span)
         if path is not None and not path_exists(path):
             yield Problem(name, f"`{span}` does not exist")
+        elif path is None and _FILE_NAME.match(span) and span not in file_names():
+            yield Problem(name, f"`{span}` is no file of the repository")
 
 
 def link_problems(document: Path, text: str) -> Iterator[Problem]:
@@ -178,6 +206,42 @@ def named_targets(text: str) -> list[str]:
     its code blocks."""
     blocks = "\n".join(match.group(0) for match in _FENCE.finditer(text))
     return _MAKE.findall("\n".join([*code_spans(text), blocks]))
+
+
+def commands_and_blocks(text: str) -> str:
+    """The text of a document's code spans and code blocks, where commands are written."""
+    blocks = [match.group(0) for match in _FENCE.finditer(text)]
+    return "\n".join([*code_spans(text), *blocks])
+
+
+def named_commands(text: str) -> list[str]:
+    """The `manage.py X` commands a document names."""
+    return _COMMAND.findall(commands_and_blocks(text))
+
+
+def is_command(name: str) -> bool:
+    """Whether `manage.py name` runs something: a module of that name in a `management/commands`
+    folder of the app, of Django or of an installed package (found by its file, not imported)."""
+    installed = Path(sysconfig.get_paths()["purelib"])
+    found = (ROOT / "chatapp/management/commands" / f"{name}.py").is_file()
+    # A package's commands (`django/core/`, `django/contrib/staticfiles/`, `django_tasks_db/`).
+    for depth in ("*", "*/*", "*/*/*"):
+        found = found or any(installed.glob(f"{depth}/management/commands/{name}.py"))
+    return found
+
+
+def named_modules(text: str) -> list[str]:
+    """The repository's modules a document runs with `python -m X` (not a library's: `-m pip`)."""
+    return [
+        module
+        for module in _MODULE.findall(commands_and_blocks(text))
+        if module.split(".")[0] in top_level()
+    ]
+
+
+def is_runnable_module(module: str) -> bool:
+    path = ROOT / module.replace(".", "/")
+    return path.with_suffix(".py").is_file() or (path / "__main__.py").is_file()
 
 
 def make_targets() -> set[str]:
@@ -265,6 +329,19 @@ def environment_reads() -> tuple[list[EnvironmentRead], list[tuple[str, str]]]:
     return reads, dynamic
 
 
+def listed_variables() -> set[str]:
+    """The variables in the first column of configuration.md's tables of environment variables."""
+    section = CONFIGURATION.read_text().split("\n## Environment variables", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    cells = re.findall(r"^\| (.+?) \|", section, re.MULTILINE)
+    return {name for cell in cells for span in code_spans(cell) for name in _VARIABLE.findall(span)}
+
+
+def makefile_variables() -> set[str]:
+    """The variables the Makefile reads (`$(PORT)`, `$(or $(CLUSTER_PORT),8080)`)."""
+    return set(re.findall(r"\$\(([A-Z][A-Z0-9_]*)\)", (ROOT / "Makefile").read_text()))
+
+
 def documented_variables() -> set[str]:
     return {
         name for span in code_spans(CONFIGURATION.read_text()) for name in _VARIABLE.findall(span)
@@ -308,6 +385,11 @@ def test_the_checks_catch_a_missing_path_and_a_broken_anchor() -> None:
     )
     assert [p.what for p in path_problems("README.md", text)] == [
         "`chatapp/views/no_such_view.py` does not exist"
+    ]
+    named = "`turn_start.py` and `chat.js`, renamed: `no_such_module.py`, `no_such_script.js`"
+    assert [p.what for p in path_problems("README.md", named)] == [
+        "`no_such_module.py` is no file of the repository",
+        "`no_such_script.js` is no file of the repository",
     ]
     assert [p.what for p in link_problems(ROOT / "README.md", text)] == [
         "link to docs/architecture.md#no-such-heading: no heading #no-such-heading there",
@@ -365,3 +447,41 @@ def test_every_environment_variable_the_code_reads_is_in_configuration() -> None
                       if not is_documented(read, documented)})  # fmt: skip
     assert missing == []
     assert set(dynamic) == DYNAMIC_READS
+
+
+def test_every_command_a_document_names_exists() -> None:
+    named = {
+        (str(document.relative_to(ROOT)), command)
+        for document in DOCS
+        for command in named_commands(document.read_text())
+    }
+    assert {command for _, command in named} >= {"run_worker", "fold_ledger", "migrate"}
+    assert sorted((document, c) for document, c in named if not is_command(c)) == []
+
+
+def test_every_module_a_document_runs_exists() -> None:
+    named = {
+        (str(document.relative_to(ROOT)), module)
+        for document in DOCS
+        for module in named_modules(document.read_text())
+    }
+    assert {module for _, module in named} >= {"gateway_client.emulator", "deploy.cluster"}
+    assert sorted((document, m) for document, m in named if not is_runnable_module(m)) == []
+
+
+def test_the_command_checks_catch_what_is_not_there() -> None:
+    text = "`manage.py fold_ledger`, `manage.py no_such_command`, `python -m deploy.no_such`\n"
+    assert [c for c in named_commands(text) if not is_command(c)] == ["no_such_command"]
+    assert [m for m in named_modules(text) if not is_runnable_module(m)] == ["deploy.no_such"]
+    assert is_command("collectstatic")  # an installed app's (django.contrib.staticfiles)
+
+
+def test_every_variable_configuration_lists_is_read() -> None:
+    """The reverse of the check above: a variable the tables list that nothing reads (renamed or
+    removed in the code) would tell an operator to set what does nothing."""
+    reads, _ = environment_reads()
+    read = [*reads, *(EnvironmentRead("Makefile", name) for name in makefile_variables())]
+    listed = listed_variables()
+    assert {"LLM_BASE_URL", "CHAT_CHROMA_URL", "PORT"} <= listed
+    unread = sorted(name for name in listed if not any(is_documented(r, {name}) for r in read))
+    assert unread == []

@@ -224,7 +224,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tools",),
     ("conversations",),
     ("streaming",),
-    ("read_aloud",),
+    ("read_aloud", "transcription"),
     ("ws",),
     ("identity",),
     ("views",),

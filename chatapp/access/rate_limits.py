@@ -33,7 +33,12 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
 WINDOW = timedelta(minutes=1)
-STARTED_BY_USER = [Generation.Kind.CHAT, Generation.Kind.IMAGE, Generation.Kind.READ_ALOUD]
+STARTED_BY_USER = [
+    Generation.Kind.CHAT,
+    Generation.Kind.IMAGE,
+    Generation.Kind.READ_ALOUD,
+    Generation.Kind.TRANSCRIPTION,
+]
 
 
 # Admissions (`admit`) not yet released, by user; `_counted` guards it. A check and its admission

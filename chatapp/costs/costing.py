@@ -36,7 +36,7 @@ from gateway_client.dialects import facts_for
 if TYPE_CHECKING:
     from gateway_client.accumulator import Completion
     from gateway_client.client import GenerationRecord
-    from gateway_client.events import Cost
+    from gateway_client.events import Cost, Usage
 
 CostSource = Generation.CostSource
 
@@ -142,16 +142,24 @@ def _context_tokens(message: AnswerText) -> int:
     return counted_prompt_tokens(context_through(message.conversation_id, message.parent_id))
 
 
+_NOT_BY_THE_TOKEN = {
+    Generation.Kind.READ_ALOUD: ("read aloud", "speech"),
+    Generation.Kind.TRANSCRIPTION: ("transcription", "transcription"),
+}
+
+
 def estimate_or_explain(generation: Generation, message: AnswerText | None) -> None:
     """Set an estimate (with its basis) or `unavailable` (with the reason) on `generation`.
     `message`: the answer, to count tokens from when none were reported (None: deleted)."""
     model = generation.served_model or generation.model
-    if generation.kind == Generation.Kind.READ_ALOUD:
-        # Speech is billed by the character, not the token: a token price would misstate it.
+    if generation.kind in _NOT_BY_THE_TOKEN:
+        # Speech is billed by the character and transcription by the second, not the token: a
+        # token price would misstate them.
+        what, prices = _NOT_BY_THE_TOKEN[Generation.Kind(generation.kind)]
         generation.cost = None
         generation.cost_source = CostSource.UNAVAILABLE
         generation.cost_note = (
-            f"{_gateway_title(generation)} reported no cost for this read aloud, and speech "
+            f"{_gateway_title(generation)} reported no cost for this {what}, and {prices} "
             "prices are not kept here"
         )[:300]
         return
@@ -200,9 +208,12 @@ def estimate_or_explain(generation: Generation, message: AnswerText | None) -> N
 _COUNTS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens")
 
 
-def apply_reported(generation: Generation, report: Completion | GenerationRecord) -> Cost | None:
-    """Copy the token counts and the cost (in its unit) a stream or a record reported; the
-    cost, for the caller to name its source, or None when there was none."""
+def apply_reported(
+    generation: Generation, report: Completion | GenerationRecord | Usage
+) -> Cost | None:
+    """Copy the token counts and the cost (in its unit) a stream, a record or a usage object (a
+    transcription's) reported; the cost, for the caller to name its source, or None when there
+    was none."""
     for name in _COUNTS:
         value = getattr(report, name)
         if value is not None:

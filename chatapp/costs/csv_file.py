@@ -57,7 +57,8 @@ _SOURCES = (
     ("ttft_ms", "ttft_ms"),
     ("duration_ms", None),
     ("conversation", "conversation_id"),
-    # Last, so that the columns before keep their places: chat, image or speech (Read aloud).
+    # Last, so that the columns before keep their places: chat, image, speech (Read aloud), title
+    # or transcription (voice input).
     ("kind", "kind"),
     ("generations", None),  # 1, or how many a folded row stands for
     ("groups", None),  # the groups' names, "; " between them

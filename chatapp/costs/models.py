@@ -46,6 +46,7 @@ class Generation(models.Model):
         IMAGE = "image", "image generation"
         READ_ALOUD = "speech", "read aloud"
         TITLE = "title", "conversation title"
+        TRANSCRIPTION = "transcription", "voice input"
         EMBEDDING = "embedding", "embedding"
 
     class Status(models.TextChoices):
@@ -195,7 +196,7 @@ class Generation(models.Model):
 
     # The kinds that write no answer of their own (`message` is None): no new turn waits for
     # them, and the sweep interrupts them without telling any page.
-    ANSWERLESS_KINDS = (Kind.READ_ALOUD, Kind.TITLE, Kind.EMBEDDING)
+    ANSWERLESS_KINDS = (Kind.READ_ALOUD, Kind.TITLE, Kind.TRANSCRIPTION, Kind.EMBEDDING)
 
     class Meta:
         ordering = ["-started_at", "-id"]

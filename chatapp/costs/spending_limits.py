@@ -23,8 +23,8 @@ A priced chat answer whose full budget does not fit has its budget cut to what i
 of being refused (`reserve`).
 
 A generation the limit cannot price in its unit (no price for the model, another unit, an image,
-a read aloud) follows the limit's `unknown_price` policy: refused, or allowed while anything is
-left.
+a read aloud, a transcription) follows the limit's `unknown_price` policy: refused, or allowed
+while anything is left.
 
 While an answer streams, its worker compares its cost so far (tokens so far at the model's price,
 once per tick) with what it reserved; past it, the reservation is extended (`extend`) under the
@@ -70,6 +70,7 @@ __all__ = [
     "applicable",
     "ceiling_for",
     "extend",
+    "keep_refused",
     "period_bounds",
     "reserve",
     "standings",
@@ -366,6 +367,8 @@ def ceiling_for(
         return _unpriced(base, "images are not priced here")
     if kind == Generation.Kind.READ_ALOUD:
         return _unpriced(base, "read alouds are not priced here")
+    if kind == Generation.Kind.TRANSCRIPTION:
+        return _unpriced(base, "voice input is not priced here")
     price = pricing.price_for(gateway_pk, model)
     if price is None:
         return _unpriced(base, f"no price is known for {model.partition('?')[0]}")
@@ -439,6 +442,7 @@ _WHAT = {
     Generation.Kind.IMAGE: "image generation",
     Generation.Kind.READ_ALOUD: "read aloud",
     Generation.Kind.TITLE: "title",
+    Generation.Kind.TRANSCRIPTION: "transcription",
     Generation.Kind.EMBEDDING: "embedding",
 }
 
@@ -552,4 +556,19 @@ def stop_note(watch: SpendWatch, user_pk: int) -> str:
         f"this answer reached {tightest.whose} spending limit of {amount.rounded()} "
         f"{'a day' if tightest.limit.period == Period.DAY else 'a month'}; "
         f"{tightest.reset_words()}."
+    )
+
+
+def keep_refused(row: dict[str, Any], refused: SpendingLimitReached) -> Generation:
+    """A generation a limit refused before it began, kept with the limit's words and not billed,
+    so that the page that asked can say why (a read aloud's player, voice input) and the ledger
+    shows the refusal. `row`: its fields as it would have started."""
+    return Generation.objects.create(
+        **row,
+        status=Generation.Status.FAILED,
+        finished_at=timezone.now(),
+        cost_source=Generation.CostSource.NOT_BILLED,
+        cost_note="refused before it began: over a spending limit",
+        error_type=SPENDING_LIMIT,
+        error_message=str(refused),
     )

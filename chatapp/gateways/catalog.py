@@ -284,7 +284,7 @@ async def catalog(in_use: tuple[int | None, str] | None = None) -> list[GatewayM
     gateway that is down, or a row that cannot be used (`configs.unusable`), is a group with its
     reason, and the others still work. `in_use`, the (gateway pk, None for the default, model)
     of the conversation shown, is offered on its gateway even where it would be left out."""
-    found, default_pk = await aconfigs()
+    found, default_pk = await aconfigs(checked=True)  # a gateway saved by another process too
     ordered = sorted(found.values(), key=lambda c: (c.pk != default_pk, c.name.lower()))
     listed = await asyncio.gather(*(list_models(config) for config in ordered))
     broken = sorted(unusable(), key=lambda config: config.name.lower())

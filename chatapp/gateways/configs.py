@@ -20,6 +20,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -57,10 +58,22 @@ WHOLE_URL = "the base URL must be a whole http:// or https:// URL"
 
 _emulator_lock = threading.Lock()
 _emulator: tuple[AbstractContextManager[str], str] | None = None
+# When it was read, the settings it was read under, the usable configs, the default's pk, the
+# unusable ones, and the `SharedVersion` token it was read under.
 _configs: (
-    tuple[float, tuple[object, ...], dict[int, GatewayConfig], int, dict[int, GatewayConfig]] | None
+    tuple[float, tuple[object, ...], dict[int, GatewayConfig], int, dict[int, GatewayConfig], str]
+    | None
 ) = None
 _refreshing: asyncio.Future[tuple[dict[int, GatewayConfig], int]] | None = None
+# Reads the token any process's gateway save replaces (`SharedVersion.current`, passed in by
+# apps.py: shared_cache stands above this layer); until then, nothing to compare.
+_version: Callable[[], str] = str
+
+
+def check_versions_with(version: Callable[[], str]) -> None:
+    """Compare the cache with `version()` where `checked` asks for it (`configs`, `aconfigs`)."""
+    global _version
+    _version = version
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +91,8 @@ class GatewayConfig:
     # Read aloud's model and voice on this gateway (`read_aloud.offer`); empty: none.
     speech_model: str = ""
     speech_voice: str = ""
+    # Voice input's model on this gateway (`transcription.offer`); empty: it does not transcribe.
+    transcription_model: str = ""
     # The model that writes new conversations' titles (`conversations.titles`); empty: theirs.
     title_model: str = ""
     # The model knowledge collections are embedded with (`knowledge.embedding`); empty: none.
@@ -130,6 +145,7 @@ def _settings_key() -> tuple[object, ...]:
         settings.LLM_DIALECT,
         settings.LLM_COST_UNIT,
         settings.LLM_SPEECH_MODEL,
+        settings.LLM_TRANSCRIPTION_MODEL,
         settings.LLM_TITLE_MODEL,
         settings.LLM_EMBEDDING_MODEL,
     )
@@ -159,6 +175,8 @@ def _ensure_default() -> Gateway:
     }
     if settings.LLM_SPEECH_MODEL:  # else an admin's choice on the row stands
         wanted["speech_model"] = settings.LLM_SPEECH_MODEL
+    if settings.LLM_TRANSCRIPTION_MODEL:  # likewise
+        wanted["transcription_model"] = settings.LLM_TRANSCRIPTION_MODEL
     if settings.LLM_TITLE_MODEL:  # likewise
         wanted["title_model"] = settings.LLM_TITLE_MODEL
     if settings.LLM_EMBEDDING_MODEL:  # likewise
@@ -210,8 +228,9 @@ def resolve(gateway: Gateway) -> GatewayConfig:
         gateway.emulated,
         gateway.speech_model,
         gateway.speech_voice,
-        gateway.title_model,
-        gateway.embedding_model,
+        transcription_model=gateway.transcription_model,
+        title_model=gateway.title_model,
+        embedding_model=gateway.embedding_model,
     )
 
 
@@ -253,15 +272,23 @@ def _load() -> tuple[dict[int, GatewayConfig], int, dict[int, GatewayConfig]]:
     return configs, default_pk, unusable
 
 
-def configs(*, force: bool = False) -> tuple[dict[int, GatewayConfig], int]:
+def configs(*, force: bool = False, checked: bool = False) -> tuple[dict[int, GatewayConfig], int]:
     """Every usable enabled gateway by pk, and the default's pk (cached for `CONFIGS_TTL`, and
-    dropped when a gateway is saved in this process). Database work: call off the event loop."""
+    dropped when a gateway is saved in this process; `checked`: also when one was saved in
+    another, which wrote a new `SharedVersion` token). Database work: call off the event loop."""
     global _configs
     now = time.monotonic()
     key = _settings_key()
-    if force or _configs is None or now - _configs[0] > CONFIGS_TTL or _configs[1] != key:
+    if (
+        force
+        or _configs is None
+        or now - _configs[0] > CONFIGS_TTL
+        or _configs[1] != key
+        or (checked and _version() != _configs[5])
+    ):
+        version = _version()  # before the rows: a save meanwhile reads them again
         found, default_pk, unusable = _load()
-        _configs = (now, key, found, default_pk, unusable)
+        _configs = (now, key, found, default_pk, unusable, version)
     return _configs[2], _configs[3]
 
 
@@ -278,8 +305,12 @@ def forget_configs(**_: object) -> None:
 
 
 def config_for(gateway_pk: int | None) -> GatewayConfig:
-    """The config of gateway `gateway_pk` (None: the default). Raises `GatewayUnavailable`."""
-    return _pick(*configs(), gateway_pk)
+    """The config of gateway `gateway_pk` (None: the default), checked again as `aconfig_for`
+    does when not known here. Raises `GatewayUnavailable`."""
+    found, default_pk = configs()
+    if gateway_pk is not None and gateway_pk not in found:
+        found, default_pk = configs(checked=True)
+    return _pick(found, default_pk, gateway_pk)
 
 
 def _pick(
@@ -291,16 +322,20 @@ def _pick(
     return config
 
 
-async def aconfigs() -> tuple[dict[int, GatewayConfig], int]:
+async def aconfigs(*, checked: bool = False) -> tuple[dict[int, GatewayConfig], int]:
     """`configs` from the event loop, with no thread hop while the cache is fresh: a new chat's
     upstream request is sent before anything else is done. A stale cache is served while one
     refresh runs for everyone; only an empty (or invalidated) one is waited for, once for all
     (50 new chats arriving together after an idle spell refreshed it 50 times, 0.2 s of their
-    first tokens)."""
+    first tokens). `checked` (the picker, a send on a gateway not known here): the cache is
+    first compared with the database's `SharedVersion` token, so that a gateway another process
+    saved is in the next page at once, not `CONFIGS_TTL` later."""
     global _refreshing
     if _refreshing is not None and _refreshing.get_loop() is not asyncio.get_running_loop():
         _refreshing = None  # a refresh begun on a loop since closed (tests run one loop each)
     cached = _configs
+    if checked and cached is not None and await sync_to_async(_version)() != cached[5]:
+        cached = None  # saved elsewhere: read again, as an empty cache is
     if cached is not None and cached[1] == _settings_key():
         if time.monotonic() - cached[0] > CONFIGS_TTL and _refreshing is None:
             _refreshing = asyncio.ensure_future(_refresh())
@@ -319,8 +354,12 @@ async def _refresh() -> tuple[dict[int, GatewayConfig], int]:
 
 
 async def aconfig_for(gateway_pk: int | None) -> GatewayConfig:
-    """`config_for` from the event loop (see `aconfigs`)."""
-    return _pick(*await aconfigs(), gateway_pk)
+    """`config_for` from the event loop (see `aconfigs`); a gateway not known here is looked for
+    again once the cache is checked (another process's page may list it already)."""
+    found, default_pk = await aconfigs()
+    if gateway_pk is not None and gateway_pk not in found:
+        found, default_pk = await aconfigs(checked=True)
+    return _pick(found, default_pk, gateway_pk)
 
 
 def _emulated(dialect: DialectFacts) -> dict[str, str]:
@@ -330,6 +369,7 @@ def _emulated(dialect: DialectFacts) -> dict[str, str]:
         "dialect": dialect.name,
         "cost_unit": default_unit(dialect.name),
         "speech_model": emulator.SPEECH_MODEL if dialect.speech else "",
+        "transcription_model": emulator.TRANSCRIPTION_MODEL,
         "title_model": emulator.TITLE_MODEL,
         "embedding_model": emulator.EMBEDDING_MODEL,  # every dialect serves `/embeddings`
     }

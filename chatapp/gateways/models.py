@@ -55,6 +55,12 @@ class Gateway(models.Model):
         help_text="The model Read aloud asks for (POST /audio/speech, Numes only); empty: none.",
     )
     speech_voice = models.CharField(max_length=100, blank=True, help_text="Empty: the model's.")
+    transcription_model = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="The model voice input asks for (POST /audio/transcriptions, OpenAI's "
+        "speech-to-text); empty: this gateway does not transcribe.",
+    )
     title_model = models.CharField(
         max_length=200,
         blank=True,

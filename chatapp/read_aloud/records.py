@@ -200,15 +200,7 @@ def create_read_aloud(user: User, message_pk: int) -> ReadAloudStart:
             generation = Generation.objects.create(**row, heartbeat_at=timezone.now())
     except spending_limits.SpendingLimitReached as exc:
         # Kept, not billed, so that the page's player can say why (`newest_read_aloud`).
-        Generation.objects.create(
-            **row,
-            status=Generation.Status.FAILED,
-            finished_at=timezone.now(),
-            cost_source=Generation.CostSource.NOT_BILLED,
-            cost_note="refused before it began: over a spending limit",
-            error_type=spending_limits.SPENDING_LIMIT,
-            error_message=str(exc),
-        )
+        spending_limits.keep_refused(row, exc)
         raise ReadAloudRefused(str(exc)) from exc
     return ReadAloudStart(generation.pk, message.content, setup, user.pk)
 

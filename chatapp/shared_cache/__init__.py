@@ -43,14 +43,7 @@ def _token() -> str:
 
 
 def _read_token() -> str:
-    found = SharedVersion.objects.filter(pk=SharedVersion.ONE).values_list("token", flat=True)
-    token = found.first()
-    if token is None:  # a database just made or flushed: once, a token to keep values under
-        row, _ = SharedVersion.objects.get_or_create(
-            pk=SharedVersion.ONE, defaults={"token": uuid.uuid4().hex}
-        )
-        token = row.token
-    return token
+    return SharedVersion.current()
 
 
 def cached[T](key: Hashable, compute: Callable[[], T]) -> T:

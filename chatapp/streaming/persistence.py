@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from chatapp.streaming.tool_loop import CallRun
     from gateway_client.accumulator import Completion
     from gateway_client.errors import ErrorInfo
+    from gateway_client.events import Usage
 
 logger = logging.getLogger(__name__)
 
@@ -53,9 +54,10 @@ class AnswerFinal(FinalState):
     next_job: Job | None = None
 
 
-def _apply_stream_counts_and_cost(generation: Generation, completion: Completion) -> None:
-    """Copy the token counts and cost the stream's usage chunk reported."""
-    cost = apply_reported(generation, completion)
+def _apply_stream_counts_and_cost(generation: Generation, reported: Completion | Usage) -> None:
+    """Copy the token counts and cost the stream's usage chunk (or a transcription's usage)
+    reported."""
+    cost = apply_reported(generation, reported)
     if cost is not None and cost.estimated:
         generation.cost_source = Generation.CostSource.ESTIMATE
         generation.cost_note = "estimated by the gateway (the provider reported no usage)"
@@ -315,8 +317,62 @@ def mark_answerless_interrupted(generation_pks: list[int]) -> int:
 _INTERRUPTED_WORDS = {
     Generation.Kind.READ_ALOUD: "The server stopped while reading this answer aloud.",
     Generation.Kind.TITLE: "The server stopped while this conversation's title was written.",
+    Generation.Kind.TRANSCRIPTION: "The server stopped while it transcribed a recording.",
     Generation.Kind.EMBEDDING: "The server stopped while these texts were being embedded.",
 }
+
+
+# --- Transcriptions (`transcription.requests`) -------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptionEnd:
+    """How a transcription ended (`transcription.requests`), for `save_transcription`."""
+
+    status: Generation.Status
+    upstream_id: str
+    request_id: str
+    ttft_ms: int | None
+    usage: Usage | None
+    error: ErrorInfo | None = None
+
+
+@on_final_thread
+def save_transcription(generation_pk: int, end: TranscriptionEnd) -> FinalState:
+    """A transcription's terminal state, its IDs and what its usage reported, in one
+    transaction. The text is not kept: it goes to the person's message box, to send or not."""
+    now = timezone.now()
+    with transaction.atomic():
+        generation = (
+            Generation.objects.select_for_update(of=("self",))
+            .select_related("gateway")
+            .filter(pk=generation_pk, kind=Generation.Kind.TRANSCRIPTION)
+            .first()
+        )
+        if generation is None:  # never: a running generation is not folded away
+            return FinalState(upstream_id="", cost_pending=False)
+        if generation.status != STREAMING:  # the sweep interrupted it: one terminal state
+            return FinalState(upstream_id=generation.upstream_id, cost_pending=False)
+        generation.status = end.status
+        generation.finished_at = now
+        generation.heartbeat_at = now
+        generation.ttft_ms = end.ttft_ms
+        if end.ttft_ms is not None:
+            generation.first_token_at = generation.started_at + timedelta(milliseconds=end.ttft_ms)
+        generation.upstream_id = end.upstream_id[:200]
+        generation.request_id = end.request_id[:200]
+        if end.usage is not None:
+            generation.usage = end.usage.raw
+            _apply_stream_counts_and_cost(generation, end.usage)
+        if end.error is not None:
+            _apply_error(generation, end.error)
+        _mark_unreported_cost(generation, delivered=end.status == Generation.Status.COMPLETED)
+        generation.save()
+    return FinalState(
+        upstream_id=generation.upstream_id,
+        cost_pending=generation.cost_source == Generation.CostSource.PENDING,
+        record_expected=record_expected(generation),
+    )
 
 
 # --- Titles (`streaming.titles`) -----------------------------------------------------------------

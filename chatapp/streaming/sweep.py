@@ -53,9 +53,10 @@ async def sweep_stale_generations(stale_after: float | None = None) -> int:
         .filter(Generation.silent_since(cutoff))
         .values_list("pk", "kind")
     ]
+    # A transcription beats every second while it runs (`transcription.requests`).
     alive = worker.running_pks() | titles.running_pks()
     alive = alive.union(*(running_pks() for running_pks in _also_running))
-    # A read aloud or a title has no answer of its own to keep or tell open pages about.
+    # A read aloud, a title or a transcription has no answer of its own to keep or tell pages of.
     answerless = Generation.ANSWERLESS_KINDS
     others = [pk for pk, kind in candidates if kind in answerless and pk not in alive]
     answers = [pk for pk, kind in candidates if kind not in answerless and pk not in alive]

@@ -50,6 +50,7 @@ from chatapp.gateways.catalog import (
 from chatapp.gateways.configs import GatewayConfig, GatewayUnavailable, aconfig_for
 from chatapp.middleware import sandboxed
 from chatapp.streaming import stopping, sweep, turn_start, worker
+from chatapp.transcription.offer import can_transcribe
 from chatapp.views import library, prompts
 from chatapp.views.answer_settings import new_chat_context
 from chatapp.views.new_chat import TEMPORARY_NOTE, assistants_for, new_chat_choice, picker_value
@@ -175,6 +176,13 @@ def _page(
         "image_count": image_count,  # the composer's, kept when a new conversation swaps in
         "stall_notice_ms": round(settings.CHAT_STALL_NOTICE * 1000),
         "upload_limits": uploads.LIMITS_IN_WORDS,
+        # The composer's microphone, where a gateway transcribes (`transcription.offer`).
+        "voice_input": {
+            "max_seconds": round(settings.CHAT_VOICE_MAX_SECONDS),
+            "max_bytes": settings.CHAT_VOICE_MAX_BYTES,
+        }
+        if can_transcribe()
+        else None,
     }
     return render(request, template, context)
 

@@ -36,6 +36,10 @@ SPEECH_MODEL = "emulator/audio"
 """The model to ask its Numes `POST /audio/speech` for (any scenario speaks; this one is named
 for it), as the app's Read aloud does."""
 
+TRANSCRIPTION_MODEL = "emulator/audio"
+"""The model to ask its `POST /audio/transcriptions` for (any scenario transcribes), as the app's
+voice input does (`Gateway.transcription_model`)."""
+
 EMBEDDING_MODEL = _EMBEDDING_MODEL
 """The model its `POST /embeddings` serves under (every dialect), the emulated gateways' default
 embedding model (`Gateway.embedding_model`)."""
@@ -49,6 +53,7 @@ __all__ = [
     "SCENARIOS",
     "SPEECH_MODEL",
     "TITLE_MODEL",
+    "TRANSCRIPTION_MODEL",
     "EmulatorApp",
     "EmulatorRecord",
     "EmulatorURL",

@@ -5,6 +5,9 @@
     /tiny/v1/        chat/completions, completions, embeddings, models
     /nodul/api/v1/   chat/completions, embeddings, models
 
+and `audio/transcriptions` under each (`transcription`: OpenAI's endpoint, in no gateway's
+documents).
+
 All under an optional `prefix` (and/or the server's `root_path`), so the app can be mounted
 inside another ASGI app, e.g. at `/emulator`. Every route needs `Authorization: Bearer <key>`
 (any non-empty key) and answers errors in the gateway's own envelope. Generation records of
@@ -38,6 +41,7 @@ from .parsing import (
 from .records import EmulatorRecord, Registry
 from .scenarios import build_script
 from .streaming import run_stream
+from .transcription import parse_transcription, run_transcription
 
 __all__ = ["EmulatorApp"]
 
@@ -151,7 +155,11 @@ class EmulatorApp:
         query = scope.get("query_string", b"").decode("latin-1")
         try:
             body = await channel.read_body() if method == "POST" else b""
-            await self._handle(dialect, route, channel, body, query)
+            if route == "audio/transcriptions":
+                content_type = _header(scope, b"content-type")
+                await self._transcribe(dialect, channel, body, query, content_type)
+            else:
+                await self._handle(dialect, route, channel, body, query)
         except (BadRequest, BodyTooLarge) as exc:
             message = str(exc) or "Request body too large."
             reply = dialect.error_reply(
@@ -175,6 +183,7 @@ class EmulatorApp:
             routes["images"] = "POST"
         if dialect.facts.speech:
             routes["audio/speech"] = "POST"
+        routes["audio/transcriptions"] = "POST"  # in every dialect (`transcription`)
         return routes
 
     def _options_for(self, *queries: str) -> Options:
@@ -223,6 +232,14 @@ class EmulatorApp:
                 gen = Generation(channel, dialect, self.records, options, request, script, route)
                 channel.watch()
                 await (run_stream if request.stream else run_buffered)(gen)
+
+    async def _transcribe(
+        self, dialect: Dialect, channel: Channel, body: bytes, query: str, content_type: str
+    ) -> None:
+        request = parse_transcription(body, content_type)
+        options = self._options_for(query, request.model_query)
+        channel.watch()
+        await run_transcription(channel, dialect, self.records, options, request)
 
     async def _generation(self, dialect: Dialect, channel: Channel, query: str) -> None:
         ids = dialect.new_ids(text_completion=False)
@@ -296,9 +313,13 @@ class EmulatorApp:
         }
 
 
-def _authorized(scope: Scope) -> bool:
+def _header(scope: Scope, name: bytes) -> str:
     for key, value in scope.get("headers", []):
-        if key.lower() == b"authorization":
-            scheme, _, token = value.decode("latin-1").partition(" ")
-            return scheme.lower() == "bearer" and bool(token.strip())
-    return False
+        if key.lower() == name:
+            return str(value.decode("latin-1"))
+    return ""
+
+
+def _authorized(scope: Scope) -> bool:
+    scheme, _, token = _header(scope, b"authorization").partition(" ")
+    return scheme.lower() == "bearer" and bool(token.strip())

@@ -32,6 +32,7 @@ __all__ = [
     "parse_chat",
     "parse_completion",
     "parse_media",
+    "scenario_of",
 ]
 
 SCENARIOS: dict[str, str] = {
@@ -149,7 +150,8 @@ def load_json(body: bytes) -> dict[str, Any]:
     return data
 
 
-def _scenario(model: Any) -> tuple[str, str, str]:
+def scenario_of(model: Any) -> tuple[str, str, str]:
+    """A request's `model` → (the model, the scenario it picks, its option query)."""
     if not isinstance(model, str) or not model.strip():
         raise BadRequest("`model` is required and must be a non-empty string.")
     name, query = split_model_options(model)
@@ -302,7 +304,7 @@ def parse_chat(body: bytes) -> ChatRequest:
     for message in messages:
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise BadRequest("Each message must be an object with a `role`.")
-    model, scenario, query = _scenario(data.get("model"))
+    model, scenario, query = scenario_of(data.get("model"))
     users = [m for m in messages if m["role"] == "user"]
     last = messages[-1]
     tools = data.get("tools")
@@ -342,7 +344,7 @@ def parse_completion(body: bytes) -> ChatRequest:
         prompt = "\n".join(prompt)
     if not isinstance(prompt, str):
         raise BadRequest("`prompt` is required and must be a string.")
-    model, scenario, query = _scenario(data.get("model"))
+    model, scenario, query = scenario_of(data.get("model"))
     return ChatRequest(
         model=model,
         scenario=scenario,
@@ -363,7 +365,7 @@ def parse_media(body: bytes, *, text_field: str) -> MediaRequest:
     text = data.get(text_field)
     if not isinstance(text, str) or not text.strip():
         raise BadRequest(f"`{text_field}` is required and must be a non-empty string.")
-    model, scenario, query = _scenario(data.get("model"))
+    model, scenario, query = scenario_of(data.get("model"))
     count = data.get("n", 1)
     if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 4:
         raise BadRequest("`n` must be an integer from 1 to 4.")

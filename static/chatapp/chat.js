@@ -25,6 +25,7 @@ import { appendParts, tick } from "./answer_panes.js";
 import { followingBottom, scrollToBottom } from "./follow_end.js";
 import { refresh } from "./final_patch.js";
 import { answerEnded, setupComposer, syncComposer } from "./composer.js";
+import "./voice_input.js";
 import { answerContinues, answerRendered, answerStarted } from "./answer_status.js";
 
 const streams = new Map(); // generation id -> {id, el, state, view} of its element

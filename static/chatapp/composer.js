@@ -6,6 +6,7 @@
 
 import { focusLost } from "./focus_keeper.js";
 import { scrollToBottom, showJump } from "./follow_end.js";
+import { answerRunning } from "./queued_message.js";
 
 function stopAnswers() {
   document.dispatchEvent(new CustomEvent("chat:stop"));
@@ -29,12 +30,14 @@ export function syncComposer(running) {
   if (!form) return;
   const sendButton = form.querySelector('button[type="submit"]');
   const stop = form.querySelector("button.stop-answer");
-  if (sendButton && stop && sendButton.hidden !== running) {
+  // Stop's state says whether this changed: Send may show beside it (queued_message.js).
+  if (sendButton && stop && stop.hidden === running) {
     const focused = document.activeElement === sendButton || document.activeElement === stop;
     sendButton.hidden = running;
     stop.hidden = !running;
     if (focused) (running ? stop : sendButton).focus();
   }
+  answerRunning(running);
   showJump(running);
   const last = [...document.querySelectorAll("#messages > article.message:not(.pending)")].pop();
   const after = form.querySelector('input[name="after"]');

@@ -1,6 +1,7 @@
 // Image generations in the page: the pictures of a running one, and the picker's image models.
 //
-// While an image generation streams, each delta's `previews` (chatapp/ws/socket_messages.py) carries the
+// While an image generation streams, each delta's `previews`
+// (chatapp/messaging/socket_messages.py) carries the
 // newest picture of some of its images as `[index, dataUrl, partial]`: it takes the place of the
 // one before it for that index, in the same figure, so previews give way to the finals without
 // the grid moving. The server has checked each picture's bytes; the URL is checked again here

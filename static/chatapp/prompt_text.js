@@ -1,5 +1,5 @@
 // A saved prompt's name typed after "/" and its {{variables}}: pure functions, for prompts.js and
-// tests/js/prompt_text.test.mjs. The variable pattern is `chatapp/starting/prompt_text.py`'s.
+// tests/js/prompt_text.test.mjs. The variable pattern is `chatapp/assistants/prompt_text.py`'s.
 
 const VARIABLE = /\{\{\s*([A-Za-z0-9_][A-Za-z0-9_ -]{0,39}?)\s*\}\}/g;
 const TYPED = /^\/([A-Za-z0-9_-]*)$/;

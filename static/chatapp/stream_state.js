@@ -49,7 +49,8 @@ export function tailOf(state) {
   return state.content.slice(state.settledEnd - state.offset);
 }
 
-// A delta is a bare array, `[g, seq, content, reasoning?, extras?]` (chatapp/ws/socket_messages.py).
+// A delta is a bare array, `[g, seq, content, reasoning?, extras?]`
+// (chatapp/messaging/socket_messages.py).
 export function fromWire(parsed) {
   if (!Array.isArray(parsed)) return parsed;
   const msg = { t: "delta", g: parsed[0], seq: parsed[1], content: parsed[2] || "" };

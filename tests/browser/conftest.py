@@ -1,9 +1,10 @@
-"""A real Daphne server on a file SQLite database, a paced emulator, and headless Chromium.
+"""A real Daphne server on a file SQLite database, the emulator, and headless Chromium.
 
 The server runs in a subprocess exactly as `make run` starts it (migrate, then Daphne on the ASGI
 app), so these tests cover the whole pipeline: htmx forms, the websocket, the worker, the
-emulator over loopback. The emulator is slower than the unit tests' so that streaming, Stop and
-reload can be observed. `send`, `content`, `wait_for_text`, `wait_for_more_text` and `poll` are
+emulator over loopback. The emulator is as fast as the unit tests' unless a test is marked
+`paced`: then it paces an answer as a gateway does, so that streaming, Stop and reload can be
+observed. `send`, `content`, `wait_for_text`, `wait_for_more_text` and `poll` are
 the steps the tests share; the waits for the page run in the page (Playwright's
 `wait_for_function`), so the sync API keeps serving the page's events while they wait.
 """
@@ -11,6 +12,7 @@ the steps the tests share; the waits for the page run in the page (Playwright's
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import socket
@@ -25,21 +27,12 @@ import pytest
 from playwright.sync_api import expect
 
 from deploy.processes import stop
+from gateway_client.emulator import EmulatorURL
 from tests.emulator_requests import record_chat_bodies
 from tests.static_root import collected_static_root
 from tests.waiting import poll
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 PASSWORD = "browser-test-password"
 # An `expect` waits for a condition and returns as soon as it holds, so its bound costs nothing
 # when the machine is quick; Playwright's 5 s default is less than a streamed answer can take to
@@ -66,14 +59,31 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes], log: Path) -> No
     raise RuntimeError(f"daphne did not start:\n{log.read_text()}")
 
 
+# The emulator's pace: a gateway's (`PACED`) for the tests marked `paced`, which watch an answer
+# stream (its text growing, Stop, a reload mid-answer); `FAST` for the rest, which wait for the
+# answer's end: at 40 tokens a second every answer took a second or more.
+PACED = {"tokens_per_second": 40.0, "ttft_ms": 300.0}
+FAST = {"tokens_per_second": 2000.0, "ttft_ms": 5.0}
+
+
 @pytest.fixture(scope="session")
-def paced_emulator() -> Iterator[str]:
+def paced_emulator() -> Iterator[EmulatorURL]:
+    """The emulator the server streams from, paced per test (`emulator_pace`)."""
     from gateway_client.emulator import serve_in_thread
 
-    with serve_in_thread(
-        tokens_per_second=40, ttft_ms=300, slow_start_s=SLOW_START_S, request_options=True
-    ) as url:
+    with serve_in_thread(**PACED, slow_start_s=SLOW_START_S, request_options=True) as url:
         yield url
+
+
+@pytest.fixture(autouse=True)
+def emulator_pace(request: pytest.FixtureRequest, paced_emulator: EmulatorURL) -> Iterator[None]:
+    """The emulator at `PACED` for a test marked `paced`, else at `FAST`, for this test."""
+    app = paced_emulator.app
+    original = app.options
+    pace = PACED if request.node.get_closest_marker("paced") else FAST
+    app.options = dataclasses.replace(original, **pace)
+    yield
+    app.options = original
 
 
 @pytest.fixture(scope="session")
@@ -153,20 +163,6 @@ def serve(env: dict[str, str], log_name: str = "daphne.log") -> Iterator[str]:
             stop(process)
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """Per module: Playwright's sync API holds an event loop on the main thread while it runs,
-    which would break the async tests collected after the browser tests."""
-    from playwright.sync_api import sync_playwright
-
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is not installed (make chromium)")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
-
-
 _sessions: dict[str, Any] = {}
 
 
@@ -197,8 +193,8 @@ def added_gateway(
 ) -> Iterator[int]:
     """A gateway row `name` with `fields` and a key of its own, written by another process as an
     admin would; afterwards disabled, and waited for until the server's picker no longer lists
-    it (the server caches its gateways for `CONFIGS_TTL`), so that the modules after this one see
-    the pickers as they were."""
+    it (at once: a save in any process has the server's next page read its gateways again), so
+    that the modules after this one see the pickers as they were."""
     pk = int(
         manage_shell(
             server_env,
@@ -212,8 +208,8 @@ def added_gateway(
     finally:
         manage_shell(
             server_env,
-            f"from chatapp.gateways.models import Gateway; Gateway.objects.filter(pk={pk}).update("
-            "enabled=False)",
+            f"from chatapp.gateways.models import Gateway; row = Gateway.objects.get(pk={pk}); "
+            "row.enabled = False; row.save()",
         )
         page = sign_in(browser, server_url, "alice")
         try:
@@ -222,7 +218,7 @@ def added_gateway(
                 page.goto(f"{server_url}/")
                 return not page.locator(f'#model option[value^="g{pk}:"]').count()
 
-            poll(withdrawn, what=f"the picker to drop gateway {name}", within=60)
+            poll(withdrawn, what=f"the picker to drop gateway {name}")
         finally:
             page.context.close()
 

@@ -101,6 +101,7 @@ def new_conversation(page: Any) -> None:
     expect(page.locator("article.assistant").last).to_have_attribute("data-status", "completed")
 
 
+@pytest.mark.paced
 def test_an_answer_is_announced_in_a_few_words_when_it_starts_and_when_it_ends(
     alice: Any,
 ) -> None:
@@ -127,6 +128,7 @@ def test_an_answer_is_announced_in_a_few_words_when_it_starts_and_when_it_ends(
     expect(alice.locator(LIVE_ABOVE_ANSWERS)).to_have_count(0)
 
 
+@pytest.mark.paced
 def test_a_stopped_answer_is_announced_as_stopped(alice: Any) -> None:
     new_conversation(alice)
     html = watch_announcements(alice)
@@ -138,6 +140,7 @@ def test_a_stopped_answer_is_announced_as_stopped(alice: Any) -> None:
     expect(html).to_have_attribute("data-announced", "2")
 
 
+@pytest.mark.paced
 def test_an_answer_reattached_after_a_reload_is_announced_when_it_ends(alice: Any) -> None:
     send(alice, LONG_WORDS, "emulator/echo")
     expect(alice).to_have_url(re.compile(r"/c/\d+/$"))

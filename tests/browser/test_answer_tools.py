@@ -303,7 +303,8 @@ def test_copy_puts_the_image_on_the_clipboard(alice: Any, server_url: str) -> No
     alice.keyboard.press("Escape")
     answer = finished(alice, "A picture of otters", "emulator/image")
     image = answer.locator(".attachments img.image").first
-    size = image.evaluate("img => [img.naturalWidth, img.naturalHeight]")
+    # Once it is decoded: the answer ends before its image has loaded.
+    size = image.evaluate("img => img.decode().then(() => [img.naturalWidth, img.naturalHeight])")
     alice.evaluate("navigator.clipboard.writeText('not the image')")
     dialog = open_lightbox(image)
     copy = dialog.locator("button.lightbox-copy")

@@ -121,6 +121,7 @@ def screenshots(page: Any, name: str, editing: str | None = None) -> None:
 # --- The bugs of issue 11 -------------------------------------------------------------------------
 
 
+@pytest.mark.paced
 def test_retry_on_an_earlier_answer_regenerates_that_answer_in_its_place(
     alice: Any, received: list[dict[str, Any]]
 ) -> None:
@@ -171,6 +172,7 @@ def test_retry_uses_the_model_chosen_in_the_picker(
     versions(answer, 1, 2)
 
 
+@pytest.mark.paced
 def test_the_composer_offers_stop_instead_of_send_while_an_answer_is_written(
     alice: Any, received: list[dict[str, Any]]
 ) -> None:
@@ -184,26 +186,25 @@ def test_the_composer_offers_stop_instead_of_send_while_an_answer_is_written(
     expect(stop_button).to_be_visible()
     screenshots(alice, "streaming")
 
-    # A second message now is refused in words, and kept in the box; nothing reaches the gateway.
+    # A second message now is queued (test_queued_message.py), and nothing reaches the gateway.
     box = alice.get_by_label("Message", exact=True)
     box.fill("a second question")
     box.press("Enter")
-    expect(alice.locator("#composer-error")).to_have_text(BUSY)
-    expect(box).to_have_value("a second question")
+    expect(alice.locator("#composer .queued-message")).to_have_count(1)
+    expect(alice.locator("#composer-error")).to_be_empty()
     expect(alice.locator("article.user")).to_have_count(2)
     assert all(body["messages"][-1]["content"] != "a second question" for body in received)
 
-    # Esc stops the answer; Send is back, and sends.
+    # Esc stops the answer, which lets the queued message go; Stop shows while its answer runs.
     alice.keyboard.press("Escape")
     expect(answer).to_have_attribute("data-status", "cancelled")
-    expect(send_button).to_be_visible()
-    expect(stop_button).to_be_hidden()
-    box.press("Enter")
+    expect(alice.locator("#composer .queued-message")).to_have_count(0)
     expect(alice.locator("#composer-error")).to_be_empty()
     expect(alice.locator("article.user")).to_have_count(3)
-    expect(send_button).to_be_hidden()
+    expect(alice.locator("article.user").last).to_contain_text("a second question")
     finished(alice.locator("article.assistant").last)
     expect(send_button).to_be_visible()  # learnt from the answer's `done`
+    expect(stop_button).to_be_hidden()
 
 
 # --- Branches -------------------------------------------------------------------------------------
@@ -300,6 +301,7 @@ def test_enter_on_the_edit_forms_focused_buttons_presses_them(alice: Any) -> Non
     assert shown(alice) == ["second", "second"]
 
 
+@pytest.mark.paced
 def test_an_edit_refused_while_an_answer_is_written_says_so_in_the_edit_form(
     alice: Any, received: list[dict[str, Any]]
 ) -> None:
@@ -365,6 +367,7 @@ def test_the_context_sent_follows_the_branch_shown(
     assert shown(alice) == ["one", "one"]
 
 
+@pytest.mark.paced
 def test_a_new_version_streams_across_a_reload_and_stops_while_a_tab_on_the_old_one_waits(
     alice: Any,
 ) -> None:

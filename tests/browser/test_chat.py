@@ -65,6 +65,7 @@ def assert_prefix_growing(page: Any, full: str) -> list[str]:
     return seen
 
 
+@pytest.mark.paced
 def test_send_streams_token_by_token_and_shows_the_record(alice: Any, server_url: str) -> None:
     answer = send(alice, "Explain server-sent events", "emulator/chat")
     expect(alice).to_have_url(re.compile(r"/c/\d+/$"))
@@ -111,6 +112,7 @@ def test_enter_sends_and_shift_enter_is_a_newline(alice: Any) -> None:
     expect(answer).to_have_attribute("data-status", "completed", timeout=15_000)
 
 
+@pytest.mark.paced
 def test_stop_before_the_first_token(alice: Any, paced_emulator: Any) -> None:
     answer = send(alice, "hello", "emulator/slow-start")
     expect(alice).to_have_url(re.compile(r"/c/\d+/$"))
@@ -139,6 +141,7 @@ def test_stop_before_the_first_token(alice: Any, paced_emulator: Any) -> None:
     expect(answer).to_contain_text("Stopped.")
 
 
+@pytest.mark.paced
 def test_stop_after_the_first_token_keeps_the_partial_answer(alice: Any) -> None:
     answer = send(alice, "otters", "emulator/long")
     expect(alice).to_have_url(re.compile(r"/c/\d+/$"))
@@ -173,6 +176,7 @@ def test_the_page_scripts_put_nothing_on_window(alice: Any) -> None:
     assert alice.evaluate("() => String(window.stop).includes('[native code]')")
 
 
+@pytest.mark.paced
 def test_reload_mid_stream_reattaches_without_gap_or_duplicate(alice: Any) -> None:
     sockets: list[tuple[Any, Any]] = []  # each socket the page opens: its page and server sides
 
@@ -202,6 +206,7 @@ def test_reload_mid_stream_reattaches_without_gap_or_duplicate(alice: Any) -> No
     assert content(answer).strip() == LONG_WORDS
 
 
+@pytest.mark.paced
 def test_two_tabs_on_one_conversation_both_stream(alice: Any) -> None:
     # Long: the second tab loads, then both must see the text grow before it ends (a ~4 s
     # answer ended first on a loaded machine).
@@ -220,6 +225,7 @@ def test_two_tabs_on_one_conversation_both_stream(alice: Any) -> None:
     other.close()
 
 
+@pytest.mark.paced
 def test_closing_every_tab_does_not_stop_the_generation(
     browser: Any, server_url: str, alice: Any, paced_emulator: Any
 ) -> None:
@@ -247,6 +253,7 @@ def test_closing_every_tab_does_not_stop_the_generation(
     again.context.close()
 
 
+@pytest.mark.paced  # a fast stream's last tokens can go with the connection a drop resets
 @pytest.mark.parametrize(
     ("model", "status", "words"),
     [
@@ -317,6 +324,7 @@ def test_rename_and_delete_a_conversation(alice: Any) -> None:
     expect(alice.locator("#conversation-list")).not_to_contain_text("Renamed chat")
 
 
+@pytest.mark.paced
 def test_sidebar_navigation_switches_the_live_conversation(alice: Any, server_url: str) -> None:
     send(alice, "first topic", "emulator/echo")
     expect(alice).to_have_url(re.compile(r"/c/\d+/$"))
@@ -342,6 +350,7 @@ def test_sidebar_navigation_switches_the_live_conversation(alice: Any, server_ur
     expect(alice.locator("article.user")).to_have_count(2)
 
 
+@pytest.mark.paced
 def test_a_lost_delta_is_recovered_with_a_snapshot(alice: Any) -> None:
     """The channel layer is at-most-once: drop deltas on the wire and watch the page recover."""
     requests: list[str] = []

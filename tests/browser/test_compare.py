@@ -50,6 +50,7 @@ def grid_in_view(page: Any) -> None:
     page.locator(".comparison").scroll_into_view_if_needed()
 
 
+@pytest.mark.paced
 def test_two_models_stream_side_by_side_and_one_is_chosen(alice: Any) -> None:
     choose_model(alice, "emulator/echo")
     compare_with(alice, "emulator/long")

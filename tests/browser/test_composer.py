@@ -16,7 +16,7 @@ from playwright.sync_api import expect
 from chatapp.conversations.turns import BUSY
 from tests.waiting import poll
 
-from .conftest import choose_model, finished, send
+from .conftest import choose_model, finished
 
 pytestmark = [pytest.mark.browser]
 
@@ -119,13 +119,23 @@ def test_a_failed_send_takes_the_message_back_and_keeps_the_draft(
     expect(alice.locator("#composer-error")).to_have_text("")
 
 
+@pytest.mark.paced
 def test_a_refusal_in_words_keeps_the_draft_under_the_servers_reason(alice: Any) -> None:
-    running = send(alice, "A long answer", "emulator/long")
+    finished(alice, "A question")
+    other = alice.context.new_page()
+    other.goto(alice.url)
+    expect(other.locator("body")).to_have_attribute("data-socket", "open")
+    choose_model(alice, "emulator/long")
+    alice.locator("article.assistant").first.get_by_role("button", name="Regenerate").click()
+    running = alice.locator("article.assistant")
     expect(running).to_have_attribute("data-status", "streaming")
-    type_and_send(alice, "Sent while the answer is written")
-    expect(alice.locator("#composer-error")).to_contain_text(BUSY)
-    expect(alice.locator("#composer-error")).not_to_contain_text("Not sent")
-    expect(alice.locator("#message")).to_have_value("Sent while the answer is written")
-    expect(alice.locator("#messages > article.user")).to_have_count(1)
+    # The other tab shows the old version, with no answer being written in it: a send from it
+    # goes to the server (not queued), which refuses it in words while the new one is written.
+    type_and_send(other, "Sent while the answer is written")
+    expect(other.locator("#composer-error")).to_contain_text(BUSY)
+    expect(other.locator("#composer-error")).not_to_contain_text("Not sent")
+    expect(other.locator("#message")).to_have_value("Sent while the answer is written")
+    expect(other.locator("#messages > article.user")).to_have_count(1)
     alice.keyboard.press("Escape")  # stop the long answer
     expect(running).to_have_attribute("data-status", "cancelled")
+    other.close()

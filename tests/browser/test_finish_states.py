@@ -47,8 +47,8 @@ def finished(answer: Any) -> Any:
 
 
 def choose_on(page: Any, gateway_pk: int, model: str) -> None:
-    """Pick `model` on gateway `gateway_pk`, reloading until the server lists that gateway (it
-    caches its gateways for a few seconds, and this one was added by another process)."""
+    """Pick `model` on gateway `gateway_pk`, reloading until the server lists that gateway (on
+    the first load: another process added it, which the server's next page reads)."""
     value = f"g{gateway_pk}:{model}"
 
     def listed() -> bool:
@@ -78,6 +78,7 @@ def test_an_answer_cut_at_the_budget_says_so(alice: Any, tiny_gateway: int) -> N
     screenshots(alice, "cut-off", _last_answer_in_view)
 
 
+@pytest.mark.paced
 def test_thinking_out_of_budget_continues_with_a_larger_one(
     alice: Any, received: list[dict[str, Any]]
 ) -> None:

@@ -14,7 +14,7 @@ from tests.waiting import poll
 
 from .conftest import choose_model, finished, screenshots, send, sign_in
 
-pytestmark = [pytest.mark.browser]
+pytestmark = [pytest.mark.browser, pytest.mark.paced]
 
 PROMPT = "A lighthouse at dusk"
 # Every picture an answer's image figures show, as it is set: which image, whether it is a

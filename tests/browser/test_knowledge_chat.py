@@ -31,8 +31,8 @@ HANDBOOK = (
 @pytest.fixture(scope="module")
 def handbook(server_env: dict[str, str]) -> Iterator[None]:
     """alice's collection Handbook with Handbook.md in it, indexed through the emulator's
-    `/embeddings` (the gateway's embedding model set as an admin sets it), once for both sizes;
-    removed afterwards."""
+    `/embeddings` (the gateway's embedding model set as an admin sets it), once for both sizes,
+    alone (what another module left on the shared server goes first); removed afterwards."""
     manage_shell(
         server_env,
         "import asyncio\n"
@@ -47,6 +47,7 @@ def handbook(server_env: dict[str, str]) -> Iterator[None]:
         "Gateway.objects.filter(pk=pk).update(embedding_model=EMBEDDING_MODEL)\n"
         "configs.forget_configs()\n"
         "alice = User.objects.get(username='alice')\n"
+        "Collection.objects.all().delete()\n"
         "handbook = Collection.objects.create(owner=alice, name='Handbook')\n"
         f"file = add_file(handbook, 'Handbook.md', {HANDBOOK.encode()!r}, alice.pk)\n"
         "asyncio.run(ingest.index(file.pk))\n"

@@ -14,7 +14,7 @@ from tests.waiting import poll
 
 from .conftest import finished, screenshots, send
 
-pytestmark = [pytest.mark.browser]
+pytestmark = [pytest.mark.browser, pytest.mark.paced]
 
 # The echo model streams this back 4 characters a chunk; the paragraph after the blocks keeps
 # the answer streaming for seconds once they have settled.

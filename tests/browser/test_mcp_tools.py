@@ -82,6 +82,7 @@ def pane_call(answer: Any) -> Any:
     return call
 
 
+@pytest.mark.paced
 def test_an_admin_adds_a_server_a_user_ticks_its_tool_and_the_model_calls_it(
     alice: Any, mcp_server: RunningServer, cleaned: None
 ) -> None:

@@ -66,7 +66,7 @@ def test_the_picker_groups_litellm_routes_by_provider_and_leaves_out_non_chat_on
 ) -> None:
     prefix = f"g{litellm_gateway}:"
 
-    def listed() -> bool:  # the server caches its gateways for a few seconds
+    def listed() -> bool:  # on the first load: another process saved it (SharedVersion)
         if alice.locator(f'#model option[value="{prefix}gpt-4o"]').count():
             return True
         alice.reload()
@@ -136,7 +136,7 @@ def test_each_gateway_is_named_once_beside_the_picker_at_every_size(
     phone: an option says its model, its group and the line beside the picker its gateway."""
     value = f"g{nodul_gateway}:emulator/chat"
 
-    def listed() -> bool:  # the server caches its gateways for a few seconds
+    def listed() -> bool:  # on the first load: another process saved it (SharedVersion)
         if alice.locator(f'#model option[value="{value}"]').count():
             return True
         alice.reload()

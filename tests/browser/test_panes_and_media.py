@@ -32,6 +32,7 @@ def loaded_image(page: Any, image: Any) -> int:
     return int(image.evaluate("img => img.naturalWidth"))
 
 
+@pytest.mark.paced
 def test_thinking_streams_in_an_open_pane_timed_and_folds_as_the_answer_begins(alice: Any) -> None:
     send(alice, "Why is the sky blue?", "emulator/reasoning")
     expect(alice).to_have_url(re.compile(r"/c/\d+/$"))
@@ -60,6 +61,7 @@ def test_thinking_streams_in_an_open_pane_timed_and_folds_as_the_answer_begins(a
     expect(pane).to_have_js_property("open", False)
 
 
+@pytest.mark.paced
 def test_tool_calls_show_in_their_own_pane(alice: Any) -> None:
     finished(alice, "warm up", "emulator/echo")
     # Record what the live pane shows while the answer is still streaming.
@@ -154,6 +156,7 @@ def test_files_download_as_attachments(alice: Any, server_url: str) -> None:
     assert loaded_image(alice, answer.locator("figure.file img.preview")) == 32
 
 
+@pytest.mark.paced
 def test_markup_in_model_text_stays_text(alice: Any) -> None:
     dialogs: list[str] = []
     alice.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))

@@ -23,7 +23,7 @@ from tests.waiting import poll
 
 from .conftest import screenshots, send
 
-pytestmark = [pytest.mark.browser]
+pytestmark = [pytest.mark.browser, pytest.mark.paced]
 
 # A chunk of audio every 1.3 s (8 in all), so the read aloud is still arriving while it plays
 # (and within the server's idle timeout of 2 s, LLM_IDLE_TIMEOUT).

@@ -344,6 +344,7 @@ def test_the_sign_in_page_shows_both_ways_in(
         context.close()
 
 
+@pytest.mark.paced
 def test_deactivating_a_provider_user_in_the_admin_ends_their_page_and_their_answer(
     browser: Any, sso: tuple[str, oidc.Provider, dict[str, str]], paced_emulator: Any
 ) -> None:

@@ -34,6 +34,7 @@ def page(browser: Any, titled_url: str) -> Iterator[Any]:
     page.context.close()
 
 
+@pytest.mark.paced  # the question stands as the title until the model's arrives
 def test_a_title_appears_after_the_first_answer(page: Any) -> None:
     answer = send(page, QUESTION, "emulator/echo")
     expect(page).to_have_url(re.compile(r"/c/\d+/$"))

@@ -20,7 +20,7 @@ from playwright.sync_api import expect
 
 from .conftest import ROOT, offer_model, screenshots, send
 
-pytestmark = [pytest.mark.browser]
+pytestmark = [pytest.mark.browser, pytest.mark.paced]
 
 
 def manage_shell(env: dict[str, str], code: str) -> None:

@@ -13,6 +13,7 @@ from channels.layers import get_channel_layer
 from django.test import AsyncClient
 from django.urls import reverse
 
+from chatapp import shared_cache
 from chatapp.conversations.models import Conversation
 from chatapp.conversations.presentation import error_text
 from chatapp.conversations.turns import Answerer, TurnRequest, create_turn
@@ -22,6 +23,7 @@ from chatapp.gateways.configs import GatewayConfig
 from chatapp.gateways.models import Gateway, ModelPrice
 from chatapp.gateways.units import default_unit
 from chatapp.messaging import socket_messages
+from chatapp.shared_cache.models import SharedVersion
 from chatapp.streaming import worker
 from gateway_client import ModelInfo
 
@@ -401,3 +403,41 @@ def test_the_admin_says_which_rows_cannot_be_used_and_refuses_a_whole_url_for_th
     )
     saved = admin_client.post(change, {**form, "base_url": "/numes/api/v1"})
     assert saved.status_code == 302
+
+
+async def test_a_gateway_saved_by_another_process_is_in_the_next_picker_and_send() -> None:
+    """Another process's save reaches this one through the `SharedVersion` token its signal
+    writes (here: the row written with no signal, and the token written as that process's
+    receiver does): the picker and a send on it see it at once, not `CONFIGS_TTL` later."""
+    default_pk = (await configs.aconfigs())[1]
+    await sync_to_async(Gateway.objects.bulk_create)(
+        [Gateway(name="Elsewhere", base_url="https://elsewhere.example/v1", cost_unit="credits",
+                 api_key_encrypted=key_vault.encrypt("test-key"))]
+    )  # fmt: skip
+    pk = (await Gateway.objects.aget(name="Elsewhere")).pk
+    assert pk not in (await configs.aconfigs())[0], "no token yet: the cache stands"
+    await sync_to_async(shared_cache.changed)()
+    assert pk in (await configs.aconfigs(checked=True))[0]
+
+    await Gateway.objects.filter(pk=pk).aupdate(enabled=False)
+    await sync_to_async(shared_cache.changed)()
+    assert (await configs.aconfig_for(None)).pk == default_pk
+    assert pk not in (await configs.aconfigs(checked=True))[0]
+
+
+async def test_a_send_on_a_gateway_not_known_here_checks_the_cache_first() -> None:
+    await configs.aconfigs()
+    await sync_to_async(Gateway.objects.bulk_create)(
+        [Gateway(name="Elsewhere", base_url="https://elsewhere.example/v1", cost_unit="credits",
+                 api_key_encrypted=key_vault.encrypt("test-key"))]
+    )  # fmt: skip
+    await sync_to_async(shared_cache.changed)()
+    pk = (await Gateway.objects.aget(name="Elsewhere")).pk
+    assert (await configs.aconfig_for(pk)).name == "Elsewhere"
+    assert (await sync_to_async(configs.config_for)(pk)).name == "Elsewhere"
+
+
+def test_a_gateway_saved_writes_a_new_shared_version(db: None) -> None:
+    before = SharedVersion.current()
+    Gateway.objects.create(name="Saved", base_url="https://saved.example/v1")
+    assert SharedVersion.current() != before

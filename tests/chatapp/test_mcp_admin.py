@@ -88,6 +88,7 @@ def test_a_new_url_without_headers_clears_them(root: Client, mcp_server: Running
     assert McpServer.objects.get().headers_encrypted == ""
 
 
+@pytest.mark.processes
 def test_a_server_that_is_away_is_said_so_in_the_admin(root: Client) -> None:
     with serve() as doomed:
         url = doomed.url

@@ -194,6 +194,7 @@ async def test_stop_cancels_the_call_on_the_server(mcp_server: RunningServer, al
     )
 
 
+@pytest.mark.processes
 async def test_a_server_that_is_away_is_a_reason_not_a_hang(alice: Any, settings: Any) -> None:
     # Deadlines past the test's own timeout: only the transport's error can end the call in time.
     settings.CHAT_MCP_TIMEOUT = settings.CHAT_MCP_CONNECT_TIMEOUT = 600
@@ -234,6 +235,7 @@ async def test_a_server_that_answers_garbage_is_said_so_at_once(
     assert (await McpServer.objects.aget(pk=server.pk)).problem == said
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("transport", ["streamable_http", "sse"])
 async def test_a_server_killed_mid_call_ends_the_call_with_a_reason(
     alice: Any, transport: str

@@ -92,6 +92,7 @@ def test_a_file_that_is_not_there_is_a_plain_404(server_url: str) -> None:
     assert response.text == "Not found"
 
 
+@pytest.mark.processes
 def test_a_server_on_files_not_collected_says_so_for_every_request(
     server_env: dict[str, str], tmp_path: Path
 ) -> None:

@@ -35,6 +35,7 @@ def test_public_names() -> None:
         "StreamFailed",
         "Timeouts",
         "ToolCall",
+        "Transcription",
         "TransportError",
     ]
     for name in gateway_client.__all__:

@@ -35,7 +35,6 @@ from playwright.sync_api import Route, expect
 from chatapp.ws.session_sockets import CLOSE_SIGNED_OUT
 from deploy.nginx import nginx_server
 from deploy.processes import free_port
-from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
 from tests.oidc import provider as oidc
 from tests.static_root import collected_static_root
 
@@ -71,21 +70,6 @@ class SsoCluster:
     @property
     def host(self) -> str:
         return self.url.removeprefix("http://")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """One Chromium for the module, closed with it (as tests/browser's): Playwright's sync API
-    holds an event loop on the main thread while it runs, which the async tests of the other
-    modules here need."""
-    from playwright.sync_api import sync_playwright
-
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is not installed (make chromium)")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 @pytest.fixture(scope="module")

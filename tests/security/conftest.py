@@ -23,7 +23,6 @@ from websockets.asyncio.client import connect
 from websockets.typing import Origin
 
 from chatapp.gateways import clients
-from tests.browser.conftest import browser  # noqa: F401 (a fixture, module-scoped)
 from tests.chatapp.conftest import (  # noqa: F401 (fixtures)
     alice,
     bob,

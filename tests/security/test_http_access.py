@@ -23,6 +23,7 @@ from chatapp.assistants.models import Assistant, Prompt
 from chatapp.conversations import shared_links
 from chatapp.conversations.models import Conversation, Folder, Message, Upload
 from chatapp.costs.models import Generation
+from chatapp.knowledge.models import Collection, KnowledgeFile
 from chatapp.streaming import worker
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("closed_clients")]
@@ -37,6 +38,7 @@ OWNED_BY = {
     "settings/assistants/": "assistant",
     "settings/prompts/": "prompt",
     "folders/": "folder",
+    "knowledge/": "collection",
 }
 POST_DATA = {"content": "hello", "model": "ok", "title": "renamed"}
 # As a browser sends it for the page's own fetches (a view may refuse cross-site ones).
@@ -55,9 +57,11 @@ class Route:
                 return kind
         raise AssertionError(f"{self.template}: add what its pk names to OWNED_BY")
 
-    def url(self, pk: int | None, token: str = "") -> str:
-        """This route's URL for `pk`, and for a shared link's `token` where it takes one."""
+    def url(self, pk: int | None, token: str = "", file_pk: int = 0) -> str:
+        """This route's URL for `pk`, and for a shared link's `token` and a collection's file
+        (`file_pk`) where it takes them."""
         kwargs: dict[str, Any] = {"pk": pk} if "<int:pk>" in self.template else {}
+        kwargs |= {"file_pk": file_pk} if "<int:file_pk>" in self.template else {}
         kwargs |= {"index": 0} if "<int:index>" in self.template else {}
         kwargs |= {"position": 2} if "<int:position>" in self.template else {}
         kwargs |= {"token": token} if "<str:token>" in self.template else {}
@@ -106,6 +110,8 @@ class Owned:
     assistant: int  # the victim's own assistant
     prompt: int  # and saved prompt
     folder: int  # the conversation is in it
+    collection: int  # the victim's knowledge collection
+    knowledge_file: int  # a file in it
 
 
 def _victims_conversation(user: Any) -> Owned:
@@ -154,6 +160,16 @@ def _victims_conversation(user: Any) -> Owned:
     shared = shared_links.create(user, conversation.pk, answer.pk)
     assistant = Assistant.objects.create(owner=user, name="secret", system_prompt="my secret")
     prompt = Prompt.objects.create(owner=user, name="secret", text="my secret prompt")
+    collection = Collection.objects.create(owner=user, name="secret", description="my secret")
+    knowledge_file = KnowledgeFile.objects.create(
+        collection=collection,
+        name="secret.md",
+        content_type="text/markdown",
+        size=6,
+        sha256="0" * 64,
+        data=b"secret",
+        state=KnowledgeFile.State.READY,
+    )
     return Owned(
         conversation.pk,
         question.pk,
@@ -165,6 +181,8 @@ def _victims_conversation(user: Any) -> Owned:
         assistant.pk,
         prompt.pk,
         conversation.folder.pk,
+        collection.pk,
+        knowledge_file.pk,
     )
 
 
@@ -185,6 +203,8 @@ def _pks(route: Route, owned: Owned) -> list[int]:
             return [owned.prompt]
         case "folder":
             return [owned.folder]
+        case "collection":
+            return [owned.collection]
         case _:
             return [owned.generation]
 
@@ -197,7 +217,7 @@ def _owners_pk(route: Route, owned: Owned) -> int:
 
 def _owners_url(route: Route, owned: Owned) -> str:
     pk = _owners_pk(route, owned) if "<int:pk>" in route.template else None
-    return route.url(pk, owned.token)
+    return route.url(pk, owned.token, owned.knowledge_file)
 
 
 async def _client(user: Any, **options: Any) -> AsyncClient:
@@ -216,8 +236,10 @@ async def test_another_users_ids_are_not_found(route: Route, alice: Any, bob: An
     mallory = await _client(bob)
     for pk in _pks(route, owned):
         responses = [
-            await mallory.get(route.url(pk), headers=SAME_ORIGIN),
-            await mallory.post(route.url(pk), POST_DATA, headers=SAME_ORIGIN),
+            await mallory.get(route.url(pk, file_pk=owned.knowledge_file), headers=SAME_ORIGIN),
+            await mallory.post(
+                route.url(pk, file_pk=owned.knowledge_file), POST_DATA, headers=SAME_ORIGIN
+            ),
         ]
         statuses = [response.status_code for response in responses]
         assert set(statuses) <= {404, 405}, (route.template, pk, statuses)
@@ -231,13 +253,15 @@ async def test_another_users_ids_are_not_found(route: Route, alice: Any, bob: An
     assert await sync_to_async(shared_links.live)(owned.token) is not None  # not revoked
     assert await Assistant.objects.filter(pk=owned.assistant, name="secret").aexists()
     assert await Prompt.objects.filter(pk=owned.prompt, name="secret").aexists()
+    assert await KnowledgeFile.objects.filter(pk=owned.knowledge_file).aexists()
+    assert await Collection.objects.filter(pk=owned.collection, name="secret").aexists()
     # The control: the owner reaches the same URL (an answer is chosen from a comparison).
     if route.name == "chat:choose":
         await Conversation.objects.filter(pk=owned.conversation).aupdate(
             comparing_id=owned.question
         )
     owner = await _client(alice)
-    url = route.url(_owners_pk(route, owned))
+    url = route.url(_owners_pk(route, owned), file_pk=owned.knowledge_file)
     response = await owner.get(url, headers=SAME_ORIGIN)
     if response.status_code == 405:
         response = await owner.post(url, POST_DATA, headers={"HX-Request": "true", **SAME_ORIGIN})
@@ -246,8 +270,9 @@ async def test_another_users_ids_are_not_found(route: Route, alice: Any, bob: An
 
 
 # Routes anyone may reach: signing in and out (with a password or through the OpenID Connect
-# provider), signing up and the page that says an account waits for approval, and what a shared
-# link opens (its token the key).
+# provider), signing up and the page that says an account waits for approval, what a shared
+# link opens (its token the key), and the sandboxed frames that draw a diagram or preview an
+# answer's code on a shared page too (they hold no data: the page posts them the code).
 PUBLIC = {
     "login",
     "logout",
@@ -257,6 +282,8 @@ PUBLIC = {
     "oidc_authentication_callback",
     "chat:shared_page",
     "chat:shared_image",
+    "diagram_frame",
+    "preview_frame",
 }
 
 

@@ -401,6 +401,8 @@ class GenerationAdmin(_GenerationAdmin):
             if obj.read_aloud_id is None:
                 return "Read aloud of a deleted answer"
             return f"Read aloud of answer #{obj.read_aloud_id}"
+        if obj.kind == Generation.Kind.TRANSCRIPTION:
+            return "Voice input"
         if not obj.message_id:
             return "Deleted answer"
         if obj.tool_round > 1:  # a turn that calls tools: each round is a generation of its own
@@ -422,7 +424,8 @@ class GenerationAdmin(_GenerationAdmin):
     @admin.display(description="conversation", ordering="conversation_id")
     def conversation_link(self, obj: Generation) -> str:
         if obj.conversation_id is None:
-            return "deleted"
+            # A transcription made before its chat began has none; any other's was deleted.
+            return "-" if obj.kind == Generation.Kind.TRANSCRIPTION else "deleted"
         url = reverse("admin:chatapp_conversation_change", args=[obj.conversation_id])
         return format_html('<a href="{}">#{}</a>', url, obj.conversation_id)
 
