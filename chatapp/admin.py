@@ -26,9 +26,9 @@ from chatapp.costs.admin import generations as generations_admin  # noqa: F401  
 from chatapp.costs.admin import limits as limits_admin  # noqa: F401  (SpendingLimitAdmin)
 from chatapp.costs.admin.amounts import TRIMMED_DECIMALS
 from chatapp.costs.models import Generation
-from chatapp.costs.units import CostUnit, Money
 from chatapp.gateways import configs, detected, key_vault
 from chatapp.gateways.models import Gateway, ModelPrice
+from chatapp.gateways.units import CostUnit, Money
 from chatapp.identity import admin as identity_admin  # noqa: F401  (registers its admins)
 from chatapp.knowledge import admin as knowledge_admin  # noqa: F401  (collections)
 from chatapp.knowledge import reembedding

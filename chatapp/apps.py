@@ -16,10 +16,13 @@ class ChatappConfig(AppConfig):
         from chatapp import (
             checks,  # noqa: F401  (registers them)
             shared_cache,
+            tools,
         )
         from chatapp.access.models import GroupPolicy
         from chatapp.assistants.models import Assistant, ChatDefaults, Prompt
+        from chatapp.conversations import search_tool, tree
         from chatapp.conversations.models import Conversation
+        from chatapp.costs import costing
         from chatapp.gateways import configs
         from chatapp.gateways.configs import forget_configs
         from chatapp.gateways.detected import forget_asked
@@ -33,6 +36,12 @@ class ChatappConfig(AppConfig):
         from chatapp.tools.models import McpServer, ToolSwitch
         from chatapp.ws import session_sockets
 
+        # An estimate counts an answer's prompt from the context the tree reads (costs stand
+        # below conversations).
+        costing.read_contexts_with(tree.context_through)
+        # The model's search of the user's conversations is a built-in tool (tools stand below
+        # conversations).
+        tools.add_built_in(search_tool.TOOL)
         # An admin's change to a gateway takes effect at once in this process, and in the others
         # on their next page: a save writes a new `SharedVersion` token (watched below), which
         # `configs` compares its cache with (it stands below shared_cache: the reader is passed).

@@ -28,11 +28,11 @@ from django.utils.text import slugify
 
 from chatapp.conversations import uploads
 from chatapp.conversations.models import Conversation, Message, Upload
+from chatapp.conversations.presentation import error_text, format_cost, token_counts
 from chatapp.conversations.tree import shown_path
 from chatapp.costs.models import Generation
-from chatapp.costs.units import CostUnit
+from chatapp.gateways.units import CostUnit
 from chatapp.rendering import attachments
-from chatapp.rendering.presentation import error_text, format_cost, token_counts
 from chatapp.rendering.settle_steps import closes_fence
 
 __all__ = ["FORMAT", "as_data", "as_json", "as_markdown", "branch_shown", "filename", "messages_of"]

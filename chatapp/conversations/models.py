@@ -104,7 +104,7 @@ class Conversation(AnswerSettings):
 
 
 # A tool call's status as its message stores it (`Message.tool_calls`): running, then one of
-# `ENDED`. The tool loop writes it (`chatapp.tools.tool_loop`); the tree reads it.
+# `ENDED`. The tool loop writes it (`chatapp.streaming.tool_loop`); the tree reads it.
 type CallStatus = Literal["running", "done", "error", "cancelled", "not_run"]
 ENDED: frozenset[str] = frozenset({"done", "error", "cancelled", "not_run"})
 

@@ -20,7 +20,7 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from chatapp.costs.summary import DailyAmount
-from chatapp.costs.units import CostUnit, Money
+from chatapp.gateways.units import CostUnit, Money
 
 __all__ = ["MAX_SERIES", "draw"]
 

@@ -14,24 +14,23 @@ Every generation ends in one cost source (`Generation.CostSource`):
   no tokenizer is bundled) times the model's price (`pricing`), marked as an estimate;
 - `unavailable`: no record and no price, with the reason in words.
 
-`settle_cost_now` runs on the records thread (`persistence.settle_cost`), or inside a management
+`settle_cost_now` runs on the records thread (`settling.settle_cost`), or inside a management
 command's transaction; it is idempotent: a generation no longer `pending` is left alone.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from django.db import transaction
 
-from chatapp.conversations.models import Message
-from chatapp.costs import pricing
 from chatapp.costs.models import Generation
-from chatapp.costs.units import CostUnit, exact, stream_unit
+from chatapp.gateways import pricing
+from chatapp.gateways.units import CostUnit, exact, stream_unit
 from gateway_client.dialects import facts_for
 
 if TYPE_CHECKING:
@@ -106,10 +105,41 @@ def counted_prompt_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
     return _counted("\n".join(texts)) + images * IMAGE_PROMPT_TOKENS
 
 
-def _context_tokens(message: Message) -> int:
-    from chatapp.conversations.tree import context_for
+class AnswerText(Protocol):
+    """An answer as an estimate reads it (`conversations.models.Message`): its text, and where it
+    stands in its conversation, for the context it was sent."""
 
-    return counted_prompt_tokens(context_for(message.conversation, message))
+    @property
+    def content(self) -> str: ...
+
+    @property
+    def reasoning(self) -> str: ...
+
+    @property
+    def conversation_id(self) -> int: ...
+
+    @property
+    def parent_id(self) -> int | None: ...
+
+
+type ContextThrough = Callable[[int, int | None], Sequence[Mapping[str, Any]]]
+"""The messages sent from a conversation's root down to a message, included: the tree's
+`conversations.tree.context_through`."""
+
+_context_through: list[ContextThrough] = []
+
+
+def read_contexts_with(context_through: ContextThrough) -> None:
+    """Count an answer's prompt from the context `context_through` reads. Conversations stand
+    above costs, so the app tells costing how as it starts (`apps.ChatappConfig.ready`)."""
+    _context_through[:] = [context_through]
+
+
+def _context_tokens(message: AnswerText) -> int:
+    if not _context_through:
+        raise RuntimeError("costing.read_contexts_with was not called: is the app ready?")
+    (context_through,) = _context_through
+    return counted_prompt_tokens(context_through(message.conversation_id, message.parent_id))
 
 
 _NOT_BY_THE_TOKEN = {
@@ -118,7 +148,7 @@ _NOT_BY_THE_TOKEN = {
 }
 
 
-def estimate_or_explain(generation: Generation, message: Message | None) -> None:
+def estimate_or_explain(generation: Generation, message: AnswerText | None) -> None:
     """Set an estimate (with its basis) or `unavailable` (with the reason) on `generation`.
     `message`: the answer, to count tokens from when none were reported (None: deleted)."""
     model = generation.served_model or generation.model

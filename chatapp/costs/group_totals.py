@@ -36,7 +36,7 @@ from chatapp.costs.summary import (
     utc_day_on,
     with_amounts,
 )
-from chatapp.costs.units import CostUnit
+from chatapp.gateways.units import CostUnit
 
 __all__ = ["DELETED_GROUP", "NO_GROUP", "GroupSpend", "group_spend"]
 

@@ -28,7 +28,7 @@ from django.db.models import Count, Sum
 
 from chatapp.costs import summary as cost_summary
 from chatapp.costs.models import Generation, GenerationGroup, LedgerDay, LedgerDayGroup
-from chatapp.costs.units import CostUnit, Money
+from chatapp.gateways.units import CostUnit, Money
 
 __all__ = ["FoldReport", "UnitFolded", "fold"]
 

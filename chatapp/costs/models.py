@@ -14,19 +14,16 @@ from __future__ import annotations
 from contextlib import nullcontext
 from datetime import datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import models, transaction
 
 from chatapp.costs import running_totals
-from chatapp.costs.units import CostUnit
 from chatapp.errors import LedgerIsAppendOnly
 from chatapp.gateways.models import Gateway
-
-if TYPE_CHECKING:
-    from chatapp.conversations.models import Message
+from chatapp.gateways.units import CostUnit
 
 
 class GenerationQuerySet(models.QuerySet["Generation"]):
@@ -254,19 +251,6 @@ class Generation(models.Model):
     @property
     def is_running(self) -> bool:
         return self.status == self.Status.STREAMING
-
-    @property
-    def answer(self) -> Message:
-        """The answer this generation wrote (a chat answer or an image generation), or the one it
-        read aloud. Not every row has one: a title generation writes only the conversation's
-        title, and an answer deleted with its conversation leaves its generation behind; for
-        those this raises `Message.DoesNotExist`. Only what renders an answer asks for it."""
-        found = self.read_aloud if self.kind == self.Kind.READ_ALOUD else self.message
-        if found is None:
-            from chatapp.conversations.models import Message
-
-            raise Message.DoesNotExist(f"generation {self.pk} has no answer")
-        return found
 
     @staticmethod
     def silent_since(cutoff: datetime) -> models.Q:

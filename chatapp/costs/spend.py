@@ -24,11 +24,10 @@ from typing import TYPE_CHECKING
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
-from chatapp.conversations.models import Conversation
 from chatapp.costs.models import Generation, SpendTotal
 from chatapp.costs.running_totals import Tally, period_starts
-from chatapp.costs.units import CostUnit, Money, in_dollars, is_dollars
 from chatapp.gateways.models import Gateway
+from chatapp.gateways.units import CostUnit, Money, in_dollars, is_dollars
 
 if TYPE_CHECKING:
     import datetime
@@ -114,11 +113,11 @@ def _name(gateway: str | None) -> str:
     return gateway or "the gateway"
 
 
-def conversation_spend(conversation: Conversation) -> SpendLine:
+def conversation_spend(conversation_pk: int) -> SpendLine:
     """The conversation's settled generations still in the ledger (folded ones have no
     conversation)."""
     rows = (
-        Generation.objects.filter(conversation=conversation)
+        Generation.objects.filter(conversation_id=conversation_pk)
         .exclude(cost_source=Generation.CostSource.PENDING)
         .values_list("gateway__name", "cost", "cost_unit", "cost_source")
     )

@@ -2,7 +2,7 @@
 and the composer's warning at 80% of a limit, pushed to every tab of the user when one of their
 costs settles: a page learns its new figures then, not at its next load.
 
-Never per token: `streaming.settling.settle` (every kind of generation, and the sweep) calls
+Never per token: `costs.settling.settle` (every kind of generation, and the sweep) calls
 `cost_settled` once a generation's cost is known, and the pushes are coalesced per user: at most
 one is rendered every `PUSH_INTERVAL`, and it covers every cost settled before it starts. Rendered
 once per settled cost, a crowd of answers ending together (200 at once) queued 200 renders of month

@@ -46,12 +46,12 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q, Sum
 from django.utils import timezone
 
-from chatapp.costs import pricing
 from chatapp.costs.costing import CHARS_PER_TOKEN, counted_prompt_tokens
 from chatapp.costs.models import Generation, GenerationGroup, SpendingLimit, SpendTotal
 from chatapp.costs.token_budgets import SAFE_BUDGET
-from chatapp.costs.units import CostUnit, Money
 from chatapp.errors import ChatAppError
+from chatapp.gateways import pricing
+from chatapp.gateways.units import CostUnit, Money
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

@@ -47,8 +47,8 @@ from django.db.models import (
 from django.db.models.functions import TruncDate
 
 from chatapp.costs.models import Generation, LedgerDay
-from chatapp.costs.units import CostUnit, Money, is_dollars
 from chatapp.gateways.models import Gateway
+from chatapp.gateways.units import CostUnit, Money, is_dollars
 
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper

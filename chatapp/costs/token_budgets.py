@@ -3,7 +3,7 @@
 An answer that ran out of its token budget is continued as a retry with a larger one: the Osmexo
 docs say to raise the budget and retry when thinking used it all, with 4,096 "a safe default" for a
 reasoning model. So `larger_budget` asks for twice what the answer used, at least 4,096. Turns ask
-for it (`conversations/turns.py`) and the page offers it (`rendering/presentation.py`); the
+for it (`conversations/turns.py`) and the page offers it (`conversations/presentation.py`); the
 spending limits reserve the same safe default for an answer that sets no budget.
 """
 

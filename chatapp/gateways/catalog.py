@@ -26,8 +26,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from chatapp.costs import pricing
-from chatapp.gateways import detected
+from chatapp.gateways import detected, pricing
 from chatapp.gateways.clients import shared_client
 from chatapp.gateways.configs import GatewayConfig, GatewayUnavailable, aconfigs, unusable
 from chatapp.gateways.image_models import generates_images

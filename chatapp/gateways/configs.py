@@ -28,10 +28,10 @@ from urllib.parse import urlsplit
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from chatapp.costs.units import default_unit
 from chatapp.errors import ChatAppError
 from chatapp.gateways import key_vault
 from chatapp.gateways.models import Gateway
+from chatapp.gateways.units import default_unit
 from gateway_client import emulator
 from gateway_client.dialects import DIALECTS, DialectFacts, emulated_dialects, guess_dialect
 

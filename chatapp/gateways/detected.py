@@ -17,11 +17,11 @@ import time
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from chatapp.costs.units import default_unit
 from chatapp.gateways import configs
 from chatapp.gateways.clients import shared_client
 from chatapp.gateways.configs import GatewayConfig
 from chatapp.gateways.models import Gateway
+from chatapp.gateways.units import default_unit
 from gateway_client.detection import Detection, detect
 from gateway_client.dialects import facts_for
 from gateway_client.errors import GatewayError

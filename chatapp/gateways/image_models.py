@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Final
 
-from chatapp.costs.models import Generation
 from gateway_client import ModelInfo
 from gateway_client.dialects import facts_for, guess_dialect
 
@@ -33,11 +32,10 @@ def generates_images(config: GatewayConfig, info: ModelInfo) -> bool:
     return "image" in info.output_modalities and serves_images(config)
 
 
-def kind_of(config: GatewayConfig, model: str, listed: Iterable[ModelInfo]) -> Generation.Kind:
-    """What a turn with `model` on `config` is: an image generation for an image model of the
-    gateway's `listed` models, a chat answer otherwise."""
-    found = any(info.id == model and generates_images(config, info) for info in listed)
-    return Generation.Kind.IMAGE if found else Generation.Kind.CHAT
+def makes_images(config: GatewayConfig, model: str, listed: Iterable[ModelInfo]) -> bool:
+    """Whether a turn with `model` on `config` is an image generation (an image model of the
+    gateway's `listed` models) rather than a chat answer."""
+    return any(info.id == model and generates_images(config, info) for info in listed)
 
 
 def image_count(posted: str) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from chatapp.costs.units import CostUnit
+from chatapp.gateways.units import CostUnit
 from gateway_client.dialects import DIALECTS
 
 

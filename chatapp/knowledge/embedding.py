@@ -7,8 +7,9 @@ spend it is. Before a request is sent its worst case (its texts counted at about
 a token, at the model's price; an embedding makes no completion) is reserved against the
 spending limits in the transaction that creates its row, as a read aloud's is; a limit it would
 cross refuses it (`EmbeddingRefused`) and nothing is sent. Its cost is settled as a chat
-answer's: the usage object's amount in the gateway's unit, else the gateway's record, else an
-estimate from the tokens at the model's price, else the reason there is none.
+answer's, by the same `costs.settling.settle`: the usage object's amount in the gateway's unit,
+else the gateway's record, else an estimate from the tokens at the model's price, else the reason
+there is none.
 
 Texts go in batches (`batches`: at most `BATCH_TEXTS` texts and `BATCH_TOKENS` counted tokens a
 request), one request at a time: ingestion runs off the request path (`tasks`), where throughput
@@ -28,19 +29,14 @@ from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
-from chatapp.costs import reconcile, spend_push, spending_limits
-from chatapp.costs.costing import (
-    CHARS_PER_TOKEN,
-    Lookup,
-    not_billed_reason,
-    record_expected,
-    settle_cost_now,
-)
+from chatapp.costs import settling, spending_limits
+from chatapp.costs.costing import CHARS_PER_TOKEN, not_billed_reason, record_expected
 from chatapp.costs.models import Generation
-from chatapp.costs.units import exact, stream_unit
+from chatapp.costs.settling import FinalState
 from chatapp.errors import ChatAppError
 from chatapp.gateways.clients import shared_client
 from chatapp.gateways.configs import GatewayConfig, configs
+from chatapp.gateways.units import exact, stream_unit
 from gateway_client.dialects import guess_dialect
 from gateway_client.embeddings import MAX_INPUT_CHARS, MAX_INPUTS
 from gateway_client.errors import GatewayError
@@ -223,10 +219,8 @@ async def _end(
     error: GatewayError | None = None,
 ) -> None:
     counted = sum(counted_tokens(text) for text in batch)
-    pending, upstream_id, expected = await sync_to_async(_write_end)(
-        generation_pk, status, counted, result, error
-    )
-    await _settle(client, generation_pk, purpose.user_pk, pending, upstream_id, expected)
+    final = await sync_to_async(_write_end)(generation_pk, status, counted, result, error)
+    await settling.settle(client, generation_pk, purpose.user_pk, final)
 
 
 def _write_end(
@@ -235,10 +229,9 @@ def _write_end(
     counted: int,
     result: Embeddings | None,
     error: GatewayError | None,
-) -> tuple[bool, str, bool]:
+) -> FinalState:
     """The row's terminal state and what the request reported (the input's `counted` tokens
-    where it reported none); (cost still pending, the gateway's generation ID, whether it keeps
-    a record of it)."""
+    where it reported none); what settling its cost needs."""
     now = timezone.now()
     with transaction.atomic():
         generation = (
@@ -247,7 +240,7 @@ def _write_end(
             .get(pk=generation_pk)
         )
         if generation.status != Status.STREAMING:  # the sweep interrupted it: one end
-            return False, generation.upstream_id, False
+            return FinalState(upstream_id=generation.upstream_id, cost_pending=False)
         generation.status = status
         generation.finished_at = generation.heartbeat_at = now
         if result is not None:
@@ -270,8 +263,11 @@ def _write_end(
                 generation.cost_source = Generation.CostSource.NOT_BILLED
                 generation.cost_note = free
         generation.save()
-    pending = generation.cost_source == Generation.CostSource.PENDING
-    return pending, generation.upstream_id, record_expected(generation)
+    return FinalState(
+        upstream_id=generation.upstream_id,
+        cost_pending=generation.cost_source == Generation.CostSource.PENDING,
+        record_expected=record_expected(generation),
+    )
 
 
 def _apply_usage(generation: Generation, result: Embeddings) -> None:
@@ -291,22 +287,3 @@ def _apply_usage(generation: Generation, result: Embeddings) -> None:
             generation.cost_note = "estimated by the gateway (the provider reported no usage)"
         else:
             generation.cost_source = Generation.CostSource.STREAM
-
-
-async def _settle(
-    client: GatewayClient,
-    generation_pk: int,
-    user_pk: int | None,
-    pending: bool,
-    upstream_id: str,
-    expected: bool,
-) -> None:
-    """Settle a cost the answer did not report, as an answer's is (the gateway's record, else an
-    estimate, else the reason: `costing.settle_cost_now`), and push the user's new spend. The one
-    place embeddings settle a cost: when the streaming side's `settle` lands, it is this."""
-    settled = not pending
-    if pending:
-        lookup: Lookup = await reconcile.look_up(client, upstream_id, expected=expected)
-        settled = (await sync_to_async(settle_cost_now)(generation_pk, lookup)).changed
-    if user_pk is not None and settled:
-        await spend_push.cost_settled(user_pk)

@@ -14,8 +14,8 @@ from decimal import Decimal
 
 from django.db.models import Count, Sum
 
-from chatapp.costs import pricing
-from chatapp.costs.units import CostUnit, Money
+from chatapp.gateways import pricing
+from chatapp.gateways.units import CostUnit, Money
 from chatapp.knowledge.files import reembed
 from chatapp.knowledge.models import Chunk, KnowledgeFile
 

@@ -3,8 +3,8 @@ an earlier completed read aloud, and what the page is told about the newest one.
 
 A read aloud is a `Generation` of kind `speech` with `message=None` and `read_aloud=<the answer>`,
 so the cost ledger, the sweep and reconciliation treat it like any other billed request. These
-run on the records thread (`persistence.on_record_thread`); its final state is written by
-`persistence.save_read_aloud`.
+run on the records thread (`records_thread.on_record_thread`); its final state is written by
+`save_read_aloud`, through the terminal write every kind shares (`persistence.write_terminal`).
 """
 
 from __future__ import annotations
@@ -22,9 +22,12 @@ from chatapp.access import rate_limits
 from chatapp.conversations.models import Message
 from chatapp.costs import spending_limits
 from chatapp.costs.models import Generation
+from chatapp.costs.settling import FinalState
 from chatapp.errors import ChatAppError
 from chatapp.read_aloud.models import ReadAloudAudio
 from chatapp.read_aloud.offer import SpeechSetup, speech_for
+from chatapp.records_thread import on_final_thread
+from chatapp.streaming.persistence import Ending, write_terminal
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -41,6 +44,7 @@ __all__ = [
     "create_read_aloud",
     "newest_read_aloud",
     "refusal",
+    "save_read_aloud",
     "stopped_recently",
     "stored_audio",
 ]
@@ -83,7 +87,7 @@ class ReadAloudStart:
 
 @dataclass(frozen=True, slots=True)
 class ReadAloudEnd:
-    """How a read aloud ended, for `persistence.save_read_aloud`: the audio received (kept whatever
+    """How a read aloud ended, for `save_read_aloud`: the audio received (kept whatever
     the status, so that what was heard is on record) and, unless it completed, why not."""
 
     status: Generation.Status
@@ -216,3 +220,27 @@ def newest_read_aloud(user: User, message_pk: int) -> Generation | None:
         .order_by("-pk")
         .first()
     )
+
+
+@on_final_thread
+def save_read_aloud(generation_pk: int, end: ReadAloudEnd) -> FinalState:
+    """A read aloud's terminal state and the audio it received, in one transaction."""
+
+    def write(generation: Generation) -> None:
+        generation.upstream_id = end.upstream_id[:200]
+        generation.request_id = end.request_id[:200]
+
+    with transaction.atomic():
+        generation, final = write_terminal(
+            generation_pk,
+            Ending(end.status, end.error, delivered=bool(end.audio)),
+            None,
+            write,
+            kind=Generation.Kind.READ_ALOUD,
+            ttft_ms=end.ttft_ms,
+        )
+        if generation is not None and end.audio:
+            ReadAloudAudio.objects.update_or_create(
+                generation=generation, defaults={"media_type": end.media_type, "data": end.audio}
+            )
+    return final

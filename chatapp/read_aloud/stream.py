@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 
-from chatapp.costs import reconcile
+from chatapp import records_thread
+from chatapp.costs import reconcile, settling
 from chatapp.costs.models import Generation
 from chatapp.errors import ChatAppError
 from chatapp.gateways.clients import shared_client
@@ -36,10 +37,11 @@ from chatapp.read_aloud.records import (
     ReadAloudStart,
     beat,
     create_read_aloud,
+    save_read_aloud,
     stopped_recently,
 )
 from chatapp.rendering.attachments import PLAYABLE_AUDIO_TYPES
-from chatapp.streaming import persistence, settling
+from chatapp.streaming import sweep
 from gateway_client.client import GenerationRecord
 from gateway_client.errors import ErrorInfo, GatewayError
 
@@ -195,7 +197,7 @@ class ReadAloud:
             end = self._end(status, error)
         else:  # written before any look-up, so that the page can say "stopped" (or why) at once
             end = self._end(pumped.status, pumped.error)
-        final = await persistence.save_read_aloud(self.pk, end)
+        final = await save_read_aloud(self.pk, end)
         await settling.settle(self.client, self.pk, self.start.user_pk, final, lookup=lookup)
 
     def _end(self, status: Status, error: ErrorInfo | None) -> ReadAloudEnd:
@@ -213,7 +215,7 @@ class ReadAloud:
         while True:
             await asyncio.sleep(settings.CHAT_FLUSH_INTERVAL)
             try:
-                await persistence.on_record_thread(
+                await records_thread.on_record_thread(
                     beat, self.pk, self._upstream_id, self._request_id
                 )
             except Exception:  # a missed beat is retried in a second; the sweep waits 15
@@ -331,7 +333,7 @@ async def start_or_join(user: User, message_pk: int) -> tuple[ReadAloud, Seat]:
 
 
 async def _begin(user: User, message_pk: int, audience: Audience) -> ReadAloud:
-    begun = await persistence.on_record_thread(create_read_aloud, user, message_pk)
+    begun = await records_thread.on_record_thread(create_read_aloud, user, message_pk)
     return start(begun, audience)
 
 
@@ -345,3 +347,6 @@ def _forget_refused(
 def running_pks() -> set[int]:
     """Read alouds running in this process (the sweep leaves them alone)."""
     return set(_running)
+
+
+sweep.also_running(running_pks)

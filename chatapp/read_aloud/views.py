@@ -38,7 +38,7 @@ from chatapp.middleware import sandboxed
 from chatapp.read_aloud import records, stream
 from chatapp.read_aloud.byte_ranges import Unsatisfiable, requested_range
 from chatapp.read_aloud.records import NoSuchAnswer, ReadAloudRefused
-from chatapp.streaming.persistence import on_record_thread_from_view
+from chatapp.records_thread import on_record_thread_from_view
 from gateway_client.errors import GatewayError
 
 if TYPE_CHECKING:

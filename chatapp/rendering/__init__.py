@@ -1,5 +1,5 @@
 """Model output as safe HTML.
 
 Markdown through one sanitizer, code highlighting, media checks, the render pool that keeps
-all of it off the event loop, the stored final render, and plain words for a state.
+all of it off the event loop, and the stored final render.
 """

@@ -11,6 +11,10 @@ changed) is rendered through the pool from the view's thread, and stored.
 A render that ran out of its deadline, or crashed, is kept as its plain-text fallback: the same
 answer would only run out again, on every view (an answer of 12,500 task items once took 25 s per
 view). One the pool was too busy for is shown as plain text but not kept: the next view tries.
+
+Messages stand above rendering (`conversations`), so an answer is read here by the fields a render
+keeps (`StoredAnswer`), and a render finished after its page gave up is stored through the app's
+model registry rather than an import of `Message`.
 """
 
 from __future__ import annotations
@@ -20,18 +24,36 @@ import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, TimeoutError
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import orjson
+from django.apps import apps
 from django.conf import settings
 from django.db import connection
 
-from chatapp.conversations.models import Message
 from chatapp.rendering import pool as render_pool
 from chatapp.rendering import pool_jobs
 from chatapp.rendering.markdown import RENDERER_VERSION, doc_id_for, plain_text_html
 from chatapp.rendering.pool import Runner
 
 type Citations = Sequence[Mapping[str, object]]
+
+
+class StoredAnswer(Protocol):
+    """An answer as it is kept (`conversations.models.Message`): what its render is of, and the
+    render with its key."""
+
+    html: str
+    html_key: str
+
+    @property
+    def pk(self) -> Any: ...
+
+    @property
+    def content(self) -> str: ...
+
+    @property
+    def annotations(self) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +94,7 @@ async def render_answer(
     return _rendered(text, citations, doc_id, result)
 
 
-def citations_of(message: Message) -> list[dict[str, object]]:
+def citations_of(message: StoredAnswer) -> list[dict[str, object]]:
     """A stored answer's citations, as its render is given them."""
     stored = message.annotations if isinstance(message.annotations, list) else []
     return [item if isinstance(item, dict) else {} for item in stored]
@@ -86,7 +108,7 @@ def render_key(text: str, citations: Citations, doc_id: str) -> str:
     return digest.hexdigest()
 
 
-def keep(message: Message, rendered: RenderedAnswer | None) -> None:
+def keep(message: StoredAnswer, rendered: RenderedAnswer | None) -> None:
     """Set `message.html` from `rendered` if it is the render of what the message now holds
     (else clear it: the next view renders it); the caller saves the message."""
     key = render_key(message.content, citations_of(message), doc_id_for(message.pk))
@@ -100,7 +122,7 @@ def keep(message: Message, rendered: RenderedAnswer | None) -> None:
         message.html, message.html_key = "", ""
 
 
-def stored_html(message: Message) -> str:
+def stored_html(message: StoredAnswer) -> str:
     """The answer's final HTML: the stored render, or one made now if there is none of what it
     holds by this renderer. A page waits for that at most `CHAT_RENDER_PAGE_WAIT` seconds: every
     sync view (the login page's too) runs on one thread, which a slow render would hold. Past
@@ -175,6 +197,5 @@ def _rendering(pk: int, text: str, citations: Citations, key: str) -> _Job:
 
 def _store(pk: int, key: str, rendered: RenderedAnswer) -> None:
     if rendered.keep and render_key(rendered.text, rendered.citations, rendered.doc_id) == key:
-        Message.objects.filter(pk=pk, content=rendered.text).update(
-            html=rendered.html, html_key=key
-        )
+        messages = apps.get_model("chatapp", "Message")._default_manager
+        messages.filter(pk=pk, content=rendered.text).update(html=rendered.html, html_key=key)

@@ -1,5 +1,5 @@
 """A generation's records: its final state, its settled cost, its interruption, all written on
-one records thread (`on_record_thread`, which new turns use too).
+one records thread (`chatapp.records_thread`, which new turns use too).
 
 Partial answers are the writer's (`writer.py`: every running generation in one batch). The final
 state (message and generation together) is one transaction: the text sent, and everything else
@@ -8,18 +8,13 @@ state (message and generation together) is one transaction: the text sent, and e
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-import functools
 import logging
-import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from asgiref.sync import sync_to_async
-from django.db import InterfaceError, OperationalError, connection, transaction
+from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
 from chatapp.conversations import knowledge_context, turns
@@ -28,22 +23,20 @@ from chatapp.costs.costing import (
     apply_reported,
     not_billed_reason,
     record_expected,
-    settle_cost_now,
 )
 from chatapp.costs.models import Generation
+from chatapp.costs.settling import FinalState
 from chatapp.costs.spending_limits import SPENDING_LIMIT, SpendingLimitReached
-from chatapp.read_aloud.models import ReadAloudAudio
+from chatapp.records_thread import on_final_thread
 from chatapp.rendering import answer_html, attachments
 from chatapp.rendering.markdown import citation
-from chatapp.streaming.records_thread import Priority, RecordsThread
-from chatapp.tools import tool_loop
+from chatapp.streaming import tool_loop
 
 if TYPE_CHECKING:
     from chatapp.conversations.jobs import Job, JobEnd
-    from chatapp.read_aloud.records import ReadAloudEnd
     from chatapp.rendering.answer_html import RenderedAnswer
     from chatapp.streaming.live_state import LiveState
-    from chatapp.tools.tool_loop import CallRun
+    from chatapp.streaming.tool_loop import CallRun
     from gateway_client.accumulator import Completion
     from gateway_client.errors import ErrorInfo
     from gateway_client.events import Usage
@@ -51,90 +44,14 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 STREAMING = Generation.Status.STREAMING
-# How long a final write keeps retrying while the database is unreachable.
-RETRY_FOR = 30.0
-
-# New turns and final states are written on one thread of their own, keeping one connection: they
-# never queue behind the writer's batches, and they do not race each other for SQLite's one write
-# lock, whose losers wait in the busy handler's coarse sleeps (a burst of 50 new chats took 3 s to
-# insert from 50 request threads, ~60 ms a turn, and ~2 ms a turn from this one). They are taken
-# by urgency (`records_thread`): a send waits behind no final write, and nothing behind a title.
-records = RecordsThread("chat-records")
-
-
-async def _on_records[R](priority: Priority, call: Callable[[], R]) -> R:
-    return await asyncio.wrap_future(records.submit(priority, call))
-
-
-async def on_record_thread[**P, R](
-    function: Callable[P, R], *args: P.args, **kwargs: P.kwargs
-) -> R:
-    """`function(*args, **kwargs)` on the records thread, for a running answer (no retry)."""
-    return await _on_records(Priority.ANSWER, functools.partial(function, *args, **kwargs))
-
-
-async def on_record_thread_when_idle[**P, R](
-    function: Callable[P, R], *args: P.args, **kwargs: P.kwargs
-) -> R:
-    """`on_record_thread` for what nobody waits for (a title): after everything else queued."""
-    return await _on_records(Priority.BACKGROUND, functools.partial(function, *args, **kwargs))
-
-
-def _give_back_connection() -> None:
-    if not connection.in_atomic_block:
-        connection.close()  # with a pool: back to it, not closed
-
-
-async def on_record_thread_from_view[**P, R](
-    function: Callable[P, R], *args: P.args, **kwargs: P.kwargs
-) -> R:
-    """`on_record_thread` for a view: first its request's thread gives its database connection
-    back, when connections come from a pool (PostgreSQL). Each request reads its session, user
-    and options on its own thread, which keeps the connection it borrowed until the request
-    ends; a burst of requests waiting here with one each emptied the pool (10 sends, a pool of
-    10), the records thread got none, and every send hung until the pool's timeout."""
-    if connection.settings_dict.get("OPTIONS", {}).get("pool"):
-        await sync_to_async(_give_back_connection)()  # on the request's thread
-    # In the request's context, so that what it read once (`request_memo`) is not read again.
-    call = functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
-    return await _on_records(Priority.USER_WAITING, call)
-
-
-def _on_final_thread[**P, R](function: Callable[P, R]) -> Callable[P, Awaitable[R]]:
-    """Run `function` on the records thread, retrying while the database is unreachable
-    (a restart, a failover): the final state of an answer must not be lost to a blip."""
-
-    def attempt(*args: P.args, **kwargs: P.kwargs) -> R:
-        deadline = time.monotonic() + RETRY_FOR
-        delay = 0.1
-        while True:
-            try:
-                return function(*args, **kwargs)
-            except (OperationalError, InterfaceError):
-                connection.close()  # reopened by the next attempt
-                if time.monotonic() + delay > deadline:
-                    raise
-                logger.warning("The database refused %s; retrying", function.__name__)
-                time.sleep(delay)  # on this thread only, never on the event loop
-                delay = min(delay * 2, 2.0)
-
-    @functools.wraps(function)
-    async def run(*args: P.args, **kwargs: P.kwargs) -> R:
-        return await on_record_thread(attempt, *args, **kwargs)
-
-    return run
 
 
 @dataclass(frozen=True, slots=True)
-class FinalState:
-    """What reconciliation needs to know once the final state is written: whether the cost is
-    still `pending`, and whether the gateway keeps a record to ask (`costing.record_expected`)."""
+class AnswerFinal(FinalState):
+    """An answer's `FinalState`, with the next round of its turn when one was created with it
+    (its tool calls ran)."""
 
-    upstream_id: str
-    cost_pending: bool
-    record_expected: bool = False
     next_job: Job | None = None
-    """The next round of the turn, created with this final state: its tool calls ran."""
 
 
 def _apply_stream_counts_and_cost(generation: Generation, reported: Completion | Usage) -> None:
@@ -148,7 +65,7 @@ def _apply_stream_counts_and_cost(generation: Generation, reported: Completion |
         generation.cost_source = Generation.CostSource.STREAM
 
 
-@_on_final_thread
+@on_final_thread
 def save_final(
     generation_pk: int,
     state: LiveState,
@@ -160,7 +77,7 @@ def save_final(
     thinking_ms: int | None = None,
     tool_runs: list[CallRun] | None = None,
     next_round_tools: tuple[dict[str, Any], ...] | None = None,
-) -> FinalState:
+) -> AnswerFinal:
     """Write the terminal state in one transaction; returns what reconciliation needs.
     `dialect`: the one the stream was read as (else the gateway's). `tool_runs` are kept with
     their calls; with `next_round_tools` the turn's next round, offered those tools, is created
@@ -193,7 +110,7 @@ def save_final(
             _add_missing_text(generation.message, sent)
 
     with transaction.atomic():
-        generation, final = _write_terminal(
+        generation, final = write_terminal(
             generation_pk,
             Ending(end.status, end.error, delivered=bool(sent.content or sent.reasoning)),
             completion,
@@ -202,17 +119,16 @@ def save_final(
             ttft_ms=ttft_ms,
         )
         if generation is None:
-            return final
+            return AnswerFinal(final.upstream_id, final.cost_pending, final.record_expected)
         if generation.conversation_id is not None:
             Conversation.objects.filter(pk=generation.conversation_id).update(
                 updated_at=generation.finished_at
             )
         completed = end.status == Generation.Status.COMPLETED
+        next_job = None
         if next_round_tools is not None and completed and generation.message is not None:
-            final = replace(
-                final, next_job=_next_round(generation.message, generation, next_round_tools)
-            )
-    return final
+            next_job = _next_round(generation.message, generation, next_round_tools)
+    return AnswerFinal(final.upstream_id, final.cost_pending, final.record_expected, next_job)
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,7 +141,7 @@ class Ending:
     delivered: bool = False
 
 
-def _write_terminal(
+def write_terminal(
     generation_pk: int,
     ending: Ending,
     completion: Completion | None,
@@ -238,7 +154,7 @@ def _write_terminal(
     """A generation's terminal write, for every kind (inside the caller's transaction): it
     ends, from `completion` its IDs, usage and reported cost, `write` the kind's own fields,
     then what the cost is when nobody reported it. The generation (None: not written) and what
-    settling needs (`settling.settle`).
+    settling needs (`costs.settling.settle`).
 
     A generation that has ended already keeps its one terminal state: the sweep interrupted it
     (its heartbeat lapsed while the database was away), or this write committed before an error
@@ -356,11 +272,7 @@ def _apply_error(generation: Generation, error: ErrorInfo) -> None:
     generation.error_message = error.message
 
 
-# One reconciliation round on the records thread (see `costing.settle_cost_now`).
-settle_cost = _on_final_thread(settle_cost_now)
-
-
-@_on_final_thread
+@on_final_thread
 def mark_interrupted(generation_pks: list[int]) -> list[tuple[int, int | None, int]]:
     """Interrupt the given generations if still streaming; (id, conversation, seq) of each (no
     conversation: it was deleted)."""
@@ -383,34 +295,7 @@ def mark_interrupted(generation_pks: list[int]) -> list[tuple[int, int | None, i
     return done
 
 
-# --- Read alouds (`read_aloud.stream`) -----------------------------------------------------------
-
-
-@_on_final_thread
-def save_read_aloud(generation_pk: int, end: ReadAloudEnd) -> FinalState:
-    """A read aloud's terminal state and the audio it received, in one transaction."""
-
-    def write(generation: Generation) -> None:
-        generation.upstream_id = end.upstream_id[:200]
-        generation.request_id = end.request_id[:200]
-
-    with transaction.atomic():
-        generation, final = _write_terminal(
-            generation_pk,
-            Ending(end.status, end.error, delivered=bool(end.audio)),
-            None,
-            write,
-            kind=Generation.Kind.READ_ALOUD,
-            ttft_ms=end.ttft_ms,
-        )
-        if generation is not None and end.audio:
-            ReadAloudAudio.objects.update_or_create(
-                generation=generation, defaults={"media_type": end.media_type, "data": end.audio}
-            )
-    return final
-
-
-@_on_final_thread
+@on_final_thread
 def mark_answerless_interrupted(generation_pks: list[int]) -> int:
     """Interrupt the given read alouds and titles if still streaming (their process died); how
     many. Their cost is never known mid-way: the sweep settles it."""
@@ -452,7 +337,7 @@ class TranscriptionEnd:
     error: ErrorInfo | None = None
 
 
-@_on_final_thread
+@on_final_thread
 def save_transcription(generation_pk: int, end: TranscriptionEnd) -> FinalState:
     """A transcription's terminal state, its IDs and what its usage reported, in one
     transaction. The text is not kept: it goes to the person's message box, to send or not."""
@@ -493,7 +378,7 @@ def save_transcription(generation_pk: int, end: TranscriptionEnd) -> FinalState:
 # --- Titles (`streaming.titles`) -----------------------------------------------------------------
 
 
-@_on_final_thread
+@on_final_thread
 def save_title(generation_pk: int, end: JobEnd, title: str) -> FinalState:
     """A title generation's terminal state and, when it completed with a `title` and the
     conversation's title is still its first line, that title, in one transaction. The
@@ -504,7 +389,7 @@ def save_title(generation_pk: int, end: JobEnd, title: str) -> FinalState:
         generation.dialect = generation.gateway.dialect if generation.gateway else ""
 
     with transaction.atomic():
-        generation, final = _write_terminal(
+        generation, final = write_terminal(
             generation_pk,
             Ending(
                 end.status, end.error, delivered=completion is not None and bool(completion.content)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+from collections.abc import Callable
 from datetime import timedelta
 
 from asgiref.sync import sync_to_async
@@ -19,19 +20,27 @@ from django.db import DatabaseError, close_old_connections
 from django.utils import timezone
 
 from chatapp.conversations import temporary
+from chatapp.costs import settling
 from chatapp.costs.costing import record_expected
 from chatapp.costs.models import Generation
 from chatapp.gateways.clients import shared_client
 from chatapp.gateways.configs import GatewayUnavailable, config_for
 from chatapp.messaging import socket_messages
-from chatapp.read_aloud import stream
-from chatapp.streaming import persistence, settling, titles, worker
+from chatapp.streaming import persistence, titles, worker
 from chatapp.tools.mcp import catalog as mcp_catalog
 
 logger = logging.getLogger(__name__)
 
 
 _sweepers: dict[asyncio.AbstractEventLoop, asyncio.Task[None]] = {}
+_also_running: list[Callable[[], set[int]]] = []
+
+
+def also_running(running_pks: Callable[[], set[int]]) -> None:
+    """Leave alone the generations `running_pks()` says run in this process: for a package above
+    this one that runs its own (`read_aloud.stream` tells it so as it is imported, before it can
+    start one, so that a process that never imported it runs none of them either)."""
+    _also_running.append(running_pks)
 
 
 async def sweep_stale_generations(stale_after: float | None = None) -> int:
@@ -45,7 +54,8 @@ async def sweep_stale_generations(stale_after: float | None = None) -> int:
         .values_list("pk", "kind")
     ]
     # A transcription beats every second while it runs (`transcription.requests`).
-    alive = worker.running_pks() | stream.running_pks() | titles.running_pks()
+    alive = worker.running_pks() | titles.running_pks()
+    alive = alive.union(*(running_pks() for running_pks in _also_running))
     # A read aloud, a title or a transcription has no answer of its own to keep or tell pages of.
     answerless = Generation.ANSWERLESS_KINDS
     others = [pk for pk, kind in candidates if kind in answerless and pk not in alive]
@@ -88,7 +98,7 @@ async def settle_one(generation: Generation) -> bool:
         config = await sync_to_async(config_for)(generation.gateway_id)
     except GatewayUnavailable:
         return False  # disabled since: its cost stays pending until it is enabled again
-    final = persistence.FinalState(
+    final = settling.FinalState(
         upstream_id=generation.upstream_id,
         cost_pending=True,
         record_expected=record_expected(generation),

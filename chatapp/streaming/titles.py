@@ -22,15 +22,16 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from chatapp import records_thread
 from chatapp.conversations import user_text
 from chatapp.conversations.jobs import JobEnd
 from chatapp.conversations.models import Conversation, Message
-from chatapp.costs import spending_limits
+from chatapp.costs import settling, spending_limits
 from chatapp.costs.models import Generation
 from chatapp.gateways.clients import shared_client
 from chatapp.gateways.configs import GatewayConfig, GatewayUnavailable, config_for
 from chatapp.messaging import layer_errors, socket_messages
-from chatapp.streaming import persistence, settling
+from chatapp.streaming import persistence
 from chatapp.streaming.ticker import current_ticker
 from gateway_client.errors import GatewayError, IncompleteStream, StatusError
 
@@ -125,7 +126,7 @@ async def _after_the_crowd() -> None:
 async def _title(answer_generation_pk: int) -> None:
     try:
         await _after_the_crowd()
-        start = await persistence.on_record_thread_when_idle(_create, answer_generation_pk)
+        start = await records_thread.on_record_thread_when_idle(_create, answer_generation_pk)
     except Exception:
         logger.exception("The title for generation %s could not start", answer_generation_pk)
         return

@@ -4,7 +4,7 @@ several models to compare, `start_comparison`).
 A chat turn without files sends its upstream request first, once every check that could refuse
 it has passed (`turns.early_request`: a new chat's one message, a follow-up's context read
 ahead, one thread hop, nothing written), so the gateway prepares its first token while the
-turn's rows are written on the records thread (`persistence.on_record_thread_from_view`: it no
+turn's rows are written on the records thread (`records_thread.on_record_thread_from_view`: it no
 longer waits behind a burst's other turns); then the worker starts, reading that request
 (`worker.start`). A turn that is refused after its request left closes it: the gateway stops.
 """
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from asgiref.sync import sync_to_async
 
+from chatapp import records_thread
 from chatapp.conversations.comparison import create_comparison
 from chatapp.conversations.turns import (
     Answerer,
@@ -24,7 +25,7 @@ from chatapp.conversations.turns import (
     early_request,
 )
 from chatapp.costs.models import Generation
-from chatapp.streaming import persistence, worker
+from chatapp.streaming import worker
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -65,7 +66,7 @@ async def start_turn(user: User, turn: TurnRequest) -> StartedGeneration:
                     options=ahead.options,
                     tools=ahead.tools,
                 )
-        started = await persistence.on_record_thread_from_view(
+        started = await records_thread.on_record_thread_from_view(
             create_turn, user=user, turn=turn, owner_channel=owner_channel, admission=admission
         )
     except BaseException:
@@ -94,7 +95,7 @@ async def start_comparison(
     its rows written on the records thread), then their workers. Nothing is sent early: the
     answers' requests wait for their rows."""
     owner_channel = await worker.owner_channel()
-    started = await persistence.on_record_thread_from_view(
+    started = await records_thread.on_record_thread_from_view(
         create_comparison,
         user=user,
         conversation_pk=conversation_pk,

@@ -26,9 +26,10 @@ from typing import Any
 
 from django.urls import reverse
 
+from chatapp import records_thread
 from chatapp.conversations.jobs import Job, JobEnd, Status
 from chatapp.conversations.request_options import RequestOptions, stream_arguments
-from chatapp.costs import spending_limits
+from chatapp.costs import settling, spending_limits
 from chatapp.costs.models import Generation
 from chatapp.costs.spending_limits import SPENDING_LIMIT
 from chatapp.gateways.clients import shared_client
@@ -36,14 +37,13 @@ from chatapp.gateways.configs import GatewayConfig
 from chatapp.gateways.image_models import image_prompt
 from chatapp.messaging import layer_errors, socket_messages
 from chatapp.rendering.markdown import doc_id_for
-from chatapp.streaming import log_context, memory_trim, persistence, settling, titles
+from chatapp.streaming import log_context, memory_trim, persistence, titles, tool_loop
 from chatapp.streaming.live_state import LiveState
-from chatapp.streaming.persistence import FinalState
+from chatapp.streaming.persistence import AnswerFinal
 from chatapp.streaming.ticker import Ticker, current_ticker, ticker
+from chatapp.streaming.tool_loop import CallRun
 from chatapp.streaming.writer import PartialRow
-from chatapp.tools import tool_loop
 from chatapp.tools.base import ToolContext
-from chatapp.tools.tool_loop import CallRun
 from gateway_client import EventStream, GatewayClient, RetryBudget
 from gateway_client.errors import (
     ConnectError,
@@ -219,11 +219,11 @@ class GenerationWorker:
         job = self.job
         assert job.spend is not None
         try:
-            larger = await persistence.on_record_thread(
+            larger = await records_thread.on_record_thread(
                 spending_limits.extend, job.generation_pk, job.user_pk, job.spend, cost
             )
             if larger is None:
-                self._limit_note = await persistence.on_record_thread(
+                self._limit_note = await records_thread.on_record_thread(
                     spending_limits.stop_note, job.spend, job.user_pk
                 )
                 self.cancel()
@@ -396,7 +396,7 @@ class GenerationWorker:
         seconds = self._stream.time_to_first_token if self._stream is not None else None
         return None if seconds is None else round(seconds * 1000)
 
-    async def _finish(self, end: JobEnd, runs: list[CallRun] | None = None) -> FinalState:
+    async def _finish(self, end: JobEnd, runs: list[CallRun] | None = None) -> AnswerFinal:
         # Everything received reaches the browsers before `done`, its last blocks rendered.
         await self.send_delta(last=True)
         if self._stream is not None:  # on cancel and crashes too: whatever arrived counts

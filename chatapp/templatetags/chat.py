@@ -10,12 +10,12 @@ from collections.abc import Mapping
 from django import template
 from django.utils.safestring import SafeString, mark_safe
 
-from chatapp.conversations import feedback, knowledge_context, uploads
+from chatapp.conversations import feedback, knowledge_context, presentation, uploads
 from chatapp.conversations.models import Message, Upload
 from chatapp.costs.models import Feedback, Generation
 from chatapp.read_aloud import offer
 from chatapp.rendering import answer_html as answer_render
-from chatapp.rendering import attachments, presentation
+from chatapp.rendering import attachments
 from chatapp.rendering.markdown import (
     doc_id_for,
     linkable_url,
@@ -23,6 +23,7 @@ from chatapp.rendering.markdown import (
     showable_image_url,
 )
 from chatapp.streaming import live_blocks
+from chatapp.tools.call_view import ToolCallView, tool_call_view
 
 register = template.Library()
 
@@ -119,8 +120,8 @@ def finish_note(generation: Generation | str) -> presentation.FinishNote | None:
 
 
 @register.filter
-def tool_call(call: Mapping[str, object]) -> presentation.ToolCallView:
-    return presentation.tool_call_view(call)
+def tool_call(call: Mapping[str, object]) -> ToolCallView:
+    return tool_call_view(call)
 
 
 @register.inclusion_tag("chatapp/_tool_call.html")

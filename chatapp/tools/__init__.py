@@ -22,7 +22,7 @@ import orjson
 
 from chatapp import request_memo, shared_cache
 from chatapp.access.group_policies import access_for
-from chatapp.tools import calculator, clock, conversation_search, schema_check
+from chatapp.tools import calculator, clock, schema_check
 from chatapp.tools.base import RunStatus, Tool, ToolContext, ToolFailure, ToolRun
 from chatapp.tools.models import ToolSwitch
 
@@ -32,6 +32,7 @@ __all__ = [
     "ToolContext",
     "ToolFailure",
     "ToolRun",
+    "add_built_in",
     "capped",
     "checked_call",
     "choosable",
@@ -56,7 +57,16 @@ _JSON_KINDS = {
     type(None): "null",
 }
 
-_BUILT_IN: tuple[Tool, ...] = (calculator.TOOL, clock.TOOL, conversation_search.TOOL)
+# The built-in tools, in the order the Tools control lists them. A tool that reads what a package
+# above this one keeps is added by the app as it starts (`add_built_in`, from `apps.py`): the
+# conversations' search.
+_BUILT_IN: list[Tool] = [calculator.TOOL, clock.TOOL]
+
+
+def add_built_in(tool: Tool) -> None:
+    """Offer `tool` as a built-in, after those already there (once, however often it is added)."""
+    if all(known.name != tool.name for known in _BUILT_IN):
+        _BUILT_IN.append(tool)
 
 
 def registry() -> dict[str, Tool]:

@@ -1,5 +1,6 @@
 """What a tool is, and what running one gives back: the contract between the registry
-(`chatapp/tools/__init__.py`), each tool's module and the tool-calling loop (`tool_loop.py`).
+(`chatapp/tools/__init__.py`), each tool's module and the tool-calling loop
+(`streaming/tool_loop.py`).
 
 A tool's `run` is called off the event loop (a tool may read the database) with arguments that
 have already been parsed and checked against its `parameters` schema; whatever goes wrong in it

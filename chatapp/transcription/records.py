@@ -4,7 +4,7 @@ first, and its heartbeat (which keeps every process's sweep off it while it runs
 A transcription is a `Generation` of kind `transcription` with `message=None` (the text it gives
 goes to the message box, which the person may edit, send or drop), so the cost ledger, the sweep
 and reconciliation treat it like any other billed request, as they do a read aloud. These run on
-the records thread (`persistence.on_record_thread`); its final state is written by
+the records thread (`records_thread.on_record_thread`); its final state is written by
 `persistence.save_transcription`.
 """
 

@@ -8,7 +8,7 @@ what has not beaten for `CHAT_STALE_AFTER`) leaves it alone, and has a deadline 
 (`TRANSCRIPTION_SECONDS`): a person is waiting.
 
 Its cost is the usage's, in the gateway's unit; where the usage reported none, it is settled as
-every kind's is (`streaming.settling`: the gateway's record, where Numes and Nodul keep one, else
+every kind's is (`costs.settling`: the gateway's record, where Numes and Nodul keep one, else
 the reason), and the sweep settles what is still pending.
 """
 
@@ -21,9 +21,11 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from chatapp import records_thread
+from chatapp.costs import settling
 from chatapp.costs.models import Generation
 from chatapp.gateways.clients import shared_client
-from chatapp.streaming import persistence, settling
+from chatapp.streaming import persistence
 from chatapp.streaming.persistence import TranscriptionEnd
 from chatapp.transcription.records import TranscriptionStart, beat
 from gateway_client.errors import ErrorInfo, GatewayError
@@ -108,6 +110,6 @@ async def _beat(generation_pk: int) -> None:
     while True:
         await asyncio.sleep(settings.CHAT_FLUSH_INTERVAL)
         try:
-            await persistence.on_record_thread(beat, generation_pk)
+            await records_thread.on_record_thread(beat, generation_pk)
         except Exception:  # a missed beat is retried in a second; the sweep waits 15
             logger.warning("Transcription %s missed a heartbeat", generation_pk, exc_info=True)

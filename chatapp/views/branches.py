@@ -14,9 +14,9 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 from django.views.decorators.http import require_POST
 
+from chatapp import records_thread
 from chatapp.conversations.tree import shown_path
 from chatapp.conversations.turns import StartedGeneration, create_edit, select_version
-from chatapp.streaming import persistence
 from chatapp.views.chat import answerer_for, chosen_model, start_version
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ async def edit_message(request: AuthenticatedRequest, pk: int) -> HttpResponse:
 
     async def create(user: User, owner_channel: str) -> StartedGeneration:
         answerer = await answerer_for(request, *await chosen_model(model))
-        return await persistence.on_record_thread_from_view(
+        return await records_thread.on_record_thread_from_view(
             create_edit,
             user=user,
             message_pk=pk,

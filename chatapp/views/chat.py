@@ -19,7 +19,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import push_url, reswap, retarget
 
-from chatapp import tools
+from chatapp import records_thread, tools
 from chatapp.access import group_policies, rate_limits
 from chatapp.access.body_limits import MAX_FORM_BYTES, MAX_MESSAGE_UPLOAD_BYTES, size_words
 from chatapp.assistants.new_chat import StartedWith
@@ -49,7 +49,7 @@ from chatapp.gateways.catalog import (
 )
 from chatapp.gateways.configs import GatewayConfig, GatewayUnavailable, aconfig_for
 from chatapp.middleware import sandboxed
-from chatapp.streaming import persistence, stopping, sweep, turn_start, worker
+from chatapp.streaming import stopping, sweep, turn_start, worker
 from chatapp.transcription.offer import can_transcribe
 from chatapp.views import library, prompts
 from chatapp.views.answer_settings import new_chat_context
@@ -160,7 +160,7 @@ def _page(
         "chat_messages": messages,
         # Full pages only: a new conversation has spent nothing yet (and its answer's fragment
         # brings the running total once there is one).
-        "conversation_spend": conversation_spend(conversation)
+        "conversation_spend": conversation_spend(conversation.pk)
         if conversation and sidebar
         else None,
         **spend_push.spend_context(request.user, month=sidebar),
@@ -255,7 +255,11 @@ async def answerer_for(request: HttpRequest, config: GatewayConfig, model: str) 
     return Answerer(
         gateway=config,
         model=model,
-        kind=image_models.kind_of(config, model, listed),
+        kind=(
+            Generation.Kind.IMAGE
+            if image_models.makes_images(config, model, listed)
+            else Generation.Kind.CHAT
+        ),
         image_count=image_models.image_count(request.POST.get("images", "")),
         takes_images=takes_images_in(config, model, listed),
     )
@@ -272,7 +276,7 @@ def _answer_model(user: User, pk: int) -> tuple[int | None, str] | None:
 async def check_answer_model(user: User, pk: int) -> None:
     """`ModelUnavailable` when the answer `pk`'s model, which a retry or continuation keeps, is
     not one its gateway lists (now, or when it was written: an older answer was not checked)."""
-    found = await persistence.on_record_thread_from_view(_answer_model, user, pk)
+    found = await records_thread.on_record_thread_from_view(_answer_model, user, pk)
     if found is not None:
         await listed_models(await aconfig_for(found[0]), found[1])
 
@@ -413,7 +417,7 @@ async def retry(request: AuthenticatedRequest, pk: int) -> HttpResponse:
             answerer = await answerer_for(request, *await chosen_model(value))
         else:
             await check_answer_model(user, pk)
-        return await persistence.on_record_thread_from_view(
+        return await records_thread.on_record_thread_from_view(
             create_retry, user=user, message_pk=pk, owner_channel=owner_channel, answerer=answerer
         )
 
@@ -427,7 +431,7 @@ async def continue_answer(request: AuthenticatedRequest, pk: int) -> HttpRespons
 
     async def create(user: User, owner_channel: str) -> StartedGeneration:
         await check_answer_model(user, pk)
-        return await persistence.on_record_thread_from_view(
+        return await records_thread.on_record_thread_from_view(
             create_continuation, user=user, message_pk=pk, owner_channel=owner_channel
         )
 
@@ -460,7 +464,7 @@ def message_fragment(request: AuthenticatedRequest, pk: int) -> HttpResponse:
         "message": message,
         "versions": None if comparing else shown(message).versions,
         "in_comparison": comparing,
-        "conversation_spend": conversation_spend(message.conversation),
+        "conversation_spend": conversation_spend(message.conversation_id),
     }
     return render(request, "chatapp/_message_fragment.html", context)
 

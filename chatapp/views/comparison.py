@@ -14,6 +14,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_POST
 from django_htmx.http import trigger_client_event
 
+from chatapp import records_thread
 from chatapp.conversations.comparison import (
     MAX_MODELS,
     TOO_MANY,
@@ -24,7 +25,7 @@ from chatapp.conversations.tree import shown_path
 from chatapp.conversations.turns import NewerMessages, TurnError
 from chatapp.costs.models import Generation
 from chatapp.gateways.catalog import choice_value
-from chatapp.streaming import persistence, stopping, turn_start
+from chatapp.streaming import stopping, turn_start
 from chatapp.views import chat
 from chatapp.views.new_chat import new_chat_choice
 
@@ -85,7 +86,9 @@ async def send(request: AuthenticatedRequest, pk: int | None = None) -> HttpResp
 async def choose(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     """Go on from the answer `pk` of a comparison: its question and it take the comparison's
     place; the others are its versions, and those still being written stop where they are."""
-    chosen = await persistence.on_record_thread_from_view(choose_answer, await request.auser(), pk)
+    chosen = await records_thread.on_record_thread_from_view(
+        choose_answer, await request.auser(), pk
+    )
     await stopping.cancel(chosen.still_running)
     return await sync_to_async(_chosen_branch)(request, chosen)
 

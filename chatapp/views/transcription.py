@@ -22,7 +22,7 @@ from django.views.decorators.http import require_POST
 
 from chatapp.access.body_limits import size_words
 from chatapp.access.rate_limits import RateLimited
-from chatapp.streaming.persistence import on_record_thread_from_view
+from chatapp.records_thread import on_record_thread_from_view
 from chatapp.transcription import records, requests
 from chatapp.transcription.records import TranscriptionRefused
 from gateway_client.transcription import wav_seconds

@@ -35,7 +35,7 @@ function toolCallEl(view, index) {
   return call;
 }
 
-// A call's run (chatapp/tools/tool_loop.py CallRun) began or ended: its status in the server's
+// A call's run (chatapp/streaming/tool_loop.py CallRun) began or ended: its status in the server's
 // words, its arguments pretty-printed (flagged when they are not a JSON object) and its result,
 // as the final render (templates/chatapp/_tool_call.html) shows them.
 function applyToolRun(view, run) {

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from chatapp.costs.units import CostUnit, Money
+from chatapp.gateways.units import CostUnit, Money
 from tests.waiting import poll
 
 from .conftest import (

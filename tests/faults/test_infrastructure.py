@@ -71,7 +71,7 @@ async def test_the_database_away_for_5_s_mid_stream_loses_nothing(
     dora: User, server_a: Server, cluster: Cluster
 ) -> None:
     """The answer ends while the database is away: its partial flushes fail and are retried, and
-    its final write waits for the database (`persistence.RETRY_FOR`)."""
+    its final write waits for the database (`records_thread.RETRY_FOR`)."""
     conversation_pk = await conversation(dora, server_a)
     log_start = len(server_a.log_text())
     async with dora.socket(server_a, conversation_pk) as socket:

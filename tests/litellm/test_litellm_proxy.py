@@ -16,9 +16,9 @@ from channels.layers import get_channel_layer
 from chatapp.assistants.models import ChatDefaults
 from chatapp.conversations.turns import Answerer, TurnRequest, create_turn
 from chatapp.costs.models import Generation
-from chatapp.costs.units import default_unit
 from chatapp.gateways import catalog, configs, detected, key_vault
 from chatapp.gateways.models import Gateway, ModelPrice
+from chatapp.gateways.units import default_unit
 from chatapp.messaging import socket_messages
 from chatapp.streaming import worker
 from tests.chatapp.conftest import GroupListener

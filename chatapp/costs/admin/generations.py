@@ -46,7 +46,7 @@ from chatapp.costs import summary as cost_summary
 from chatapp.costs.admin.amounts import trimmed
 from chatapp.costs.models import Feedback, Generation, GenerationGroup, LedgerDay, LedgerDayGroup
 from chatapp.costs.summary import DELETED_USER, GroupTotals
-from chatapp.costs.units import CostUnit, Money
+from chatapp.gateways.units import CostUnit, Money
 from chatapp.knowledge.models import Collection
 
 if TYPE_CHECKING:  # generic in django-stubs only: Django's admin classes are not subscriptable

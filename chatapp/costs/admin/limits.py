@@ -12,7 +12,7 @@ from django.contrib import admin
 from chatapp.costs.admin.amounts import TRIMMED_DECIMALS
 from chatapp.costs.models import Generation, SpendingLimit
 from chatapp.costs.spending_limits import Standing, period_bounds, standing
-from chatapp.costs.units import CostUnit, Money
+from chatapp.gateways.units import CostUnit, Money
 
 if TYPE_CHECKING:
     _LimitAdmin = admin.ModelAdmin[SpendingLimit]

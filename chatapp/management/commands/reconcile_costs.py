@@ -20,12 +20,12 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
+from chatapp.conversations.presentation import format_cost
 from chatapp.costs import reconcile, totals_check
 from chatapp.costs.costing import Lookup, record_expected, settle_cost_now
 from chatapp.costs.models import Generation
 from chatapp.gateways.clients import close_clients, shared_client
 from chatapp.gateways.configs import GatewayConfig, GatewayUnavailable, config_for
-from chatapp.rendering.presentation import format_cost
 
 CONCURRENT_LOOKUPS = 8
 

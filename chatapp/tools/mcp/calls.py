@@ -1,7 +1,7 @@
 """Running a model's call of an MCP tool, in the tool loop as a built-in's call runs
-(`tool_loop.run_calls`): the arguments checked against the tool's schema first, then one session
-on this event loop under `CHAT_MCP_TIMEOUT`, the server's progress passed to the pane, and the
-result (or the server's error) read for the model (`results.read`).
+(`streaming.tool_loop.run_calls`): the arguments checked against the tool's schema first, then one
+session on this event loop under `CHAT_MCP_TIMEOUT`, the server's progress passed to the pane, and
+the result (or the server's error) read for the model (`results.read`).
 
 Stop cancels the task running the call. The SDK (1.30) does not tell the server when a request's
 task is cancelled, so this module does: `notifications/cancelled` for the request, sent shielded

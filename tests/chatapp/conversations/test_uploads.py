@@ -20,8 +20,8 @@ from chatapp.conversations import uploads
 from chatapp.conversations.models import Conversation, Upload
 from chatapp.costs.costing import IMAGE_PROMPT_TOKENS, counted_prompt_tokens
 from chatapp.costs.models import Generation, SpendingLimit
-from chatapp.costs.units import CostUnit
 from chatapp.gateways import configs
+from chatapp.gateways.units import CostUnit
 from chatapp.rendering import pool, pool_jobs
 from chatapp.streaming import worker
 from gateway_client.emulator import EmulatorURL

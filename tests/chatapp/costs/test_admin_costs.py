@@ -26,9 +26,9 @@ from chatapp.costs import chart as cost_chart
 from chatapp.costs import csv_file
 from chatapp.costs import summary as cost_summary
 from chatapp.costs.models import Generation, SpendingLimit
-from chatapp.costs.units import CostUnit, Money
 from chatapp.gateways import key_vault
 from chatapp.gateways.models import Gateway, ModelPrice
+from chatapp.gateways.units import CostUnit, Money
 
 SUMMARY = "admin:chatapp_generation_summary"
 EXPORT = "admin:chatapp_generation_export"

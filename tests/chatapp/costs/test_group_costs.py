@@ -18,8 +18,8 @@ from chatapp.costs import chart as cost_chart
 from chatapp.costs import group_totals, ledger
 from chatapp.costs.models import Generation, LedgerDay
 from chatapp.costs.summary import DailyAmount
-from chatapp.costs.units import CostUnit
 from chatapp.gateways.models import Gateway
+from chatapp.gateways.units import CostUnit
 from tests.chatapp.costs.test_admin_costs import (
     CHANGELIST,
     EXPORT,

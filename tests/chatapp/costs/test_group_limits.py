@@ -20,6 +20,7 @@ from django.contrib.auth.models import Group
 from django.db import connection, transaction
 from django.urls import reverse
 
+from chatapp import records_thread
 from chatapp.access.models import GroupPolicy
 from chatapp.conversations.models import Conversation
 from chatapp.conversations.turns import Answerer, TurnRequest, create_turn
@@ -32,9 +33,9 @@ from chatapp.costs.models import (
     SpendingLimit,
 )
 from chatapp.costs.spending_limits import Ceiling, SpendingLimitReached, period_bounds
-from chatapp.costs.units import CostUnit
 from chatapp.errors import LedgerIsAppendOnly
-from chatapp.streaming import persistence, worker
+from chatapp.gateways.units import CostUnit
+from chatapp.streaming import worker
 from tests.chatapp.conftest import UpstreamLog, logged_in
 from tests.chatapp.costs.test_spending_limits import (
     DEAR,
@@ -154,7 +155,7 @@ async def test_twenty_turns_of_two_members_at_once_start_only_what_the_group_all
     owner = await worker.owner_channel()
     results = await asyncio.gather(
         *(
-            persistence.on_record_thread(
+            records_thread.on_record_thread(
                 create_turn,
                 user,
                 TurnRequest(

@@ -1,4 +1,4 @@
-"""Prices a gateway serves, kept for estimates (`chatapp.costs.pricing`): LiteLLM's
+"""Prices a gateway serves, kept for estimates (`chatapp.gateways.pricing`): LiteLLM's
 `/model/info` prices are stored as the gateway's, never over an admin's, and a stopped answer
 through LiteLLM is estimated at them."""
 
@@ -17,9 +17,8 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
 from chatapp.conversations.turns import Answerer, TurnRequest, create_turn
-from chatapp.costs import pricing
 from chatapp.costs.models import Generation
-from chatapp.gateways import catalog, configs, key_vault
+from chatapp.gateways import catalog, configs, key_vault, pricing
 from chatapp.gateways.configs import GatewayConfig
 from chatapp.gateways.models import Gateway, ModelPrice
 from chatapp.messaging import socket_messages

@@ -12,9 +12,9 @@ from django.core.management import call_command
 
 from chatapp.conversations.models import Conversation, Message
 from chatapp.costs.models import Generation
-from chatapp.costs.units import exact
 from chatapp.gateways import configs, key_vault
 from chatapp.gateways.models import Gateway
+from chatapp.gateways.units import exact
 from gateway_client import GatewayClient
 from gateway_client.emulator import EmulatorURL
 

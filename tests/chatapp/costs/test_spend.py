@@ -56,7 +56,7 @@ def text_of(html: str, element_id: str) -> str:
 def test_a_title_still_running_is_not_an_answer_without_an_amount(alice: Any) -> None:
     conversation = answered(alice)
     titled(conversation, Generation.Status.STREAMING)
-    for spend in (conversation_spend(conversation), month_spend(alice)):
+    for spend in (conversation_spend(conversation.pk), month_spend(alice)):
         assert spend.unpriced == ()
         assert spend.dollars is not None
         assert spend.dollars.amount == Decimal("0.002")
@@ -67,10 +67,10 @@ def test_a_title_that_ended_without_an_amount_counts_once_its_cost_is_settled(
 ) -> None:
     conversation = answered(alice)
     title = titled(conversation, Generation.Status.FAILED)  # its cost still pending
-    assert (conversation_spend(conversation).unpriced, month_spend(alice).unpriced) == ((), ())
+    assert (conversation_spend(conversation.pk).unpriced, month_spend(alice).unpriced) == ((), ())
     title.cost_source = Generation.CostSource.UNAVAILABLE
     title.save()
-    for spend in (conversation_spend(conversation), month_spend(alice)):
+    for spend in (conversation_spend(conversation.pk), month_spend(alice)):
         assert [str(unpriced) for unpriced in spend.unpriced] == [
             "1 answer without an amount (the gateway reports no price)"
         ]

@@ -20,16 +20,17 @@ from django.test import AsyncClient
 from django.urls import reverse
 from django.utils import timezone
 
+from chatapp import records_thread
 from chatapp.asgi import application
 from chatapp.conversations.models import Conversation, Message
 from chatapp.conversations.turns import Answerer, TurnRequest, create_turn, first_context
 from chatapp.costs import spending_limits, totals_check
 from chatapp.costs.models import Generation, LedgerDay, SpendingLimit
 from chatapp.costs.spending_limits import Ceiling, SpendingLimitReached, ceiling_for, period_bounds
-from chatapp.costs.units import CostUnit, Money
 from chatapp.gateways import catalog, configs, key_vault
 from chatapp.gateways.models import Gateway, ModelPrice
-from chatapp.streaming import persistence, worker
+from chatapp.gateways.units import CostUnit, Money
+from chatapp.streaming import worker
 from gateway_client.emulator import EmulatorURL
 from tests.chatapp.conftest import UpstreamLog, start_turn
 from tests.chatapp.read_aloud.test_read_aloud import (
@@ -596,7 +597,7 @@ async def test_twenty_reservations_at_once_start_only_what_the_limit_allows(alic
     owner = await worker.owner_channel()
     results = await asyncio.gather(
         *(
-            persistence.on_record_thread(
+            records_thread.on_record_thread(
                 create_turn,
                 alice,
                 TurnRequest(

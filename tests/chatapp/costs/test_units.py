@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from chatapp.costs.units import CostUnit, Money, default_unit, exact, stream_unit
+from chatapp.gateways.units import CostUnit, Money, default_unit, exact, stream_unit
 
 
 @pytest.mark.parametrize(

@@ -19,11 +19,11 @@ from chatapp.conversations.request_options import (
 )
 from chatapp.costs import costing
 from chatapp.costs.models import Generation
-from chatapp.costs.units import CostUnit, default_unit
 from chatapp.gateways import configs
 from chatapp.gateways.configs import GatewayConfig
 from chatapp.gateways.image_models import serves_images
 from chatapp.gateways.models import Gateway
+from chatapp.gateways.units import CostUnit, default_unit
 from chatapp.read_aloud.offer import speech_for
 from gateway_client.dialects import DIALECTS, DialectFacts, Timeouts
 

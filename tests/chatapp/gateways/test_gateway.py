@@ -15,14 +15,14 @@ from django.urls import reverse
 
 from chatapp import shared_cache
 from chatapp.conversations.models import Conversation
+from chatapp.conversations.presentation import error_text
 from chatapp.conversations.turns import Answerer, TurnRequest, create_turn
 from chatapp.costs.models import Generation
-from chatapp.costs.units import default_unit
 from chatapp.gateways import catalog, configs, key_vault
 from chatapp.gateways.configs import GatewayConfig
 from chatapp.gateways.models import Gateway, ModelPrice
+from chatapp.gateways.units import default_unit
 from chatapp.messaging import socket_messages
-from chatapp.rendering.presentation import error_text
 from chatapp.shared_cache.models import SharedVersion
 from chatapp.streaming import worker
 from gateway_client import ModelInfo

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from chatapp.costs.models import Generation
 from chatapp.gateways.configs import GatewayConfig
-from chatapp.gateways.image_models import generates_images, image_count, image_prompt, kind_of
+from chatapp.gateways.image_models import generates_images, image_count, image_prompt, makes_images
 from gateway_client import ModelInfo
 
 NUMES = GatewayConfig(1, "Numes", "https://api.numes.ai/api/v1", "k", "numes", "usd", False)
@@ -33,12 +32,12 @@ def test_an_image_model_outputs_images_on_a_gateway_with_images(
     assert generates_images(config, info) is expected
 
 
-def test_the_kind_of_a_turn_follows_the_listed_model() -> None:
+def test_a_turn_makes_images_with_a_listed_image_model() -> None:
     listed = [PAINTER, WRITER]
-    assert kind_of(NUMES, "emulator/image", listed) == Generation.Kind.IMAGE
-    assert kind_of(NUMES, "emulator/chat", listed) == Generation.Kind.CHAT
-    assert kind_of(NUMES, "emulator/unlisted", listed) == Generation.Kind.CHAT
-    assert kind_of(OSMEXO, "emulator/image", listed) == Generation.Kind.CHAT
+    assert makes_images(NUMES, "emulator/image", listed) is True
+    assert makes_images(NUMES, "emulator/chat", listed) is False
+    assert makes_images(NUMES, "emulator/unlisted", listed) is False
+    assert makes_images(OSMEXO, "emulator/image", listed) is False
 
 
 @pytest.mark.parametrize(

@@ -17,9 +17,9 @@ from django.utils import timezone
 from chatapp.conversations.models import Conversation, Message
 from chatapp.costs.models import Generation
 from chatapp.costs.spend import month_spend
-from chatapp.costs.units import CostUnit
 from chatapp.gateways import configs
 from chatapp.gateways.models import Gateway, ModelPrice
+from chatapp.gateways.units import CostUnit
 from chatapp.knowledge.embedding import (
     BATCH_TEXTS,
     EmbeddingFailed,

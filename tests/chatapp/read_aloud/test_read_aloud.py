@@ -21,9 +21,9 @@ from django.urls import reverse
 
 from chatapp.conversations.models import Conversation, Message
 from chatapp.costs.models import Generation
-from chatapp.costs.units import CostUnit, Money
 from chatapp.gateways import configs
 from chatapp.gateways.models import Gateway
+from chatapp.gateways.units import CostUnit, Money
 from chatapp.read_aloud.models import ReadAloudAudio
 from chatapp.streaming import sweep
 from gateway_client.emulator.media import wav_bytes
@@ -255,6 +255,22 @@ async def test_a_disconnect_closes_the_upstream_and_keeps_the_audio_so_far(
     assert read_aloud.cost_source == "record"
     assert read_aloud.cost == Decimal(str(settled.total_cost))
     assert read_aloud.cost > 0
+
+
+async def test_the_sweep_leaves_a_read_aloud_running_in_this_process_alone(
+    alice: Any, upstream: UpstreamLog
+) -> None:
+    answer = await an_answer(alice, SLOW)
+    request = AsgiRequest(read_aloud_url(answer), await session_headers(alice)).start()
+    await asyncio.wait_for(request.first_chunk.wait(), 10)
+    # Its heartbeat counts as stale at once: only its running here (`sweep.also_running`, told by
+    # `read_aloud.stream`) keeps it from being interrupted.
+    assert await sweep.sweep_stale_generations(stale_after=0) == 0
+    running = await Generation.objects.aget(read_aloud=answer)
+    assert running.status == "streaming"
+    request.disconnect()
+    await request.finish()
+    await read_aloud_of(answer, status="cancelled")
 
 
 async def test_audio_that_ends_early_is_incomplete_and_not_reused(

@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 
 from chatapp.conversations.models import Message
-from chatapp.costs.models import Generation
-from chatapp.rendering.presentation import (
+from chatapp.conversations.presentation import (
     FinishNote,
     error_text,
     finish_note,
@@ -17,6 +16,7 @@ from chatapp.rendering.presentation import (
     meta_items,
     warning_texts,
 )
+from chatapp.costs.models import Generation
 
 
 def generation(content: str = "", reasoning: str = "", **fields: Any) -> Generation:

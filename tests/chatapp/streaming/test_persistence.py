@@ -13,17 +13,13 @@ import pytest
 
 from chatapp.conversations.jobs import JobEnd, Status
 from chatapp.conversations.models import Conversation, Message
+from chatapp.conversations.presentation import warning_texts
 from chatapp.costs.costing import MAX_RECORD_ATTEMPTS, Lookup
 from chatapp.costs.models import Generation
+from chatapp.costs.settling import settle_cost
 from chatapp.gateways.models import Gateway, ModelPrice
-from chatapp.rendering.presentation import warning_texts
 from chatapp.streaming.live_state import LiveState
-from chatapp.streaming.persistence import (
-    FinalState,
-    mark_interrupted,
-    save_final,
-    settle_cost,
-)
+from chatapp.streaming.persistence import AnswerFinal, mark_interrupted, save_final
 from gateway_client.accumulator import Completion
 from gateway_client.client import GenerationRecord
 from gateway_client.errors import ErrorInfo
@@ -97,7 +93,7 @@ async def test_the_final_state_is_the_sent_text_and_the_streams_record(alice: An
     final = await save_final(
         generation.pk, state, JobEnd(Status.COMPLETED, completion=completion), 120, None
     )
-    assert final == FinalState(upstream_id="gen-1", cost_pending=False)
+    assert final == AnswerFinal(upstream_id="gen-1", cost_pending=False)
     row = await reread(generation)
     assert row.status == "completed"
     assert row.message.content == "Hello world"
@@ -200,7 +196,7 @@ async def test_save_final_writes_the_error_info(
     end = JobEnd(Status.FAILED, error, retry_after=2.5)
     final = await save_final(generation.pk, LiveState(), end, None, None)
     refused = columns[0] is not None
-    assert final == FinalState(upstream_id="", cost_pending=not refused)
+    assert final == AnswerFinal(upstream_id="", cost_pending=not refused)
     row = await reread(generation)
     assert row.status == "failed"
     assert (row.error_status, row.error_code, row.error_type, row.error_message) == columns
@@ -228,7 +224,7 @@ async def test_whether_the_cost_is_left_to_reconcile(
     completion = Completion(outcome="error", generation_id=generation_id, cost=cost)
     end = JobEnd(Status.FAILED, ErrorInfo(None, None, None, "x"), completion=completion)
     final = await save_final(generation.pk, LiveState(), end, None, None, "numes")
-    assert final == FinalState(
+    assert final == AnswerFinal(
         upstream_id=generation_id or "", cost_pending=pending, record_expected=bool(generation_id)
     )
     assert (await reread(generation)).cost_source == source
@@ -239,7 +235,7 @@ async def test_save_final_after_the_conversation_was_deleted_keeps_the_ledger(al
     await Conversation.objects.filter(pk=generation.conversation_id).adelete()
     end = JobEnd(Status.CANCELLED, completion=Completion(outcome="cancelled", generation_id="g"))
     final = await save_final(generation.pk, sent([TextDelta("x")]), end, 5, None, "numes")
-    assert final == FinalState(upstream_id="g", cost_pending=True, record_expected=True)
+    assert final == AnswerFinal(upstream_id="g", cost_pending=True, record_expected=True)
     row = await reread(generation)
     assert (row.status, row.upstream_id, row.user_id) == ("cancelled", "g", alice.pk)
     assert (row.conversation_id, row.message_id) == (None, None)

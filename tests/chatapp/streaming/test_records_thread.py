@@ -1,4 +1,4 @@
-"""The records thread takes its work by urgency (`chatapp/streaming/records_thread.py`)."""
+"""The records thread takes its work by urgency (`chatapp/records_thread.py`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from chatapp.streaming.records_thread import Priority, RecordsThread
+from chatapp.records_thread import Priority, RecordsThread
 
 
 def test_queued_calls_run_most_urgent_first_and_in_order_within_one_priority() -> None:

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from channels.layers import get_channel_layer
 
-from chatapp.costs import spend_push
+from chatapp.costs import settling, spend_push
 from chatapp.costs.costing import Lookup
 from chatapp.costs.models import Generation
+from chatapp.costs.settling import FinalState
 from chatapp.gateways.clients import shared_client
 from chatapp.messaging import socket_messages
-from chatapp.streaming import persistence, settling, worker
-from chatapp.streaming.persistence import FinalState
+from chatapp.streaming import worker
 from gateway_client.client import GenerationRecord
 from gateway_client.events import Cost
 from tests.chatapp.conftest import start_turn
@@ -145,8 +145,8 @@ async def test_a_failed_settle_is_logged_and_left_to_the_sweep(
     async def refused(*_: Any) -> None:
         raise RuntimeError("the database is away")
 
-    monkeypatch.setattr(persistence, "settle_cost", refused)
-    with caplog.at_level(logging.ERROR, logger="chatapp.streaming.settling"):
+    monkeypatch.setattr(settling, "settle_cost", refused)
+    with caplog.at_level(logging.ERROR, logger="chatapp.costs.settling"):
         settled = await settling.settle(
             shared_client(job.gateway), generation.pk, alice.pk, pending(generation)
         )
@@ -175,5 +175,5 @@ def test_spend_push_is_the_one_way_a_cost_is_announced() -> None:
         for path in root.rglob("*.py")
         if "cost_settled(" in path.read_text() and path.name != "spend_push.py"
     )
-    assert callers == ["streaming/settling.py"]
+    assert callers == ["costs/settling.py"]
     assert spend_push.cost_settled.__module__ == "chatapp.costs.spend_push"

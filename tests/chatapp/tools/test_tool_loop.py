@@ -15,16 +15,15 @@ from channels.layers import get_channel_layer
 from django.contrib import admin
 from django.urls import reverse
 
-from chatapp import tools
+from chatapp import records_thread, tools
+from chatapp.conversations import presentation
 from chatapp.conversations.models import Conversation, Message
 from chatapp.costs.admin.generations import GenerationAdmin
 from chatapp.costs.models import Generation
 from chatapp.gateways import configs
 from chatapp.gateways.models import Gateway
 from chatapp.messaging import socket_messages
-from chatapp.rendering import presentation
-from chatapp.streaming import persistence, stopping, worker
-from chatapp.tools import tool_loop
+from chatapp.streaming import stopping, tool_loop, worker
 from chatapp.tools.base import ToolContext
 from gateway_client.accumulator import ToolCall
 from gateway_client.emulator import EmulatorURL
@@ -356,14 +355,16 @@ async def test_a_stop_while_a_round_is_written_keeps_the_next_round_from_running
     started = await start_turn(alice, "6*7", "emulator/tools", conversation.pk)
     listener = await GroupListener(conversation.pk).join()
     held = threading.Event()
-    holding = asyncio.ensure_future(persistence.on_record_thread(held.wait, 10))
+    holding = asyncio.ensure_future(records_thread.on_record_thread(held.wait, 10))
     worker.start(started.job)
     ran = False
     while not ran:  # the call has run: round 1's final write is next
         delta = await listener.until("delta")
         ran = any(run["status"] == "done" for run in delta.get("tool_runs", []))
     # Round 1's final write is queued behind the held thread: the turn was going on when it left.
-    await eventually(lambda: persistence.records.queued() > 0, what="round 1's final write queued")
+    await eventually(
+        lambda: records_thread.records.queued() > 0, what="round 1's final write queued"
+    )
     await stopping.stop_turn(alice, started.job.generation_pk)
     held.set()
     await holding

@@ -15,8 +15,9 @@ import pytest
 from django.utils import timezone
 
 from chatapp import tools
+from chatapp.conversations import search_tool
 from chatapp.conversations.models import Conversation, Message
-from chatapp.tools import calculator, clock, conversation_search, schema_check
+from chatapp.tools import calculator, clock, schema_check
 from chatapp.tools.base import ToolContext, ToolFailure
 from chatapp.tools.calculator import CalculationError, evaluate, formatted
 from chatapp.tools.models import ToolSwitch
@@ -48,7 +49,7 @@ def test_the_registry_has_every_built_in_tool_by_name() -> None:
     assert list(tools.registry().items()) == [
         ("calculator", calculator.TOOL),
         ("current_time", clock.TOOL),
-        ("search_conversations", conversation_search.TOOL),
+        ("search_conversations", search_tool.TOOL),
     ]
     assert list(tools.registry()) == list(EVERY)
 
@@ -419,4 +420,4 @@ def test_search_limits_are_the_schemas(alice: Any) -> None:
     too_many = run("search_conversations", '{"query": "x", "limit": 500}', context)
     assert too_many.status == "error"
     assert "500 is greater than the maximum of 20" in too_many.result
-    assert conversation_search.TOOL.parameters["required"] == ["query"]
+    assert search_tool.TOOL.parameters["required"] == ["query"]

@@ -12,11 +12,11 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from chatapp.conversations import search_tool
 from chatapp.conversations.models import Conversation, Message, SharedLink
 from chatapp.costs.models import Generation
 from chatapp.rendering import answer_html
 from chatapp.rendering.markdown import doc_id_for
-from chatapp.tools import conversation_search
 from chatapp.tools.base import ToolContext
 
 pytestmark = pytest.mark.django_db
@@ -350,7 +350,7 @@ def test_no_answer_after_a_search_of_the_owners_other_conversations_is_shared(
     conversation = Conversation.objects.create(user=alice, title="Recall")
     searching = turn(conversation, "What did I say about my salary?", "Let me look.")
     context = ToolContext(alice.pk, conversation.pk)
-    found = conversation_search.TOOL.run({"query": "salary"}, context)
+    found = search_tool.TOOL.run({"query": "salary"}, context)
     assert private.title in found  # what the model was sent
     assert f'"conversation_id":{private.pk}' in found
     call = {"index": 0, "id": "call_1", "name": "search_conversations", "arguments": "{}"}

@@ -13,9 +13,9 @@ from django.urls import reverse
 
 from chatapp.conversations.models import Conversation, Message
 from chatapp.costs.models import Generation
-from chatapp.costs.units import exact
 from chatapp.gateways import catalog, configs, key_vault
 from chatapp.gateways.models import Gateway
+from chatapp.gateways.units import exact
 from chatapp.rendering.markdown import citation
 from chatapp.streaming import worker
 from gateway_client import GatewayClient

@@ -11,7 +11,9 @@ database), and each run's start and end reach the browsers at once. A call that 
 model reads, never a crash (`chatapp.tools.run_call`).
 
 The worker owns the loop itself: it runs a round's calls after its stream ends, and the final
-write of the round starts the next generation when they all ran (`turns.create_tool_round`).
+write of the round starts the next generation when they all ran (`turns.create_tool_round`). So
+the loop stands with the worker in `streaming`, above the tools it runs and the conversations it
+continues; how a run reads in the pane is the tools' (`tools/call_view.py`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from chatapp import tools
 from chatapp.conversations.jobs import Job, JobEnd, Status
 from chatapp.conversations.models import ENDED, CallStatus
 from chatapp.tools.base import ToolContext, ToolRun
+from chatapp.tools.call_view import INVALID_ARGUMENTS, status_text
 from chatapp.tools.mcp import calls as mcp_calls
 from gateway_client.accumulator import ToolCall
 
@@ -42,33 +45,12 @@ RUN_FINISHES = frozenset({"tool_calls", "stop"})
 _executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="chat-tools")
 
 
-_STATUS_WORDS = {
-    "running": "running…",
-    "done": "done",
-    "error": "error",
-    "cancelled": "cancelled",
-    "not_run": "not run",
-}
-INVALID_ARGUMENTS = "These arguments are not a JSON object."
-
-
-def status_text(status: str, duration_ms: object, progress: str = "") -> str:
-    """A run's status as the pane says it: "done · 12 ms", "running…", "running… · step 2 of 4"
-    (an MCP server's progress), "" before it runs."""
-    words = _STATUS_WORDS.get(status, "")
-    if status in ("done", "error") and isinstance(duration_ms, int):
-        words += f" · {duration_ms:,} ms"
-    if status == "running" and progress:
-        words += f" · {progress}"
-    return words
-
-
 @dataclass(frozen=True, slots=True)
 class CallRun:
     """A call's run as the tool pane shows it: its arguments `pretty`-printed when they are a JSON
     object (`valid`), `result` the text the model is sent. The message keeps the run's status,
     result and duration beside the call as streamed (`stored_calls`); the pane's text is made
-    from those again (`presentation.tool_call_view`)."""
+    from those again (`call_view.tool_call_view`)."""
 
     index: int
     call_id: str

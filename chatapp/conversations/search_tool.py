@@ -4,6 +4,9 @@ The sidebar's search (`chatapp/conversations/search.py`), so the model finds wha
 ranked the same way, and only ever among `context.user_pk`'s conversations. The conversation being
 answered is left out: the model already has it. Titles and snippets reach the model as plain text
 (the sidebar's are escaped HTML with `<mark>`).
+
+It stands here, beside the search it runs, above `tools`: the app adds it to the built-in tools as
+it starts (`tools.add_built_in`, in `apps.ChatappConfig.ready`).
 """
 
 from __future__ import annotations

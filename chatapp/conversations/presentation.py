@@ -5,21 +5,20 @@ A `finish_reason` other than `stop` is a state a user can read, not only a code 
 `length` says the answer (or the thinking before it) ran out of its token budget, and offers a
 larger budget when only thinking arrived, as the Osmexo docs advise; `content_filter` says a
 filter stopped or withheld the answer.
+
+It reads an answer with its generation, so it stands with the answers in `conversations`; a tool
+call's pane is the tools' (`tools/call_view.py`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from chatapp import tools
 from chatapp.conversations.models import Message
 from chatapp.costs.models import Generation
 from chatapp.costs.spending_limits import SPENDING_LIMIT
 from chatapp.costs.token_budgets import larger_budget
-from chatapp.costs.units import CostUnit, Money
-from chatapp.tools import tool_loop
+from chatapp.gateways.units import CostUnit, Money
 
 Status = Generation.Status
 CostSource = Generation.CostSource
@@ -36,10 +35,22 @@ def _code(generation: Generation) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
+def answer_of(generation: Generation) -> Message:
+    """The answer `generation` wrote (a chat answer or an image generation), or the one it read
+    aloud. Not every generation has one: a title generation writes only the conversation's
+    title, and an answer deleted with its conversation leaves its generation behind; for those
+    this raises `Message.DoesNotExist`. Only what renders an answer asks for it."""
+    reading = generation.kind == Generation.Kind.READ_ALOUD
+    found = generation.read_aloud if reading else generation.message
+    if found is None:
+        raise Message.DoesNotExist(f"generation {generation.pk} has no answer")
+    return found
+
+
 def error_text(generation: Generation) -> str:
     """What went wrong, for the user; empty for answers that did not fail."""
     message = generation.error_message.strip()
-    answer = generation.answer
+    answer = answer_of(generation)
     has_text = bool(answer.content or answer.reasoning)
     kept = " The partial answer is kept." if has_text else ""
     said = f": {_sentence(message)}" if message else "."
@@ -93,7 +104,7 @@ def finish_note(generation: Generation) -> FinishNote | None:
     """The note under an answer that ended for a reason other than being done, else None."""
     if generation.is_running:
         return None
-    message = generation.answer
+    message = answer_of(generation)
     answered = bool(message.content.strip())
     match generation.finish_reason:
         case "length" if message.reasoning and not answered:
@@ -145,33 +156,6 @@ def _tool_note(message: Message) -> FinishNote | None:
             " gateway is not available); Regenerate to try again."
         )
     return None
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCallView:
-    """One tool call as its pane shows it (`_tool_call.html`, whose markup live_render.js clones
-    for a live one)."""
-
-    name: str
-    status: str  # "" while the model is still writing it; then `tool_loop.CallRun.status`
-    status_text: str
-    arguments: str
-    flag: str  # why the arguments are flagged (they ran, and were not a JSON object), else ""
-    result: str
-
-
-def tool_call_view(call: Mapping[str, Any]) -> ToolCallView:
-    status = str(call.get("status") or "")
-    raw = str(call.get("arguments") or "")
-    arguments, valid = (raw, True) if not status else tools.pretty_arguments(raw)
-    return ToolCallView(
-        name=str(call.get("name") or "tool"),
-        status=status,
-        status_text=tool_loop.status_text(status, call.get("duration_ms")),
-        arguments=arguments,
-        flag="" if valid else tool_loop.INVALID_ARGUMENTS,
-        result=str(call.get("result") or ""),
-    )
 
 
 def money(generation: Generation) -> Money | None:

@@ -4,7 +4,8 @@ A price comes from the gateway where it serves one (Numes, Nodul and OpenRouter 
 in `/models`; LiteLLM serves each route's prices at `/model/info`, which the client folds into the
 same list: `GatewayClient.list_models`), refreshed whenever the list is fetched, or from a row an
 admin entered; an admin's row is never overwritten by a listing. Either way it is marked
-`gateway` or `admin`, and an estimate says which (`costing.estimate_or_explain`).
+`gateway` or `admin`, and an estimate says which (`costs.costing.estimate_or_explain`). Prices
+are what a gateway lists, kept beside its rows; `costs` multiplies by them.
 """
 
 from __future__ import annotations

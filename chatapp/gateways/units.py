@@ -8,6 +8,9 @@ is far shorter), where `Decimal(float)` would give its binary approximation.
 
 An operator may set rates to one display currency (`CHAT_COST_RATES`); totals are then also shown
 converted, and always marked as such.
+
+A unit is what a gateway's `usage.cost` counts in (its row's `cost_unit`, its dialect's default),
+so it stands here with the gateway, below `costs`, which adds up and limits amounts in it.
 """
 
 from __future__ import annotations
