@@ -105,6 +105,8 @@ def collection(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     context = _files_context(request, row) | {
         "limits": LIMITS_IN_WORDS,
         "accept": ACCEPT,
+        "max_bytes": MAX_FILE_BYTES,  # refused as chosen (`knowledge_upload.js`), as here
+        "max_words": f"{MAX_FILE_BYTES // 2**20} MB",
     }
     return render(request, "chatapp/knowledge_collection.html", context)
 
