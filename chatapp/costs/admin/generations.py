@@ -422,7 +422,8 @@ class GenerationAdmin(_GenerationAdmin):
     @admin.display(description="conversation", ordering="conversation_id")
     def conversation_link(self, obj: Generation) -> str:
         if obj.conversation_id is None:
-            return "deleted"
+            # A collection's documents are embedded in no conversation: none was deleted.
+            return "-" if obj.collection_id is not None else "deleted"
         url = reverse("admin:chatapp_conversation_change", args=[obj.conversation_id])
         return format_html('<a href="{}">#{}</a>', url, obj.conversation_id)
 
