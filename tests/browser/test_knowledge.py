@@ -28,6 +28,17 @@ Trains are booked in second class. Flights need a manager's approval.
 """
 
 
+@pytest.fixture(scope="module", autouse=True)
+def no_collections_left(server_env: dict[str, str]) -> Iterator[None]:
+    """The collections made here are deleted after the module: the server is the session's, and
+    `test_knowledge_chat.py` counts what `#hand` offers alice (her Handbook made here matched)."""
+    yield
+    manage_shell(
+        server_env,
+        "from chatapp.knowledge.models import Collection\nCollection.objects.all().delete()",
+    )
+
+
 @pytest.fixture(scope="module")
 def task_worker(server_env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
     """The default gateway embedding (as an admin sets it), and the worker process."""
