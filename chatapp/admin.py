@@ -362,7 +362,7 @@ class GatewayAdmin(_GatewayAdmin):
             messages.warning(request, GatewayForm.ENV_CLEARED)
         if (estimate := getattr(form, "reembedding", None)) is not None:
             queued = reembedding.start_reembedding(obj.pk)
-            messages.info(request, f"{estimate} {len(queued):,} document(s) queued.")
+            messages.info(request, f"{estimate} {reembedding.documents(len(queued))} queued.")
 
     @admin.display(description="dialect", ordering="dialect")
     def speaks(self, obj: Gateway) -> str:

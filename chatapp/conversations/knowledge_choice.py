@@ -17,6 +17,7 @@ from chatapp.assistants.models import Assistant
 from chatapp.conversations.knowledge_context import CONTEXT_TOKENS
 from chatapp.conversations.models import Conversation
 from chatapp.conversations.turns import TurnError
+from chatapp.costs.models import Generation
 from chatapp.errors import ChatAppError
 from chatapp.knowledge.models import Collection
 from chatapp.knowledge.retrieval import retrieve
@@ -94,13 +95,18 @@ def assistant_collections(
 
 
 async def passages_for(
-    user: User, choice: KnowledgeChoice, question: str, conversation_pk: int | None = None
+    user: User,
+    choice: KnowledgeChoice,
+    question: str,
+    conversation_pk: int | None = None,
+    ledger: list[int] | None = None,
 ) -> tuple[Passage, ...]:
     """The passages of `choice` most relevant to `question`, within the context's budget; none
     when nothing is chosen. A collection or file the user may not use is left out as if absent
     (`retrieve`), and a question the gateway did not embed is searched by its words alone; any
     other failure of the app's is a `TurnError` saying why, and nothing is sent. The question's
-    embedding call is the user's spend, in `conversation_pk` when it has one already."""
+    embedding call is the user's spend, in `conversation_pk` when it has one already, its
+    ledger rows added to `ledger` for `link_question` once the message exists."""
     if not choice or not question.strip():  # an empty message is refused, unsearched
         return ()
     try:
@@ -111,9 +117,20 @@ async def passages_for(
             question,
             token_budget=CONTEXT_TOKENS,
             conversation_pk=conversation_pk,
+            ledger=ledger,
         )
     except TurnError:
         raise
     except ChatAppError as exc:
         raise TurnError(f"The documents could not be searched: {exc}") from exc
     return tuple(found)
+
+
+async def link_question(ledger: list[int], conversation_pk: int, question_pk: int | None) -> None:
+    """The question's embedding rows (`ledger`, from `passages_for`) linked to the conversation
+    and the user's message the turn wrote: the question was embedded before either existed (a
+    new chat has no conversation yet), and the admin's cost history shows what each was for."""
+    if ledger:
+        await Generation.objects.filter(pk__in=ledger).aupdate(
+            conversation_id=conversation_pk, question_id=question_pk
+        )

@@ -134,21 +134,28 @@ def batches(texts: Sequence[str]) -> Iterator[list[str]]:
 
 
 async def embed_texts(
-    texts: Sequence[str], setup: EmbeddingSetup, purpose: EmbeddingFor
+    texts: Sequence[str],
+    setup: EmbeddingSetup,
+    purpose: EmbeddingFor,
+    ledger: list[int] | None = None,
 ) -> list[list[float]]:
     """A vector per text, in order. `EmbeddingRefused` before a request a spending limit would
     not pay for, `EmbeddingFailed` when the gateway did not answer with vectors; the batches
-    embedded before either stay on the ledger, as what they cost."""
+    embedded before either stay on the ledger, as what they cost. Each batch's ledger row is
+    added to `ledger`: a question is embedded before its message exists, which links them after
+    (`knowledge_choice.link_question`)."""
     vectors: list[list[float]] = []
     for batch in batches(texts):
-        vectors += await _embed_batch(batch, setup, purpose)
+        vectors += await _embed_batch(batch, setup, purpose, ledger)
     return vectors
 
 
 async def _embed_batch(
-    batch: list[str], setup: EmbeddingSetup, purpose: EmbeddingFor
+    batch: list[str], setup: EmbeddingSetup, purpose: EmbeddingFor, ledger: list[int] | None
 ) -> list[list[float]]:
     generation_pk = await sync_to_async(_start)(batch, setup, purpose)
+    if ledger is not None:
+        ledger.append(generation_pk)
     client = shared_client(setup.config)
     beating = asyncio.get_running_loop().create_task(_beat(generation_pk))
     try:

@@ -13,13 +13,19 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from django.db.models import Count, Sum
+from django.template.defaultfilters import pluralize
 
 from chatapp.gateways import pricing
 from chatapp.gateways.units import CostUnit, Money
 from chatapp.knowledge.files import reembed
 from chatapp.knowledge.models import Chunk, KnowledgeFile
 
-__all__ = ["ReembeddingEstimate", "estimate", "start_reembedding"]
+__all__ = ["ReembeddingEstimate", "documents", "estimate", "start_reembedding"]
+
+
+def documents(count: int) -> str:
+    """A count of documents in words: 1 document, 7 documents."""
+    return f"{count:,} document{pluralize(count)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,8 +41,8 @@ class ReembeddingEstimate:
         if not self.files:
             return f"No document was embedded through this gateway: {self.model} costs nothing yet."
         what = (
-            f"Changing the embedding model to {self.model} embeds {self.files:,} document(s) "
-            f"again ({self.chunks:,} passages, {self.tokens:,} tokens)"
+            f"Changing the embedding model to {self.model} embeds {documents(self.files)} again "
+            f"({self.chunks:,} passage{pluralize(self.chunks)}, {self.tokens:,} tokens)"
         )
         if self.cost is None:
             return (

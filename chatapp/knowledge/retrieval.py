@@ -54,10 +54,12 @@ async def retrieve(
     token_budget: int,
     conversation_pk: int | None = None,
     question_pk: int | None = None,
+    ledger: list[int] | None = None,
 ) -> list[Passage]:
     """The passages for `question` from the collections and files named that `user` may use,
-    best first, their tokens together within `token_budget`. The question's embedding calls are
-    the user's spend, linked to `conversation_pk` and `question_pk` (the user's message)."""
+        best first, their tokens together within `token_budget`. The question's embedding calls are
+        the user's spend, linked to `conversation_pk` and `question_pk` (the user's message), their
+    ledger rows added to `ledger` (`embedding.embed_texts`)."""
     if not question.strip() or token_budget < 1:
         return []
     scope, models = await sync_to_async(_scope)(user, collection_ids, file_ids)
@@ -67,7 +69,7 @@ async def retrieve(
     purpose = EmbeddingFor(user.pk, conversation_pk=conversation_pk, question_pk=question_pk)
     for setup in await sync_to_async(_setups)(models):
         try:
-            (vector,) = await embed_texts([question], setup, purpose)
+            (vector,) = await embed_texts([question], setup, purpose, ledger)
         except (EmbeddingRefused, EmbeddingFailed) as exc:
             logger.warning("Retrieval by full text only: the question was not embedded: %s", exc)
             continue

@@ -347,7 +347,8 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
         if answerer.kind != Generation.Kind.CHAT:  # an image is drawn from the text alone
             documents = knowledge_choice.KnowledgeChoice()
         text = request.POST.get("content", "")
-        passages = await knowledge_choice.passages_for(user, documents, text, pk)
+        question_ledger: list[int] = []
+        passages = await knowledge_choice.passages_for(user, documents, text, pk, question_ledger)
         turn = TurnRequest(
             text=text,
             answerer=answerer,
@@ -363,6 +364,11 @@ async def send_message(request: AuthenticatedRequest, pk: int | None = None) -> 
         if isinstance(exc, NewerMessages) and pk is not None:
             return await sync_to_async(newer_messages)(request, pk, exc)
         return await sync_to_async(composer_error)(request, exc)
+    await knowledge_choice.link_question(
+        question_ledger,
+        started.conversation.pk,
+        started.user_message.pk if started.user_message else None,
+    )
     return await turn_response(request, pk, started, answerer.image_count)
 
 

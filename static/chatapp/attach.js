@@ -25,7 +25,7 @@ function parts() {
   return {
     form,
     input,
-    list: form.querySelector(".attached-files"),
+    list: form.querySelector(".file-chips"),
     note: form.querySelector(".attach-note"),
   };
 }

@@ -89,7 +89,7 @@ def _message_in_view(page: Any) -> None:
 def test_an_image_reaches_a_model_that_takes_images(alice: Any, how: str) -> None:
     choose_model(alice, "emulator/vision")
     HOW[how](alice, "picture.png", "image/png", PNG)
-    chip = alice.locator("#composer .attached-files li")
+    chip = alice.locator("#composer .file-chips li")
     expect(chip).to_have_count(1)
     expect(chip).to_contain_text("picture.png")
     expect(chip.locator("img")).to_have_attribute("src", re.compile(r"^data:image/png;base64,"))
@@ -103,7 +103,7 @@ def test_an_image_reaches_a_model_that_takes_images(alice: Any, how: str) -> Non
     alice.wait_for_function(
         "(img) => img.complete && img.naturalWidth > 0", arg=thumbnail.element_handle()
     )
-    expect(alice.locator("#composer .attached-files li")).to_have_count(0)  # sent with it
+    expect(alice.locator("#composer .file-chips li")).to_have_count(0)  # sent with it
     if how == "button":
         screenshots(alice, "attach-sent-image", _message_in_view)
 
@@ -112,7 +112,7 @@ def test_an_image_reaches_a_model_that_takes_images(alice: Any, how: str) -> Non
 def test_a_pdf_goes_as_its_text(alice: Any, how: str) -> None:
     choose_model(alice, "emulator/vision")
     HOW[how](alice, "report.pdf", "application/pdf", PDF)
-    expect(alice.locator("#composer .attached-files li")).to_contain_text("report.pdf")
+    expect(alice.locator("#composer .file-chips li")).to_contain_text("report.pdf")
     answer = send_and_finish(alice, "Summarise the report")
     # The model was sent the PDF's text as a text part: the emulator quotes its first line.
     expect(answer.locator(".content")).to_contain_text("Attached file report.pdf (PDF, 2 pages")
@@ -138,7 +138,7 @@ def test_an_image_for_a_model_without_image_input_is_said_and_not_sent(alice: An
     screenshots(alice, "attach-refused-image", _composer_in_view)
     alice.get_by_role("button", name="Remove picture.png").click()
     expect(note).to_be_hidden()
-    expect(alice.locator("#composer .attached-files li")).to_have_count(0)
+    expect(alice.locator("#composer .file-chips li")).to_have_count(0)
 
 
 def test_a_program_is_refused_as_it_is_attached_and_a_text_file_is_not(alice: Any) -> None:
@@ -148,9 +148,9 @@ def test_a_program_is_refused_as_it_is_attached_and_a_text_file_is_not(alice: An
         "Not attached: setup.exe is not a PNG, JPEG, GIF or WebP image, a PDF, or a text file"
         " (UTF-8)."
     )
-    chips = alice.locator("#composer .attached-files li")
+    chips = alice.locator("#composer .file-chips li")
     expect(chips).to_have_count(0)
-    expect(alice.locator("#composer .attached-files")).to_be_hidden()
+    expect(alice.get_by_role("list", name="Files to send")).to_be_hidden()
     screenshots(alice, "attach-refused-program", _composer_in_view)
     # A text file still attaches, and the refusal goes.
     attach_by_button(alice, "notes.txt", "text/plain", "Shopping: pears, plums, café\n".encode())

@@ -96,6 +96,7 @@ def test_a_diagram_that_does_not_parse_shows_its_source_and_the_message(alice: A
 
 
 @pytest.mark.usefixtures("mermaid")
+@pytest.mark.paced  # the block is watched while its fence is still open
 def test_a_diagram_shows_as_code_while_its_fence_is_open(alice: Any) -> None:
     words = " ".join(f"word{i}" for i in range(120))
     send(alice, f"```mermaid\n{FLOW}\n```\n\n{words}", "emulator/echo")

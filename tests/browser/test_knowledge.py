@@ -28,6 +28,17 @@ Trains are booked in second class. Flights need a manager's approval.
 """
 
 
+@pytest.fixture(scope="module", autouse=True)
+def no_collections_left(server_env: dict[str, str]) -> Iterator[None]:
+    """The collections made here are deleted after the module: the server is the session's, and
+    `test_knowledge_chat.py` counts what `#hand` offers alice (her Handbook made here matched)."""
+    yield
+    manage_shell(
+        server_env,
+        "from chatapp.knowledge.models import Collection\nCollection.objects.all().delete()",
+    )
+
+
 @pytest.fixture(scope="module")
 def task_worker(server_env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
     """The default gateway embedding (as an admin sets it), and the worker process."""
@@ -93,3 +104,32 @@ def test_a_collection_gets_a_pdf_and_a_markdown_file_that_become_ready(
     expect(page.locator(".starting-list")).to_contain_text("2 files")
     screenshots(page, "knowledge-list")
     assert task_worker.poll() is None
+
+
+def test_a_file_over_the_limit_is_refused_as_it_is_chosen_in_words(
+    alice: Any, server_url: str, tmp_path: Path
+) -> None:
+    """A file past the server's bound for a body is refused before it is sent, saying which file
+    and the limit; before, the page was left for a bare 413 naming neither."""
+    page = alice
+    page.goto(f"{server_url}/knowledge/new/")
+    page.get_by_label("Name").fill("Archive")
+    page.get_by_role("button", name="Make collection").click()
+    expect(page).to_have_url(re.compile(r"/knowledge/\d+/$"))
+    collection_url = page.url
+    big = tmp_path / "Big.pdf"
+    with big.open("wb") as out:
+        out.truncate(25 * 1024 * 1024)
+    files = page.get_by_label("Add files")
+    files.set_input_files([str(big)])
+    expect(files).to_have_js_property("validationMessage", "Big.pdf is larger than 20 MB.")
+    page.get_by_role("button", name="Add", exact=True).click()
+    expect(page).to_have_url(collection_url)
+    expect(page.locator(".knowledge-file")).to_have_count(0)
+
+    small = tmp_path / "Rules.md"
+    small.write_text(MARKDOWN)
+    files.set_input_files([str(small)])
+    expect(files).to_have_js_property("validationMessage", "")
+    page.get_by_role("button", name="Add", exact=True).click()
+    expect(page.locator(".knowledge-file")).to_have_count(1)

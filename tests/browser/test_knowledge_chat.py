@@ -146,3 +146,25 @@ def test_asked_with_hash_the_answer_cites_the_passage_which_opens(
     expect(pane.locator("li.passage").first).to_contain_text("Handbook.md, § Annual leave")
     if size == "desktop":
         screenshots(alice, "knowledge-passages", lambda page: pane.scroll_into_view_if_needed())
+
+
+@pytest.mark.parametrize("size", ["desktop", "phone"])
+def test_an_assistants_collections_are_checkboxes_beside_their_names(
+    alice: Any, server_url: str, handbook: None, size: str
+) -> None:
+    """Each collection a row as each tool is: its checkbox at the start of the line, its name
+    beside it (Django's list alone drew the box centred on a line of its own, the name below)."""
+    width, height = SIZES[size]
+    alice.set_viewport_size({"width": width, "height": height})
+    alice.goto(f"{server_url}/settings/assistants/new/")
+    field = alice.get_by_role("group", name="Collections")
+    box = field.get_by_role("checkbox", name="Handbook")
+    label = field.locator("label", has_text="Handbook")
+    expect(box).to_be_visible()
+    box_at, label_at, field_at = box.bounding_box(), label.bounding_box(), field.bounding_box()
+    assert box_at["x"] - field_at["x"] < 8  # at the start of the row
+    assert label_at["height"] < 2 * box_at["height"] + 8  # one line: the name beside the box
+    box.check()
+    expect(box).to_be_checked()
+    if size == "desktop":
+        screenshots(alice, "assistant-collections", lambda page: field.scroll_into_view_if_needed())

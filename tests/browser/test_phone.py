@@ -33,6 +33,11 @@ def phone(alice: Any, browser: Any, server_url: str) -> Iterator[Any]:
 
 
 def test_enter_makes_a_new_line_and_send_sends_on_a_touch_screen(phone: Any) -> None:
+    # The first screen says so, not "press Enter to send it" as with keys.
+    expect(phone.locator(".first-hint")).to_have_text(
+        "Type your message below and tap Send to send it (Enter starts a new line).",
+        use_inner_text=True,
+    )
     box = phone.get_by_label("Message")
     expect(box).to_have_attribute("placeholder", "Message")
     choose_model(phone, "emulator/echo")

@@ -16,7 +16,8 @@ from playwright.sync_api import expect
 
 from .conftest import finished, screenshots, send
 
-pytestmark = [pytest.mark.browser]
+# The answer must still be streaming when the second message is sent: the emulator paced.
+pytestmark = [pytest.mark.browser, pytest.mark.paced]
 
 WORDS = " ".join(f"w{n:03d}" for n in range(1, 201))  # echoed back in ~5 s at 40 tokens/s
 

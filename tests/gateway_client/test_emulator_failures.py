@@ -332,13 +332,15 @@ async def test_bad_requests(emulator_url: str, dialect: str) -> None:
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 async def test_models_list(emulator_url: str, dialect: str) -> None:
-    from gateway_client.emulator import SCENARIOS
+    from gateway_client.emulator import EMBEDDING_MODEL, SCENARIOS
 
     async with http() as client:
         response = await client.get(f"{emulator_url}{BASES[dialect]}/models", headers=AUTH)
     data = response.json()
     assert data["object"] == "list"
-    assert [m["id"] for m in data["data"]] == [f"emulator/{s}" for s in SCENARIOS]
+    # Every scenario, then the embedding model (listed, never offered for chat).
+    expected = [f"emulator/{s}" for s in SCENARIOS] + [EMBEDDING_MODEL]
+    assert [m["id"] for m in data["data"]] == expected
     chat = data["data"][0]
     assert chat["object"] == "model"
     assert chat["name"] == "Emulator: chat"

@@ -424,8 +424,10 @@ class GenerationAdmin(_GenerationAdmin):
     @admin.display(description="conversation", ordering="conversation_id")
     def conversation_link(self, obj: Generation) -> str:
         if obj.conversation_id is None:
-            # A transcription made before its chat began has none; any other's was deleted.
-            return "-" if obj.kind == Generation.Kind.TRANSCRIPTION else "deleted"
+            # A transcription made before its chat began has none, nor a collection's documents,
+            # embedded in no conversation; any other's was deleted.
+            none = obj.kind == Generation.Kind.TRANSCRIPTION or obj.collection_id is not None
+            return "-" if none else "deleted"
         url = reverse("admin:chatapp_conversation_change", args=[obj.conversation_id])
         return format_html('<a href="{}">#{}</a>', url, obj.conversation_id)
 

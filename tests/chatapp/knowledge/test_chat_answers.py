@@ -16,7 +16,7 @@ from django.test import AsyncClient, Client
 from django.urls import reverse
 
 from chatapp.assistants.models import Assistant
-from chatapp.conversations.models import Conversation
+from chatapp.conversations.models import Conversation, Message
 from chatapp.costs.models import Generation
 from chatapp.gateways import catalog
 from chatapp.knowledge import ingest
@@ -80,6 +80,19 @@ async def test_a_collection_chosen_with_hash_is_quoted_and_cited(
     words = "1 passage" if count == 1 else f"{count} passages"
     assert f"<summary>{words} from Handbook.md</summary>" in page
     assert f'id="passage-m{generation.message.pk}-1"' in page
+
+
+async def test_the_questions_embedding_is_on_the_ledger_for_its_conversation_and_message(
+    alice: Any, handbook: Collection, indexed: KnowledgeFile
+) -> None:
+    """Embedded before the new chat and its message exist, then linked to both: the admin's
+    cost history says what it was for, not "a deleted collection or question"."""
+    generation = await sent(alice, collections=[str(handbook.pk)])
+
+    embedding = await Generation.objects.filter(kind="embedding", collection=None).aget()
+    assert embedding.conversation_id == generation.conversation_id
+    question = await Message.objects.aget(conversation_id=generation.conversation_id, role="user")
+    assert embedding.question_id == question.pk
 
 
 async def test_another_users_collection_adds_nothing(

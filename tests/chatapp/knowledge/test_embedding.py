@@ -167,6 +167,9 @@ async def test_the_admins_cost_history_lists_it_by_kind_and_collection_and_the_u
     (total,) = listed.context["cost_totals"].totals
     assert (total.unit, total.amount) == (CostUnit.USD, first.cost)
     assert f"Documents of collection #{handbook.pk}" in listed.content.decode()
+    # A collection's documents are embedded in no conversation: none, not a "deleted" one.
+    assert '<td class="field-conversation_link">-</td>' in listed.content.decode()
+    assert ">deleted<" not in listed.content.decode()
     assert "Handbook (alice)" in listed.content.decode()  # the filter's choice
 
     line = await sync_to_async(month_spend)(alice)

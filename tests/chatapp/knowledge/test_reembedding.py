@@ -62,7 +62,7 @@ def test_the_estimate_is_the_chunks_tokens_at_the_new_models_price(
     assert priced.cost is not None
     assert priced.cost.amount == Decimal("0.04")
     assert str(priced) == (
-        "Changing the embedding model to emulator/embedding-large embeds 1 document(s) again "
+        "Changing the embedding model to emulator/embedding-large embeds 1 document again "
         "(3 passages, 400 tokens): about $0.04 at emulator/embedding-large's price."
     )
 
@@ -95,7 +95,7 @@ def test_the_admin_is_told_the_cost_first_and_only_a_confirmed_save_re_embeds(
     assert file.state == KnowledgeFile.State.READY
 
     saved = admin_client.post(change, {**form, "reembed": "on"}, follow=True)
-    assert "1 document(s) queued" in saved.content.decode()
+    assert "1 document queued." in saved.content.decode()
     gateway.refresh_from_db()
     file.refresh_from_db()
     assert gateway.embedding_model == NEW

@@ -15,6 +15,7 @@ from django.test import Client
 from django.urls import reverse
 from django_tasks_db.models import DBTaskResult
 
+from chatapp.knowledge.limits import MAX_FILE_BYTES
 from chatapp.knowledge.models import Collection, KnowledgeFile
 from tests.pdf_bytes import pdf_bytes
 
@@ -86,6 +87,20 @@ def test_a_refused_file_is_named_and_the_others_added(alice: Any, handbook: Coll
     assert list(KnowledgeFile.objects.values_list("name", flat=True)) == ["rules.md"]
 
 
+def test_one_file_too_large_is_named_not_called_files_together(
+    alice: Any, handbook: Collection
+) -> None:
+    big = SimpleUploadedFile("Big.pdf", b"%PDF-1.4\n" + b"0" * (MAX_FILE_BYTES + 1))
+    response = client_of(alice).post(
+        reverse("chat:collection_files", args=[handbook.pk]), {"files": [big]}, **HTMX
+    )
+    html = response.content.decode()
+    assert response.status_code == 400
+    assert f"Big.pdf is larger than {MAX_FILE_BYTES // 2**20} MB." in html
+    assert "Together these files" not in html
+    assert not KnowledgeFile.objects.exists()
+
+
 def test_the_files_list_stops_polling_once_none_is_busy(
     alice: Any, handbook: Collection, added: Callable[..., KnowledgeFile]
 ) -> None:
@@ -99,6 +114,8 @@ def test_the_files_list_stops_polling_once_none_is_busy(
     KnowledgeFile.objects.filter(pk=file.pk).update(state=State.FAILED, error="it is encrypted")
     html = client_of(alice).get(url, **HTMX).content.decode()
     assert "Failed: it is encrypted" in html
+    KnowledgeFile.objects.filter(pk=file.pk).update(state=State.EMBEDDING, done=0, total=1)
+    assert "Embedding 0 of 1 passage…" in client_of(alice).get(url, **HTMX).content.decode()
     assert "hx-trigger" not in html
 
 

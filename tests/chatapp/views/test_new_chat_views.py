@@ -85,6 +85,17 @@ async def test_the_new_chat_screen_offers_settings_from_the_defaults(alice: Any)
     assert line.group(1) == "temperature 0.7 · tools: date and time"
 
 
+async def test_the_new_chat_screen_and_the_sidebar_lead_to_the_knowledge_page(alice: Any) -> None:
+    """The first screen says "# for your documents": where they are made is a link away, as the
+    assistants and prompts are (before, only Chat defaults' tabs led there)."""
+    html = await home(alice)
+    url = reverse("chat:knowledge")
+    first = html[html.index('class="first-start"') :]
+    assert f'<a href="{url}">Your documents</a>' in first[: first.index("</p>")]
+    footer = html[html.index('class="logout"') :]
+    assert f'<a href="{url}">Knowledge</a>' in footer[: footer.index("</form>")]
+
+
 async def test_a_conversation_page_has_no_new_chat_settings(alice: Any) -> None:
     conversation = await Conversation.objects.acreate(user=alice, title="Salt")
     client = await logged_in(alice)

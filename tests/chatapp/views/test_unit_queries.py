@@ -36,10 +36,14 @@ from tests.chatapp.conftest import start_turn
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 HTMX = {"HX-Request": "true"}
-HOME_STATEMENTS = 10
+# Up by 3, 1 and 2 since issue 47 (were 10, 23, 31): a gateway saved in one process now shows in
+# every process's next picker, and the checks of the shared version token read it again on a
+# page (three reads of `SharedVersion` and a reload of the gateways on the home page). A known
+# regression, left in the closing note of issue 47: these numbers may only go down.
+HOME_STATEMENTS = 13
 # The issue asks 8 of a turn's request; these are where it stands (see the module docstring).
-NEW_CHAT_STATEMENTS = 23
-FOLLOW_UP_STATEMENTS = 31
+NEW_CHAT_STATEMENTS = 24
+FOLLOW_UP_STATEMENTS = 33
 SLOW = "emulator/slow-start"  # no first token while the request runs
 
 
