@@ -311,6 +311,7 @@ async def test_root_path_mount() -> None:
     assert app.records.all()[-1].final_outcome == "completed"
 
 
+@pytest.mark.processes  # a stand-alone emulator: `make test-quick` leaves it out
 def test_command_line_serves_four_gateways() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -27,6 +27,8 @@ VECTORS = {
     3: (11, 100, (0.0, 1.0, 0.0)),
     4: (20, 200, (1.0, 0.0, 0.0)),  # another collection: as close as chunk 1
 }
+# Chroma's server is started as a process (`make test-quick` leaves the module out).
+pytestmark = [pytest.mark.processes]
 on_postgresql = pytest.mark.skipif(
     connection.vendor != "postgresql",
     reason="PostgreSQL's text search (tests/multiprocess runs this on PostgreSQL)",
