@@ -91,4 +91,6 @@ def test_when_the_worker_ends_the_server_is_stopped(
     os.kill(worker, signal.SIGKILL)
     assert runner.wait(timeout=30) == 1, tail(log)
     assert "worker exited (-9); stopping the rest" in log.read_text()
-    assert not port_open(port)
+    # Daphne is stopped; the listening socket can outlive it by a moment in its render pool's
+    # processes, which inherited it and end with it (seen once in `make test-quick`).
+    poll(lambda: not port_open(port), what="the port to close", within=10)
